@@ -1,0 +1,60 @@
+# Highwater developer commands. `make up` and `make test` each do all their own set-up.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ZK_JAR := /usr/share/java/zookeeper.jar
+
+.PHONY: up down status test lint typecheck imports unit integration bench zookeeper venv clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# ZooKeeper comes from Debian's package; installed only where missing.
+zookeeper:
+	@if [ ! -f $(ZK_JAR) ]; then \
+		echo "installing ZooKeeper from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper; \
+	fi
+
+up: venv zookeeper
+	$(BIN)/highwater cluster up
+
+down: venv
+	$(BIN)/highwater cluster down
+
+status: venv
+	$(BIN)/highwater cluster status
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+imports: venv
+	$(BIN)/lint-imports
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+integration: venv zookeeper
+	$(BIN)/pytest tests/integration
+
+test: venv zookeeper lint typecheck imports
+	$(BIN)/pytest
+
+bench: venv
+	$(BIN)/python -m tests.benchmarks.run
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Highwater clients: producer, consumer, admin, and the `highwater` command line."""

@@ -1,0 +1,1 @@
+"""The controller: elected through ZooKeeper, decides leaders and ISRs for the cluster."""

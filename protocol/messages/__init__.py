@@ -1,0 +1,1 @@
+"""One module per API: its request and response schemas, defined once."""

@@ -1,0 +1,23 @@
+"""Small structs shared by several APIs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.schema import Int32
+
+__all__ = ["BrokerEndpoint", "TopicPartitionRef"]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: Int32
+    host: str
+    port: Int32
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionRef:
+    topic: str
+    partition: Int32

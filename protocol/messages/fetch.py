@@ -1,0 +1,78 @@
+"""Fetch (key 1): log bytes from a partition, for consumers (up to HW) and followers (up to LEO)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.schema import Int8, Int16, Int32, Int64
+
+__all__ = [
+    "CONSUMER_REPLICA_ID",
+    "EpochEndOffset",
+    "FetchPartition",
+    "FetchPartitionData",
+    "FetchRequest",
+    "FetchResponse",
+    "FetchTopic",
+    "FetchTopicResponse",
+]
+
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    partition: Int32
+    fetch_offset: Int64
+    partition_max_bytes: Int32
+    current_leader_epoch: Int32 = -1  # KIP-320 fencing; -1 skips the check
+    log_start_offset: Int64 = -1  # followers report theirs
+    last_fetched_epoch: Int32 = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTopic:
+    topic: str
+    partitions: tuple[FetchPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: Int32  # broker id of a follower, -1 for a consumer
+    max_wait_ms: Int32
+    min_bytes: Int32
+    max_bytes: Int32
+    topics: tuple[FetchTopic, ...]
+    isolation_level: Int8 = 0
+    replica_epoch: Int64 = -1  # the follower's broker epoch
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    epoch: Int32 = -1
+    end_offset: Int64 = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionData:
+    partition_index: Int32
+    error_code: Int16
+    high_watermark: Int64
+    log_start_offset: Int64
+    records: bytes  # whole record batches, served from the log without re-encoding
+    last_stable_offset: Int64 = -1
+    diverging_epoch: EpochEndOffset | None = None
+    current_leader_epoch: Int32 = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTopicResponse:
+    topic: str
+    partitions: tuple[FetchPartitionData, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: Int16
+    responses: tuple[FetchTopicResponse, ...]
+    throttle_time_ms: Int32 = 0

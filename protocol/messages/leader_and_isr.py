@@ -1,0 +1,52 @@
+"""LeaderAndIsr (key 4): controller -> broker, "you lead / follow these partitions"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.messages.common import BrokerEndpoint
+from protocol.schema import Int16, Int32, Int64
+
+__all__ = [
+    "LeaderAndIsrPartitionError",
+    "LeaderAndIsrPartitionState",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartitionState:
+    topic_name: str
+    partition_index: Int32
+    controller_epoch: Int32
+    leader: Int32
+    leader_epoch: Int32
+    isr: tuple[Int32, ...]
+    partition_epoch: Int32  # the partition state znode's version (Kafka's zkVersion)
+    replicas: tuple[Int32, ...]
+    adding_replicas: tuple[Int32, ...] = ()
+    removing_replicas: tuple[Int32, ...] = ()
+    is_new: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrRequest:
+    controller_id: Int32
+    controller_epoch: Int32
+    broker_epoch: Int64
+    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+    live_leaders: tuple[BrokerEndpoint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartitionError:
+    topic_name: str
+    partition_index: Int32
+    error_code: Int16
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponse:
+    error_code: Int16
+    partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()

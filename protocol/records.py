@@ -1,0 +1,336 @@
+"""Record batches: the unit the producer sends, the log stores and the fetcher serves.
+
+Layout (magic 2), all integers big-endian; the 61-byte header is Kafka's v2 batch header:
+
+    offset  size  field
+         0     8  base_offset             set by the partition leader on append
+         8     4  batch_length            bytes after this field (total size - 12)
+        12     4  partition_leader_epoch  set by the partition leader on append
+        16     1  magic                   2
+        17     4  crc                     CRC-32C (Castagnoli) of bytes [21, end)
+        21     2  attributes              bits 0-2 compression, bit 3 timestamp type
+        23     4  last_offset_delta       record_count - 1
+        27     8  base_timestamp          first record's timestamp (ms)
+        35     8  max_timestamp           largest record timestamp (ms)
+        43     8  producer_id             -1 when not idempotent
+        51     2  producer_epoch          -1 when not idempotent
+        53     4  base_sequence           -1 when not idempotent
+        57     4  record_count
+        61     -  records section         msgpack array of records, compressed as a whole
+
+Because the CRC starts at byte 21, the leader can stamp base_offset and partition_leader_epoch
+without touching the CRC or the records: the broker never decodes records.
+
+A record is a msgpack array `[timestamp_delta, offset_delta, key, value, headers]` with headers
+an array of `[key: str, value: bin | nil]` pairs. See docs/protocol.md.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import crc32c as _crc32c
+import msgpack
+
+from protocol.compression import MAX_DECOMPRESSED_BYTES, Compression, compress, decompress
+from protocol.errors import CorruptRecordError, InvalidRecordError
+
+__all__ = [
+    "BATCH_HEADER_BYTES",
+    "LOG_OVERHEAD_BYTES",
+    "MAGIC_V2",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "BatchHeader",
+    "Record",
+    "RecordBatch",
+    "TimestampType",
+    "build_batch",
+    "crc32c",
+    "decode_batch",
+    "decode_batches",
+    "iter_batch_headers",
+    "read_header",
+    "stamp_prefix",
+    "validate_batch",
+]
+
+MAGIC_V2: Final = 2
+BATCH_HEADER_BYTES: Final = 61
+LOG_OVERHEAD_BYTES: Final = 12  # base_offset + batch_length: bytes not counted in batch_length
+CRC_START: Final = 21
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
+
+COMPRESSION_MASK: Final = 0x07
+TIMESTAMP_TYPE_BIT: Final = 0x08
+TRANSACTIONAL_BIT: Final = 0x10
+CONTROL_BIT: Final = 0x20
+
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+_PREFIX: Final = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
+_OFFSET_AND_LENGTH: Final = struct.Struct(">qi")
+
+
+class TimestampType:
+    CREATE_TIME: Final = 0
+    LOG_APPEND_TIME: Final = 1
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    return int(_crc32c.crc32c(data))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies."""
+        return self.batch_length + LOG_OVERHEAD_BYTES
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return (self.attributes & TIMESTAMP_TYPE_BIT) >> 3
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse (without checking the CRC) the header of the batch starting at `pos`.
+
+    Raises CorruptRecordError if fewer than a header's bytes remain, the magic is not 2,
+    or batch_length cannot describe a whole batch.
+    """
+    if len(buf) - pos < BATCH_HEADER_BYTES:
+        raise CorruptRecordError(
+            f"batch at byte {pos}: {len(buf) - pos} bytes left, a header needs {BATCH_HEADER_BYTES}"
+        )
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC_V2:
+        raise CorruptRecordError(f"batch at byte {pos}: magic {header.magic}, expected 2")
+    if header.batch_length < BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES:
+        raise CorruptRecordError(f"batch at byte {pos}: batch_length {header.batch_length}")
+    return header
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> None:
+    """Check that the whole batch is present, its CRC matches and its counts are coherent."""
+    end = pos + header.size
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"batch at byte {pos}: declares {header.size} bytes, {len(buf) - pos} present"
+        )
+    actual = crc32c(memoryview(buf)[pos + CRC_START : end])
+    if actual != header.crc:
+        raise CorruptRecordError(
+            f"batch at byte {pos}: CRC-32C {actual:#010x} != stored {header.crc:#010x}"
+        )
+    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        raise InvalidRecordError(
+            f"batch at byte {pos}: record_count {header.record_count} does not match "
+            f"last_offset_delta {header.last_offset_delta}"
+        )
+
+
+def iter_batch_headers(
+    buf: bytes | bytearray | memoryview, *, check_crc: bool = True
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each batch in `buf`; raise on the first bad one.
+
+    The error's message names the byte position; everything before it was valid.
+    """
+    pos = 0
+    size = len(buf)
+    while pos < size:
+        header = read_header(buf, pos)
+        if check_crc:
+            validate_batch(buf, pos, header)
+        elif pos + header.size > size:
+            raise CorruptRecordError(f"batch at byte {pos} is truncated")
+        yield pos, header
+        pos += header.size
+
+
+def stamp_prefix(base_offset: int, batch_length: int, partition_leader_epoch: int) -> bytes:
+    """The first 16 bytes of a batch with a new base offset and leader epoch (CRC unaffected)."""
+    return _PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Client side: building and decoding records. The broker never calls these on its data path.
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    value: bytes | None
+    key: bytes | None = None
+    timestamp_ms: int = -1  # -1: the batch builder uses the current time
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    offset: int = -1  # set when decoded from a stored batch
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    header: BatchHeader
+    records: tuple[Record, ...] = field(default=())
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    compression: Compression = Compression.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    now_ms: int | None = None,
+) -> bytes:
+    """Encode records as one batch, ready to produce (base offset 0, as a producer sends it)."""
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    timestamps = [r.timestamp_ms if r.timestamp_ms >= 0 else now_ms for r in records]
+    base_timestamp = timestamps[0]
+    plain = [
+        [ts - base_timestamp, i, r.key, r.value, [list(h) for h in r.headers]]
+        for i, (r, ts) in enumerate(zip(records, timestamps, strict=True))
+    ]
+    section = compress(compression, msgpack.packb(plain, use_bin_type=True))
+    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
+    tail = (
+        _HEADER.pack(
+            base_offset,
+            batch_length,
+            partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            int(compression),
+            len(records) - 1,
+            base_timestamp,
+            max(timestamps),
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )[CRC_START:]
+        + section
+    )
+    return (
+        _PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
+        + struct.pack(">bI", MAGIC_V2, crc32c(tail))
+        + tail
+    )
+
+
+def _decode_record(plain: Any, header: BatchHeader, index: int) -> Record:
+    if type(plain) is not list or len(plain) != 5:
+        raise CorruptRecordError(f"record {index}: expected an array of 5")
+    ts_delta, offset_delta, key, value, headers = plain
+    if type(ts_delta) is not int or type(offset_delta) is not int:
+        raise CorruptRecordError(f"record {index}: timestamp/offset delta must be ints")
+    if not 0 <= offset_delta <= header.last_offset_delta:
+        raise CorruptRecordError(f"record {index}: offset delta {offset_delta} out of range")
+    if not (key is None or type(key) is bytes) or not (value is None or type(value) is bytes):
+        raise CorruptRecordError(f"record {index}: key and value must be bin or nil")
+    if type(headers) is not list:
+        raise CorruptRecordError(f"record {index}: headers must be an array")
+    parsed: list[tuple[str, bytes | None]] = []
+    for h in headers:
+        if (
+            type(h) is not list
+            or len(h) != 2
+            or type(h[0]) is not str
+            or not (h[1] is None or type(h[1]) is bytes)
+        ):
+            raise CorruptRecordError(f"record {index}: header must be [str, bin | nil]")
+        parsed.append((h[0], h[1]))
+    return Record(
+        value=value,
+        key=key,
+        timestamp_ms=header.base_timestamp + ts_delta,
+        headers=tuple(parsed),
+        offset=header.base_offset + offset_delta,
+    )
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+) -> RecordBatch:
+    """Validate and fully decode one batch (consumer side)."""
+    header = read_header(buf, pos)
+    validate_batch(buf, pos, header)
+    section = bytes(memoryview(buf)[pos + BATCH_HEADER_BYTES : pos + header.size])
+    section = decompress(header.compression, section, max_decompressed_bytes)
+    try:
+        plain = msgpack.unpackb(
+            section,
+            raw=False,
+            max_array_len=len(section),  # every element takes at least one byte
+            max_map_len=0,
+            max_ext_len=0,
+        )
+    except (ValueError, TypeError, msgpack.exceptions.StackError) as exc:
+        raise CorruptRecordError(f"batch at byte {pos}: records section: {exc}") from exc
+    if type(plain) is not list or len(plain) != header.record_count:
+        raise CorruptRecordError(
+            f"batch at byte {pos}: records section does not hold {header.record_count} records"
+        )
+    return RecordBatch(header, tuple(_decode_record(p, header, i) for i, p in enumerate(plain)))
+
+
+def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[RecordBatch]:
+    """Decode consecutive batches, as a Fetch response's records field carries them.
+
+    A partial batch at the very end (a fetch cut at max_bytes) is skipped, as Kafka clients do.
+    """
+    pos = 0
+    size = len(buf)
+    while size - pos >= LOG_OVERHEAD_BYTES:
+        _, batch_length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+        if pos + LOG_OVERHEAD_BYTES + batch_length > size:
+            return
+        yield decode_batch(buf, pos)
+        pos += LOG_OVERHEAD_BYTES + batch_length
