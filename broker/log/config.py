@@ -1,0 +1,38 @@
+"""Per-log settings, named after Kafka's (`log.segment.bytes` -> segment_bytes, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["NO_LIMIT", "LogConfig"]
+
+NO_LIMIT: Final = -1
+_DAY_MS: Final = 24 * 60 * 60 * 1000
+# Kafka's "never" for flush.messages / flush.ms (Long.MAX_VALUE): rely on replication.
+_NEVER: Final = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024  # log.segment.bytes
+    segment_ms: int = 7 * _DAY_MS  # log.roll.ms (log.roll.hours=168)
+    segment_index_bytes: int = 10 * 1024 * 1024  # log.index.size.max.bytes
+    index_interval_bytes: int = 4096  # log.index.interval.bytes
+    retention_ms: int = 7 * _DAY_MS  # retention.ms; -1: keep forever
+    retention_bytes: int = NO_LIMIT  # retention.bytes; -1: no size limit
+    flush_messages: int = _NEVER  # flush.messages (log.flush.interval.messages)
+    flush_ms: int = _NEVER  # flush.ms (log.flush.interval.ms)
+    max_message_bytes: int = 1024 * 1024 + 12  # message.max.bytes: the largest batch accepted
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 128:
+            raise ValueError(f"segment_bytes {self.segment_bytes} is too small (min 128)")
+        if self.index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must be >= 0")
+        if self.segment_index_bytes < 64:
+            raise ValueError("segment_index_bytes must be >= 64")
+        if self.segment_ms <= 0 or self.flush_messages <= 0 or self.flush_ms < 0:
+            raise ValueError("segment_ms and flush_messages must be > 0, flush_ms >= 0")
+        if self.max_message_bytes <= 0:
+            raise ValueError("max_message_bytes must be > 0")

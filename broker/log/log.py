@@ -1,0 +1,496 @@
+"""One partition's log: a sequence of segments, its log start offset, LEO, recovery point and
+leader-epoch cache.
+
+The leader appends producer batches (`append_as_leader`): it checks each batch's header and
+CRC, stamps base offset and partition leader epoch into the first 16 bytes and writes the rest
+of the bytes as they came. Followers append the leader's batches as they are
+(`append_as_follower`). Reads return file slices. Nothing here decodes records.
+
+The high watermark is not kept here: it is replication state (the replica layer passes it in
+as `max_offset` when a consumer reads).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import structlog
+
+from broker.log.checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
+from broker.log.config import LogConfig
+from broker.log.errors import LogStorageError, MessageTooLargeError, OffsetOutOfRangeError
+from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.segment import FileSlice, LogSegment
+from protocol.compression import check_supported
+from protocol.errors import HighwaterError, InvalidRecordError
+from protocol.records import (
+    CONTROL_BIT,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    iter_batch_headers,
+    stamp_prefix,
+)
+
+__all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "FetchDataInfo", "Log", "LogAppendInfo"]
+
+LEADER_EPOCH_CHECKPOINT_FILE: Final = "leader-epoch-checkpoint"
+_STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
+_UNSUPPORTED_ATTRIBUTES: Final = CONTROL_BIT | TRANSACTIONAL_BIT | TIMESTAMP_TYPE_BIT
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_start_offset: int
+    batch_count: int
+    record_count: int
+    byte_count: int
+    log_append_time_ms: int = -1  # CreateTime only: the producer's timestamps are kept
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    fetch_offset: int
+    slice: FileSlice | None  # None: nothing to return at this offset (yet)
+
+    def read(self) -> bytes:
+        return b"" if self.slice is None else self.slice.read()
+
+
+class Log:
+    """Use `Log.open(...)`; the constructor only wires already-opened parts together."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        epoch_cache: LeaderEpochCache,
+        now_ms: int,
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        self.directory = directory
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.leader_epoch_cache = epoch_cache
+        self._unflushed_records = 0
+        self._last_flush_ms = now_ms
+        self._logger = structlog.get_logger("highwater.log").bind(log=directory.name)
+
+    # -- opening and recovery --------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = True,
+    ) -> Log:
+        """Open (creating if needed) the log in `directory`.
+
+        After an unclean shutdown every segment that may hold offsets at or past
+        `recovery_point` is re-validated batch by batch; a torn or corrupt tail is truncated
+        at its first bad byte and every later segment deleted. Missing or corrupt indexes are
+        rebuilt; so is a corrupt or missing leader-epoch checkpoint.
+        """
+        logger = structlog.get_logger("highwater.log").bind(log=directory.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_stray_files(directory)
+        bases = _segment_bases(directory)
+        segments: list[LogSegment] = []
+        for i, base in enumerate(bases):
+            segment = LogSegment(directory, base, config, now_ms)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            must_recover = not clean_shutdown and (next_base is None or next_base > recovery_point)
+            if not must_recover:
+                try:
+                    segment.load()
+                except HighwaterError as exc:
+                    logger.warning(
+                        "segment failed its check, recovering", base=base, error=str(exc)
+                    )
+                    must_recover = True
+            truncated = segment.recover() if must_recover else 0
+            segments.append(segment)
+            if truncated:
+                logger.warning(
+                    "truncated corrupt log tail",
+                    base=base,
+                    bytes=truncated,
+                    leo=segment.next_offset,
+                )
+                for later in bases[i + 1 :]:
+                    LogSegment(directory, later, config, now_ms).delete()
+                    logger.warning("deleted segment after corrupt tail", base=later)
+                break
+        if not segments:
+            segments.append(LogSegment(directory, log_start_offset, config, now_ms))
+        log_end_offset = segments[-1].next_offset
+        start = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
+        epoch_cache = _open_epoch_cache(directory, segments, start, logger)
+        epoch_cache.truncate_from_end(log_end_offset)
+        epoch_cache.truncate_from_start(start)
+        if not clean_shutdown:
+            for segment in segments:
+                if segment.next_offset > recovery_point:
+                    segment.flush()
+        return cls(directory, config, segments, start, log_end_offset, epoch_cache, now_ms)
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record gets."""
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """KIP-279: (largest epoch <= `epoch`, its end offset), for OffsetForLeaderEpoch."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # -- appending -------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        """Validate producer batches, assign offsets from the LEO, stamp `leader_epoch`, append.
+
+        A request with any bad batch is rejected whole: nothing is written.
+        """
+        headers = self._validate(records, from_producer=True)
+        first_offset = self.log_end_offset
+        offset = first_offset
+        view = memoryview(records)
+        planned: list[tuple[list[bytes | memoryview], int, BatchHeader]] = []
+        for position, header in headers:
+            prefix = stamp_prefix(offset, header.batch_length, leader_epoch)
+            planned.append(([prefix, view[position + 16 : position + header.size]], offset, header))
+            offset += header.record_count
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        return self._append(planned, first_offset, offset, len(records), now_ms)
+
+    def append_as_follower(self, records: bytes, now_ms: int) -> LogAppendInfo:
+        """Append the leader's batches as they are; they must continue exactly at the LEO."""
+        headers = self._validate(records, from_producer=False)
+        first_offset = self.log_end_offset
+        expected = first_offset
+        view = memoryview(records)
+        planned: list[tuple[list[bytes | memoryview], int, BatchHeader]] = []
+        for position, header in headers:
+            if header.base_offset != expected:
+                raise InvalidRecordError(
+                    f"follower append: batch base offset {header.base_offset}, expected {expected}"
+                )
+            if header.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            planned.append(([view[position : position + header.size]], expected, header))
+            expected = header.next_offset
+        return self._append(planned, first_offset, expected, len(records), now_ms)
+
+    def _validate(self, records: bytes, *, from_producer: bool) -> list[tuple[int, BatchHeader]]:
+        if not records:
+            raise InvalidRecordError("no record batches")
+        headers = list(iter_batch_headers(records))
+        for position, header in headers:
+            if header.size > self.config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"batch at byte {position} is {header.size} bytes, over message.max.bytes "
+                    f"{self.config.max_message_bytes}"
+                )
+            if from_producer:
+                if header.base_offset != 0:
+                    raise InvalidRecordError(
+                        f"batch at byte {position}: base offset {header.base_offset}, must be 0"
+                    )
+                if header.attributes & _UNSUPPORTED_ATTRIBUTES:
+                    raise InvalidRecordError(
+                        f"batch at byte {position}: transactional, control and log-append-time "
+                        "batches are not supported"
+                    )
+                check_supported(header.compression)
+        return headers
+
+    def _append(
+        self,
+        planned: list[tuple[list[bytes | memoryview], int, BatchHeader]],
+        first_offset: int,
+        next_offset: int,
+        byte_count: int,
+        now_ms: int,
+    ) -> LogAppendInfo:
+        max_timestamp = max(h.max_timestamp for _, _, h in planned)
+        segment = self._segments[-1]
+        if segment.should_roll(byte_count, max_timestamp, now_ms) or not segment.can_hold_offset(
+            next_offset - 1
+        ):
+            segment = self.roll(now_ms)
+        for parts, base_offset, header in planned:
+            segment.append(parts, base_offset, header)
+        record_count = next_offset - first_offset
+        self._unflushed_records += record_count
+        if self._unflushed_records >= self.config.flush_messages:
+            self.flush(now_ms)
+        return LogAppendInfo(
+            first_offset=first_offset,
+            last_offset=next_offset - 1,
+            max_timestamp=max_timestamp,
+            log_start_offset=self.log_start_offset,
+            batch_count=len(planned),
+            record_count=record_count,
+            byte_count=byte_count,
+        )
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the LEO; the old one is flushed (recovery point)."""
+        old = self._segments[-1]
+        if old.size == 0:
+            return old
+        new = LogSegment(self.directory, old.next_offset, self.config, now_ms)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        old.flush()
+        self.recovery_point = max(self.recovery_point, new.base_offset)
+        self._logger.info("rolled segment", base=new.base_offset)
+        return new
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchDataInfo:
+        """Bytes of whole batches from the one holding `offset`, stopping before `max_offset`
+        (consumers pass the HW; followers read to the LEO)."""
+        log_end_offset = self.log_end_offset
+        if offset < self.log_start_offset or offset > log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{self.log_start_offset}, {log_end_offset}]"
+            )
+        limit = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        while offset < limit and i < len(self._segments):
+            segment = self._segments[i]
+            max_position = segment.size
+            if limit < segment.next_offset:
+                found = segment.translate_offset(limit)
+                max_position = found[0] if found is not None else segment.size
+            data = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if data is not None:
+                return FetchDataInfo(offset, data)
+            i += 1
+        return FetchDataInfo(offset, None)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp`, or None."""
+        for segment in self._segments:
+            found = segment.find_offset_by_timestamp(timestamp)
+            if found is not None and found[0] >= self.log_start_offset:
+                return found
+        return None
+
+    def iter_batch_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header in offset order (tools and tests; reads the whole log)."""
+        for segment in self._segments:
+            yield from (h for _, h in segment.iter_headers(0, validate=False))
+
+    # -- truncation and retention ----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove all records at offsets >= `offset` (a follower dropping a divergent tail).
+        Returns True if anything was removed."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset, now_ms=self.active_segment.created_ms)
+            return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._segments.pop().delete()
+            self._bases.pop()
+        self._segments[-1].truncate_to(offset)
+        new_end = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(new_end)
+        self.recovery_point = min(self.recovery_point, new_end)
+        self._logger.info("truncated", to_offset=offset, log_end_offset=new_end)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, now_ms: int) -> None:
+        """Delete everything; the log restarts empty at `new_offset`."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [LogSegment(self.directory, new_offset, self.config, now_ms)]
+        self._bases = [new_offset]
+        self.log_start_offset = new_offset
+        self.recovery_point = new_offset
+        self.leader_epoch_cache.clear()
+        self._logger.info("truncated fully", start_offset=new_offset)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """Advance the log start offset (never past the LEO) and delete segments below it."""
+        if offset <= self.log_start_offset:
+            return
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"log start offset {offset} past LEO {self.log_end_offset}")
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            self._delete_oldest_segment()
+
+    def delete_retention_breached_segments(self, now_ms: int) -> int:
+        """Delete whole segments past `retention.ms` or beyond `retention.bytes`, oldest first.
+        Returns how many were deleted. The active segment goes too only if it is expired; a
+        new empty one is rolled first, as Kafka does."""
+        count = 0
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        if retention_ms >= 0:
+            expired = 0
+            for segment in self._segments:
+                if now_ms - segment.largest_timestamp() <= retention_ms or segment.size == 0:
+                    break
+                expired += 1
+            count += self._delete_oldest(expired, now_ms)
+        if retention_bytes >= 0:
+            excess = self.size_bytes - retention_bytes
+            over = 0
+            for segment in self._segments[:-1]:
+                if excess - segment.size < 0:
+                    break
+                excess -= segment.size
+                over += 1
+            count += self._delete_oldest(over, now_ms)
+        return count
+
+    def _delete_oldest(self, count: int, now_ms: int) -> int:
+        if count <= 0:
+            return 0
+        if count >= len(self._segments):
+            self.roll(now_ms)
+        for _ in range(count):
+            self._delete_oldest_segment()
+        start = self._segments[0].base_offset
+        if start > self.log_start_offset:
+            self.log_start_offset = start
+            self.leader_epoch_cache.truncate_from_start(start)
+        self._logger.info("deleted segments by retention", count=count, log_start_offset=start)
+        return count
+
+    def _delete_oldest_segment(self) -> None:
+        if len(self._segments) <= 1:
+            raise LogStorageError("cannot delete the active segment")
+        self._segments.pop(0).delete()
+        self._bases.pop(0)
+
+    # -- durability ------------------------------------------------------------------------
+
+    def flush(self, now_ms: int) -> None:
+        """fsync every segment that holds data past the recovery point; advance it to the LEO."""
+        for segment in self._segments:
+            if segment.next_offset > self.recovery_point or segment is self._segments[-1]:
+                segment.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_records = 0
+        self._last_flush_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """The `flush.ms` policy: flush if records are waiting and the interval has passed."""
+        if self._unflushed_records and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush(now_ms)
+            return True
+        return False
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Remove the whole partition directory."""
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# -- helpers for open() ---------------------------------------------------------------------
+
+
+def _remove_stray_files(directory: Path) -> None:
+    """Files a crash can leave behind: half-written checkpoints and renamed segments."""
+    for path in directory.iterdir():
+        if path.name.endswith(_STRAY_SUFFIXES):
+            path.unlink(missing_ok=True)
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the segments present; index files without a .log are deleted."""
+    bases = sorted(int(p.stem) for p in directory.glob("*.log") if _is_segment_stem(p.stem))
+    present = set(bases)
+    for pattern in ("*.index", "*.timeindex"):
+        for path in directory.glob(pattern):
+            if _is_segment_stem(path.stem) and int(path.stem) not in present:
+                path.unlink(missing_ok=True)
+    return bases
+
+
+def _is_segment_stem(stem: str) -> bool:
+    return len(stem) == 20 and stem.isdigit()
+
+
+def _open_epoch_cache(
+    directory: Path,
+    segments: list[LogSegment],
+    log_start_offset: int,
+    logger: structlog.typing.FilteringBoundLogger,
+) -> LeaderEpochCache:
+    """Load the leader-epoch checkpoint; rebuild it from batch headers if corrupt or missing."""
+    checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT_FILE)
+    log_end_offset = segments[-1].next_offset
+    try:
+        cache = LeaderEpochCache(checkpoint)
+        if cache.entries() or log_end_offset <= log_start_offset:
+            return cache
+        reason = "missing"
+    except CorruptCheckpointError as exc:
+        reason = str(exc)
+        os.unlink(checkpoint.path)
+        cache = LeaderEpochCache(checkpoint)
+    logger.warning("rebuilding leader epoch cache from the log", reason=reason)
+    for segment in segments:
+        for _, header in segment.iter_headers(0, validate=False):
+            if header.partition_leader_epoch > cache.latest_epoch():
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+    return cache

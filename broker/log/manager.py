@@ -1,0 +1,221 @@
+"""All partition logs of a broker across its log dirs, with the per-dir checkpoint files.
+
+Each log dir holds partition directories `<topic>-<partition>` and:
+    recovery-point-offset-checkpoint  where each log's crash recovery starts
+    log-start-offset-checkpoint       each log's first offset
+    replication-offset-checkpoint     each partition's high watermark (written for the replica
+                                      layer, which owns the HW)
+    .highwater_cleanshutdown          present only between a clean shutdown and the next start
+    .lock                             flock'ed while a broker uses the dir
+
+A corrupt checkpoint never loses data silently: a corrupt recovery-point file means "recover
+everything", a corrupt log-start-offset file falls back to each log's first segment, and a
+corrupt high-watermark file to 0 (the leader recomputes its HW from the ISR); each is logged.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final, TextIO
+
+import structlog
+
+from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from broker.log.config import LogConfig
+from broker.log.errors import LogStorageError
+from broker.log.log import Log
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "HIGH_WATERMARK_CHECKPOINT_FILE",
+    "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE",
+    "LogManager",
+    "TopicPartition",
+    "parse_log_dir_name",
+]
+
+RECOVERY_POINT_CHECKPOINT_FILE: Final = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE: Final = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT_FILE: Final = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE: Final = ".highwater_cleanshutdown"
+LOCK_FILE: Final = ".lock"
+DELETE_SUFFIX: Final = "-delete"
+_TOPIC_RE: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+TopicPartition = tuple[str, int]
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """`my-topic-3` -> ("my-topic", 3); None for anything that is not a partition dir."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not partition.isdigit() or not _TOPIC_RE.match(topic):
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[Path], default_config: LogConfig) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = log_dirs
+        self.default_config = default_config
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._locks: list[TextIO] = []
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        self._logger = structlog.get_logger("highwater.log_manager")
+
+    # -- start and stop --------------------------------------------------------------------
+
+    def startup(
+        self, now_ms: int, configs: Mapping[TopicPartition, LogConfig] | None = None
+    ) -> None:
+        """Lock every log dir and open every log in it, recovering after an unclean stop."""
+        configs = configs or {}
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._lock(log_dir)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            self.had_clean_shutdown[log_dir] = clean
+            recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
+            if recovery_points is None:
+                clean, recovery_points = False, {}  # recover every log from its start
+            for child in sorted(log_dir.iterdir()):
+                if child.is_dir() and child.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(child, ignore_errors=True)  # a deletion a crash interrupted
+                    continue
+                tp = parse_log_dir_name(child.name) if child.is_dir() else None
+                if tp is None:
+                    continue
+                self.logs[tp] = Log.open(
+                    child,
+                    configs.get(tp, self.default_config),
+                    now_ms=now_ms,
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=(start_offsets or {}).get(tp, 0),
+                    clean_shutdown=clean,
+                )
+                self._dir_of[tp] = log_dir
+            # Only now, with every log recovered, is a crash "unclean" from here on.
+            marker.unlink(missing_ok=True)
+            self._logger.info(
+                "log dir loaded", log_dir=str(log_dir), clean_shutdown=clean, logs=len(self.logs)
+            )
+        self.checkpoint(now_ms)
+
+    def shutdown(self, now_ms: int) -> None:
+        """Flush everything, write checkpoints, close, then leave the clean-shutdown marker."""
+        for log in self.logs.values():
+            log.flush(now_ms)
+        self.checkpoint(now_ms)
+        for log in self.logs.values():
+            log.close()
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            marker.write_bytes(b"")
+            _fsync_path(marker)
+        for lock in self._locks:
+            lock.close()
+        self._locks.clear()
+        self.logs.clear()
+
+    def _lock(self, log_dir: Path) -> None:
+        lock = open(log_dir / LOCK_FILE, "a")  # noqa: SIM115 - held until shutdown
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            lock.close()
+            raise LogStorageError(f"log dir {log_dir} is in use by another process") from exc
+        self._locks.append(lock)
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self.logs.get(tp)
+
+    def get_or_create_log(
+        self, tp: TopicPartition, now_ms: int, config: LogConfig | None = None
+    ) -> Log:
+        log = self.logs.get(tp)
+        if log is not None:
+            return log
+        topic, partition = tp
+        if not _TOPIC_RE.match(topic) or partition < 0:
+            raise ValueError(f"invalid topic-partition {tp!r}")
+        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v == d))
+        log = Log.open(
+            log_dir / f"{topic}-{partition}", config or self.default_config, now_ms=now_ms
+        )
+        self.logs[tp] = log
+        self._dir_of[tp] = log_dir
+        return log
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Remove a partition's data. The dir is renamed first so that a crash mid-way still
+        finishes the deletion at the next start."""
+        log = self.logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        if log is None:
+            return False
+        log.close()
+        doomed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.replace(log.directory, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # -- periodic work (the broker's scheduler calls these with the time) -----------------
+
+    def cleanup(self, now_ms: int) -> int:
+        """Retention: delete expired or excess segments. Returns segments deleted."""
+        return sum(log.delete_retention_breached_segments(now_ms) for log in self.logs.values())
+
+    def flush_dirty(self, now_ms: int) -> int:
+        """The flush.ms policy across all logs. Returns how many logs were flushed."""
+        return sum(1 for log in self.logs.values() if log.maybe_flush(now_ms))
+
+    def checkpoint(self, now_ms: int) -> None:
+        """Write recovery points and log start offsets of every log dir."""
+        for log_dir in self.log_dirs:
+            mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).write(
+                {tp: log.recovery_point for tp, log in mine.items()}
+            )
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).write(
+                {tp: log.log_start_offset for tp, log in mine.items()}
+            )
+
+    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        for log_dir in self.log_dirs:
+            OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE).write(
+                {tp: hw for tp, hw in high_watermarks.items() if self._dir_of.get(tp) == log_dir}
+            )
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            out.update(self._read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE) or {})
+        return out
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int] | None:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CorruptCheckpointError as exc:
+            self._logger.warning("corrupt checkpoint, using the safe fallback", error=str(exc))
+            return None
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

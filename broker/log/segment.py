@@ -1,0 +1,300 @@
+"""A log segment: one `.log` file of whole batches plus its sparse `.index` and `.timeindex`.
+
+Files are named by the segment's base offset, 20 digits (00000000000000000000.log). The
+segment only ever looks at batch headers: it never decodes records, except in
+`find_offset_by_timestamp`, which needs the exact record (an admin path, not produce/fetch).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from broker.log.config import LogConfig
+from broker.log.errors import CorruptIndexError, LogStorageError
+from broker.log.offset_index import OffsetIndex
+from broker.log.time_index import TimeIndex
+from protocol.errors import HighwaterError
+from protocol.records import (
+    BATCH_HEADER_BYTES,
+    BatchHeader,
+    decode_batch,
+    read_header,
+    validate_batch,
+)
+
+__all__ = ["FileSlice", "LogSegment", "segment_file_name"]
+
+_SCAN_CHUNK_BYTES: Final = 64 * 1024
+_MAX_RELATIVE_OFFSET: Final = (1 << 31) - 1
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """`length` bytes at `position` of an open segment file: sendfile-ready, or `read()`."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self.base_offset = base_offset
+        self.config = config
+        self.log_path = directory / segment_file_name(base_offset, ".log")
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(
+            directory / segment_file_name(base_offset, ".index"),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, ".timeindex"),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.created_ms = now_ms
+        self.next_offset = base_offset  # one past the last offset held here
+        self.max_timestamp = -1  # largest batch max_timestamp so far
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_base_timestamp: int | None = None  # the first batch's max_timestamp
+        self._bytes_since_index_entry = 0
+
+    # -- opening -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open after a clean shutdown: trust the indexes, re-read only the tail.
+
+        Raises CorruptIndexError or a record error if anything is inconsistent; the caller
+        then runs `recover()`, which rebuilds everything from the log bytes.
+        """
+        self.offset_index.load()
+        self.time_index.load()
+        if self.offset_index.last_position() > self.size:
+            raise CorruptIndexError(f"{self.offset_index.path}: points past the end of the log")
+        ts, offset = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, offset
+        self._read_tail(validate=True)
+
+    def _read_tail(self, *, validate: bool) -> None:
+        """Set next_offset and timestamps from the batches after the last index entry."""
+        self.next_offset = self.base_offset
+        if self.size == 0:
+            self.rolling_base_timestamp = None
+            return
+        first = read_header(os.pread(self.fd, BATCH_HEADER_BYTES, 0))
+        self.rolling_base_timestamp = first.max_timestamp
+        if self.offset_index.keys:
+            self.next_offset = self.offset_index.keys[-1]
+        start = self.offset_index.last_position()
+        for _, header in self.iter_headers(start, validate=validate):
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.base_offset
+        self._bytes_since_index_entry = self.size - start
+
+    def recover(self, expected_base: int | None = None) -> int:
+        """Re-validate every batch (CRC, offsets, sizes), rebuild both indexes, and truncate at
+        the first bad byte. Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_base_timestamp = None
+        self.next_offset = self.base_offset if expected_base is None else expected_base
+        self._bytes_since_index_entry = 0
+        valid_end = 0
+        try:
+            for position, header in self.iter_headers(0, validate=True):
+                if header.base_offset < self.next_offset:
+                    raise LogStorageError(
+                        f"{self.log_path}: batch at byte {position} has base offset "
+                        f"{header.base_offset} below {self.next_offset}"
+                    )
+                if header.last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
+                    raise LogStorageError(f"{self.log_path}: offset overflow at byte {position}")
+                self._index_batch(position, header.base_offset, header)
+                valid_end = position + header.size
+        except HighwaterError:
+            pass  # everything before valid_end is good; the rest is a torn or corrupt tail
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        return truncated
+
+    # -- appending -----------------------------------------------------------------------
+
+    def should_roll(self, incoming_bytes: int, incoming_max_timestamp: int, now_ms: int) -> bool:
+        if self.size == 0:
+            return False
+        if self.size + incoming_bytes > self.config.segment_bytes:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        if self.rolling_base_timestamp is not None:
+            waited_ms = incoming_max_timestamp - self.rolling_base_timestamp
+        else:
+            waited_ms = now_ms - self.created_ms
+        return waited_ms > self.config.segment_ms
+
+    def can_hold_offset(self, last_offset: int) -> bool:
+        return last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
+
+    def append(
+        self, parts: list[bytes | memoryview], base_offset: int, header: BatchHeader
+    ) -> None:
+        """Append one batch, given as buffers to write in order, at `base_offset` (`header` is
+        the batch's header as received). One writev; the buffers are never joined in Python."""
+        position = self.size
+        total = header.size
+        written = os.writev(self.fd, parts)
+        while written < total:  # short writes are rare on regular files, but allowed
+            rest = b"".join(bytes(p) for p in parts)[written:]
+            written += os.write(self.fd, rest)
+        self.size += total
+        self._index_batch(position, base_offset, header)
+
+    def _index_batch(self, position: int, base_offset: int, header: BatchHeader) -> None:
+        max_timestamp = header.max_timestamp
+        if self.rolling_base_timestamp is None:
+            self.rolling_base_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size
+        self.next_offset = base_offset + header.last_offset_delta + 1
+
+    # -- reading -------------------------------------------------------------------------
+
+    def iter_headers(self, start: int, *, validate: bool) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `start`, reading the file in chunks."""
+        position = start
+        size = self.size
+        while position < size:
+            chunk = os.pread(self.fd, min(_SCAN_CHUNK_BYTES, size - position), position)
+            offset = 0
+            while offset + BATCH_HEADER_BYTES <= len(chunk):
+                header = read_header(chunk, offset)
+                batch_end = position + offset + header.size
+                if batch_end > size:
+                    raise LogStorageError(
+                        f"{self.log_path}: torn batch at byte {position + offset}"
+                    )
+                if validate:
+                    if offset + header.size <= len(chunk):
+                        validate_batch(chunk, offset, header)
+                    else:
+                        whole = os.pread(self.fd, header.size, position + offset)
+                        validate_batch(whole, 0, header)
+                yield position + offset, header
+                offset += header.size
+            if offset == 0:  # fewer bytes than a header remain at the end
+                read_header(chunk, 0)  # raises CorruptRecordError naming the short tail
+            position += offset
+
+    def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= `offset`."""
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self.iter_headers(start, validate=False):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def read(
+        self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool
+    ) -> FileSlice | None:
+        """Bytes from the batch holding `offset`, up to `max_bytes` and `max_position`.
+
+        As in Kafka, the slice may end inside a batch (clients drop a partial last batch);
+        with `min_one_batch` the first batch is returned whole even if over `max_bytes`.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = min(max_position, self.size)
+        if position >= limit:
+            return None
+        length = min(max_bytes, limit - position)
+        if min_one_batch and length < header.size:
+            length = min(header.size, limit - position)
+        return FileSlice(self.fd, position, length)
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        if self.max_timestamp < timestamp:
+            return None
+        _, from_offset = self.time_index.lookup(timestamp)
+        _, start = self.offset_index.lookup(from_offset)
+        for position, header in self.iter_headers(start, validate=False):
+            if header.max_timestamp >= timestamp:
+                batch = decode_batch(os.pread(self.fd, header.size, position))
+                for record in batch.records:
+                    if record.timestamp_ms >= timestamp:
+                        return record.offset, record.timestamp_ms
+        return None
+
+    def largest_timestamp(self) -> int:
+        """For retention: the largest record timestamp, or the file's mtime if none."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    # -- changing ------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= `offset`. A batch that straddles `offset`
+        goes whole (batches are atomic). Returns the number of bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, header = found
+        cut_from = min(header.base_offset, offset)
+        self.offset_index.truncate_to(cut_from)
+        self.time_index.truncate_to(cut_from)
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        ts, ts_offset = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, ts_offset
+        self._read_tail(validate=False)
+        return removed
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
