@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import structlog
 
@@ -30,12 +30,14 @@ from broker.log.segment import FileSlice, LogSegment
 from protocol.compression import check_supported
 from protocol.errors import HighwaterError, InvalidRecordError
 from protocol.records import (
+    COMPRESSION_MASK,
     CONTROL_BIT,
+    LOG_OVERHEAD_BYTES,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
-    iter_batch_headers,
-    stamp_prefix,
+    read_header,
+    validate_batch,
 )
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "FetchDataInfo", "Log", "LogAppendInfo"]
@@ -45,8 +47,7 @@ _STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
 _UNSUPPORTED_ATTRIBUTES: Final = CONTROL_BIT | TRANSACTIONAL_BIT | TIMESTAMP_TYPE_BIT
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -188,87 +189,79 @@ class Log:
         A request with any bad batch is rejected whole: nothing is written.
         """
         headers = self._validate(records, from_producer=True)
-        first_offset = self.log_end_offset
-        offset = first_offset
-        view = memoryview(records)
-        planned: list[tuple[list[bytes | memoryview], int, BatchHeader]] = []
-        for position, header in headers:
-            prefix = stamp_prefix(offset, header.batch_length, leader_epoch)
-            planned.append(([prefix, view[position + 16 : position + header.size]], offset, header))
-            offset += header.record_count
         if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        return self._append(planned, first_offset, offset, len(records), now_ms)
+            self.leader_epoch_cache.assign(leader_epoch, self._segments[-1].next_offset)
+        return self._append(records, headers, leader_epoch, now_ms)
 
     def append_as_follower(self, records: bytes, now_ms: int) -> LogAppendInfo:
         """Append the leader's batches as they are; they must continue exactly at the LEO."""
         headers = self._validate(records, from_producer=False)
-        first_offset = self.log_end_offset
-        expected = first_offset
-        view = memoryview(records)
-        planned: list[tuple[list[bytes | memoryview], int, BatchHeader]] = []
-        for position, header in headers:
+        expected = self._segments[-1].next_offset
+        for _, header in headers:
             if header.base_offset != expected:
                 raise InvalidRecordError(
                     f"follower append: batch base offset {header.base_offset}, expected {expected}"
                 )
+            expected += header.record_count
+        for _, header in headers:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            planned.append(([view[position : position + header.size]], expected, header))
-            expected = header.next_offset
-        return self._append(planned, first_offset, expected, len(records), now_ms)
+        return self._append(records, headers, None, now_ms)
 
     def _validate(self, records: bytes, *, from_producer: bool) -> list[tuple[int, BatchHeader]]:
+        """(position, header) of every batch, or an error for the first bad one."""
         if not records:
             raise InvalidRecordError("no record batches")
-        headers = list(iter_batch_headers(records))
-        for position, header in headers:
-            if header.size > self.config.max_message_bytes:
+        max_bytes = self.config.max_message_bytes
+        headers = []
+        position = 0
+        end = len(records)
+        while position < end:
+            header = read_header(records, position)
+            size = header.batch_length + LOG_OVERHEAD_BYTES
+            if size > max_bytes:
                 raise MessageTooLargeError(
-                    f"batch at byte {position} is {header.size} bytes, over message.max.bytes "
-                    f"{self.config.max_message_bytes}"
+                    f"batch at byte {position} is {size} bytes, over message.max.bytes {max_bytes}"
                 )
-            if from_producer:
-                if header.base_offset != 0:
-                    raise InvalidRecordError(
-                        f"batch at byte {position}: base offset {header.base_offset}, must be 0"
-                    )
-                if header.attributes & _UNSUPPORTED_ATTRIBUTES:
-                    raise InvalidRecordError(
-                        f"batch at byte {position}: transactional, control and log-append-time "
-                        "batches are not supported"
-                    )
-                check_supported(header.compression)
+            validate_batch(records, position, header)
+            if from_producer and (header.base_offset or header.attributes):
+                _check_producer_batch(position, header)
+            headers.append((position, header))
+            position += size
         return headers
 
     def _append(
         self,
-        planned: list[tuple[list[bytes | memoryview], int, BatchHeader]],
-        first_offset: int,
-        next_offset: int,
-        byte_count: int,
+        records: bytes,
+        headers: list[tuple[int, BatchHeader]],
+        leader_epoch: int | None,
         now_ms: int,
     ) -> LogAppendInfo:
-        max_timestamp = max(h.max_timestamp for _, _, h in planned)
+        """Write validated batches at the LEO; `leader_epoch` None keeps their offsets/epochs."""
         segment = self._segments[-1]
-        if segment.should_roll(byte_count, max_timestamp, now_ms) or not segment.can_hold_offset(
-            next_offset - 1
-        ):
+        first_offset = segment.next_offset
+        record_count = 0
+        max_timestamp = -1
+        for _, header in headers:
+            record_count += header.record_count
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+        next_offset = first_offset + record_count
+        if segment.should_roll(len(records), max_timestamp, next_offset - 1, now_ms):
             segment = self.roll(now_ms)
-        for parts, base_offset, header in planned:
-            segment.append(parts, base_offset, header)
-        record_count = next_offset - first_offset
+        for position, header in headers:
+            segment.append(records, position, header, leader_epoch)
         self._unflushed_records += record_count
         if self._unflushed_records >= self.config.flush_messages:
             self.flush(now_ms)
         return LogAppendInfo(
-            first_offset=first_offset,
-            last_offset=next_offset - 1,
-            max_timestamp=max_timestamp,
-            log_start_offset=self.log_start_offset,
-            batch_count=len(planned),
-            record_count=record_count,
-            byte_count=byte_count,
+            first_offset,
+            next_offset - 1,
+            max_timestamp,
+            self.log_start_offset,
+            len(headers),
+            record_count,
+            len(records),
         )
 
     def roll(self, now_ms: int) -> LogSegment:
@@ -443,6 +436,21 @@ class Log:
         """Remove the whole partition directory."""
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _check_producer_batch(position: int, header: BatchHeader) -> None:
+    """Rules for batches from producers (followers take the leader's batches as they are)."""
+    if header.base_offset != 0:
+        raise InvalidRecordError(
+            f"batch at byte {position}: base offset {header.base_offset}, must be 0"
+        )
+    if header.attributes & _UNSUPPORTED_ATTRIBUTES:
+        raise InvalidRecordError(
+            f"batch at byte {position}: transactional, control and log-append-time "
+            "batches are not supported"
+        )
+    if header.attributes & COMPRESSION_MASK:
+        check_supported(header.compression)
 
 
 # -- helpers for open() ---------------------------------------------------------------------

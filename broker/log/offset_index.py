@@ -29,9 +29,12 @@ class OffsetIndex(IndexFile):
             raise CorruptIndexError(f"{self.path}: negative position")
 
     def append(self, offset: int, position: int) -> None:
-        if self.keys and (offset <= self.keys[-1] or position <= self.values[-1]):
+        keys = self.keys
+        if keys and (offset <= keys[-1] or position <= self.values[-1]):
             raise ValueError(f"index entry ({offset}, {position}) not after the last one")
-        self._append(offset, position)
+        keys.append(offset)
+        self.values.append(position)
+        self._file.write(_ENTRY.pack(offset - self.base_offset, position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below `offset`; (base, 0) if none."""

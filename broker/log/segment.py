@@ -20,9 +20,11 @@ from broker.log.time_index import TimeIndex
 from protocol.errors import HighwaterError
 from protocol.records import (
     BATCH_HEADER_BYTES,
+    LOG_OVERHEAD_BYTES,
     BatchHeader,
     decode_batch,
     read_header,
+    stamp_prefix,
     validate_batch,
 )
 
@@ -138,12 +140,19 @@ class LogSegment:
 
     # -- appending -----------------------------------------------------------------------
 
-    def should_roll(self, incoming_bytes: int, incoming_max_timestamp: int, now_ms: int) -> bool:
+    def should_roll(
+        self, incoming_bytes: int, incoming_max_timestamp: int, last_offset: int, now_ms: int
+    ) -> bool:
+        """Kafka's roll rules: size, full index, time (by batch timestamps), offset overflow."""
         if self.size == 0:
             return False
         if self.size + incoming_bytes > self.config.segment_bytes:
             return True
-        if self.offset_index.is_full or self.time_index.is_full:
+        if len(self.offset_index.keys) >= self.offset_index.max_entries:
+            return True
+        if len(self.time_index.keys) >= self.time_index.max_entries:
+            return True
+        if last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
             return True
         if self.rolling_base_timestamp is not None:
             waited_ms = incoming_max_timestamp - self.rolling_base_timestamp
@@ -151,22 +160,30 @@ class LogSegment:
             waited_ms = now_ms - self.created_ms
         return waited_ms > self.config.segment_ms
 
-    def can_hold_offset(self, last_offset: int) -> bool:
-        return last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
-
     def append(
-        self, parts: list[bytes | memoryview], base_offset: int, header: BatchHeader
+        self, records: bytes, position: int, header: BatchHeader, leader_epoch: int | None
     ) -> None:
-        """Append one batch, given as buffers to write in order, at `base_offset` (`header` is
-        the batch's header as received). One writev; the buffers are never joined in Python."""
-        position = self.size
-        total = header.size
+        """Append the batch at `position` of `records` at this segment's next offset.
+
+        With a `leader_epoch` (leader append) the first 16 bytes are replaced by the assigned
+        base offset and epoch, written with one writev alongside the untouched rest (the CRC
+        does not cover them). Without one (follower append) the bytes go as they are.
+        """
+        base_offset = self.next_offset
+        size = header.size
+        if leader_epoch is None:
+            if position == 0 and size == len(records):
+                parts: list[bytes | memoryview] = [records]
+            else:
+                parts = [memoryview(records)[position : position + size]]
+        else:
+            prefix = stamp_prefix(base_offset, header.batch_length, leader_epoch)
+            parts = [prefix, memoryview(records)[position + 16 : position + size]]
         written = os.writev(self.fd, parts)
-        while written < total:  # short writes are rare on regular files, but allowed
-            rest = b"".join(bytes(p) for p in parts)[written:]
-            written += os.write(self.fd, rest)
-        self.size += total
-        self._index_batch(position, base_offset, header)
+        while written < size:  # short writes are rare on regular files, but allowed
+            written += os.write(self.fd, b"".join(parts)[written:])
+        self._index_batch(self.size, base_offset, header)
+        self.size += size
 
     def _index_batch(self, position: int, base_offset: int, header: BatchHeader) -> None:
         max_timestamp = header.max_timestamp
@@ -179,7 +196,7 @@ class LogSegment:
             self.offset_index.append(base_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += header.size
+        self._bytes_since_index_entry += header.batch_length + LOG_OVERHEAD_BYTES
         self.next_offset = base_offset + header.last_offset_delta + 1
 
     # -- reading -------------------------------------------------------------------------
