@@ -116,6 +116,10 @@ class IntWire(WireType):
         return self.int_type.name
 
     def to_wire(self, value: Any, path: str) -> Any:
+        # Encoding accepts int subclasses (ErrorCode, ApiKey) and sends them as plain ints;
+        # decoding stays strict. bool is never an int here.
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = int(value)
         return self.from_wire(value, path)
 
     def from_wire(self, value: Any, path: str) -> Any:
