@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from client import local_cluster
+from client.dump_log import dump_file
 from client.zookeeper_server import ZooKeeperError
 
 __all__ = ["main"]
@@ -76,3 +77,16 @@ def status(root: Path) -> None:
         healthy = local_cluster.status(root, echo=click.echo)
     if not healthy:
         raise SystemExit(1)
+
+
+@main.command("dump-log")
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option("--records", is_flag=True, help="Also decode and print every record.")
+def dump_log(files: tuple[Path, ...], records: bool) -> None:
+    """Print the batches of .log segments (or the entries of .index / .timeindex files)."""
+    with _readable_errors():
+        for path in files:
+            for line in dump_file(path, records=records):
+                click.echo(line)

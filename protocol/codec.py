@@ -19,7 +19,14 @@ import msgpack
 from protocol.apis import ApiKey, api_spec
 from protocol.errors import HighwaterError, InvalidRequestError
 from protocol.framing import frame
-from protocol.schema import MAX_ITEMS_DEFAULT, Int16, Int32, decode_struct, encode_struct
+from protocol.schema import (
+    MAX_ITEMS_DEFAULT,
+    MAX_STRING_BYTES,
+    Int16,
+    Int32,
+    decode_struct,
+    encode_struct,
+)
 
 __all__ = [
     "MAX_MAP_ENTRIES",
@@ -36,8 +43,6 @@ __all__ = [
     "unpack_bounded",
 ]
 
-# Kafka strings are at most 32767 bytes (int16 length); so are ours.
-MAX_STRING_BYTES: Final = 32767
 # Every schema map is small; a larger map is hostile or broken.
 MAX_MAP_ENTRIES: Final = 64
 

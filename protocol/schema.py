@@ -6,8 +6,8 @@ A message is a frozen dataclass whose field annotations say the wire type:
     class OffsetForLeaderEpochPartitionResult:
         error_code: Int16
         partition: Int32
-        leader_epoch: Annotated[Int32, Since(1)] = -1
         end_offset: Int64 = -1
+        leader_epoch: Annotated[Int32, Since(1)] = -1
 
 On the wire a message is a msgpack map from field name to value. A field marked `Since(v)` exists
 from version v on (and must have a default, used when decoding an older version). Decoding is
@@ -28,6 +28,7 @@ from protocol.errors import InvalidRequestError
 
 __all__ = [
     "MAX_ITEMS_DEFAULT",
+    "MAX_STRING_BYTES",
     "BoolType",
     "BytesType",
     "Int8",
@@ -142,11 +143,19 @@ class BoolType(WireType):
         return value
 
 
+# Kafka strings are at most 32767 bytes (int16 length); so are ours, on both sides.
+MAX_STRING_BYTES: Final = 32767
+
+
 class StrType(WireType):
     name = "str"
 
     def to_wire(self, value: Any, path: str) -> Any:
-        return self.from_wire(value, path)
+        self.from_wire(value, path)
+        # Cheap first test: a str of n characters encodes to at most 4n bytes.
+        if len(value) * 4 > MAX_STRING_BYTES and len(value.encode()) > MAX_STRING_BYTES:
+            raise InvalidRequestError(f"field {path}: longer than {MAX_STRING_BYTES} bytes")
+        return value
 
     def from_wire(self, value: Any, path: str) -> Any:
         if type(value) is not str:

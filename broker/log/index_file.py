@@ -78,8 +78,8 @@ class IndexFile:
 
     def truncate_entries(self, count: int) -> None:
         """Keep the first `count` entries."""
-        if count >= len(self.keys):
-            return
+        # The file is cut even when memory holds fewer entries: after a failed load() the
+        # file still has the bytes that failed the check.
         del self.keys[count:]
         del self.values[count:]
         self._file.flush()
