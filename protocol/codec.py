@@ -84,6 +84,13 @@ def _reject_ext(code: int, data: bytes) -> Any:
     raise InvalidRequestError(f"msgpack ext type {code} is not used by this protocol")
 
 
+def _unique_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise InvalidRequestError("a map repeats a key")
+    return result
+
+
 def unpack_bounded(body: bytes) -> Any:
     """msgpack-decode untrusted bytes with every length bounded before allocation."""
     try:
@@ -98,6 +105,7 @@ def unpack_bounded(body: bytes) -> Any:
             max_map_len=MAX_MAP_ENTRIES,
             max_ext_len=0,
             ext_hook=_reject_ext,
+            object_pairs_hook=_unique_keys,
         )
     except HighwaterError:
         raise

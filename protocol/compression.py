@@ -60,6 +60,8 @@ def compress(codec: Compression, data: bytes) -> bytes:
 
 
 def decompress(codec: int, data: bytes, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    if max_bytes <= 0:
+        raise ValueError("max_bytes must be positive")  # zlib would read 0 as "no limit"
     compression = check_supported(codec)
     if compression is Compression.NONE:
         return data
@@ -69,12 +71,16 @@ def decompress(codec: int, data: bytes, max_bytes: int = MAX_DECOMPRESSED_BYTES)
             out = decompressor.decompress(data, max_bytes)
             if decompressor.unconsumed_tail or not decompressor.eof:
                 raise CorruptRecordError(f"gzip records larger than {max_bytes} bytes or truncated")
+            if decompressor.unused_data:  # one gzip member, nothing after it (docs/protocol.md)
+                raise CorruptRecordError("bytes after the gzip member")
             return out
         # Our producers write the content size into the zstd frame header; check it before
         # allocating. Without one, zstandard bounds the output by max_output_size.
         declared = zstandard.frame_content_size(data)
         if declared > max_bytes:
             raise CorruptRecordError(f"zstd records larger than {max_bytes} bytes")
-        return bytes(_ZSTD_DECOMPRESSOR.decompress(data, max_output_size=max_bytes))
+        return bytes(
+            _ZSTD_DECOMPRESSOR.decompress(data, max_output_size=max_bytes, allow_extra_data=False)
+        )
     except (zlib.error, zstandard.ZstdError) as exc:
         raise CorruptRecordError(f"cannot decompress {compression.name} records: {exc}") from exc

@@ -9,6 +9,7 @@ __all__ = [
     "LogStorageError",
     "MessageTooLargeError",
     "OffsetOutOfRangeError",
+    "RecordListTooLargeError",
 ]
 
 
@@ -18,6 +19,12 @@ class OffsetOutOfRangeError(HighwaterError):
 
 class MessageTooLargeError(HighwaterError):
     code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class RecordListTooLargeError(HighwaterError):
+    """A request's batches together do not fit in one segment."""
+
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 class LogStorageError(HighwaterError):

@@ -24,9 +24,14 @@ import structlog
 
 from broker.log.checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
 from broker.log.config import LogConfig
-from broker.log.errors import LogStorageError, MessageTooLargeError, OffsetOutOfRangeError
+from broker.log.errors import (
+    LogStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
 from broker.log.leader_epoch_cache import LeaderEpochCache
-from broker.log.segment import FileSlice, LogSegment
+from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from protocol.compression import check_supported
 from protocol.errors import HighwaterError, InvalidRecordError
 from protocol.records import (
@@ -212,6 +217,11 @@ class Log:
         """(position, header) of every batch, or an error for the first bad one."""
         if not records:
             raise InvalidRecordError("no record batches")
+        if len(records) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(records)} bytes in one request, over log.segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
         max_bytes = self.config.max_message_bytes
         headers = []
         position = 0
@@ -246,6 +256,9 @@ class Log:
             record_count += header.record_count
             if header.max_timestamp > max_timestamp:
                 max_timestamp = header.max_timestamp
+        if record_count - 1 > MAX_RELATIVE_OFFSET:
+            # One request must fit one segment's int32 relative offsets.
+            raise RecordListTooLargeError(f"{record_count} offsets in one request")
         next_offset = first_offset + record_count
         if segment.should_roll(len(records), max_timestamp, next_offset - 1, now_ms):
             segment = self.roll(now_ms)
@@ -311,8 +324,10 @@ class Log:
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `timestamp`, or None."""
         for segment in self._segments:
-            found = segment.find_offset_by_timestamp(timestamp)
-            if found is not None and found[0] >= self.log_start_offset:
+            if segment.next_offset <= self.log_start_offset:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
                 return found
         return None
 
@@ -475,7 +490,7 @@ def _segment_bases(directory: Path) -> list[int]:
 
 
 def _is_segment_stem(stem: str) -> bool:
-    return len(stem) == 20 and stem.isdigit()
+    return len(stem) == 20 and stem.isascii() and stem.isdigit()
 
 
 def _open_epoch_cache(

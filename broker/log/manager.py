@@ -55,7 +55,9 @@ TopicPartition = tuple[str, int]
 def parse_log_dir_name(name: str) -> TopicPartition | None:
     """`my-topic-3` -> ("my-topic", 3); None for anything that is not a partition dir."""
     topic, sep, partition = name.rpartition("-")
-    if not sep or not partition.isdigit() or not _TOPIC_RE.match(topic):
+    if not sep or not (partition.isascii() and partition.isdigit()):
+        return None
+    if not _TOPIC_RE.fullmatch(topic):
         return None
     return topic, int(partition)
 
@@ -96,6 +98,10 @@ class LogManager:
                 tp = parse_log_dir_name(child.name) if child.is_dir() else None
                 if tp is None:
                     continue
+                if tp in self.logs:
+                    raise LogStorageError(
+                        f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}"
+                    )
                 self.logs[tp] = Log.open(
                     child,
                     configs.get(tp, self.default_config),
@@ -149,7 +155,7 @@ class LogManager:
         if log is not None:
             return log
         topic, partition = tp
-        if not _TOPIC_RE.match(topic) or partition < 0:
+        if not _TOPIC_RE.fullmatch(topic) or partition < 0:
             raise ValueError(f"invalid topic-partition {tp!r}")
         log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v == d))
         log = Log.open(

@@ -28,10 +28,11 @@ from protocol.records import (
     validate_batch,
 )
 
-__all__ = ["FileSlice", "LogSegment", "segment_file_name"]
+__all__ = ["MAX_RELATIVE_OFFSET", "FileSlice", "LogSegment", "segment_file_name"]
 
 _SCAN_CHUNK_BYTES: Final = 64 * 1024
-_MAX_RELATIVE_OFFSET: Final = (1 << 31) - 1
+MAX_RELATIVE_OFFSET: Final = (1 << 31) - 1
+_INDEX_SUFFIXES: Final = (".index", ".timeindex")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -57,6 +58,8 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, ".log")
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
+        index_paths = [directory / segment_file_name(base_offset, s) for s in _INDEX_SUFFIXES]
+        self._indexes_existed = all(path.exists() for path in index_paths)
         self.offset_index = OffsetIndex(
             directory / segment_file_name(base_offset, ".index"),
             base_offset,
@@ -82,6 +85,8 @@ class LogSegment:
         Raises CorruptIndexError or a record error if anything is inconsistent; the caller
         then runs `recover()`, which rebuilds everything from the log bytes.
         """
+        if self.size and not self._indexes_existed:
+            raise CorruptIndexError(f"{self.log_path}: index files missing")
         self.offset_index.load()
         self.time_index.load()
         if self.offset_index.last_position() > self.size:
@@ -126,7 +131,7 @@ class LogSegment:
                         f"{self.log_path}: batch at byte {position} has base offset "
                         f"{header.base_offset} below {self.next_offset}"
                     )
-                if header.last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
+                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
                     raise LogStorageError(f"{self.log_path}: offset overflow at byte {position}")
                 self._index_batch(position, header.base_offset, header)
                 valid_end = position + header.size
@@ -152,7 +157,7 @@ class LogSegment:
             return True
         if len(self.time_index.keys) >= self.time_index.max_entries:
             return True
-        if last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
+        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             return True
         if self.rolling_base_timestamp is not None:
             waited_ms = incoming_max_timestamp - self.rolling_base_timestamp
@@ -255,17 +260,20 @@ class LogSegment:
             length = min(header.size, limit - position)
         return FileSlice(self.fd, position, length)
 
-    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+    def find_offset_by_timestamp(
+        self, timestamp: int, min_offset: int = 0
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or past `min_offset` whose timestamp is
+        >= `timestamp`, or None."""
         if self.max_timestamp < timestamp:
             return None
         _, from_offset = self.time_index.lookup(timestamp)
-        _, start = self.offset_index.lookup(from_offset)
+        _, start = self.offset_index.lookup(max(from_offset, min_offset))
         for position, header in self.iter_headers(start, validate=False):
-            if header.max_timestamp >= timestamp:
+            if header.max_timestamp >= timestamp and header.last_offset >= min_offset:
                 batch = decode_batch(os.pread(self.fd, header.size, position))
                 for record in batch.records:
-                    if record.timestamp_ms >= timestamp:
+                    if record.offset >= min_offset and record.timestamp_ms >= timestamp:
                         return record.offset, record.timestamp_ms
         return None
 

@@ -41,6 +41,7 @@ from protocol.messages.create_topics import (
     CreateTopicsRequest,
 )
 from protocol.schema import (
+    MAX_ITEMS_DEFAULT,
     BoolType,
     BytesType,
     IntWire,
@@ -520,6 +521,78 @@ def test_any_wrong_value_anywhere_is_invalid_and_named(spec: ApiSpec, version: i
             assert (where or spec.request.__name__) in err.message
 
     check()
+
+
+def _full_value(wire: WireType) -> Any:
+    """A value with every optional part present: each list has one item, no nullable is nil."""
+    if isinstance(wire, IntWire):
+        return 1
+    if isinstance(wire, BoolType):
+        return True
+    if isinstance(wire, StrType):
+        return "s"
+    if isinstance(wire, BytesType):
+        return b"b"
+    if isinstance(wire, NullableType):
+        return _full_value(wire.inner)
+    if isinstance(wire, ListType):
+        return (_full_value(wire.inner),)
+    if isinstance(wire, StructType):
+        return wire.cls(**{f.name: _full_value(f.wire) for f in wire.fields})
+    raise TypeError(wire)
+
+
+def _every_mutation(cls: type, version: int) -> list[tuple[Any, str]]:
+    """(mutated plain body, text the error must contain) for every site and every bad value."""
+    wire = StructType(cls, version)
+    plain = encode_struct(_full_value(wire), version)
+    out = []
+    for path, site_wire in _sites(wire, plain, ()):
+        where = _path_str(path) or cls.__name__
+        for bad in _bad_values(site_wire):
+            out.append((_replace(copy.deepcopy(plain), path, bad), f"field {where}:"))
+        value = _get(plain, path)
+        if isinstance(value, dict):
+            extra = copy.deepcopy(plain)
+            _get(extra, path)["zz_extra"] = 1
+            out.append((extra, f"{where} (v{version}): unexpected 'zz_extra'"))
+            for name in value:
+                missing = copy.deepcopy(plain)
+                del _get(missing, path)[name]
+                out.append((missing, f"{where} (v{version}): missing {name}"))
+    return out
+
+
+@pytest.mark.parametrize(("spec", "version"), MUTATION_CASES)
+def test_every_site_of_every_request_rejects_every_wrong_value(spec: ApiSpec, version: int) -> None:
+    header = RequestHeader(spec.key, version, 9, "c")
+    plain_header = encode_struct(header, 0)
+    mutations = _every_mutation(spec.request, version)
+    assert mutations
+    for mutated, needle in mutations:
+        err = assert_invalid(pack([plain_header, mutated]), header=header)
+        assert needle in err.message, (needle, err.message)
+
+
+@pytest.mark.parametrize(("spec", "version"), MUTATION_CASES)
+def test_every_site_of_every_response_rejects_every_wrong_value(
+    spec: ApiSpec, version: int
+) -> None:
+    good = encode_struct(_full_value(StructType(spec.response, version)), version)
+    assert decode_response(pack([{"correlation_id": 1}, good]), spec.key, version)
+    for mutated, needle in _every_mutation(spec.response, version):
+        with pytest.raises(InvalidRequestError) as info:
+            decode_response(pack([{"correlation_id": 1}, mutated]), spec.key, version)
+        assert info.value.code == INVALID_REQUEST
+        assert needle in info.value.message, (needle, info.value.message)
+
+
+def test_arrays_are_capped_at_the_schema_list_limit_before_allocation() -> None:
+    # A frame big enough to hold MAX_ITEMS_DEFAULT + 1 items still cannot declare that many.
+    items = MAX_ITEMS_DEFAULT + 1
+    frame_body = b"\x92" + pack(header_map()) + b"\xdd" + items.to_bytes(4, "big") + b"\xc0" * items
+    err = assert_invalid(frame_body, header=None)
+    assert f"{items} exceeds max_array_len({MAX_ITEMS_DEFAULT})" in err.message
 
 
 # ---------------------------------------------------------------------------------------------

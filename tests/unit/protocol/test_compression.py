@@ -164,3 +164,16 @@ def test_unsupported_codec_on_compress(codec: Compression) -> None:
 @pytest.mark.parametrize("codec", [0, 1, 4])
 def test_check_supported_returns_the_codec(codec: int) -> None:
     assert check_supported(codec) is Compression(codec)
+
+
+@pytest.mark.parametrize("codec", REAL_CODECS)
+@pytest.mark.parametrize("extra", ["junk", "second-member"])
+def test_anything_after_the_one_member_or_frame_is_corrupt(codec: Compression, extra: str) -> None:
+    # docs/protocol.md 6.7: exactly one gzip member / one zstd frame. Bytes after it would be
+    # silently dropped records, so they are rejected.
+    compressed = compress(codec, b"first records")
+    tail = b"junk" if extra == "junk" else compress(codec, b"second records")
+    assert decompress(codec, compressed) == b"first records"
+    with pytest.raises(CorruptRecordError) as info:
+        decompress(codec, compressed + tail)
+    assert info.value.code == CORRUPT_MESSAGE

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import msgpack
 import pytest
@@ -27,6 +28,7 @@ from protocol.errors import (
 )
 from protocol.framing import NEED_DATA, FrameDecoder
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.metadata import MetadataResponse
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochPartitionResult,
@@ -35,14 +37,19 @@ from protocol.messages.offset_for_leader_epoch import (
 )
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from protocol.schema import (
+    MAX_STRING_BYTES,
     BoolType,
     BytesType,
+    Int32,
     IntWire,
     ListType,
+    MaxItems,
     NullableType,
     StrType,
     StructType,
     WireType,
+    decode_struct,
+    encode_struct,
     struct_fields,
 )
 from tests.unit.protocol.strategies import (
@@ -331,3 +338,52 @@ def test_int_enums_encode_as_plain_ints() -> None:
     request = decode_request(encode_request(header, APIS[ApiKey.METADATA].request(None))[4:])
     assert request.header == header
     assert type(request.header.api_key) is int
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("x" * MAX_STRING_BYTES, True),
+        ("x" * (MAX_STRING_BYTES + 1), False),
+        ("é" * (MAX_STRING_BYTES // 2), True),  # 32766 bytes
+        ("é" * (MAX_STRING_BYTES // 2 + 1), False),  # 16384 characters, 32768 bytes
+        ("🚀" * (MAX_STRING_BYTES // 4), True),  # 32764 bytes
+        ("🚀" * (MAX_STRING_BYTES // 4 + 1), False),  # 8192 characters, 32768 bytes
+    ],
+    ids=[
+        "ascii-at-limit",
+        "ascii-over",
+        "2-byte-at-limit",
+        "2-byte-over",
+        "4-byte-ok",
+        "4-byte-over",
+    ],
+)
+def test_encoder_enforces_the_same_string_byte_limit_as_the_decoder(name: str, ok: bool) -> None:
+    assert MAX_STRING_BYTES == 32767
+    header = RequestHeader(ApiKey.DELETE_TOPICS, 0, 1)
+    request = DeleteTopicsRequest(topic_names=("a", name), timeout_ms=1)
+    if ok:
+        assert decode_request(_only_frame(encode_request(header, request))).body == request
+    else:
+        with pytest.raises(InvalidRequestError) as info:
+            encode_request(header, request)
+        assert info.value.code == ErrorCode.INVALID_REQUEST
+        assert f"field topic_names[1]: longer than {MAX_STRING_BYTES} bytes" in info.value.message
+
+
+@dataclass(frozen=True, slots=True)
+class _Limited:
+    items: Annotated[tuple[Int32, ...], MaxItems(2)]
+
+
+def test_max_items_bounds_a_list_on_both_sides() -> None:
+    (field,) = struct_fields(_Limited, 0)
+    assert isinstance(field.wire, ListType)
+    assert field.wire.max_items == 2
+    assert encode_struct(_Limited((1, 2)), 0) == {"items": [1, 2]}
+    assert decode_struct(_Limited, 0, {"items": [1, 2]}) == _Limited((1, 2))
+    with pytest.raises(InvalidRequestError, match="field items: 3 items, more than the limit 2"):
+        encode_struct(_Limited((1, 2, 3)), 0)
+    with pytest.raises(InvalidRequestError, match="field items: 3 items, more than the limit 2"):
+        decode_struct(_Limited, 0, {"items": [1, 2, 3]})
