@@ -3,9 +3,10 @@
 `.index` maps offset -> file position and `.timeindex` maps timestamp -> offset, one entry
 each `index_interval_bytes` of log written. Entries live in compact in-memory arrays (a 1 GiB
 segment at 4 KiB intervals has ~262k entries, 4 MiB) and are appended to the file as they are
-made; the file is only read when the segment is opened. A missing tail entry is harmless
-(lookups fall back to the previous entry and scan forward), so appends are buffered and
-fsynced with the segment.
+made; the file is only read when the segment is opened. New entries reach the file when the
+segment is flushed, rolled or closed, not one write per entry: after a crash the active
+segment's indexes are rebuilt from the log anyway, and a missing tail entry would be harmless
+(lookups fall back to the previous entry and scan forward).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class IndexFile:
         self.max_entries = max(1, max_bytes // entry.size)
         self.keys: array[int] = array("q")
         self.values: array[int] = array("q")
+        self._persisted = 0  # entries already in the file
         self._file: BinaryIO = open(path, "a+b")  # noqa: SIM115 - lives as long as the segment
 
     # -- loading -------------------------------------------------------------------------
@@ -52,6 +54,7 @@ class IndexFile:
             values.append(value)
         self._check(keys, values)
         self.keys, self.values = keys, values
+        self._persisted = len(keys)
 
     def _check(self, keys: array[int], values: array[int]) -> None:
         """Subclasses raise CorruptIndexError for entries that break their ordering rules."""
@@ -74,7 +77,15 @@ class IndexFile:
     def _append(self, key: int, value: int) -> None:
         self.keys.append(key)
         self.values.append(value)
-        self._file.write(self._entry.pack(key - self._key_base, value))
+
+    def _write_pending(self) -> None:
+        pack = self._entry.pack
+        base = self._key_base
+        keys, values = self.keys, self.values
+        self._file.write(
+            b"".join(pack(keys[i] - base, values[i]) for i in range(self._persisted, len(keys)))
+        )
+        self._persisted = len(keys)
 
     def truncate_entries(self, count: int) -> None:
         """Keep the first `count` entries."""
@@ -82,18 +93,21 @@ class IndexFile:
         # file still has the bytes that failed the check.
         del self.keys[count:]
         del self.values[count:]
+        self._persisted = min(self._persisted, count)
         self._file.flush()
-        self._file.truncate(count * self._entry.size)
+        self._file.truncate(self._persisted * self._entry.size)
 
     def reset(self) -> None:
         self.truncate_entries(0)
 
     def flush(self) -> None:
+        self._write_pending()
         self._file.flush()
         os.fsync(self._file.fileno())
 
     def close(self) -> None:
         if not self._file.closed:
+            self._write_pending()
             self._file.flush()
             self._file.close()
 
@@ -102,6 +116,7 @@ class IndexFile:
         self.path.unlink(missing_ok=True)
 
     def rename(self, path: Path) -> None:
+        self._write_pending()
         self._file.flush()
         os.replace(self.path, path)
         self.path = path

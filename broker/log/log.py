@@ -427,10 +427,16 @@ class Log:
 
     # -- durability ------------------------------------------------------------------------
 
-    def flush(self, now_ms: int) -> None:
-        """fsync every segment that holds data past the recovery point; advance it to the LEO."""
+    def flush(self, now_ms: int, *, indexes: bool = False) -> None:
+        """fsync every segment that holds data past the recovery point; advance it to the LEO.
+
+        The active segment's indexes are fsynced only with `indexes` (clean shutdown): after a
+        crash recovery rebuilds them from the log, which is what the fsync here protects."""
+        active = self._segments[-1]
         for segment in self._segments:
-            if segment.next_offset > self.recovery_point or segment is self._segments[-1]:
+            if segment is active:
+                segment.flush(indexes=indexes)
+            elif segment.next_offset > self.recovery_point:
                 segment.flush()
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0

@@ -121,7 +121,7 @@ class LogManager:
     def shutdown(self, now_ms: int) -> None:
         """Flush everything, write checkpoints, close, then leave the clean-shutdown marker."""
         for log in self.logs.values():
-            log.flush(now_ms)
+            log.flush(now_ms, indexes=True)
         self.checkpoint(now_ms)
         for log in self.logs.values():
             log.close()

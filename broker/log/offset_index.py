@@ -34,7 +34,6 @@ class OffsetIndex(IndexFile):
             raise ValueError(f"index entry ({offset}, {position}) not after the last one")
         keys.append(offset)
         self.values.append(position)
-        self._file.write(_ENTRY.pack(offset - self.base_offset, position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below `offset`; (base, 0) if none."""

@@ -206,12 +206,14 @@ class LogSegment:
 
     # -- reading -------------------------------------------------------------------------
 
-    def iter_headers(self, start: int, *, validate: bool) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(
+        self, start: int, *, validate: bool, chunk_bytes: int = _SCAN_CHUNK_BYTES
+    ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `start`, reading the file in chunks."""
         position = start
         size = self.size
         while position < size:
-            chunk = os.pread(self.fd, min(_SCAN_CHUNK_BYTES, size - position), position)
+            chunk = os.pread(self.fd, min(chunk_bytes, size - position), position)
             offset = 0
             while offset + BATCH_HEADER_BYTES <= len(chunk):
                 header = read_header(chunk, offset)
@@ -235,7 +237,10 @@ class LogSegment:
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= `offset`."""
         _, start = self.offset_index.lookup(offset)
-        for position, header in self.iter_headers(start, validate=False):
+        # The target lies within about one index interval of its index entry: read just that
+        # much, so a lookup costs the same in a 1 MiB and a 1 GiB segment.
+        chunk_bytes = self.config.index_interval_bytes + 2 * BATCH_HEADER_BYTES
+        for position, header in self.iter_headers(start, validate=False, chunk_bytes=chunk_bytes):
             if header.last_offset >= offset:
                 return position, header
         return None
@@ -303,10 +308,13 @@ class LogSegment:
         self._read_tail(validate=False)
         return removed
 
-    def flush(self) -> None:
+    def flush(self, *, indexes: bool = True) -> None:
+        """fsync the log data, and the indexes unless told not to (an active segment's indexes
+        are rebuilt by recovery after a crash, so per-flush fsyncs of them buy nothing)."""
         os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        if indexes:
+            self.offset_index.flush()
+            self.time_index.flush()
 
     def close(self) -> None:
         self.offset_index.close()
