@@ -6,7 +6,7 @@ Reads files directly with protocol/ only; it never needs a running broker.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from protocol.errors import HighwaterError
@@ -24,9 +24,13 @@ def dump_file(path: Path, *, records: bool = False) -> Iterator[str]:
     base_offset = int(path.stem) if path.stem.isdigit() else 0
     yield f"Dumping {path} ({len(data)} bytes)"
     if path.suffix == ".index":
-        yield from _dump_index(data, base_offset)
+        yield from _dump_entries(
+            data, _INDEX_ENTRY, lambda rel, pos: f"offset: {base_offset + rel} position: {pos}"
+        )
     elif path.suffix == ".timeindex":
-        yield from _dump_time_index(data, base_offset)
+        yield from _dump_entries(
+            data, _TIME_INDEX_ENTRY, lambda ts, rel: f"timestamp: {ts} offset: {base_offset + rel}"
+        )
     else:
         yield from _dump_log(data, records)
 
@@ -61,17 +65,11 @@ def _dump_log(data: bytes, records: bool) -> Iterator[str]:
     yield f"{batches} valid batches, {position} valid bytes"
 
 
-def _dump_index(data: bytes, base_offset: int) -> Iterator[str]:
-    whole = len(data) - len(data) % _INDEX_ENTRY.size
-    for relative, position in _INDEX_ENTRY.iter_unpack(data[:whole]):
-        yield f"offset: {base_offset + relative} position: {position}"
-    if whole != len(data):
-        yield f"{len(data) - whole} trailing bytes (a torn entry)"
-
-
-def _dump_time_index(data: bytes, base_offset: int) -> Iterator[str]:
-    whole = len(data) - len(data) % _TIME_INDEX_ENTRY.size
-    for timestamp, relative in _TIME_INDEX_ENTRY.iter_unpack(data[:whole]):
-        yield f"timestamp: {timestamp} offset: {base_offset + relative}"
+def _dump_entries(
+    data: bytes, entry: struct.Struct, describe: Callable[[int, int], str]
+) -> Iterator[str]:
+    whole = len(data) - len(data) % entry.size
+    for first, second in entry.iter_unpack(data[:whole]):
+        yield describe(first, second)
     if whole != len(data):
         yield f"{len(data) - whole} trailing bytes (a torn entry)"

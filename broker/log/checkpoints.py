@@ -28,6 +28,7 @@ __all__ = [
     "EpochEntry",
     "LeaderEpochCheckpointFile",
     "OffsetCheckpointFile",
+    "fsync_path",
     "write_atomically",
 ]
 
@@ -53,11 +54,12 @@ def write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """fsync a file or directory by path (a directory fsync makes a rename durable)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

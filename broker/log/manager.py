@@ -26,7 +26,7 @@ from typing import Final, TextIO
 
 import structlog
 
-from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_path
 from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.log import Log
@@ -128,7 +128,7 @@ class LogManager:
         for log_dir in self.log_dirs:
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             marker.write_bytes(b"")
-            _fsync_path(marker)
+            fsync_path(marker)
         for lock in self._locks:
             lock.close()
         self._locks.clear()
@@ -217,11 +217,3 @@ class LogManager:
         except CorruptCheckpointError as exc:
             self._logger.warning("corrupt checkpoint, using the safe fallback", error=str(exc))
             return None
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
