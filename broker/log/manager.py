@@ -88,7 +88,8 @@ class LogManager:
             clean = marker.exists()
             self.had_clean_shutdown[log_dir] = clean
             recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
-            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
+            # A corrupt log-start-offset file falls back to each log's first segment.
+            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE) or {}
             if recovery_points is None:
                 clean, recovery_points = False, {}  # recover every log from its start
             for child in sorted(log_dir.iterdir()):
@@ -107,7 +108,7 @@ class LogManager:
                     configs.get(tp, self.default_config),
                     now_ms=now_ms,
                     recovery_point=recovery_points.get(tp, 0),
-                    log_start_offset=(start_offsets or {}).get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
                     clean_shutdown=clean,
                 )
                 self._dir_of[tp] = log_dir

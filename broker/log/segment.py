@@ -153,9 +153,7 @@ class LogSegment:
             return False
         if self.size + incoming_bytes > self.config.segment_bytes:
             return True
-        if len(self.offset_index.keys) >= self.offset_index.max_entries:
-            return True
-        if len(self.time_index.keys) >= self.time_index.max_entries:
+        if self.offset_index.is_full or self.time_index.is_full:
             return True
         if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             return True
