@@ -41,8 +41,7 @@ from protocol.records import (
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
-    read_header,
-    validate_batch,
+    check_batches,
 )
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "FetchDataInfo", "Log", "LogAppendInfo"]
@@ -222,22 +221,16 @@ class Log:
                 f"{len(records)} bytes in one request, over log.segment.bytes "
                 f"{self.config.segment_bytes}"
             )
+        headers = check_batches(records)
         max_bytes = self.config.max_message_bytes
-        headers = []
-        position = 0
-        end = len(records)
-        while position < end:
-            header = read_header(records, position)
-            size = header.batch_length + LOG_OVERHEAD_BYTES
-            if size > max_bytes:
+        for position, header in headers:
+            if header.batch_length + LOG_OVERHEAD_BYTES > max_bytes:
                 raise MessageTooLargeError(
-                    f"batch at byte {position} is {size} bytes, over message.max.bytes {max_bytes}"
+                    f"batch at byte {position} is {header.size} bytes, "
+                    f"over message.max.bytes {max_bytes}"
                 )
-            validate_batch(records, position, header)
             if from_producer and (header.base_offset or header.attributes):
                 _check_producer_batch(position, header)
-            headers.append((position, header))
-            position += size
         return headers
 
     def _append(
@@ -250,12 +243,12 @@ class Log:
         """Write validated batches at the LEO; `leader_epoch` None keeps their offsets/epochs."""
         segment = self._segments[-1]
         first_offset = segment.next_offset
-        record_count = 0
-        max_timestamp = -1
-        for _, header in headers:
-            record_count += header.record_count
-            if header.max_timestamp > max_timestamp:
-                max_timestamp = header.max_timestamp
+        if len(headers) == 1:  # the common case, kept loop-free: this runs per produce
+            record_count = headers[0][1].record_count
+            max_timestamp = headers[0][1].max_timestamp
+        else:
+            record_count = sum(header.record_count for _, header in headers)
+            max_timestamp = max(header.max_timestamp for _, header in headers)
         if record_count - 1 > MAX_RELATIVE_OFFSET:
             # One request must fit one segment's int32 relative offsets.
             raise RecordListTooLargeError(f"{record_count} offsets in one request")

@@ -173,15 +173,16 @@ class LogSegment:
         does not cover them). Without one (follower append) the bytes go as they are.
         """
         base_offset = self.next_offset
-        size = header.size
+        size = header.batch_length + LOG_OVERHEAD_BYTES
+        whole = position == 0 and size == len(records)
         if leader_epoch is None:
-            if position == 0 and size == len(records):
-                parts: list[bytes | memoryview] = [records]
-            else:
-                parts = [memoryview(records)[position : position + size]]
+            parts: list[bytes | memoryview] = [
+                records if whole else memoryview(records)[position : position + size]
+            ]
         else:
             prefix = stamp_prefix(base_offset, header.batch_length, leader_epoch)
-            parts = [prefix, memoryview(records)[position + 16 : position + size]]
+            view = memoryview(records)
+            parts = [prefix, view[16:] if whole else view[position + 16 : position + size]]
         written = os.writev(self.fd, parts)
         while written < size:  # short writes are rare on regular files, but allowed
             written += os.write(self.fd, b"".join(parts)[written:])
