@@ -1,0 +1,39 @@
+"""One handler per API: `async (ctx, header, request) -> response` (None: send nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.context import BrokerContext
+from broker.handlers.api_versions import handle_api_versions
+from broker.handlers.create_topics import handle_create_topics
+from broker.handlers.delete_topics import handle_delete_topics
+from broker.handlers.fetch import handle_fetch
+from broker.handlers.leader_and_isr import handle_leader_and_isr
+from broker.handlers.list_offsets import handle_list_offsets
+from broker.handlers.metadata import handle_metadata
+from broker.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
+from broker.handlers.produce import handle_produce
+from broker.handlers.stop_replica import handle_stop_replica
+from broker.handlers.update_metadata import handle_update_metadata
+from protocol.apis import ApiKey
+from protocol.codec import RequestHeader
+
+__all__ = ["HANDLERS", "Handler"]
+
+Handler = Callable[[BrokerContext, RequestHeader, Any], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.LEADER_AND_ISR: handle_leader_and_isr,
+    ApiKey.STOP_REPLICA: handle_stop_replica,
+    ApiKey.UPDATE_METADATA: handle_update_metadata,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+}

@@ -1,0 +1,174 @@
+"""CreateTopics: validate, assign replicas, write the topic to ZooKeeper, wait for leaders.
+
+As in Kafka's ZooKeeper mode, the broker that receives the request writes the assignment
+(`/brokers/topics/<t>`) and config (`/config/topics/<t>`); the controller sees the new topic,
+elects leaders and tells the brokers. The response waits, up to `timeout_ms`, until this
+broker's metadata shows a leader for every partition.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import trio
+from controller.zk_topics import TopicExistsError, create_topic
+
+from broker.context import METADATA_KEY, BrokerContext
+from broker.topic_config import TopicConfigError, validate_topic_config
+from controller.assignment import assign_replicas
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.create_topics import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    CreateTopicsResult,
+)
+
+__all__ = ["handle_create_topics", "validate_topic_name"]
+
+MAX_TOPIC_NAME_CHARS = 249
+MAX_PARTITIONS = 10_000
+MAX_CREATE_TIMEOUT_MS = 5 * 60 * 1000
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's rules; the reason a name is illegal, or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_CHARS:
+        return f"topic name is longer than {MAX_TOPIC_NAME_CHARS} characters"
+    if not _LEGAL_NAME.fullmatch(name):
+        return f"topic name {name!r} may contain only ASCII letters, digits, '.', '_' and '-'"
+    return None
+
+
+async def handle_create_topics(
+    ctx: BrokerContext, header: RequestHeader, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    deadline = trio.current_time() + min(max(request.timeout_ms, 0), MAX_CREATE_TIMEOUT_MS) / 1000
+    results = []
+    seen: set[str] = set()
+    created: list[CreatableTopic] = []
+    for topic in request.topics:
+        if topic.name in seen:
+            results.append(_failed(topic, ErrorCode.INVALID_REQUEST, "topic named twice"))
+            continue
+        seen.add(topic.name)
+        result = await _create_one(ctx, topic, request.validate_only)
+        results.append(result)
+        if result.error_code == ErrorCode.NONE and not request.validate_only:
+            created.append(topic)
+    waiting = {t.name for t in created}
+    while waiting and trio.current_time() < deadline:
+        waiting = {name for name in waiting if not _has_leaders(ctx, name)}
+        if waiting:
+            await ctx.purgatory.wait([METADATA_KEY], deadline)
+    final = [
+        _failed_name(r, ErrorCode.REQUEST_TIMED_OUT, "created, but leaders not yet elected")
+        if r.name in waiting
+        else r
+        for r in results
+    ]
+    return CreateTopicsResponse(tuple(final))
+
+
+def _has_leaders(ctx: BrokerContext, name: str) -> bool:
+    partitions = ctx.metadata.topics.get(name)
+    return partitions is not None and all(p.leader >= 0 for p in partitions.values())
+
+
+async def _create_one(
+    ctx: BrokerContext, topic: CreatableTopic, validate_only: bool
+) -> CreateTopicsResult:
+    reason = validate_topic_name(topic.name)
+    if reason is not None:
+        return _failed(topic, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    if topic.name in ctx.metadata.topics:
+        return _failed(topic, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} exists")
+    try:
+        config = validate_topic_config({c.name: c.value for c in topic.configs})
+    except TopicConfigError as exc:
+        return _failed(topic, ErrorCode.INVALID_CONFIG, str(exc))
+    live = ctx.metadata.live_broker_ids()
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return _failed(
+                topic,
+                ErrorCode.INVALID_REQUEST,
+                "give either assignments or partitions/replication factor, not both",
+            )
+        assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        problem = _check_assignment(assignment, set(live))
+        if problem is not None:
+            return _failed(topic, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+    else:
+        partitions = (
+            ctx.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        )
+        replication_factor = (
+            ctx.config.default_replication_factor
+            if topic.replication_factor == -1
+            else topic.replication_factor
+        )
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            return _failed(
+                topic, ErrorCode.INVALID_PARTITIONS, f"partitions must be in [1, {MAX_PARTITIONS}]"
+            )
+        if replication_factor < 1 or replication_factor > len(live):
+            return _failed(
+                topic,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication_factor} must be in [1, {len(live)}] "
+                f"({len(live)} live brokers)",
+            )
+        assignment = assign_replicas(
+            live,
+            partitions,
+            replication_factor,
+            start_index=random.randrange(len(live)),
+            shift=random.randrange(len(live)),
+        )
+    if validate_only:
+        return _ok(topic.name, assignment)
+    if ctx.zk is None:
+        return _failed(topic, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
+    try:
+        await create_topic(ctx.zk, topic.name, assignment, config)
+    except TopicExistsError:
+        return _failed(topic, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} exists")
+    return _ok(topic.name, assignment)
+
+
+def _check_assignment(assignment: dict[int, tuple[int, ...]], live: set[int]) -> str | None:
+    if sorted(assignment) != list(range(len(assignment))):
+        return "partitions must be numbered 0..n-1"
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        return "every partition needs the same, non-zero number of replicas"
+    for index, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            return f"partition {index} names a broker twice"
+        unknown = [r for r in replicas if r not in live]
+        if unknown:
+            return f"partition {index}: brokers {unknown} are not live"
+    return None
+
+
+def _ok(name: str, assignment: dict[int, tuple[int, ...]]) -> CreateTopicsResult:
+    replication_factor = len(next(iter(assignment.values())))
+    return CreateTopicsResult(name, ErrorCode.NONE, None, len(assignment), replication_factor)
+
+
+def _failed(topic: CreatableTopic, code: ErrorCode, message: str) -> CreateTopicsResult:
+    return CreateTopicsResult(topic.name, code, message)
+
+
+def _failed_name(result: CreateTopicsResult, code: ErrorCode, message: str) -> CreateTopicsResult:
+    return CreateTopicsResult(
+        result.name, code, message, result.num_partitions, result.replication_factor
+    )

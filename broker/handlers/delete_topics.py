@@ -1,0 +1,54 @@
+"""DeleteTopics: ask the controller (through ZooKeeper) to delete, then wait until it has.
+
+As in Kafka's ZooKeeper mode: `/admin/delete_topics/<t>` is the request; the controller stops
+and deletes the replicas, removes the topic's znodes, and tells every broker.
+"""
+
+from __future__ import annotations
+
+import trio
+from controller.zk_topics import mark_topic_for_deletion
+
+from broker.context import METADATA_KEY, BrokerContext
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+
+__all__ = ["handle_delete_topics"]
+
+MAX_DELETE_TIMEOUT_MS = 5 * 60 * 1000
+
+
+async def handle_delete_topics(
+    ctx: BrokerContext, header: RequestHeader, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    deadline = trio.current_time() + min(max(request.timeout_ms, 0), MAX_DELETE_TIMEOUT_MS) / 1000
+    results: dict[str, DeletableTopicResult] = {}
+    for name in request.topic_names:
+        if name not in ctx.metadata.topics:
+            results[name] = DeletableTopicResult(
+                name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+            )
+        elif not ctx.config.delete_topic_enable:
+            results[name] = DeletableTopicResult(
+                name, ErrorCode.INVALID_REQUEST, "delete.topic.enable is false"
+            )
+        elif ctx.zk is None:
+            results[name] = DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, "no ZooKeeper")
+        else:
+            await mark_topic_for_deletion(ctx.zk, name)
+            results[name] = DeletableTopicResult(name, ErrorCode.NONE)
+    waiting = {n for n, r in results.items() if r.error_code == ErrorCode.NONE}
+    while waiting and trio.current_time() < deadline:
+        waiting = {n for n in waiting if n in ctx.metadata.topics}
+        if waiting:
+            await ctx.purgatory.wait([METADATA_KEY], deadline)
+    for name in waiting:
+        results[name] = DeletableTopicResult(
+            name, ErrorCode.REQUEST_TIMED_OUT, "deletion requested, not yet complete"
+        )
+    return DeleteTopicsResponse(tuple(results[n] for n in dict.fromkeys(request.topic_names)))

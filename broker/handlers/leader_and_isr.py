@@ -1,0 +1,29 @@
+"""LeaderAndIsr (controller -> broker): lead or follow these partitions from this epoch on."""
+
+from __future__ import annotations
+
+from broker.context import METADATA_KEY, BrokerContext
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.leader_and_isr import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+)
+
+__all__ = ["handle_leader_and_isr"]
+
+
+async def handle_leader_and_isr(
+    ctx: BrokerContext, header: RequestHeader, request: LeaderAndIsrRequest
+) -> LeaderAndIsrResponse:
+    if not ctx.accept_controller_epoch(request.controller_epoch):
+        return LeaderAndIsrResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
+    results = ctx.replica_manager.become_leader_or_follower(request.partition_states, ctx.now_ms())
+    for topic, partition, _ in results:
+        ctx.purgatory.notify((topic, partition))  # waiting fetches/produces re-check leadership
+    ctx.purgatory.notify(METADATA_KEY)
+    return LeaderAndIsrResponse(
+        ErrorCode.NONE,
+        tuple(LeaderAndIsrPartitionError(t, p, code) for t, p, code in results),
+    )

@@ -1,0 +1,103 @@
+"""Produce: validate each partition's batches (header + CRC, never the records) and append.
+
+acks=0 gets no response; acks=1 is answered once the leader appended; acks=-1 (all) waits in
+the purgatory until the HW covers the appended batches or `timeout_ms` passes.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from broker.context import BrokerContext
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.produce import (
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResponse,
+)
+
+__all__ = ["handle_produce"]
+
+MAX_PRODUCE_TIMEOUT_MS = 5 * 60 * 1000
+
+
+async def handle_produce(
+    ctx: BrokerContext, header: RequestHeader, request: ProduceRequest
+) -> ProduceResponse | None:
+    if request.acks not in (-1, 0, 1):
+        return _all_failed(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    now_ms = ctx.now_ms()
+    results: dict[tuple[str, int], ProducePartitionResponse] = {}
+    waiting: dict[tuple[str, int], int] = {}  # acks=all: the HW each partition must reach
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            tp = (topic.name, data.index)
+            result = ctx.replica_manager.append(tp, data.records, now_ms)
+            if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (
+                ctx.metadata.partition(*tp) is not None
+            ):
+                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            results[tp] = ProducePartitionResponse(
+                data.index,
+                result.error_code,
+                result.base_offset,
+                -1,
+                result.log_start_offset,
+                result.error_message,
+            )
+            if result.error_code == ErrorCode.NONE:
+                ctx.purgatory.notify(tp)
+                if request.acks == -1:
+                    waiting[tp] = result.next_offset
+    if request.acks == 0:
+        return None
+    if waiting:
+        await _wait_for_high_watermarks(ctx, waiting, results, request.timeout_ms)
+    return ProduceResponse(
+        tuple(
+            ProduceTopicResponse(
+                topic.name, tuple(results[(topic.name, d.index)] for d in topic.partition_data)
+            )
+            for topic in request.topic_data
+        )
+    )
+
+
+async def _wait_for_high_watermarks(
+    ctx: BrokerContext,
+    waiting: dict[tuple[str, int], int],
+    results: dict[tuple[str, int], ProducePartitionResponse],
+    timeout_ms: int,
+) -> None:
+    deadline = trio.current_time() + min(max(timeout_ms, 0), MAX_PRODUCE_TIMEOUT_MS) / 1000
+    while True:
+        for tp, needed in list(waiting.items()):
+            partition = ctx.replica_manager.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                results[tp] = _replace_error(results[tp], ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                del waiting[tp]
+            elif partition.high_watermark >= needed:
+                del waiting[tp]
+        if not waiting or trio.current_time() >= deadline:
+            break
+        await ctx.purgatory.wait(waiting, deadline)
+    for tp in waiting:
+        results[tp] = _replace_error(results[tp], ErrorCode.REQUEST_TIMED_OUT)
+
+
+def _replace_error(response: ProducePartitionResponse, code: ErrorCode) -> ProducePartitionResponse:
+    return ProducePartitionResponse(response.index, code, -1, -1, -1, code.name)
+
+
+def _all_failed(request: ProduceRequest, code: ErrorCode) -> ProduceResponse:
+    return ProduceResponse(
+        tuple(
+            ProduceTopicResponse(
+                topic.name,
+                tuple(ProducePartitionResponse(d.index, code) for d in topic.partition_data),
+            )
+            for topic in request.topic_data
+        )
+    )

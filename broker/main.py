@@ -1,0 +1,111 @@
+"""A broker process: load the logs, join ZooKeeper, serve, and stop cleanly on SIGTERM.
+
+Start-up order: recover the logs (a broker must not serve before its logs are consistent),
+connect to ZooKeeper, start listening, register `/brokers/ids/<id>` (which tells the
+controller we exist), and stand as a controller candidate. Shutdown reverses it: stop
+accepting and drain in-flight requests, checkpoint HWs, close the logs and write the
+clean-shutdown marker, then close the ZooKeeper session (our registration vanishes with it).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import structlog
+import trio
+from controller.controller import run_controller
+from controller.zk_brokers import maintain_registration
+from controller.zk_topics import get_or_create_cluster_id
+
+from broker.config import BrokerConfig, describe
+from broker.context import BrokerContext, wall_clock_ms
+from broker.log.manager import LogManager
+from broker.logging_setup import bind_broker, configure_logging
+from broker.replica_manager import ReplicaManager
+from broker.server import BrokerServer
+from controller.zk_client import ZkClient
+
+__all__ = ["run_broker"]
+
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5000  # replica.high.watermark.checkpoint.interval.ms
+RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60000  # log.flush.offset.checkpoint.interval.ms
+
+
+async def run_broker(config: BrokerConfig) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit status (0 after a clean shutdown)."""
+    configure_logging()
+    bind_broker(config.broker_id)
+    log = structlog.get_logger("highwater.broker")
+    log.info("starting", config=dict(describe(config)))
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        log_manager = LogManager([Path(d) for d in config.log_dirs], config.log_config())
+        log_manager.startup(wall_clock_ms())
+        ctx = BrokerContext(config, ReplicaManager(config.broker_id, log_manager))
+        zk = await ZkClient.connect(
+            config.zookeeper_connect,
+            config.zookeeper_session_timeout_ms,
+            timeout_ms=config.zookeeper_connection_timeout_ms,
+        )
+        server = BrokerServer(
+            ctx, config.listener_host, config.listener_port, config.socket_request_max_bytes
+        )
+        try:
+            ctx.zk = zk
+            ctx.cluster_id = await get_or_create_cluster_id(zk)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.run)
+                await nursery.start(
+                    maintain_registration,
+                    zk,
+                    config.broker_id,
+                    config.advertised_host,
+                    config.advertised_port,
+                    config.broker_rack,
+                )
+                nursery.start_soon(run_controller, zk, config.broker_id)
+                nursery.start_soon(_housekeeping, ctx, log_manager)
+                log.info("started", port=server.port)
+                async for signum in signals:
+                    log.info("shutting down", signal=signal.Signals(signum).name)
+                    break
+                await server.stop()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                ctx.replica_manager.checkpoint_high_watermarks()
+                log_manager.shutdown(wall_clock_ms())
+                await zk.close()
+    log.info("stopped cleanly")
+    return 0
+
+
+async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
+    """Kafka's scheduler: retention, time-based flushes and checkpoints, each on its interval."""
+    config = ctx.config
+    intervals_ms = {
+        "retention": config.log_retention_check_interval_ms,
+        "flush": config.log_flush_scheduler_interval_ms,
+        "high_watermarks": HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+        "recovery_points": RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
+    }
+    due_ms = {name: wall_clock_ms() + interval for name, interval in intervals_ms.items()}
+    log = structlog.get_logger("highwater.housekeeping")
+    while True:
+        next_ms = min(due_ms.values())
+        await trio.sleep(max(0, next_ms - wall_clock_ms()) / 1000)
+        now_ms = wall_clock_ms()
+        for name, at_ms in due_ms.items():
+            if at_ms > now_ms:
+                continue
+            due_ms[name] = now_ms + intervals_ms[name]
+            if name == "retention":
+                deleted = log_manager.cleanup(now_ms)
+                if deleted:
+                    log.info("retention deleted segments", segments=deleted)
+            elif name == "flush":
+                log_manager.flush_dirty(now_ms)
+            elif name == "high_watermarks":
+                ctx.replica_manager.checkpoint_high_watermarks()
+            else:
+                log_manager.checkpoint(now_ms)

@@ -1,0 +1,135 @@
+"""The partitions this broker hosts, and the entry points the API handlers call.
+
+Synchronous: handlers and the purgatory add the waiting. Every data-path error is reported per
+partition with Kafka's error code, never raised to the connection.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.log.manager import LogManager, TopicPartition
+from broker.partition import Partition, ReadResult
+from protocol.errors import ErrorCode, HighwaterError
+from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
+
+__all__ = ["AppendResult", "ReplicaManager"]
+
+
+class AppendResult:
+    __slots__ = ("base_offset", "error_code", "error_message", "log_start_offset", "next_offset")
+
+    def __init__(
+        self,
+        error_code: int,
+        base_offset: int = -1,
+        next_offset: int = -1,
+        log_start_offset: int = -1,
+        error_message: str | None = None,
+    ) -> None:
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.next_offset = next_offset  # one past the last appended offset
+        self.log_start_offset = log_start_offset
+        self.error_message = error_message
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_manager: LogManager) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._high_watermarks = log_manager.read_high_watermarks()
+        self._logger = structlog.get_logger("highwater.replica_manager")
+
+    # -- controller requests -------------------------------------------------------------
+
+    def become_leader_or_follower(
+        self, states: tuple[LeaderAndIsrPartitionState, ...], now_ms: int
+    ) -> list[tuple[str, int, int]]:
+        """Apply LeaderAndIsr partition states; (topic, partition, error code) for each."""
+        results = []
+        for state in states:
+            tp = (state.topic_name, state.partition_index)
+            if self.broker_id not in state.replicas:
+                results.append((*tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value))
+                continue
+            try:
+                partition = self._get_or_create(tp, now_ms)
+            except (HighwaterError, OSError, ValueError) as exc:
+                self._logger.error("cannot open partition log", tp=tp, error=str(exc))
+                results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
+                continue
+            applied = partition.apply_state(state)
+            code = ErrorCode.NONE if applied else ErrorCode.FENCED_LEADER_EPOCH
+            results.append((*tp, code.value))
+        return results
+
+    def _get_or_create(self, tp: TopicPartition, now_ms: int) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            log = self.log_manager.get_or_create_log(tp, now_ms)
+            partition = Partition(
+                tp[0], tp[1], self.broker_id, log, high_watermark=self._high_watermarks.get(tp, 0)
+            )
+            self.partitions[tp] = partition
+        return partition
+
+    def stop_replica(self, tp: TopicPartition, *, delete: bool) -> None:
+        partition = self.partitions.pop(tp, None)
+        if partition is not None:
+            partition.leader_id = -1
+        if delete:
+            self.log_manager.delete_log(tp)
+            self._high_watermarks.pop(tp, None)
+            self._logger.info("partition deleted", topic=tp[0], partition=tp[1])
+
+    # -- data path -----------------------------------------------------------------------
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        """The partition if this broker leads it; else a HighwaterError with Kafka's code."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise _UnknownPartition(f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
+        if not partition.is_leader:
+            raise _NotLeader(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
+        return partition
+
+    def append(self, tp: TopicPartition, records: bytes, now_ms: int) -> AppendResult:
+        try:
+            partition = self.leader_partition(tp)
+            info = partition.append_as_leader(records, now_ms)
+        except HighwaterError as exc:
+            return AppendResult(exc.code, error_message=str(exc))
+        return AppendResult(
+            ErrorCode.NONE, info.first_offset, info.last_offset + 1, info.log_start_offset
+        )
+
+    def read(
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        replica_id: int,
+        current_leader_epoch: int,
+        min_one_batch: bool,
+    ) -> ReadResult:
+        partition = self.leader_partition(tp)
+        partition.check_leader_epoch(current_leader_epoch)
+        return partition.read(
+            fetch_offset, max_bytes, replica_id=replica_id, min_one_batch=min_one_batch
+        )
+
+    def checkpoint_high_watermarks(self) -> None:
+        for tp, partition in self.partitions.items():
+            self._high_watermarks[tp] = partition.high_watermark
+        self.log_manager.checkpoint_high_watermarks(self._high_watermarks)
+
+
+class _UnknownPartition(HighwaterError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class _NotLeader(HighwaterError):
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -1,0 +1,158 @@
+"""One TCP connection to a broker, in trio: pipelined requests, responses matched in order.
+
+The thin shell around `protocol.client_protocol.ClientProtocol`. Several tasks may call
+`request` at once: each writes its frame under the send lock, then whoever holds the receive
+lock reads frames and hands each response to the task waiting for it. No background task is
+needed, so a connection can be used from any nursery. A broken stream fails every waiter with
+`BrokerConnectionError` and the connection stays broken; callers reconnect.
+
+Used by the clients, and by brokers for controller requests and replica fetches (Kafka's
+NetworkClient plays the same part for both).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import trio
+
+from protocol.client_protocol import ClientProtocol, ReceivedResponse
+from protocol.errors import HighwaterError
+from protocol.framing import NEED_DATA
+
+__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "BrokerConnection", "BrokerConnectionError", "connect"]
+
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+_RECEIVE_BYTES = 256 * 1024
+
+
+class BrokerConnectionError(ConnectionError):
+    """The connection failed, broke, or a request on it timed out (and the stream was dropped)."""
+
+
+async def connect(
+    host: str, port: int, *, client_id: str | None = None, timeout_ms: int = 10_000
+) -> BrokerConnection:
+    try:
+        with trio.fail_after(timeout_ms / 1000):
+            stream = await trio.open_tcp_stream(host, port)
+    except (OSError, trio.TooSlowError) as exc:
+        raise BrokerConnectionError(
+            f"cannot connect to {host}:{port}: {exc or 'timed out'}"
+        ) from exc
+    return BrokerConnection(stream, f"{host}:{port}", client_id)
+
+
+class BrokerConnection:
+    def __init__(self, stream: trio.SocketStream, address: str, client_id: str | None) -> None:
+        self.address = address
+        self._stream = stream
+        self._protocol = ClientProtocol(client_id)
+        self._send_lock = trio.Lock()
+        self._receive_lock = trio.Lock()
+        self._arrived: dict[int, ReceivedResponse] = {}
+        self._waiting: set[int] = set()
+        self._broken: BrokerConnectionError | None = None
+
+    @property
+    def broken(self) -> bool:
+        return self._broken is not None
+
+    async def request(
+        self,
+        body: object,
+        api_version: int | None = None,
+        *,
+        timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        expect_response: bool = True,
+    ) -> Any:
+        """Send `body` and return the response body (None when no response is expected).
+
+        A timeout breaks the connection: the late response would otherwise be read by nobody
+        and every later request would wait behind it.
+        """
+        self._raise_if_broken()
+        try:
+            with trio.fail_after(timeout_ms / 1000 if timeout_ms >= 0 else math.inf):
+                async with self._send_lock:
+                    self._raise_if_broken()
+                    correlation_id, data = self._protocol.send_request(
+                        body, api_version, expect_response=expect_response
+                    )
+                    if expect_response:
+                        self._waiting.add(correlation_id)
+                    await self._send(data)
+                if not expect_response:
+                    return None
+                return await self._wait_for(correlation_id)
+        except trio.TooSlowError:
+            self._break(BrokerConnectionError(f"{self.address}: request timed out"))
+            raise self._broken from None  # type: ignore[misc]
+
+    async def _send(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._break(BrokerConnectionError(f"{self.address}: send failed: {exc}"))
+            raise self._broken from exc  # type: ignore[misc]
+        except trio.Cancelled:
+            # Cancelled mid-frame (the caller's own cancel scope): part of the frame may be on
+            # the wire, so the stream is unusable; the next request would corrupt it.
+            self._break(BrokerConnectionError(f"{self.address}: send cancelled"))
+            raise
+
+    async def _wait_for(self, correlation_id: int) -> Any:
+        try:
+            while correlation_id not in self._arrived:
+                async with self._receive_lock:
+                    while correlation_id not in self._arrived:
+                        self._raise_if_broken()
+                        await self._receive_one()
+            return self._arrived.pop(correlation_id).body
+        finally:
+            self._waiting.discard(correlation_id)
+            self._arrived.pop(correlation_id, None)
+
+    async def _receive_one(self) -> None:
+        """Read until at least one response is decoded; stash each for its waiter."""
+        while True:
+            try:
+                response = self._protocol.next_response()
+            except HighwaterError as exc:
+                self._break(BrokerConnectionError(f"{self.address}: bad response: {exc}"))
+                raise self._broken from exc  # type: ignore[misc]
+            if response is not NEED_DATA:
+                assert isinstance(response, ReceivedResponse)
+                if response.correlation_id in self._waiting:  # else its caller gave up
+                    self._arrived[response.correlation_id] = response
+                return
+            try:
+                data = await self._stream.receive_some(_RECEIVE_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                data = b""
+                reason = str(exc)
+            else:
+                reason = "closed by the broker"
+            if not data:
+                self._break(BrokerConnectionError(f"{self.address}: connection {reason}"))
+                raise self._broken  # type: ignore[misc]
+            self._protocol.receive_data(data)
+
+    def _raise_if_broken(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+
+    def _break(self, error: BrokerConnectionError) -> None:
+        if self._broken is None:
+            self._broken = error
+            self._stream.socket.close()  # wakes any task blocked in receive_some
+
+    def close_now(self) -> None:
+        """Close without waiting (for connection pools dropping a connection from sync code)."""
+        self._break(BrokerConnectionError(f"{self.address}: connection closed"))
+
+    async def aclose(self) -> None:
+        if self._broken is None:
+            self._broken = BrokerConnectionError(f"{self.address}: connection closed")
+        await self._stream.aclose()

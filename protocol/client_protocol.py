@@ -1,0 +1,99 @@
+"""The client side of one connection, sans-IO: requests out, responses matched back in.
+
+Kafka answers the requests of one connection in order, so responses are matched to requests by
+correlation id in FIFO order; a response that does not match the oldest outstanding request
+means the stream is broken. The caller owns the socket: `send_request` returns the bytes to
+write, `receive_data` takes what was read, `next_response` returns a decoded response or
+NEED_DATA.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.apis import ApiKey, api_spec
+from protocol.codec import RequestHeader, decode_response, encode_request
+from protocol.errors import FrameError
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, NeedData
+
+__all__ = ["ClientProtocol", "InFlight", "ReceivedResponse"]
+
+_MAX_CORRELATION_ID = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    correlation_id: int
+    api_key: int
+    api_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedResponse:
+    correlation_id: int
+    api_key: int
+    body: Any  # the response dataclass of api_key at the request's version
+
+
+class ClientProtocol:
+    def __init__(
+        self, client_id: str | None = None, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ) -> None:
+        self.client_id = client_id
+        self._next_correlation_id = 0
+        self._in_flight: deque[InFlight] = deque()
+        self._decoder = FrameDecoder(max_frame_bytes)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def send_request(
+        self, body: object, api_version: int | None = None, *, expect_response: bool = True
+    ) -> tuple[int, bytes]:
+        """(correlation id, frame bytes) for `body`; the newest version unless one is given.
+
+        `expect_response=False` is for Produce with acks=0, which the broker never answers.
+        """
+        api_key = _api_key_of(body)
+        version = api_spec(api_key).max_version if api_version is None else api_version
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & _MAX_CORRELATION_ID
+        data = encode_request(RequestHeader(api_key, version, correlation_id, self.client_id), body)
+        if expect_response:
+            self._in_flight.append(InFlight(correlation_id, api_key, version))
+        return correlation_id, data
+
+    def receive_data(self, data: bytes) -> None:
+        self._decoder.receive_data(data)
+
+    def next_response(self) -> ReceivedResponse | NeedData:
+        frame_body = self._decoder.next_frame()
+        if frame_body is NEED_DATA:
+            return NEED_DATA
+        assert isinstance(frame_body, bytes)
+        if not self._in_flight:
+            raise FrameError("response received with no request outstanding")
+        expected = self._in_flight.popleft()
+        response = decode_response(frame_body, expected.api_key, expected.api_version)
+        if response.header.correlation_id != expected.correlation_id:
+            raise FrameError(
+                f"response correlation id {response.header.correlation_id}, "
+                f"expected {expected.correlation_id}"
+            )
+        return ReceivedResponse(expected.correlation_id, expected.api_key, response.body)
+
+
+_KEY_BY_REQUEST: dict[type, int] = {}
+
+
+def _api_key_of(body: object) -> int:
+    if not _KEY_BY_REQUEST:
+        for key in ApiKey:
+            _KEY_BY_REQUEST[api_spec(key).request] = key
+    try:
+        return _KEY_BY_REQUEST[type(body)]
+    except KeyError:
+        raise TypeError(f"{type(body).__name__} is not a request type") from None
