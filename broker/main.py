@@ -54,13 +54,15 @@ async def run_broker(config: BrokerConfig) -> int:
             ctx.zk = zk
             ctx.cluster_id = await get_or_create_cluster_id(zk)
             async with trio.open_nursery() as nursery:
-                await nursery.start(server.run)
+                port = await nursery.start(server.run)
+                # listeners=...:0 binds any free port; advertise the one actually bound.
+                advertised_port = config.advertised_port or port
                 await nursery.start(
                     maintain_registration,
                     zk,
                     config.broker_id,
                     config.advertised_host,
-                    config.advertised_port,
+                    advertised_port,
                     config.broker_rack,
                 )
                 nursery.start_soon(run_controller, zk, config.broker_id)
