@@ -1,0 +1,87 @@
+"""The exceptions the client library raises.
+
+Every failure a caller sees is a `HighwaterClientError`. Broker-reported failures carry the Kafka
+error code (`.code`) and start their message with its name (`NOT_LEADER_OR_FOLLOWER: ...`), so a
+CLI can print one line and a program can branch on the code. Client-side failures (no broker
+reachable, a wait that ran out) have `.code` None unless a Kafka code fits them exactly.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+__all__ = [
+    "ClientClosedError",
+    "HighwaterClientError",
+    "HighwaterTimeoutError",
+    "NoBrokersAvailable",
+    "OffsetOutOfRangeError",
+    "UnknownTopicError",
+    "error_for_code",
+]
+
+
+class HighwaterClientError(Exception):
+    """A client operation failed; `.code` is the broker's Kafka error code when there is one."""
+
+    def __init__(self, message: str, code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def name(self) -> str:
+        """Kafka's name for the error (the code's name), or the exception class name."""
+        return self.code.name if self.code is not None else type(self).__name__
+
+    @property
+    def retriable(self) -> bool:
+        return self.code is not None and self.code.retriable
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name}: {self.args[0] if self.args else ''})"
+
+
+class NoBrokersAvailable(HighwaterClientError):
+    """No bootstrap or known broker answered within the time allowed."""
+
+
+class UnknownTopicError(HighwaterClientError):
+    """The topic (or partition) does not exist in the cluster's metadata."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+class HighwaterTimeoutError(HighwaterClientError):
+    """A bounded wait ran out (Kafka's TimeoutException): delivery, metadata, buffer memory."""
+
+    def __init__(self, message: str, code: ErrorCode | None = ErrorCode.REQUEST_TIMED_OUT) -> None:
+        super().__init__(message, code)
+
+
+class ClientClosedError(HighwaterClientError):
+    """The producer/consumer/admin was closed, or never started (use `async with`)."""
+
+
+class OffsetOutOfRangeError(HighwaterClientError):
+    """A fetch position is outside the log and auto_offset_reset is "none"."""
+
+    def __init__(self, message: str, positions: dict[tuple[str, int], int]) -> None:
+        super().__init__(message, ErrorCode.OFFSET_OUT_OF_RANGE)
+        self.positions = positions
+
+
+def error_for_code(
+    code: int, context: str, broker_message: str | None = None
+) -> HighwaterClientError:
+    """The exception for a broker error code: "NAME: context (broker's message)"."""
+    try:
+        error_code = ErrorCode(code)
+    except ValueError:
+        return HighwaterClientError(f"unknown error code {code}: {context}")
+    message = f"{error_code.name}: {context}"
+    if broker_message:
+        message += f" ({broker_message})"
+    if error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return UnknownTopicError(message)
+    return HighwaterClientError(message, error_code)

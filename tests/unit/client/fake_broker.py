@@ -1,0 +1,406 @@
+"""An in-process fake cluster for client tests: real TCP on 127.0.0.1, state in memory.
+
+`FakeCluster(n)` listens on n ports (one per broker id 1..n) sharing one in-memory cluster:
+topics with partitions, each partition a list of stored batches whose base offsets are stamped
+on append (protocol.records.stamp_prefix), as a leader does. It answers Metadata, Produce,
+Fetch (long-poll on min_bytes / max_wait_ms), ListOffsets, CreateTopics and DeleteTopics.
+Only the partition's leader accepts Produce/Fetch (else NOT_LEADER_OR_FOLLOWER), and the
+leader epoch is checked as KIP-320 says, so leader moves are visible to clients.
+
+Fault switches: `fail_next(api, code, topic, partition, times)`, `drop_next(api)` (close the
+connection instead of answering), `delay_ms[api]`, `move_leader(...)`, `truncate_fetch=True`
+(cut fetch data exactly at partition_max_bytes, leaving a partial batch at the end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import trio
+
+from protocol.apis import ApiKey
+from protocol.codec import decode_request, encode_response
+from protocol.errors import ErrorCode
+from protocol.framing import NEED_DATA, FrameDecoder
+from protocol.messages.common import BrokerEndpoint
+from protocol.messages.create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    CreateTopicsResult,
+)
+from protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from protocol.messages.fetch import (
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    FetchTopicResponse,
+)
+from protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from protocol.messages.metadata import (
+    MetadataPartition,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataTopic,
+)
+from protocol.messages.produce import (
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResponse,
+)
+from protocol.records import decode_batch, iter_batch_headers, stamp_prefix
+
+__all__ = ["FakeCluster", "FakePartition"]
+
+
+@dataclass
+class FakePartition:
+    leader: int
+    leader_epoch: int = 0
+    replicas: tuple[int, ...] = ()
+    batches: list[tuple[int, bytes]] = field(default_factory=list)  # (base offset, bytes)
+    log_end_offset: int = 0
+    log_start_offset: int = 0
+    high_watermark: int | None = None  # None: HW = LEO
+
+    @property
+    def hw(self) -> int:
+        return self.log_end_offset if self.high_watermark is None else self.high_watermark
+
+
+@dataclass
+class _Injected:
+    api: int
+    code: int
+    topic: str | None
+    partition: int | None
+    times: int
+
+
+class FakeCluster:
+    def __init__(self, num_brokers: int = 1, *, controller_epoch: int = 1) -> None:
+        self.broker_ids = list(range(1, num_brokers + 1))
+        self.ports: dict[int, int] = {}
+        self.topics: dict[str, dict[int, FakePartition]] = {}
+        self.controller_epoch = controller_epoch
+        self.requests: list[tuple[int, Any]] = []  # (broker id, request body) in arrival order
+        self.delay_ms: dict[int, float] = {}
+        self.truncate_fetch = False
+        self.down: set[int] = set()  # brokers that drop every connection
+        self._injected: list[_Injected] = []
+        self._drop: dict[int, int] = {}
+        self._appended = trio.Event()
+
+    # ----- setup and faults ----------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[b]}" for b in self.broker_ids)
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        for broker_id in self.broker_ids:
+            listeners = await nursery.start(
+                partial(trio.serve_tcp, self._handler_for(broker_id), 0, host="127.0.0.1")
+            )
+            self.ports[broker_id] = listeners[0].socket.getsockname()[1]
+
+    def create_topic(
+        self, name: str, partitions: int = 1, leaders: list[int] | None = None
+    ) -> None:
+        self.topics[name] = {
+            p: FakePartition(
+                leader=(leaders[p] if leaders else self.broker_ids[p % len(self.broker_ids)]),
+                replicas=(leaders[p] if leaders else self.broker_ids[p % len(self.broker_ids)],),
+            )
+            for p in range(partitions)
+        }
+
+    def move_leader(self, topic: str, partition: int, leader: int) -> None:
+        part = self.topics[topic][partition]
+        part.leader = leader
+        part.replicas = (leader,)
+        part.leader_epoch += 1
+
+    def fail_next(
+        self,
+        api: int,
+        code: ErrorCode,
+        topic: str | None = None,
+        partition: int | None = None,
+        times: int = 1,
+    ) -> None:
+        self._injected.append(_Injected(api, code, topic, partition, times))
+
+    def drop_next(self, api: int, times: int = 1) -> None:
+        self._drop[api] = self._drop.get(api, 0) + times
+
+    def count(self, api: type) -> int:
+        return sum(1 for _, body in self.requests if isinstance(body, api))
+
+    def records(self, topic: str, partition: int) -> list[Any]:
+        """Every stored record of a partition, decoded."""
+        out = []
+        for _, data in self.topics[topic][partition].batches:
+            out.extend(decode_batch(data).records)
+        return out
+
+    def _take_injected(self, api: int, topic: str, partition: int) -> int:
+        for item in self._injected:
+            if (
+                item.api == api
+                and item.times > 0
+                and item.topic in (None, topic)
+                and item.partition in (None, partition)
+            ):
+                item.times -= 1
+                return item.code
+        return 0
+
+    # ----- serving ----------------------------------------------------------------------------
+
+    def _handler_for(self, broker_id: int) -> Callable[[trio.SocketStream], Any]:
+        async def handle(stream: trio.SocketStream) -> None:
+            decoder = FrameDecoder()
+            try:
+                while True:
+                    data = await stream.receive_some(65536)
+                    if not data or broker_id in self.down:
+                        return
+                    decoder.receive_data(data)
+                    while (frame := decoder.next_frame()) is not NEED_DATA:
+                        assert isinstance(frame, bytes)
+                        request = decode_request(frame)
+                        header = request.header
+                        self.requests.append((broker_id, request.body))
+                        if self._drop.get(header.api_key, 0) > 0:
+                            self._drop[header.api_key] -= 1
+                            return
+                        delay = self.delay_ms.get(header.api_key, 0)
+                        if delay:
+                            await trio.sleep(delay / 1000)
+                        body = await self._answer(broker_id, request.body)
+                        if body is None:
+                            continue  # acks=0
+                        await stream.send_all(
+                            encode_response(
+                                header.correlation_id, header.api_key, header.api_version, body
+                            )
+                        )
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            finally:
+                await stream.aclose()
+
+        return handle
+
+    async def _answer(self, broker_id: int, body: Any) -> Any:
+        if isinstance(body, MetadataRequest):
+            return self._metadata(body)
+        if isinstance(body, ProduceRequest):
+            return self._produce(broker_id, body)
+        if isinstance(body, FetchRequest):
+            return await self._fetch(broker_id, body)
+        if isinstance(body, ListOffsetsRequest):
+            return self._list_offsets(broker_id, body)
+        if isinstance(body, CreateTopicsRequest):
+            return self._create_topics(body)
+        if isinstance(body, DeleteTopicsRequest):
+            return self._delete_topics(body)
+        raise AssertionError(f"fake broker: unexpected {type(body).__name__}")
+
+    def _metadata(self, request: MetadataRequest) -> MetadataResponse:
+        names = sorted(self.topics) if request.topics is None else request.topics
+        topics = []
+        for name in names:
+            parts = self.topics.get(name)
+            if parts is None:
+                topics.append(MetadataTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, ()))
+                continue
+            topics.append(
+                MetadataTopic(
+                    0,
+                    name,
+                    tuple(
+                        MetadataPartition(
+                            0, p, part.leader, part.leader_epoch, part.replicas, part.replicas
+                        )
+                        for p, part in sorted(parts.items())
+                    ),
+                )
+            )
+        return MetadataResponse(
+            brokers=tuple(
+                BrokerEndpoint(b, "127.0.0.1", self.ports[b])
+                for b in self.broker_ids
+                if b not in self.down
+            ),
+            cluster_id="fake-cluster",
+            controller_id=self.broker_ids[0],
+            topics=tuple(topics),
+            controller_epoch=self.controller_epoch,
+        )
+
+    def _partition_error(
+        self, api: int, broker_id: int, topic: str, partition: int, epoch: int = -1
+    ) -> int:
+        injected = self._take_injected(api, topic, partition)
+        if injected:
+            return injected
+        part = self.topics.get(topic, {}).get(partition)
+        if part is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if epoch >= 0 and epoch < part.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if epoch > part.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if part.leader != broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return 0
+
+    def _produce(self, broker_id: int, request: ProduceRequest) -> ProduceResponse | None:
+        responses = []
+        for topic in request.topic_data:
+            answers = []
+            for data in topic.partition_data:
+                code = self._partition_error(ApiKey.PRODUCE, broker_id, topic.name, data.index)
+                if code:
+                    answers.append(ProducePartitionResponse(data.index, code))
+                    continue
+                part = self.topics[topic.name][data.index]
+                base = part.log_end_offset
+                for pos, header in iter_batch_headers(data.records):
+                    raw = data.records[pos : pos + header.size]
+                    stamped = (
+                        stamp_prefix(part.log_end_offset, header.batch_length, part.leader_epoch)
+                        + raw[16:]
+                    )
+                    part.batches.append((part.log_end_offset, stamped))
+                    part.log_end_offset += header.record_count
+                answers.append(ProducePartitionResponse(data.index, 0, base_offset=base))
+            responses.append(ProduceTopicResponse(topic.name, tuple(answers)))
+        self._appended.set()
+        self._appended = trio.Event()
+        if request.acks == 0:
+            return None
+        return ProduceResponse(tuple(responses))
+
+    def _fetch_partition(self, broker_id: int, topic: str, p: Any) -> FetchPartitionData:
+        code = self._partition_error(
+            ApiKey.FETCH, broker_id, topic, p.partition, p.current_leader_epoch
+        )
+        if code:
+            return FetchPartitionData(p.partition, code, -1, -1, b"")
+        part = self.topics[topic][p.partition]
+        if not part.log_start_offset <= p.fetch_offset <= part.log_end_offset:
+            return FetchPartitionData(
+                p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, part.hw, part.log_start_offset, b""
+            )
+        out = bytearray()
+        for base, data in part.batches:
+            last = base + int.from_bytes(data[23:27], "big")
+            if last < p.fetch_offset or base >= part.hw:
+                continue
+            if out and len(out) + len(data) > p.partition_max_bytes and not self.truncate_fetch:
+                break
+            out += data
+            if len(out) >= p.partition_max_bytes:
+                break
+        if self.truncate_fetch:
+            out = out[: p.partition_max_bytes]
+        return FetchPartitionData(p.partition, 0, part.hw, part.log_start_offset, bytes(out))
+
+    async def _fetch(self, broker_id: int, request: FetchRequest) -> FetchResponse:
+        deadline = trio.current_time() + request.max_wait_ms / 1000
+        while True:
+            responses = [
+                FetchTopicResponse(
+                    t.topic,
+                    tuple(self._fetch_partition(broker_id, t.topic, p) for p in t.partitions),
+                )
+                for t in request.topics
+            ]
+            size = sum(len(p.records) for t in responses for p in t.partitions)
+            errors = any(p.error_code for t in responses for p in t.partitions)
+            if size >= request.min_bytes or errors or trio.current_time() >= deadline:
+                return FetchResponse(0, tuple(responses))
+            with trio.move_on_at(deadline):
+                await self._appended.wait()
+
+    def _list_offsets(self, broker_id: int, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        topics = []
+        for t in request.topics:
+            answers = []
+            for p in t.partitions:
+                code = self._partition_error(
+                    ApiKey.LIST_OFFSETS, broker_id, t.name, p.partition_index
+                )
+                if code:
+                    answers.append(ListOffsetsPartitionResponse(p.partition_index, code))
+                    continue
+                part = self.topics[t.name][p.partition_index]
+                if p.timestamp == -2:
+                    offset = part.log_start_offset
+                elif p.timestamp == -1:
+                    offset = part.log_end_offset if request.replica_id == -2 else part.hw
+                else:
+                    offset = -1
+                    for _, data in part.batches:
+                        for record in decode_batch(data).records:
+                            if record.timestamp_ms >= p.timestamp and record.offset < part.hw:
+                                offset = record.offset
+                                break
+                        if offset >= 0:
+                            break
+                answers.append(
+                    ListOffsetsPartitionResponse(
+                        p.partition_index, 0, offset=offset, leader_epoch=part.leader_epoch
+                    )
+                )
+            topics.append(ListOffsetsTopicResponse(t.name, tuple(answers)))
+        return ListOffsetsResponse(tuple(topics))
+
+    def _create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        results = []
+        for t in request.topics:
+            if t.name in self.topics:
+                code = ErrorCode.TOPIC_ALREADY_EXISTS
+            elif t.replication_factor > len(self.broker_ids):
+                code = ErrorCode.INVALID_REPLICATION_FACTOR
+            elif t.num_partitions == 0 or t.num_partitions < -1:
+                code = ErrorCode.INVALID_PARTITIONS
+            else:
+                code = ErrorCode.NONE
+                if not request.validate_only:
+                    self.create_topic(t.name, max(1, t.num_partitions))
+            results.append(
+                CreateTopicsResult(
+                    t.name,
+                    code,
+                    None if code == 0 else f"{t.name}: {ErrorCode(code).name}",
+                    t.num_partitions,
+                    t.replication_factor,
+                )
+            )
+        return CreateTopicsResponse(tuple(results))
+
+    def _delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        results = []
+        for name in request.topic_names:
+            if name in self.topics:
+                del self.topics[name]
+                results.append(DeletableTopicResult(name, 0))
+            else:
+                results.append(DeletableTopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        return DeleteTopicsResponse(tuple(results))

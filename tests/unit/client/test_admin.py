@@ -1,0 +1,83 @@
+"""Admin against the fake cluster: topics lifecycle, errors, describe with HW/LEO, cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.admin import Admin
+from client.errors import HighwaterClientError, UnknownTopicError
+from protocol.errors import ErrorCode
+from protocol.messages.create_topics import CreateTopicsRequest
+from tests.unit.client.fake_broker import FakeCluster
+
+
+async def test_create_list_describe_delete(cluster3: FakeCluster) -> None:
+    async with Admin(cluster3.bootstrap) as admin:
+        await admin.create_topic("orders", 3, 1, {"retention.ms": "1000"})
+        await admin.create_topic("audit", 1)
+        assert await admin.list_topics() == ["audit", "orders"]
+        request = next(b for _, b in cluster3.requests if isinstance(b, CreateTopicsRequest))
+        assert request.topics[0].configs[0].name == "retention.ms"
+
+        part = cluster3.topics["orders"][1]
+        part.log_end_offset = 10
+        part.high_watermark = 7
+        (orders,) = await admin.describe_topics(["orders"])
+        assert orders.name == "orders"
+        assert [p.partition for p in orders.partitions] == [0, 1, 2]
+        p1 = orders.partitions[1]
+        assert (p1.leader, p1.leader_epoch, p1.replicas, p1.isr) == (2, 0, (2,), (2,))
+        assert (p1.high_watermark, p1.log_end_offset) == (7, 10)
+        assert (orders.partitions[0].high_watermark, orders.partitions[0].log_end_offset) == (0, 0)
+        assert [t.name for t in await admin.describe_topics()] == ["audit", "orders"]
+
+        await admin.delete_topic("audit")
+        assert await admin.list_topics() == ["orders"]
+
+
+async def test_errors_carry_kafka_names(cluster: FakeCluster) -> None:
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic("t", 1, 1)
+        with pytest.raises(HighwaterClientError) as info:
+            await admin.create_topic("t", 1, 1)
+        assert info.value.code is ErrorCode.TOPIC_ALREADY_EXISTS
+        assert str(info.value).startswith("TOPIC_ALREADY_EXISTS")
+        with pytest.raises(HighwaterClientError) as info:
+            await admin.create_topic("u", 1, 3)
+        assert info.value.code is ErrorCode.INVALID_REPLICATION_FACTOR
+        with pytest.raises(UnknownTopicError):
+            await admin.delete_topic("nope")
+        with pytest.raises(UnknownTopicError):
+            await admin.describe_topics(["nope"])
+
+
+async def test_validate_only_creates_nothing(cluster: FakeCluster) -> None:
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic("t", 2, 1, validate_only=True)
+        assert await admin.list_topics() == []
+
+
+async def test_describe_cluster(cluster3: FakeCluster) -> None:
+    cluster3.controller_epoch = 7
+    async with Admin(cluster3.bootstrap) as admin:
+        description = await admin.describe_cluster()
+    assert description.controller_id == 1
+    assert description.controller_epoch == 7
+    assert description.cluster_id == "fake-cluster"
+    assert [(b.node_id, b.port) for b in description.brokers] == [
+        (b, cluster3.ports[b]) for b in (1, 2, 3)
+    ]
+
+
+async def test_offline_partition_has_no_offsets(cluster: FakeCluster) -> None:
+    cluster.create_topic("t", 1, leaders=[-1])
+    async with Admin(cluster.bootstrap) as admin:
+        (topic,) = await admin.describe_topics(["t"])
+    (p,) = topic.partitions
+    assert (p.leader, p.high_watermark, p.log_end_offset) == (-1, None, None)
+
+
+async def test_unreachable_bootstrap_fails_fast() -> None:
+    async with Admin("127.0.0.1:1", request_timeout_ms=1000) as admin:
+        with pytest.raises(HighwaterClientError):
+            await admin.list_topics()

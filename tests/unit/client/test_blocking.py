@@ -1,0 +1,65 @@
+"""The blocking facades, called from worker threads while the fake cluster runs in trio."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+
+import trio
+
+from client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
+from tests.unit.client.fake_broker import FakeCluster
+
+
+def roundtrip(bootstrap: str) -> list[bytes | None]:
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topic("t", 2, 1)
+        assert admin.list_topics() == ["t"]
+    with BlockingProducer(bootstrap, linger_ms=1) as producer:
+        futures = [producer.send("t", b"v%d" % i, key=b"k", partition=0) for i in range(10)]
+        producer.flush()
+        assert [f.result(timeout=5).offset for f in futures] == list(range(10))
+    with BlockingConsumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        values: list[bytes | None] = []
+        while len(values) < 10:
+            values.extend(r.value for r in consumer.poll(timeout_ms=500))
+        assert consumer.position(("t", 0)) == 10
+        assert consumer.end_offsets([("t", 0)]) == {("t", 0): 10}
+    return values
+
+
+async def test_blocking_roundtrip(cluster: FakeCluster) -> None:
+    before = threading.active_count()
+    with trio.fail_after(30):
+        values = await trio.to_thread.run_sync(partial(roundtrip, cluster.bootstrap))
+    assert values == [b"v%d" % i for i in range(10)]
+    assert threading.active_count() <= before + 1  # close() stopped every loop thread
+
+
+def describe_twice(bootstrap: str) -> tuple[int, int]:
+    # Two independent facades at once: no shared global state.
+    with BlockingAdmin(bootstrap) as a, BlockingAdmin(bootstrap) as b:
+        return a.describe_cluster().controller_epoch, b.describe_cluster().controller_epoch
+
+
+async def test_independent_instances(cluster: FakeCluster) -> None:
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(partial(describe_twice, cluster.bootstrap)) == (1, 1)
+
+
+def send_to_closed(bootstrap: str) -> str:
+    producer = BlockingProducer(bootstrap)
+    producer.close()
+    producer.close()  # idempotent
+    try:
+        producer.send("t", b"x")
+    except Exception as exc:
+        return type(exc).__name__
+    return "no error"
+
+
+async def test_closed_producer_refuses(cluster: FakeCluster) -> None:
+    with trio.fail_after(30):
+        name = await trio.to_thread.run_sync(partial(send_to_closed, cluster.bootstrap))
+    assert name == "ClientClosedError"

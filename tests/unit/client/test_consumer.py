@@ -1,0 +1,249 @@
+"""Consumer against the fake cluster: ordering, seeks, resets, partial fetches, leader moves."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from client.consumer import Consumer, ConsumerRecord, TopicPartition
+from client.errors import OffsetOutOfRangeError
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchRequest
+from protocol.records import Record, build_batch
+from tests.unit.client.fake_broker import FakeCluster
+
+T0 = 1_700_000_000_000
+
+
+def append(
+    cluster: FakeCluster, topic: str, partition: int, values: list[bytes], ts: int = T0
+) -> None:
+    """Store one batch directly, as a produce would (broker-side stamping)."""
+    part = cluster.topics[topic][partition]
+    records = [Record(v, key=b"k", timestamp_ms=ts + i) for i, v in enumerate(values)]
+    data = build_batch(records, base_offset=part.log_end_offset, now_ms=ts)
+    part.batches.append((part.log_end_offset, data))
+    part.log_end_offset += len(values)
+
+
+def fill(cluster: FakeCluster, topic: str, partition: int, batches: int, per_batch: int) -> None:
+    for b in range(batches):
+        start = b * per_batch
+        append(cluster, topic, partition, [b"%d" % i for i in range(start, start + per_batch)])
+
+
+async def poll_until(consumer: Consumer, count: int, timeout_s: float = 5) -> list[ConsumerRecord]:
+    out: list[ConsumerRecord] = []
+    with trio.fail_after(timeout_s):
+        while len(out) < count:
+            out.extend(await consumer.poll(timeout_ms=200))
+    return out
+
+
+async def test_reads_everything_in_offset_order_per_partition(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 3)
+    for p in range(3):
+        fill(cluster3, "t", p, batches=5, per_batch=10)
+    async with Consumer(cluster3.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", p) for p in range(3)])
+        records = await poll_until(consumer, 150)
+        assert await consumer.poll(timeout_ms=50) == []
+        for p in range(3):
+            offsets = [r.offset for r in records if r.partition == p]
+            assert offsets == list(range(50))
+            assert [r.value for r in records if r.partition == p] == [b"%d" % i for i in range(50)]
+            assert await consumer.position(("t", p)) == 50
+            assert consumer.highwater(("t", p)) == 50
+
+
+async def test_max_records_limits_a_poll(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 1, 30)
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        first = await consumer.poll(timeout_ms=2000, max_records=7)
+        assert [r.offset for r in first] == list(range(7))
+        rest = await poll_until(consumer, 23)
+        assert [r.offset for r in rest] == list(range(7, 30))
+
+
+async def test_seek_into_the_middle_of_a_batch(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 3, 10)
+    async with Consumer(cluster.bootstrap) as consumer:
+        consumer.assign([("t", 0)])
+        consumer.seek(("t", 0), 15)
+        records = await poll_until(consumer, 15)
+        assert [r.offset for r in records] == list(range(15, 30))
+        consumer.seek(("t", 0), 3)
+        assert (await consumer.poll(timeout_ms=2000))[0].offset == 3
+
+
+async def test_partial_trailing_batch_is_ignored(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 20, 5)
+    cluster.truncate_fetch = True  # cut each fetch at exactly max_partition_fetch_bytes
+    async with Consumer(
+        cluster.bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=300
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        records = await poll_until(consumer, 100)
+    assert [r.offset for r in records] == list(range(100))
+
+
+async def test_batch_larger_than_partition_fetch_size_is_fetched_with_more(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create_topic("t")
+    append(cluster, "t", 0, [bytes(500) for _ in range(10)])
+    cluster.truncate_fetch = True
+    async with Consumer(
+        cluster.bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=256
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        records = await poll_until(consumer, 10)
+    assert [r.offset for r in records] == list(range(10))
+
+
+async def test_default_reset_is_latest_and_earliest_reads_from_start(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 1, 5)
+    async with Consumer(cluster.bootstrap) as latest:
+        latest.assign([("t", 0)])
+        assert await latest.position(("t", 0)) == 5
+        assert await latest.poll(timeout_ms=50) == []
+        append(cluster, "t", 0, [b"new"])
+        records = await poll_until(latest, 1)
+        assert [(r.offset, r.value) for r in records] == [(5, b"new")]
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as earliest:
+        earliest.assign([("t", 0)])
+        assert await earliest.position(("t", 0)) == 0
+
+
+async def test_seek_to_beginning_end_and_timestamp(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 2, 10)  # record i has timestamp T0 + i % 10
+    append(cluster, "t", 0, [b"late"], ts=T0 + 1000)
+    async with Consumer(cluster.bootstrap) as consumer:
+        tp = ("t", 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning()
+        assert await consumer.position(tp) == 0
+        consumer.seek_to_end([tp])
+        assert await consumer.position(tp) == 21
+        consumer.seek_to_timestamp(T0 + 500)
+        assert (await poll_until(consumer, 1))[0].value == b"late"
+        consumer.seek_to_timestamp(T0 + 5000)  # after everything: the end
+        assert await consumer.position(tp) == 21
+        assert await consumer.end_offsets([tp]) == {TopicPartition("t", 0): 21}
+        assert await consumer.beginning_offsets([tp]) == {TopicPartition("t", 0): 0}
+        assert await consumer.offsets_for_times({tp: T0 + 5}) == {TopicPartition("t", 0): (5, -1)}
+
+
+async def test_out_of_range_resets_per_policy(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 1, 5)
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        consumer.seek(("t", 0), 100)
+        records = await poll_until(consumer, 5)
+        assert [r.offset for r in records] == list(range(5))
+    async with Consumer(cluster.bootstrap, auto_offset_reset="none") as strict:
+        strict.assign([("t", 0)])
+        with pytest.raises(OffsetOutOfRangeError):
+            await strict.poll(timeout_ms=100)  # no position at all
+        strict.seek(("t", 0), 100)
+        with pytest.raises(OffsetOutOfRangeError) as info:
+            await strict.poll(timeout_ms=2000)
+        assert info.value.positions == {("t", 0): 100}
+
+
+async def test_follows_a_leader_move(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 1, leaders=[1])
+    fill(cluster3, "t", 0, 1, 5)
+    async with Consumer(
+        cluster3.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        assert len(await poll_until(consumer, 5)) == 5
+        cluster3.move_leader("t", 0, 2)
+        append(cluster3, "t", 0, [b"after move"])
+        records = await poll_until(consumer, 1)
+    assert [(r.offset, r.value) for r in records] == [(5, b"after move")]
+    fetch_brokers = [b for b, body in cluster3.requests if isinstance(body, FetchRequest)]
+    assert fetch_brokers[0] == 1 and fetch_brokers[-1] == 2
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    ],
+)
+async def test_leader_errors_refresh_and_retry(cluster: FakeCluster, code: ErrorCode) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 1, 3)
+    cluster.fail_next(ApiKey.FETCH, code, times=2)
+    async with Consumer(
+        cluster.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        records = await poll_until(consumer, 3)
+    assert [r.offset for r in records] == [0, 1, 2]
+
+
+async def test_dropped_connection_is_survived(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, 1, 3)
+    cluster.drop_next(ApiKey.FETCH)
+    async with Consumer(
+        cluster.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        records = await poll_until(consumer, 3)
+    assert [r.offset for r in records] == [0, 1, 2]
+
+
+async def test_long_poll_returns_when_data_arrives(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 3)
+    async with Consumer(cluster3.bootstrap, fetch_max_wait_ms=5000) as consumer:
+        consumer.assign([("t", p) for p in range(3)])
+        for p in range(3):
+            await consumer.position(("t", p))
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+
+            async def produce_later() -> None:
+                await trio.sleep(0.1)
+                append(cluster3, "t", 1, [b"hello"])
+                cluster3._appended.set()
+
+            nursery.start_soon(produce_later)
+            records = await consumer.poll(timeout_ms=10_000)
+        assert [(r.partition, r.value) for r in records] == [(1, b"hello")]
+        assert trio.current_time() - start < 3  # not held by the idle leaders' long polls
+
+
+async def test_poll_times_out_empty(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    async with Consumer(cluster.bootstrap) as consumer:
+        consumer.assign([("t", 0)])
+        start = trio.current_time()
+        assert await consumer.poll(timeout_ms=150) == []
+        assert 0.14 <= trio.current_time() - start < 2
+
+
+async def test_subscribe_takes_every_partition(cluster: FakeCluster) -> None:
+    cluster.create_topic("a", 2)
+    cluster.create_topic("b", 1)
+    append(cluster, "a", 1, [b"a1"])
+    append(cluster, "b", 0, [b"b0"])
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.subscribe(["a", "b"])
+        records = await poll_until(consumer, 2)
+        assert {r.value for r in records} == {b"a1", b"b0"}
+        assert consumer.assignment() == {("a", 0), ("a", 1), ("b", 0)}

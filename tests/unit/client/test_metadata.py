@@ -1,0 +1,76 @@
+"""ClusterMetadata: bootstrap parsing, refresh merge rules, connection pooling."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.errors import NoBrokersAvailable
+from client.metadata import ClusterMetadata, parse_bootstrap
+from protocol.messages.common import BrokerEndpoint
+from protocol.messages.metadata import MetadataPartition, MetadataResponse, MetadataTopic
+from tests.unit.client.fake_broker import FakeCluster
+
+
+def test_parse_bootstrap() -> None:
+    assert parse_bootstrap("a:1, b:2,c") == [("a", 1), ("b", 2), ("c", 9092)]
+    assert parse_bootstrap(["[::1]:9093"]) == [("::1", 9093)]
+    for bad in ("", "a:x", "a:0", ":5"):
+        with pytest.raises(ValueError):
+            parse_bootstrap(bad)
+
+
+def response(leader: int, leader_epoch: int, controller_epoch: int) -> MetadataResponse:
+    return MetadataResponse(
+        brokers=(BrokerEndpoint(1, "h", 1), BrokerEndpoint(2, "h", 2)),
+        cluster_id="c",
+        controller_id=leader,
+        topics=(
+            MetadataTopic(0, "t", (MetadataPartition(0, 0, leader, leader_epoch, (1, 2), (1, 2)),)),
+        ),
+        controller_epoch=controller_epoch,
+    )
+
+
+async def test_stale_answers_do_not_move_leaders_or_controller_backwards() -> None:
+    metadata = ClusterMetadata("h:1")
+    metadata._merge(response(leader=2, leader_epoch=5, controller_epoch=3), ("t",))
+    assert metadata.leader_for("t", 0) == 2
+    metadata._merge(response(leader=1, leader_epoch=4, controller_epoch=2), ("t",))
+    assert metadata.leader_for("t", 0) == 2
+    assert (metadata.controller_id, metadata.controller_epoch) == (2, 3)
+    metadata._merge(response(leader=1, leader_epoch=6, controller_epoch=4), ("t",))
+    assert metadata.leader_for("t", 0) == 1
+    assert metadata.controller_epoch == 4
+
+
+async def test_refresh_pools_one_connection_per_broker(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 3)
+    metadata = ClusterMetadata(cluster3.bootstrap)
+    try:
+        metadata.add_topics(["t"])
+        await metadata.refresh()
+        assert metadata.partitions_for("t") == (0, 1, 2)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+        assert [metadata.leader_for("t", p) for p in range(3)] == [1, 2, 3]
+        first = await metadata.connection(2)
+        assert await metadata.connection(2) is first
+    finally:
+        await metadata.aclose()
+
+
+async def test_bootstrap_skips_dead_addresses(cluster: FakeCluster) -> None:
+    metadata = ClusterMetadata(f"127.0.0.1:1,{cluster.bootstrap}", retry_backoff_ms=1)
+    try:
+        await metadata.refresh(all_topics=True)
+        assert list(metadata.brokers) == [1]
+    finally:
+        await metadata.aclose()
+
+
+async def test_no_brokers_available() -> None:
+    metadata = ClusterMetadata("127.0.0.1:1")
+    try:
+        with pytest.raises(NoBrokersAvailable):
+            await metadata.refresh()
+    finally:
+        await metadata.aclose()

@@ -1,0 +1,288 @@
+"""Producer against the fake cluster: batching, linger, retries, errors, acks, compression."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from client.errors import HighwaterClientError, HighwaterTimeoutError, UnknownTopicError
+from client.partitioner import partition_for_key
+from client.producer import Producer, RecordAccumulator, RecordMetadata
+from protocol.apis import ApiKey
+from protocol.compression import Compression
+from protocol.errors import ErrorCode
+from protocol.messages.metadata import MetadataRequest
+from protocol.messages.produce import ProduceRequest
+from protocol.records import Record, read_header
+from tests.unit.client.fake_broker import FakeCluster
+
+
+def produce_requests(cluster: FakeCluster) -> list[ProduceRequest]:
+    return [body for _, body in cluster.requests if isinstance(body, ProduceRequest)]
+
+
+async def test_keyed_records_land_on_murmur2_partitions_with_consecutive_offsets(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create_topic("t", 3)
+    async with Producer(cluster.bootstrap, linger_ms=20) as producer:
+        futures = [await producer.send("t", b"v%d" % i, key=b"k%d" % (i % 7)) for i in range(100)]
+        metas = [await f for f in futures]
+    next_offset = {0: 0, 1: 0, 2: 0}
+    for i, meta in enumerate(metas):
+        assert meta.topic == "t"
+        assert meta.partition == partition_for_key(b"k%d" % (i % 7), 3)
+        assert meta.offset == next_offset[meta.partition]
+        next_offset[meta.partition] += 1
+        stored = cluster.records("t", meta.partition)[meta.offset]
+        assert stored.value == b"v%d" % i
+        assert meta.timestamp == stored.timestamp_ms
+    # linger gathered everything into very few requests, one batch per partition.
+    assert len(produce_requests(cluster)) <= 2
+
+
+async def test_one_request_per_leader_carries_all_its_partitions(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 6)  # leaders 1,2,3,1,2,3
+    async with Producer(cluster3.bootstrap, linger_ms=50) as producer:
+        futures = [await producer.send("t", b"x", partition=p % 6) for p in range(60)]
+        await producer.flush()
+    assert all(f.done() and f.exception() is None for f in futures)
+    requests = [(b, body) for b, body in cluster3.requests if isinstance(body, ProduceRequest)]
+    assert sorted(b for b, _ in requests) == [1, 2, 3]
+    for broker, body in requests:
+        partitions = {p.index for t in body.topic_data for p in t.partition_data}
+        assert partitions == {p for p in range(6) if p % 3 == broker - 1}
+
+
+async def test_linger_holds_a_small_batch_and_flush_releases_it(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, linger_ms=60_000) as producer:
+        future = await producer.send("t", b"a")
+        with trio.move_on_after(0.2):
+            await future
+        assert not future.done()
+        assert produce_requests(cluster) == []
+        await producer.flush(timeout_ms=5_000)
+        assert (await future).offset == 0
+
+
+async def test_linger_expiry_sends_without_flush(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, linger_ms=100) as producer:
+        start = trio.current_time()
+        future = await producer.send("t", b"a")
+        with trio.fail_after(5):
+            meta = await future
+        assert trio.current_time() - start >= 0.09
+        assert meta.offset == 0
+
+
+async def test_full_batches_go_without_waiting_for_linger(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, linger_ms=60_000, batch_size=1000) as producer:
+        futures = [await producer.send("t", bytes(100), partition=0) for _ in range(30)]
+        with trio.fail_after(5):
+            for f in futures[:20]:
+                await f
+        await producer.flush()
+    offsets = [f.result().offset for f in futures]
+    assert offsets == list(range(30))
+    # batch_size 1000 holds ~8 records of ~116 bytes: several batches were built.
+    stored = cluster.topics["t"][0].batches
+    assert len(stored) >= 3
+    assert all(read_header(data).record_count <= 9 for _, data in stored)
+
+
+async def test_retry_after_not_leader_refreshes_metadata(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.fail_next(ApiKey.PRODUCE, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    async with Producer(cluster.bootstrap, retry_backoff_ms=10) as producer:
+        meta = await (await producer.send("t", b"a"))
+    assert meta.offset == 0
+    assert len(produce_requests(cluster)) == 2
+    assert cluster.count(MetadataRequest) >= 2
+    assert len(cluster.records("t", 0)) == 1
+
+
+async def test_leader_move_is_followed(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 1, leaders=[1])
+    async with Producer(cluster3.bootstrap, retry_backoff_ms=10) as producer:
+        assert (await (await producer.send("t", b"a"))).offset == 0
+        cluster3.move_leader("t", 0, 3)
+        meta = await (await producer.send("t", b"b"))
+    assert meta.offset == 1
+    brokers = [b for b, body in cluster3.requests if isinstance(body, ProduceRequest)]
+    assert brokers == [1, 1, 3]
+
+
+async def test_dropped_connection_is_retried(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.drop_next(ApiKey.PRODUCE)
+    async with Producer(cluster.bootstrap, retry_backoff_ms=10) as producer:
+        metas = [await f for f in [await producer.send("t", b"%d" % i) for i in range(5)]]
+    assert [m.offset for m in metas] == [0, 1, 2, 3, 4]
+    assert [r.value for r in cluster.records("t", 0)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+async def test_non_retriable_error_fails_the_future_with_its_name(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.fail_next(ApiKey.PRODUCE, ErrorCode.MESSAGE_TOO_LARGE)
+    async with Producer(cluster.bootstrap) as producer:
+        future = await producer.send("t", b"a")
+        with pytest.raises(HighwaterClientError) as info:
+            await future
+        assert info.value.code is ErrorCode.MESSAGE_TOO_LARGE
+        assert str(info.value).startswith("MESSAGE_TOO_LARGE")
+        assert (await (await producer.send("t", b"b"))).offset == 0  # producer still works
+
+
+async def test_retries_run_out(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.fail_next(ApiKey.PRODUCE, ErrorCode.NOT_LEADER_OR_FOLLOWER, times=10)
+    async with Producer(cluster.bootstrap, retries=2, retry_backoff_ms=1) as producer:
+        future = await producer.send("t", b"a")
+        with pytest.raises(HighwaterClientError) as info:
+            await future
+    assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert len(produce_requests(cluster)) == 3
+
+
+async def test_delivery_timeout_expires_records(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.fail_next(ApiKey.PRODUCE, ErrorCode.NOT_ENOUGH_REPLICAS, times=1000)
+    async with Producer(
+        cluster.bootstrap, retry_backoff_ms=20, delivery_timeout_ms=300, linger_ms=0
+    ) as producer:
+        future = await producer.send("t", b"a")
+        with trio.fail_after(5), pytest.raises(HighwaterTimeoutError) as info:
+            await future
+    assert "NOT_ENOUGH_REPLICAS" in str(info.value)
+
+
+async def test_acks_zero_gets_no_offsets(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, acks=0) as producer:
+        metas = [await f for f in [await producer.send("t", b"%d" % i) for i in range(3)]]
+    assert [m.offset for m in metas] == [-1, -1, -1]
+    assert produce_requests(cluster)[0].acks == 0
+    with trio.fail_after(5):
+        while len(cluster.topics["t"][0].batches) == 0:
+            await cluster._appended.wait()
+    assert len(cluster.records("t", 0)) == 3
+
+
+async def test_acks_all_is_sent_as_minus_one(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, acks="all") as producer:
+        await (await producer.send("t", b"a"))
+    assert produce_requests(cluster)[0].acks == -1
+
+
+@pytest.mark.parametrize(
+    ("name", "codec"), [("gzip", Compression.GZIP), ("zstd", Compression.ZSTD)]
+)
+async def test_compression(cluster: FakeCluster, name: str, codec: Compression) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, compression=name) as producer:
+        futures = [await producer.send("t", b"value %d" % i, key=b"k") for i in range(20)]
+        await producer.flush()
+    assert all(f.result().offset >= 0 for f in futures)
+    (_, data), *_ = cluster.topics["t"][0].batches
+    assert read_header(data).compression == codec
+    assert [r.value for r in cluster.records("t", 0)] == [b"value %d" % i for i in range(20)]
+
+
+async def test_headers_and_timestamps_are_kept(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap) as producer:
+        meta = await (
+            await producer.send(
+                "t", None, key=b"k", headers=[("h", b"1"), ("n", None)], timestamp_ms=1234
+            )
+        )
+    assert meta == RecordMetadata("t", 0, 0, 1234)
+    (record,) = cluster.records("t", 0)
+    assert record.value is None
+    assert record.headers == (("h", b"1"), ("n", None))
+    assert record.timestamp_ms == 1234
+
+
+async def test_unknown_topic_fails_after_max_block(cluster: FakeCluster) -> None:
+    async with Producer(cluster.bootstrap, max_block_ms=200, retry_backoff_ms=20) as producer:
+        with trio.fail_after(5), pytest.raises(UnknownTopicError):
+            await producer.send("nope", b"a")
+
+
+async def test_bad_partition_is_rejected(cluster: FakeCluster) -> None:
+    cluster.create_topic("t", 2)
+    async with Producer(cluster.bootstrap) as producer:
+        with pytest.raises(HighwaterClientError) as info:
+            await producer.send("t", b"a", partition=2)
+    assert info.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_keyless_records_stick_to_one_partition(cluster: FakeCluster) -> None:
+    cluster.create_topic("t", 4)
+    async with Producer(cluster.bootstrap) as producer:
+        futures = [await producer.send("t", b"v") for _ in range(20)]
+        await producer.flush()
+    assert len({f.result().partition for f in futures}) == 1
+
+
+async def test_max_in_flight_one_keeps_order_across_retries(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.fail_next(ApiKey.PRODUCE, ErrorCode.NOT_LEADER_OR_FOLLOWER, times=2)
+    async with Producer(
+        cluster.bootstrap,
+        max_in_flight_requests_per_connection=1,
+        batch_size=200,
+        linger_ms=0,
+        retry_backoff_ms=5,
+    ) as producer:
+        futures = [await producer.send("t", b"%03d" % i) for i in range(50)]
+        await producer.flush()
+    assert [f.result().offset for f in futures] == list(range(50))
+    assert [r.value for r in cluster.records("t", 0)] == [b"%03d" % i for i in range(50)]
+
+
+async def test_buffer_memory_bounds_send(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.delay_ms[ApiKey.PRODUCE] = 300
+    async with Producer(
+        cluster.bootstrap, buffer_memory=2000, batch_size=500, max_block_ms=50, linger_ms=0
+    ) as producer:
+        with pytest.raises(HighwaterTimeoutError):
+            for _ in range(100):
+                await producer.send("t", bytes(100))
+
+
+async def test_send_after_close_is_refused(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    producer = Producer(cluster.bootstrap)
+    with pytest.raises(HighwaterClientError):
+        await producer.send("t", b"a")  # never started
+    async with producer:
+        pass
+    with pytest.raises(HighwaterClientError):
+        await producer.send("t", b"a")
+
+
+def test_accumulator_ready_and_drain_are_pure() -> None:
+    acc = RecordAccumulator(batch_size=100, linger_ms=10, delivery_timeout_ms=1000, muting=False)
+    record = Record(b"x" * 30)
+    acc.append("t", 0, record, 15, now_ms=0)
+    leaders = {("t", 0): 1, ("t", 1): 2}
+
+    def leader_for(topic: str, partition: int) -> int | None:
+        return leaders.get((topic, partition))
+
+    assert acc.ready(leader_for, 5) == (set(), 5, False)
+    assert acc.ready(leader_for, 10)[0] == {1}
+    acc.append("t", 1, record, 15, now_ms=0)
+    acc.append("t", 1, record, 15, now_ms=0)
+    acc.append("t", 1, record, 15, now_ms=0)  # second batch: the first is full
+    nodes, _, _ = acc.ready(leader_for, 1)
+    assert nodes == {2}
+    drained = acc.drain(2, leader_for, 1_000_000, 1, lambda b: b"x" * len(b.records))
+    assert [len(b.records) for b in drained] == [2]  # the still-filling batch stays
+    assert [b.tp for b in acc.expire(2000)] == [("t", 0), ("t", 1)]
