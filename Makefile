@@ -26,13 +26,13 @@ zookeeper:
 	fi
 
 up: venv zookeeper
-	$(BIN)/highwater cluster up
+	$(BIN)/highwater dev up
 
 down: venv
-	$(BIN)/highwater cluster down
+	$(BIN)/highwater dev down
 
 status: venv
-	$(BIN)/highwater cluster status
+	$(BIN)/highwater dev status
 
 lint: venv
 	$(BIN)/ruff check .

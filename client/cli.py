@@ -1,82 +1,76 @@
-"""The `highwater` command line."""
+"""The `highwater` command line: the entry point and the commands too small for a module.
+
+Client commands (topics, produce, consume, cluster describe, perf) live in client/cli_*.py and
+client/perf.py; `dev` (the local cluster) in client/cli_dev.py. `broker` is here because it is
+the one client-side module allowed to import the broker (see pyproject's import contracts).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import sys
 from pathlib import Path
 
 import click
+import trio
 
-from client import local_cluster
+from client.cli_common import readable_client_errors
+from client.cli_consume import consume
+from client.cli_dev import dev
+from client.cli_perf import perf
+from client.cli_produce import produce
+from client.cli_topics import cluster, topics
 from client.dump_log import dump_file
-from client.zookeeper_server import ZooKeeperError
 
 __all__ = ["main"]
+
+CONFIG_ERROR_EXIT = 2
 
 
 @click.group()
 @click.version_option(package_name="highwater")
 def main() -> None:
-    """Highwater: a small Kafka-like replicated log."""
+    """Highwater: a small Kafka-like replicated log.
+
+    Client commands take -b/--bootstrap-server HOST:PORT[,...] (default: $HIGHWATER_BOOTSTRAP,
+    else 127.0.0.1:9092).
+    """
 
 
-@contextmanager
-def _readable_errors() -> Iterator[None]:
-    """Turn expected failures into `Error: ...` and exit status 1, without a traceback."""
-    try:
-        yield
-    except (local_cluster.ClusterError, ZooKeeperError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
+main.add_command(topics)
+main.add_command(produce)
+main.add_command(consume)
+main.add_command(cluster)
+main.add_command(perf)
+main.add_command(dev)
 
 
-def _dir_option(func: Callable[..., None]) -> Callable[..., None]:
-    return click.option(
-        "--dir",
-        "root",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=local_cluster.DEFAULT_DIR,
-        show_default=True,
-        help="Directory holding the cluster's pid files, data and logs.",
-    )(func)
-
-
-@main.group()
-def cluster() -> None:
-    """Run a local Highwater cluster (for now: ZooKeeper only)."""
-
-
-@cluster.command()
-@_dir_option
+@main.command()
 @click.option(
-    "--zk-port",
-    type=click.IntRange(1, 65535),
-    default=local_cluster.DEFAULT_ZK_PORT,
-    show_default=True,
-    help="ZooKeeper client port (on 127.0.0.1).",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="server.properties file (Kafka's names); without it, only --override settings.",
 )
-def up(root: Path, zk_port: int) -> None:
-    """Start the local cluster in the background; keep what already runs."""
-    with _readable_errors():
-        local_cluster.up(root, zk_port=zk_port, echo=click.echo)
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a config key, overriding the file (repeatable).",
+)
+def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
+    """Run a broker in the foreground until SIGTERM or Ctrl-C."""
+    from broker.config import ConfigError, load_config
+    from broker.main import run_broker
 
-
-@cluster.command()
-@_dir_option
-def down(root: Path) -> None:
-    """Stop everything `up` started."""
-    with _readable_errors():
-        local_cluster.down(root, echo=click.echo)
-
-
-@cluster.command()
-@_dir_option
-def status(root: Path) -> None:
-    """Show each process, its pid and whether it answers (exit 1 unless all run)."""
-    with _readable_errors():
-        healthy = local_cluster.status(root, echo=click.echo)
-    if not healthy:
-        raise SystemExit(1)
+    try:
+        config = load_config(config_path, overrides)
+    except ConfigError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(CONFIG_ERROR_EXIT)
+    with readable_client_errors():
+        status = trio.run(run_broker, config)
+    sys.exit(status)
 
 
 @main.command("dump-log")
@@ -86,7 +80,13 @@ def status(root: Path) -> None:
 @click.option("--records", is_flag=True, help="Also decode and print every record.")
 def dump_log(files: tuple[Path, ...], records: bool) -> None:
     """Print the batches of .log segments (or the entries of .index / .timeindex files)."""
-    with _readable_errors():
+    try:
         for path in files:
             for line in dump_file(path, records=records):
                 click.echo(line)
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+if __name__ == "__main__":
+    main()

@@ -1,36 +1,62 @@
-"""The local cluster behind `make up`: long-lived processes tracked by pid files in one directory.
+"""The local cluster behind `make up` / `highwater dev up`: ZooKeeper plus N brokers on loopback.
 
-Each process is a `ProcessSpec`; `up` starts the ones not already running, `down` stops them in
-reverse order, `status` reports them. Today the cluster is ZooKeeper only: brokers arrive in a
-later change, as more specs returned by `cluster_specs` (one per broker, each with its pid file).
+Every process is a `ProcessSpec` tracked by a pid file in one directory; `up` starts the ones
+not already running, `down` stops them in reverse order (SIGTERM, then SIGKILL after a
+timeout), `status` reports them. The shape of the cluster (broker count, ports) is saved in
+`<dir>/cluster.json` by `up`, so `status` and `down` act on exactly what `up` started.
+
+Layout of the directory:
+
+    cluster.json                 brokers, base_port, zk_port
+    zookeeper.pid, zookeeper/    ZooKeeper's zoo.cfg, data and logs
+    broker-N.pid
+    broker-N/server.properties   written by `up` (broker.id N, port base_port + N - 1)
+    broker-N/broker.log          the broker's stdout and stderr
+    broker-N/data/               its log.dirs
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import trio
+
+from client.network import BrokerConnectionError, connect
 from client.zookeeper_server import (
     PortInUseError,
     ZooKeeperServer,
     four_letter_word,
     pid_alive,
+    port_free,
     stop_pid,
 )
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = [
+    "BROKER_HOST",
+    "DEFAULT_BASE_PORT",
+    "DEFAULT_BROKERS",
     "DEFAULT_DIR",
     "DEFAULT_ZK_PORT",
     "ClusterError",
+    "ClusterLayout",
     "Probe",
     "ProcessSpec",
     "ProcessState",
+    "broker_command",
+    "broker_properties",
     "cluster_specs",
     "down",
+    "fetch_metadata",
+    "load_layout",
     "probe",
     "status",
     "up",
@@ -38,10 +64,15 @@ __all__ = [
 
 DEFAULT_DIR = Path(".local-cluster")
 DEFAULT_ZK_PORT = 2181
+DEFAULT_BASE_PORT = 9092
+DEFAULT_BROKERS = 3
 ZK_HOST = "127.0.0.1"
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
-BROKERS_NOTE = "Brokers are not yet part of Highwater, so the launcher starts ZooKeeper only."
+BROKER_HOST = "127.0.0.1"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+LAYOUT_FILE = "cluster.json"
+_POLL_S = 0.2
+_LOG_TAIL_LINES = 20
 
 Echo = Callable[[str], None]
 
@@ -62,14 +93,16 @@ class ProcessSpec:
     """One process the launcher owns, started detached and tracked by `<dir>/<name>.pid`."""
 
     name: str  # also names the pid file
-    label: str  # for people: "ZooKeeper", later "broker 1"
+    label: str  # for people: "ZooKeeper", "broker 1"
     root: Path
     address: str
     # A command-line argument only our process has, so a recycled pid is never taken for ours.
     marker: str
-    # Start detached, wait until it serves, return its pid (raise ClusterError on failure).
+    # Start detached and return its pid (raise ClusterError on failure). ZooKeeper's start
+    # also waits until it serves; a broker's returns at once and `up` waits for all together.
     start: Callable[[], int]
     answers: Callable[[], bool]
+    log_path: Path | None = None
 
     @property
     def pid_file(self) -> Path:
@@ -82,12 +115,84 @@ class Probe:
     pid: int | None
 
 
+@dataclass(frozen=True)
+class ClusterLayout:
+    """The shape of one local cluster; ports are consecutive from base_port (broker 1 first)."""
+
+    root: Path
+    brokers: int = DEFAULT_BROKERS
+    base_port: int = DEFAULT_BASE_PORT
+    zk_port: int = DEFAULT_ZK_PORT
+
+    def broker_ids(self) -> range:
+        return range(1, self.brokers + 1)
+
+    def broker_port(self, broker_id: int) -> int:
+        return self.base_port + broker_id - 1
+
+    def broker_dir(self, broker_id: int) -> Path:
+        return self.root / f"broker-{broker_id}"
+
+    def config_path(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "server.properties"
+
+    def log_path(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "broker.log"
+
+    @property
+    def zk_connect(self) -> str:
+        return f"{ZK_HOST}:{self.zk_port}"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{BROKER_HOST}:{self.broker_port(b)}" for b in self.broker_ids())
+
+    def to_json(self) -> str:
+        fields = {"brokers": self.brokers, "base_port": self.base_port, "zk_port": self.zk_port}
+        return json.dumps(fields) + "\n"
+
+
+def load_layout(root: Path) -> ClusterLayout | None:
+    """The layout the last `up` saved in root, or None if there is none (or it is unreadable)."""
+    try:
+        saved = json.loads((root / LAYOUT_FILE).read_text())
+        return ClusterLayout(
+            root, int(saved["brokers"]), int(saved["base_port"]), int(saved["zk_port"])
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def broker_properties(layout: ClusterLayout, broker_id: int) -> str:
+    """server.properties for one local broker, in Kafka's names."""
+    port = layout.broker_port(broker_id)
+    settings = {
+        "broker.id": broker_id,
+        "listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
+        "advertised.listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
+        "zookeeper.connect": layout.zk_connect,
+        "zookeeper.session.timeout.ms": 6000,
+        "log.dirs": layout.broker_dir(broker_id) / "data",
+        "num.partitions": 1,
+        "default.replication.factor": 1,
+    }
+    lines = ["# Written by `highwater dev up`; rewritten on every start of this broker."]
+    lines += [f"{key}={value}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def broker_command(config_path: Path) -> list[str]:
+    """How `up` runs a broker: this interpreter's CLI, so the venv's packages are used."""
+    return [sys.executable, "-m", "client.cli", "broker", "--config", str(config_path)]
+
+
 def cluster_specs(
-    root: Path, zk_port: int, start_timeout_s: float = START_TIMEOUT_S
+    layout: ClusterLayout, start_timeout_s: float = START_TIMEOUT_S
 ) -> list[ProcessSpec]:
-    """Everything `up` starts, in start order. Brokers will be appended here."""
-    root = root.resolve()
-    return [_zookeeper_spec(root, zk_port, start_timeout_s)]
+    """Everything `up` starts, in start order: ZooKeeper, then brokers 1..N."""
+    specs = [_zookeeper_spec(layout, start_timeout_s)]
+    specs += [_broker_spec(layout, broker_id) for broker_id in layout.broker_ids()]
+    return specs
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -95,39 +200,53 @@ def cluster_specs(
 
 def up(
     root: Path = DEFAULT_DIR,
+    *,
+    brokers: int = DEFAULT_BROKERS,
+    base_port: int = DEFAULT_BASE_PORT,
     zk_port: int = DEFAULT_ZK_PORT,
     echo: Echo = print,
     timeout_s: float = START_TIMEOUT_S,
-) -> None:
-    """Start whatever is not already running; keep what is."""
+) -> ClusterLayout:
+    """Start what is not running yet (keeping what is); wait until the whole cluster answers."""
     root = root.resolve()
     root.mkdir(parents=True, exist_ok=True)
-    zk_port = _zk_port_for_up(root, zk_port, echo)
-    for spec in cluster_specs(root, zk_port, timeout_s):
-        pid = _ensure_running(spec, echo, timeout_s)
-        echo(f"{spec.label} is up at {spec.address} (pid {pid})")
-    echo(BROKERS_NOTE)
+    layout = _layout_for_up(ClusterLayout(root, brokers, base_port, zk_port))
+    specs = cluster_specs(layout, timeout_s)
+    _check_ports_free(layout, specs)
+    (root / LAYOUT_FILE).write_text(layout.to_json())
+    for spec in specs:
+        _ensure_started(spec, layout, echo, timeout_s)
+    _wait_cluster_ready(layout, specs, timeout_s)
+    echo(f"ZooKeeper: {layout.zk_connect}; {layout.brokers} broker(s): {layout.bootstrap}")
     echo(f"Pid files, data and logs are in {root}.")
-    echo("Check it with `highwater cluster status`, stop it with `highwater cluster down`.")
+    first = f"{BROKER_HOST}:{layout.base_port}"
+    echo("")
+    echo("The cluster is ready. Try:")
+    echo(f"  export HIGHWATER_BOOTSTRAP={first}")
+    echo("  highwater cluster describe")
+    echo("  highwater topics create demo --partitions 6 --replication-factor 1")
+    echo("  seq 10 | highwater produce demo")
+    echo("  highwater consume demo --from-beginning --exit-at-end")
+    echo("Check it with `highwater dev status`, stop it with `highwater dev down`.")
+    return layout
 
 
 def down(root: Path = DEFAULT_DIR, echo: Echo = print, timeout_s: float = STOP_TIMEOUT_S) -> None:
-    """Stop everything `up` started (newest first) and remove the pid files."""
-    root = root.resolve()
-    for spec in reversed(cluster_specs(root, _recorded_zk_port(root) or DEFAULT_ZK_PORT)):
+    """Stop everything `up` started (brokers first, ZooKeeper last) and remove the pid files."""
+    layout = _layout_for(root.resolve())
+    for spec in reversed(cluster_specs(layout)):
         _ensure_stopped(spec, echo, timeout_s)
 
 
 def status(root: Path = DEFAULT_DIR, echo: Echo = print) -> bool:
     """Print each process, its pid and whether it answers; True if all are running."""
-    root = root.resolve()
+    layout = _layout_for(root.resolve())
     healthy = True
-    for spec in cluster_specs(root, _recorded_zk_port(root) or DEFAULT_ZK_PORT):
+    for spec in cluster_specs(layout):
         result = probe(spec)
         healthy = healthy and result.state is ProcessState.RUNNING
         pid = "-" if result.pid is None else str(result.pid)
         echo(f"{spec.name}: {result.state.value}, pid {pid}, {spec.address}")
-    echo("brokers: not yet part of Highwater")
     return healthy
 
 
@@ -143,36 +262,110 @@ def probe(spec: ProcessSpec) -> Probe:
     return Probe(ProcessState.RUNNING, pid)
 
 
-# --- starting and stopping one process ---------------------------------------------------
+# --- the layout of the cluster `up` works on ------------------------------------------------
 
 
-def _ensure_running(spec: ProcessSpec, echo: Echo, timeout_s: float) -> int:
+def _layout_for(root: Path) -> ClusterLayout:
+    """What the last `up` saved; without it, the defaults plus any broker pid files found."""
+    saved = load_layout(root)
+    if saved is not None:
+        return saved
+    found = [int(p.stem.removeprefix("broker-")) for p in root.glob("broker-*.pid")]
+    numbered = [n for n in found if n > 0]
+    return ClusterLayout(root, brokers=max([DEFAULT_BROKERS, *numbered]))
+
+
+def _layout_for_up(requested: ClusterLayout) -> ClusterLayout:
+    """The requested layout, unless an earlier `up` left processes running in another one."""
+    saved = load_layout(requested.root)
+    if saved is None or saved == requested:
+        return requested
+    running = [
+        spec.name
+        for spec in cluster_specs(saved)
+        if probe(spec).state in (ProcessState.RUNNING, ProcessState.NOT_ANSWERING)
+    ]
+    if not running:
+        return requested
+    raise ClusterError(
+        f"a cluster started with other settings ({saved.brokers} broker(s) from port "
+        f"{saved.base_port}, ZooKeeper on {saved.zk_port}) still runs in {requested.root} "
+        f"({', '.join(running)}); run `highwater dev down` first"
+    )
+
+
+def _check_ports_free(layout: ClusterLayout, specs: list[ProcessSpec]) -> None:
+    """Fail before starting anything if a port we need belongs to a process we did not start."""
+    ports = {"zookeeper": layout.zk_port}
+    ports.update({f"broker-{b}": layout.broker_port(b) for b in layout.broker_ids()})
+    for spec in specs:
+        if probe(spec).state in (ProcessState.RUNNING, ProcessState.NOT_ANSWERING):
+            continue  # ours, from an earlier `up`
+        port = ports[spec.name]
+        if not port_free(BROKER_HOST, port):
+            option = "--zk-port" if spec.name == "zookeeper" else "--base-port"
+            raise ClusterError(
+                f"cannot start {spec.label}: port {port} is already in use by another process; "
+                f"stop that process or choose other ports with {option}"
+            )
+
+
+# --- starting and stopping ----------------------------------------------------------------
+
+
+def _ensure_started(spec: ProcessSpec, layout: ClusterLayout, echo: Echo, timeout_s: float) -> None:
     current = probe(spec)
-    if current.state is ProcessState.RUNNING:
-        assert current.pid is not None
+    if current.state in (ProcessState.RUNNING, ProcessState.NOT_ANSWERING):
         echo(f"{spec.name} is already running (pid {current.pid}); keeping it")
-        return current.pid
-    if current.state is ProcessState.NOT_ANSWERING:
-        assert current.pid is not None
-        return _wait_answering(spec, current.pid, timeout_s)
+        return
     spec.pid_file.unlink(missing_ok=True)  # stale or absent
     pid = spec.start()
     _write_pid(spec.pid_file, pid)
-    echo(f"started {spec.name} (pid {pid})")
-    return pid
+    echo(f"started {spec.name} (pid {pid}) on {spec.address}")
 
 
-def _wait_answering(spec: ProcessSpec, pid: int, timeout_s: float) -> int:
-    # Maybe a previous `up` is still starting it: give it the usual start time.
+def _wait_cluster_ready(layout: ClusterLayout, specs: list[ProcessSpec], timeout_s: float) -> None:
+    """Bounded wait until every process answers and every broker sees all N brokers."""
     deadline = time.monotonic() + timeout_s
-    while not spec.answers():
-        if time.monotonic() >= deadline or not pid_alive(pid):
+    waiting_for = ""
+    while True:
+        waiting_for = _not_ready(layout, specs)
+        if not waiting_for:
+            return
+        if time.monotonic() >= deadline:
             raise ClusterError(
-                f"{spec.name} (pid {pid}) is running but does not answer on {spec.address}; "
-                "run `highwater cluster down` and then `up` again"
+                f"the cluster was not ready within {timeout_s:g}s: {waiting_for}; "
+                f"see the logs under {layout.root}, then `highwater dev down`"
             )
-        time.sleep(0.2)
-    return pid
+        time.sleep(_POLL_S)
+
+
+def _not_ready(layout: ClusterLayout, specs: list[ProcessSpec]) -> str:
+    """Why the cluster is not ready yet ("" when it is); raises if a process died."""
+    expected = set(layout.broker_ids())
+    for spec in specs:
+        pid = _read_pid(spec.pid_file)
+        if pid is None or not _is_ours(pid, spec.marker):
+            tail = _tail(spec.log_path) if spec.log_path else ""
+            raise ClusterError(
+                f"{spec.label} exited while starting"
+                + (f"; last lines of {spec.log_path}:\n{tail}" if tail else "")
+            )
+        if spec.name == "zookeeper":
+            if not spec.answers():
+                return "ZooKeeper does not answer"
+            continue
+        broker_id = int(spec.name.removeprefix("broker-"))
+        metadata = fetch_metadata(BROKER_HOST, layout.broker_port(broker_id))
+        if metadata is None:
+            return f"{spec.label} does not answer on {spec.address}"
+        seen = {b.node_id for b in metadata.brokers}
+        if seen != expected or metadata.controller_id not in expected:
+            return (
+                f"{spec.label} sees brokers {sorted(seen)} and controller "
+                f"{metadata.controller_id}, expected brokers {sorted(expected)}"
+            )
+    return ""
 
 
 def _ensure_stopped(spec: ProcessSpec, echo: Echo, timeout_s: float) -> None:
@@ -189,11 +382,72 @@ def _ensure_stopped(spec: ProcessSpec, echo: Echo, timeout_s: float) -> None:
     spec.pid_file.unlink(missing_ok=True)
 
 
+# --- brokers --------------------------------------------------------------------------------
+
+
+def fetch_metadata(host: str, port: int, timeout_s: float = 2.0) -> MetadataResponse | None:
+    """One Metadata request (no topics) to host:port; None if it does not answer in time."""
+
+    async def ask() -> MetadataResponse:
+        conn = await connect(
+            host, port, client_id="highwater-dev", timeout_ms=int(timeout_s * 1000)
+        )
+        try:
+            response: MetadataResponse = await conn.request(
+                MetadataRequest(topics=()), timeout_ms=int(timeout_s * 1000)
+            )
+            return response
+        finally:
+            await conn.aclose()
+
+    try:
+        return trio.run(ask)
+    except (BrokerConnectionError, OSError):
+        return None
+
+
+def _broker_spec(layout: ClusterLayout, broker_id: int) -> ProcessSpec:
+    port = layout.broker_port(broker_id)
+    config_path = layout.config_path(broker_id)
+    log_path = layout.log_path(broker_id)
+
+    def start() -> int:
+        (layout.broker_dir(broker_id) / "data").mkdir(parents=True, exist_ok=True)
+        config_path.write_text(broker_properties(layout, broker_id))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with log_path.open("ab") as log:
+            # New session: Ctrl-C in the launching terminal must not reach the broker, and it
+            # outlives `up`. No inherited pipes, so callers capturing our output never hang.
+            proc = subprocess.Popen(
+                broker_command(config_path),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=layout.broker_dir(broker_id),
+                env=env,
+                start_new_session=True,
+            )
+        proc.returncode = 0  # detached: Popen.__del__ must neither warn nor reap it
+        return proc.pid
+
+    return ProcessSpec(
+        name=f"broker-{broker_id}",
+        label=f"broker {broker_id}",
+        root=layout.root,
+        address=f"{BROKER_HOST}:{port}",
+        marker=str(config_path),
+        start=start,
+        answers=lambda: fetch_metadata(BROKER_HOST, port) is not None,
+        log_path=log_path,
+    )
+
+
 # --- ZooKeeper ------------------------------------------------------------------------------
 
 
-def _zookeeper_spec(root: Path, port: int, start_timeout_s: float = START_TIMEOUT_S) -> ProcessSpec:
-    server = ZooKeeperServer(root / "zookeeper", port, host=ZK_HOST)
+def _zookeeper_spec(layout: ClusterLayout, start_timeout_s: float = START_TIMEOUT_S) -> ProcessSpec:
+    port = layout.zk_port
+    server = ZooKeeperServer(layout.root / "zookeeper", port, host=ZK_HOST)
 
     def start() -> int:
         try:
@@ -214,43 +468,16 @@ def _zookeeper_spec(root: Path, port: int, start_timeout_s: float = START_TIMEOU
     return ProcessSpec(
         name="zookeeper",
         label="ZooKeeper",
-        root=root,
+        root=layout.root,
         address=server.connect_string,
         marker=str(server.config_path),
         start=start,
         answers=answers,
+        log_path=server.log_path,
     )
 
 
-def _zk_port_for_up(root: Path, requested: int, echo: Echo) -> int:
-    """A ZooKeeper kept from an earlier `up` stays on its own port, whatever --zk-port says."""
-    recorded = _recorded_zk_port(root)
-    if recorded is None or recorded == requested:
-        return requested
-    state = probe(_zookeeper_spec(root, recorded)).state
-    if state in (ProcessState.STOPPED, ProcessState.STALE):
-        return requested
-    echo(
-        f"note: the ZooKeeper from an earlier `up` uses port {recorded}, not {requested}; "
-        "run `highwater cluster down` first to change the port"
-    )
-    return recorded
-
-
-def _recorded_zk_port(root: Path) -> int | None:
-    """The client port in the zoo.cfg an earlier `up` wrote, if any."""
-    try:
-        text = (root / "zookeeper" / "zoo.cfg").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "clientPort" and value.strip().isdigit():
-            return int(value.strip())
-    return None
-
-
-# --- pid files -----------------------------------------------------------------------------
+# --- pid files and logs --------------------------------------------------------------------
 
 
 def _read_pid(pid_file: Path) -> int | None:
@@ -278,3 +505,13 @@ def _is_ours(pid: int, marker: str) -> bool:
     except OSError:
         return False  # exited meanwhile
     return os.fsencode(marker) in cmdline
+
+
+def _tail(path: Path | None, lines: int = _LOG_TAIL_LINES) -> str:
+    if path is None:
+        return ""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,150 @@
+"""What every client command of the CLI shares: `-b/--bootstrap-server` and readable errors.
+
+Client commands run the async client library under `trio.run` (`run_client`). Expected
+failures (a broker error, no broker reachable, a timeout, a bad input) become one line on
+stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn, TypeVar
+
+import click
+import trio
+
+from client.errors import HighwaterClientError, HighwaterTimeoutError, NoBrokersAvailable
+from client.network import BrokerConnectionError
+
+__all__ = [
+    "BOOTSTRAP_ENV",
+    "DEFAULT_BOOTSTRAP",
+    "bootstrap_option",
+    "fail",
+    "parse_bootstrap",
+    "readable_client_errors",
+    "run_client",
+]
+
+BOOTSTRAP_ENV = "HIGHWATER_BOOTSTRAP"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(?P<port>\d{1,5})$")
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_bootstrap(text: str) -> list[tuple[str, int]]:
+    """`host:port[,host:port...]` as (host, port) pairs; ValueError names the bad entry."""
+    servers = []
+    for entry in (e.strip() for e in text.split(",")):
+        match = _HOST_PORT.match(entry)
+        port = int(match["port"]) if match else 0
+        if match is None or not 0 < port < 65536:
+            raise ValueError(f"{entry!r} is not HOST:PORT")
+        servers.append((match["host"].strip("[]"), port))
+    return servers
+
+
+def _check_bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        parse_bootstrap(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc} (expected HOST:PORT[,HOST:PORT...])") from exc
+    return value
+
+
+def bootstrap_option(func: F) -> F:
+    option = click.option(
+        "-b",
+        "--bootstrap-server",
+        "bootstrap",
+        envvar=BOOTSTRAP_ENV,
+        default=DEFAULT_BOOTSTRAP,
+        show_default=True,
+        show_envvar=True,
+        callback=_check_bootstrap,
+        metavar="HOST:PORT[,...]",
+        help="Brokers to bootstrap from.",
+    )
+    return option(func)
+
+
+class _ExitError(click.ClickException):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it a class attribute
+
+
+def fail(message: str, exit_code: int = 1) -> NoReturn:
+    """Print `Error: message` on stderr and exit."""
+    raise _ExitError(message, exit_code)
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+_USER_ERRORS = (HighwaterClientError, BrokerConnectionError, trio.TooSlowError, OSError)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, trio.TooSlowError):
+        return "timed out waiting for the cluster"
+    return str(exc) or type(exc).__name__
+
+
+@contextmanager
+def readable_client_errors(bootstrap: str | None = None) -> Iterator[None]:
+    """Turn the client library's expected failures (also inside exception groups) into one line."""
+    try:
+        yield
+    except BaseException as exc:
+        leaves = list(_leaves(exc))
+        for leaf in leaves:
+            if isinstance(leaf, BrokenPipeError):
+                raise leaf from None  # the reader of our stdout went away: the caller decides
+        if not leaves or not all(isinstance(leaf, _USER_ERRORS) for leaf in leaves):
+            raise
+        first = leaves[0]
+        unreachable = not isinstance(first, HighwaterClientError) or isinstance(
+            first, NoBrokersAvailable | HighwaterTimeoutError
+        )
+        where = f" (bootstrap {bootstrap})" if bootstrap and unreachable else ""
+        fail(_describe(first) + where)
+
+
+def run_client(
+    bootstrap: str,
+    async_fn: Callable[..., Awaitable[T]],
+    *args: Any,
+    timeout_s: float | None,
+    on_interrupt: Callable[[], None] | None = None,
+) -> T:
+    """trio.run(async_fn, *args), bounded by timeout_s, with readable errors.
+
+    Ctrl-C calls on_interrupt (if given) and exits with status 130.
+    """
+
+    async def bounded() -> T:
+        if timeout_s is None:
+            return await async_fn(*args)
+        with trio.fail_after(timeout_s):
+            return await async_fn(*args)
+
+    with readable_client_errors(bootstrap):
+        try:
+            return trio.run(bounded)
+        except KeyboardInterrupt:
+            if on_interrupt is not None:
+                on_interrupt()
+            else:
+                click.echo("interrupted", err=True)
+            sys.exit(130)

@@ -1,0 +1,112 @@
+"""`highwater perf produce|consume`: the benchmark commands (the work is in client/perf.py)."""
+
+from __future__ import annotations
+
+import click
+
+from client import perf as perf_tools
+from client.cli_common import bootstrap_option, fail, run_client
+from client.cli_produce import ACKS
+
+__all__ = ["perf"]
+
+
+@click.group()
+def perf() -> None:
+    """Measure throughput and latency like Kafka's producer-perf and consumer-perf tools."""
+
+
+@perf.command("produce")
+@bootstrap_option
+@click.option("--topic", required=True, help="Topic to produce to (must exist).")
+@click.option("--num-records", type=click.IntRange(min=1), required=True)
+@click.option("--record-size", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option("--acks", type=click.Choice(list(ACKS)), default="1", show_default=True)
+@click.option(
+    "--throughput",
+    type=float,
+    default=-1,
+    show_default=True,
+    help="Cap on records/s (-1: as fast as possible).",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=16_384, show_default=True)
+@click.option("--linger-ms", type=click.FloatRange(min=0), default=5, show_default=True)
+@click.option(
+    "--compression",
+    type=click.Choice(["none", "gzip", "zstd"]),
+    default="none",
+    show_default=True,
+)
+def perf_produce(
+    bootstrap: str,
+    topic: str,
+    num_records: int,
+    record_size: int,
+    acks: str,
+    throughput: float,
+    batch_size: int,
+    linger_ms: float,
+    compression: str,
+) -> None:
+    """Send records and print records/s, MB/s and latency percentiles; then the build-only
+    rate of the same batches in this process, and the ratio."""
+    result = run_client(
+        bootstrap,
+        lambda: perf_tools.run_produce_perf(
+            bootstrap,
+            topic,
+            num_records=num_records,
+            record_size=record_size,
+            acks=ACKS[acks],
+            throughput=throughput,
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            compression=compression,
+            echo=click.echo,
+        ),
+        timeout_s=None,
+    )
+    click.echo(
+        perf_tools.producer_summary_line(result.latencies_ms, result.elapsed_s, result.bytes_total)
+    )
+    floor = perf_tools.build_only_rate(num_records, record_size, batch_size, compression)
+    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor):
+        click.echo(line)
+    if result.failed:
+        fail(f"{result.failed} of {num_records} records failed; first: {result.first_error}")
+
+
+@perf.command("consume")
+@bootstrap_option
+@click.option("--topic", required=True)
+@click.option("--messages", type=click.IntRange(min=1), required=True, help="Records to read.")
+@click.option(
+    "--timeout",
+    "timeout_ms",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Give up after this many ms without a record.",
+)
+def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> None:
+    """Read records from the beginning and print Kafka's consumer-perf line; then the
+    decode-only rate of the same batches in this process, and the ratio."""
+    result = run_client(
+        bootstrap,
+        lambda: perf_tools.run_consume_perf(
+            bootstrap, topic, messages=messages, timeout_ms=timeout_ms
+        ),
+        timeout_s=None,
+    )
+    for line in perf_tools.consumer_lines(
+        result.start_wall_s, result.end_wall_s, result.bytes_total, result.count, result.fetch_s
+    ):
+        click.echo(line)
+    buffers = run_client(
+        bootstrap,
+        lambda: perf_tools.fetch_raw_batches(bootstrap, topic, result.ranges),
+        timeout_s=120,
+    )
+    floor = perf_tools.decode_only_rate(buffers)
+    for line in perf_tools.format_ratio("consumer", result.rate, "decode", floor):
+        click.echo(line)

@@ -1,0 +1,186 @@
+"""`highwater topics create|list|describe|delete` and `highwater cluster describe` (the Admin)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from client.admin import Admin, ClusterDescription, TopicDescription
+from client.cli_common import bootstrap_option, run_client
+
+__all__ = ["cluster", "describe_cluster_lines", "describe_topic_lines", "topics"]
+
+ADMIN_TIMEOUT_S = 60.0  # the whole command; the Admin bounds each request itself
+
+
+def _admin(bootstrap: str) -> Admin:
+    return Admin(bootstrap, client_id="highwater-cli")
+
+
+def _plain(obj: Any) -> Any:
+    """Dataclasses, tuples and dicts as JSON-ready values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _ids(values: Sequence[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def _offset(value: int | None) -> str:
+    return "-" if value is None else str(value)  # None: the leader did not answer
+
+
+def describe_topic_lines(topic: TopicDescription) -> list[str]:
+    """kafka-topics --describe's layout, plus the high watermark and log end offset."""
+    partitions = sorted(topic.partitions, key=lambda p: p.partition)
+    rf = len(partitions[0].replicas) if partitions else 0
+    lines = [f"Topic: {topic.name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}"]
+    for p in partitions:
+        offline = f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else ""
+        lines.append(
+            f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+            f"LeaderEpoch: {p.leader_epoch}\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
+            f"HighWatermark: {_offset(p.high_watermark)}\t"
+            f"LogEndOffset: {_offset(p.log_end_offset)}{offline}"
+        )
+    return lines
+
+
+def describe_cluster_lines(cluster: ClusterDescription) -> list[str]:
+    lines = [
+        f"Cluster id: {cluster.cluster_id}",
+        f"Controller: {cluster.controller_id} (epoch {cluster.controller_epoch})",
+        f"Brokers: {len(cluster.brokers)}",
+    ]
+    for broker in sorted(cluster.brokers, key=lambda b: b.node_id):
+        rack = f"\track: {broker.rack}" if broker.rack else ""
+        lines.append(f"\tid: {broker.node_id}\taddress: {broker.host}:{broker.port}{rack}")
+    return lines
+
+
+def _parse_configs(pairs: Sequence[str]) -> dict[str, str]:
+    config = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--config")
+        config[key] = value
+    return config
+
+
+# --- topics --------------------------------------------------------------------------------
+
+
+@click.group()
+def topics() -> None:
+    """Create, list, describe and delete topics."""
+
+
+@topics.command("create")
+@bootstrap_option
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(min=1), required=True)
+@click.option("--replication-factor", type=click.IntRange(min=1), required=True)
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A topic config such as retention.ms=60000 (repeatable).",
+)
+def topics_create(
+    bootstrap: str, name: str, partitions: int, replication_factor: int, configs: tuple[str, ...]
+) -> None:
+    """Create topic NAME; wait until every partition has a leader."""
+    config = _parse_configs(configs)
+
+    async def create() -> None:
+        async with _admin(bootstrap) as admin:
+            await admin.create_topic(name, partitions, replication_factor, config)
+
+    run_client(bootstrap, create, timeout_s=ADMIN_TIMEOUT_S)
+    click.echo(f"Created topic {name}.")
+
+
+@topics.command("list")
+@bootstrap_option
+def topics_list(bootstrap: str) -> None:
+    """Print every topic's name, one per line."""
+
+    async def names() -> list[str]:
+        async with _admin(bootstrap) as admin:
+            return sorted(await admin.list_topics())
+
+    for name in run_client(bootstrap, names, timeout_s=ADMIN_TIMEOUT_S):
+        click.echo(name)
+
+
+@topics.command("describe")
+@bootstrap_option
+@click.argument("name", required=False)
+@click.option("--json", "json_output", is_flag=True, help="One JSON document (a list of topics).")
+def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None:
+    """Per partition: leader, leader epoch, replicas, ISR, high watermark, log end offset."""
+
+    async def describe() -> list[TopicDescription]:
+        async with _admin(bootstrap) as admin:
+            found = await admin.describe_topics([name] if name is not None else None)
+            return sorted(found, key=lambda t: t.name)
+
+    described = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S)
+    if json_output:
+        click.echo(json.dumps(_plain(described), indent=2))
+        return
+    for topic in described:
+        for line in describe_topic_lines(topic):
+            click.echo(line)
+
+
+@topics.command("delete")
+@bootstrap_option
+@click.argument("name")
+def topics_delete(bootstrap: str, name: str) -> None:
+    """Delete topic NAME and its data."""
+
+    async def delete() -> None:
+        async with _admin(bootstrap) as admin:
+            await admin.delete_topic(name)
+
+    run_client(bootstrap, delete, timeout_s=ADMIN_TIMEOUT_S)
+    click.echo(f"Deleted topic {name}.")
+
+
+# --- cluster -------------------------------------------------------------------------------
+
+
+@click.group()
+def cluster() -> None:
+    """Inspect the cluster (for a local cluster to develop with, see `highwater dev`)."""
+
+
+@cluster.command("describe")
+@bootstrap_option
+@click.option("--json", "json_output", is_flag=True)
+def cluster_describe(bootstrap: str, json_output: bool) -> None:
+    """Brokers, controller id and controller epoch."""
+
+    async def describe() -> ClusterDescription:
+        async with _admin(bootstrap) as admin:
+            return await admin.describe_cluster()
+
+    described = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S)
+    if json_output:
+        click.echo(json.dumps(_plain(described), indent=2))
+        return
+    for line in describe_cluster_lines(described):
+        click.echo(line)

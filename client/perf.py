@@ -1,0 +1,401 @@
+"""`highwater perf produce|consume`: Kafka's producer-perf / consumer-perf tools, plus a yardstick.
+
+Each run also measures, in the same process, the client-side floor of the work: how fast this
+process merely *builds* the same batches (`protocol.records.build_batch`, what the producer
+must do anyway) or merely *decodes* the same batches (`decode_batches`, what the consumer must
+do anyway), and prints the end-to-end rate as a ratio of it. Issue 3's target: >= 0.5.
+
+The output lines follow Kafka's tools (MB = 2^20 bytes):
+
+    1000000 records sent, 99990.0 records/sec (9.54 MB/sec), 3.21 ms avg latency,
+        45.00 ms max latency, 2.1 ms 50th, 8.0 ms 95th, 12.3 ms 99th, 40.2 ms 99.9th.
+    start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import string
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import trio
+
+from client.consumer import Consumer
+from client.errors import HighwaterClientError, HighwaterTimeoutError
+from client.metadata import ClusterMetadata
+from client.producer import COMPRESSIONS, DeliveryFuture, Producer, estimate_record_bytes
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import (
+    CONSUMER_REPLICA_ID,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+)
+from protocol.records import BATCH_HEADER_BYTES, Record, build_batch, decode_batches, read_header
+
+__all__ = [
+    "ConsumeResult",
+    "LatencyStats",
+    "ProduceResult",
+    "build_only_rate",
+    "consumer_lines",
+    "decode_only_rate",
+    "format_ratio",
+    "payload",
+    "percentile",
+    "producer_summary_line",
+    "producer_window_line",
+    "records_per_batch",
+    "run_consume_perf",
+    "run_produce_perf",
+]
+
+MB = 1024 * 1024
+REPORT_INTERVAL_S = 5.0  # Kafka's producer-perf prints a window line every 5 s
+MAX_YARDSTICK_RECORDS = 1_000_000  # the build/decode yardstick needs a sample, not everything
+TARGET_RATIO = 0.5
+
+Echo = Callable[[str], None]
+
+
+# --- pure: statistics and output lines -----------------------------------------------------
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """The value at `fraction` (0..1) of sorted values, nearest rank (Kafka's percentiles)."""
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, math.ceil(fraction * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+@dataclass
+class LatencyStats:
+    """Latencies (ms) and bytes of completed records, overall and for the current window."""
+
+    started_s: float
+    latencies_ms: array[float] = field(default_factory=lambda: array("d"))
+    bytes_total: int = 0
+    window_start_s: float = 0.0
+    window_count: int = 0
+    window_bytes: int = 0
+    window_latency_sum_ms: float = 0.0
+    window_latency_max_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.window_start_s = self.started_s
+
+    def record(self, latency_ms: float, size: int) -> None:
+        self.latencies_ms.append(latency_ms)
+        self.bytes_total += size
+        self.window_count += 1
+        self.window_bytes += size
+        self.window_latency_sum_ms += latency_ms
+        self.window_latency_max_ms = max(self.window_latency_max_ms, latency_ms)
+
+    def take_window(self, now_s: float) -> str | None:
+        """The window line if REPORT_INTERVAL_S passed (starting a new window), else None."""
+        elapsed = now_s - self.window_start_s
+        if elapsed < REPORT_INTERVAL_S:
+            return None
+        line = producer_window_line(
+            self.window_count,
+            elapsed,
+            self.window_bytes,
+            self.window_latency_sum_ms / max(1, self.window_count),
+            self.window_latency_max_ms,
+        )
+        self.window_start_s = now_s
+        self.window_count = self.window_bytes = 0
+        self.window_latency_sum_ms = self.window_latency_max_ms = 0.0
+        return line
+
+
+def producer_window_line(
+    count: int, elapsed_s: float, size: int, avg_ms: float, max_ms: float
+) -> str:
+    rate = count / elapsed_s if elapsed_s > 0 else 0.0
+    mb_rate = size / MB / elapsed_s if elapsed_s > 0 else 0.0
+    return (
+        f"{count} records sent, {rate:.1f} records/sec ({mb_rate:.2f} MB/sec), "
+        f"{avg_ms:.1f} ms avg latency, {max_ms:.1f} ms max latency."
+    )
+
+
+def producer_summary_line(latencies_ms: Sequence[float], elapsed_s: float, size: int) -> str:
+    count = len(latencies_ms)
+    ordered = sorted(latencies_ms)
+    rate = count / elapsed_s if elapsed_s > 0 else 0.0
+    mb_rate = size / MB / elapsed_s if elapsed_s > 0 else 0.0
+    avg = sum(ordered) / count if count else 0.0
+    worst = ordered[-1] if ordered else 0.0
+    p50, p95, p99, p999 = (percentile(ordered, f) for f in (0.5, 0.95, 0.99, 0.999))
+    return (
+        f"{count} records sent, {rate:.1f} records/sec ({mb_rate:.2f} MB/sec), "
+        f"{avg:.2f} ms avg latency, {worst:.2f} ms max latency, {p50:.1f} ms 50th, "
+        f"{p95:.1f} ms 95th, {p99:.1f} ms 99th, {p999:.1f} ms 99.9th."
+    )
+
+
+def _clock_text(wall_s: float) -> str:
+    """Kafka's consumer-perf date format: yyyy-MM-dd HH:mm:ss:SSS."""
+    millis = int(wall_s * 1000) % 1000
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wall_s)) + f":{millis:03d}"
+
+
+def consumer_lines(
+    start_wall_s: float, end_wall_s: float, size: int, count: int, fetch_s: float
+) -> list[str]:
+    """Kafka's consumer-perf CSV header and line (no group rebalance here: 0 ms)."""
+    elapsed = max(end_wall_s - start_wall_s, 1e-9)
+    fetch = max(fetch_s, 1e-9)
+    mb = size / MB
+    return [
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec",
+        f"{_clock_text(start_wall_s)}, {_clock_text(end_wall_s)}, {mb:.4f}, {mb / elapsed:.4f}, "
+        f"{count}, {count / elapsed:.4f}, 0, {fetch * 1000:.0f}, {mb / fetch:.4f}, "
+        f"{count / fetch:.4f}",
+    ]
+
+
+def format_ratio(what: str, rate: float, yardstick: str, floor_rate: float) -> list[str]:
+    """The yardstick lines: the floor's rate and the end-to-end / floor ratio vs the target."""
+    ratio = rate / floor_rate if floor_rate > 0 else 0.0
+    verdict = "ok" if ratio >= TARGET_RATIO else "BELOW TARGET"
+    return [
+        f"{yardstick} only (same process, same batches): {floor_rate:.1f} records/sec",
+        f"{what} / {yardstick}-only ratio: {ratio:.2f} (target >= {TARGET_RATIO}: {verdict})",
+    ]
+
+
+def payload(record_size: int, seed: int = 0) -> bytes:
+    """One random payload of upper-case letters, reused for every record (as Kafka's tool)."""
+    rng = random.Random(seed)
+    return "".join(rng.choices(string.ascii_uppercase, k=record_size)).encode()
+
+
+def records_per_batch(record_size: int, batch_size: int) -> int:
+    """How many records of this size the producer puts in one batch of batch_size bytes."""
+    size = estimate_record_bytes(None, b"x" * record_size, ())
+    return max(1, (batch_size - BATCH_HEADER_BYTES) // size)
+
+
+# --- the yardsticks --------------------------------------------------------------------------
+
+
+def build_only_rate(
+    num_records: int, record_size: int, batch_size: int, compression: str = "none"
+) -> float:
+    """Records/s at which this process builds the producer's batches (Record objects included)."""
+    value = payload(record_size)
+    per_batch = records_per_batch(record_size, batch_size)
+    codec = COMPRESSIONS[compression]
+    num_records = min(num_records, MAX_YARDSTICK_RECORDS)
+    started = time.perf_counter()
+    built = 0
+    while built < num_records:
+        n = min(per_batch, num_records - built)
+        now_ms = time.time_ns() // 1_000_000
+        build_batch([Record(value, None, now_ms) for _ in range(n)], compression=codec)
+        built += n
+    elapsed = time.perf_counter() - started
+    return built / elapsed if elapsed > 0 else 0.0
+
+
+def decode_only_rate(buffers: Sequence[bytes]) -> float:
+    """Records/s at which this process decodes the given Fetch record bytes."""
+    started = time.perf_counter()
+    decoded = 0
+    for buf in buffers:
+        for batch in decode_batches(buf):
+            decoded += len(batch.records)
+    elapsed = time.perf_counter() - started
+    return decoded / elapsed if elapsed > 0 else 0.0
+
+
+# --- perf produce ----------------------------------------------------------------------------
+
+
+@dataclass
+class ProduceResult:
+    sent: int
+    failed: int
+    elapsed_s: float
+    bytes_total: int
+    latencies_ms: array[float]
+    first_error: str | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+async def run_produce_perf(
+    bootstrap: str,
+    topic: str,
+    *,
+    num_records: int,
+    record_size: int,
+    acks: int,
+    throughput: float = -1,
+    batch_size: int = 16_384,
+    linger_ms: float = 5,
+    compression: str = "none",
+    echo: Echo = print,
+) -> ProduceResult:
+    """Send num_records records of record_size bytes as fast as allowed; time every delivery."""
+    value = payload(record_size)
+    errors: list[str] = []
+    async with Producer(
+        bootstrap,
+        acks=acks,
+        batch_size=batch_size,
+        linger_ms=linger_ms,
+        compression=compression,
+        client_id="highwater-perf",
+    ) as producer:
+        await producer.partitions_for(topic)  # metadata first: not part of the measurement
+        clock = time.perf_counter
+        started = clock()
+        stats = LatencyStats(started)
+        window_check_at = [started + REPORT_INTERVAL_S]
+
+        def on_delivery(future: DeliveryFuture) -> None:
+            # Latency from the record's own timestamp (wall-clock ms at send), so the hot loop
+            # adds no per-record state: ms resolution, as Kafka's tool has.
+            error = future.exception()
+            if error is not None:
+                errors.append(str(error))
+                return
+            stats.record(time.time() * 1000 - future.timestamp_ms, record_size)
+            if stats.window_count & 0x3FF == 0 and clock() >= window_check_at[0]:
+                line = stats.take_window(clock())
+                window_check_at[0] = clock() + REPORT_INTERVAL_S
+                if line is not None:
+                    echo(line)
+
+        send = producer.send
+        for i in range(num_records):
+            (await send(topic, value)).add_done_callback(on_delivery)
+            if throughput > 0:
+                ahead_s = started + (i + 1) / throughput - clock()
+                if ahead_s > 0:
+                    await trio.sleep(ahead_s)
+        await producer.flush()
+        elapsed = clock() - started
+        await producer.aclose()  # inside the block: see cli_produce._produce
+    return ProduceResult(
+        sent=len(stats.latencies_ms),
+        failed=len(errors),
+        elapsed_s=elapsed,
+        bytes_total=stats.bytes_total,
+        latencies_ms=stats.latencies_ms,
+        first_error=errors[0] if errors else None,
+    )
+
+
+# --- perf consume ----------------------------------------------------------------------------
+
+
+@dataclass
+class ConsumeResult:
+    count: int
+    bytes_total: int
+    start_wall_s: float
+    end_wall_s: float
+    fetch_s: float
+    # (partition, first offset, next offset) consumed, for the decode-only yardstick
+    ranges: list[tuple[int, int, int]]
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.fetch_s if self.fetch_s > 0 else 0.0
+
+
+async def run_consume_perf(
+    bootstrap: str, topic: str, *, messages: int, timeout_ms: int
+) -> ConsumeResult:
+    """Read `messages` records from the beginning of every partition of topic."""
+    async with Consumer(bootstrap, client_id="highwater-perf") as consumer:
+        partitions = await consumer.partitions_for(topic)
+        tps = [(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(tps)
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        count = size = 0
+        start_wall = time.time()
+        started = time.perf_counter()
+        idle_since = started
+        while count < messages:
+            records = await consumer.poll(timeout_ms=100, max_records=messages - count)
+            now = time.perf_counter()
+            if not records:
+                if (now - idle_since) * 1000 >= timeout_ms:
+                    raise HighwaterTimeoutError(
+                        f"no record for {timeout_ms} ms after {count} of {messages} records "
+                        f"(is the topic that full? lower --messages or raise --timeout)"
+                    )
+                continue
+            idle_since = now
+            for r in records:
+                size += len(r.value or b"") + len(r.key or b"")
+                first.setdefault(r.partition, r.offset)
+                last[r.partition] = r.offset
+            count += len(records)
+        fetch_s = time.perf_counter() - started
+        end_wall = time.time()
+    ranges = [(p, first[p], last[p] + 1) for p in sorted(first)]
+    return ConsumeResult(count, size, start_wall, end_wall, fetch_s, ranges)
+
+
+async def fetch_raw_batches(
+    bootstrap: str, topic: str, ranges: Sequence[tuple[int, int, int]], max_bytes: int = MB
+) -> list[bytes]:
+    """The stored batches covering each (partition, first, next) range, as Fetch returns them."""
+    metadata = ClusterMetadata(bootstrap, client_id="highwater-perf")
+    buffers: list[bytes] = []
+    try:
+        await metadata.wait_for_topic(topic, 10_000)
+        for partition, offset, end in ranges:
+            while offset < end:
+                leader = metadata.leader_for(topic, partition)
+                if leader is None:
+                    raise HighwaterClientError(f"no leader for {topic}-{partition}")
+                request = FetchRequest(
+                    replica_id=CONSUMER_REPLICA_ID,
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=max_bytes,
+                    topics=(FetchTopic(topic, (FetchPartition(partition, offset, max_bytes),)),),
+                )
+                response: FetchResponse = await metadata.request(leader, request)
+                data = response.responses[0].partitions[0]
+                if data.error_code != ErrorCode.NONE:
+                    name = ErrorCode(data.error_code).name
+                    raise HighwaterClientError(f"fetching {topic}-{partition} at {offset}: {name}")
+                whole, offset = _whole_batches(data.records, offset)
+                if not whole:
+                    raise HighwaterClientError(f"no whole batch at {topic}-{partition} {offset}")
+                buffers.append(whole)
+    finally:
+        await metadata.aclose()
+    return buffers
+
+
+def _whole_batches(records: bytes, offset: int) -> tuple[bytes, int]:
+    """The complete batches at the start of a Fetch's records, and the offset after them."""
+    pos = 0
+    while len(records) - pos >= BATCH_HEADER_BYTES:
+        header = read_header(records, pos)
+        if pos + header.size > len(records):
+            break
+        pos += header.size
+        offset = header.next_offset
+    return records[:pos], offset

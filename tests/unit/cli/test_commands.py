@@ -1,0 +1,344 @@
+"""The client commands' flags, output and exit codes, with fake clients (no broker)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterable
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from client import cli_consume, cli_produce
+from client.cli import main
+from client.consumer import ConsumerRecord, TopicPartition
+from client.errors import HighwaterClientError, NoBrokersAvailable, UnknownTopicError
+from client.producer import RecordMetadata
+from protocol.errors import ErrorCode
+
+
+class FakeFuture:
+    def __init__(self, metadata: RecordMetadata | None, error: HighwaterClientError | None) -> None:
+        self._metadata = metadata
+        self._error = error
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> RecordMetadata:
+        if self._error is not None:
+            raise self._error
+        assert self._metadata is not None
+        return self._metadata
+
+    async def wait(self) -> RecordMetadata:
+        return self.result()
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        return self.wait().__await__()
+
+
+class FakeProducer:
+    """Acknowledges every record at the next offset of partition 0, except values b"fail"."""
+
+    instances: list[FakeProducer] = []
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        self.bootstrap = bootstrap
+        self.options = options
+        self.sent: list[dict[str, Any]] = []
+        FakeProducer.instances.append(self)
+
+    async def __aenter__(self) -> FakeProducer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    async def send(self, topic: str, value: bytes | None, **kwargs: Any) -> FakeFuture:
+        if topic == "missing":
+            raise UnknownTopicError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r}")
+        self.sent.append({"topic": topic, "value": value, **kwargs})
+        if value == b"fail":
+            error = HighwaterClientError("MESSAGE_TOO_LARGE: too big", ErrorCode.MESSAGE_TOO_LARGE)
+            return FakeFuture(None, error)
+        offset = len(self.sent) - 1
+        return FakeFuture(RecordMetadata(topic, kwargs.get("partition") or 0, offset, 0), None)
+
+    async def flush(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.fixture
+def producer(monkeypatch: pytest.MonkeyPatch) -> type[FakeProducer]:
+    FakeProducer.instances = []
+    monkeypatch.setattr(cli_produce, "Producer", FakeProducer)
+    return FakeProducer
+
+
+def run(args: list[str], stdin: bytes | str = b"", env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(main, args, input=stdin, env=env)
+
+
+# --- produce ---------------------------------------------------------------------------------
+
+
+def test_produce_lines_with_keys_and_offsets(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "t", "-K", ":", "--print-offsets", "--acks", "all"], b"a:1\nb:2:x\n")
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"partition": 0, "offset": 0},
+        {"partition": 0, "offset": 1},
+    ]
+    (fake,) = producer.instances
+    assert fake.options["acks"] == -1
+    assert [(s["key"], s["value"]) for s in fake.sent] == [(b"a", b"1"), (b"b", b"2:x")]
+
+
+def test_produce_without_trailing_newline_and_empty_lines(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "t", "--partition", "3"], b"one\n\nlast")
+    assert result.exit_code == 0, result.output
+    sent = producer.instances[0].sent
+    assert [s["value"] for s in sent] == [b"one", b"", b"last"]
+    assert {s["partition"] for s in sent} == {3}
+
+
+def test_produce_failures_are_reported_and_exit_non_zero(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "t", "-K", ":", "--print-offsets"], b"k:ok\nno-separator\nk:fail\n")
+    assert result.exit_code == 1
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"partition": 0, "offset": 0},
+        {"error": "INVALID_RECORD", "line": 2},
+        {"error": "MESSAGE_TOO_LARGE"},
+    ]
+    assert "line 2: no key separator" in result.stderr
+    assert "Error: 2 of 3 records failed" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_produce_json_reads_the_consume_envelope(producer: type[FakeProducer]) -> None:
+    lines = [
+        '{"topic":"src","partition":4,"offset":9,"timestamp":1234,"key":"k","value":"v",'
+        '"headers":[{"key":"h","value":"x"}]}',
+        '{"value_b64":"/w==","key":null}',
+    ]
+    result = run(["produce", "dst", "--json"], "\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    first, second = producer.instances[0].sent
+    assert first == {
+        "topic": "dst",
+        "value": b"v",
+        "key": b"k",
+        "partition": None,
+        "headers": (("h", b"x"),),
+        "timestamp_ms": 1234,
+    }
+    assert (second["key"], second["value"], second["timestamp_ms"]) == (None, b"\xff", None)
+
+
+def test_produce_unknown_topic_is_one_line(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "missing"], b"a\nb\n")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "Error: UNKNOWN_TOPIC_OR_PARTITION: topic 'missing'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["produce", "t", "-K", ":", "--json"], "cannot be combined"),
+        (["produce", "t", "--acks", "2"], "'2' is not one of"),
+        (["produce", "t", "-b", "nohostport"], "is not HOST:PORT"),
+        (["consume", "t", "--format", "%q"], "unknown format token %q"),
+        (["consume", "t", "--from-beginning", "--offset", "3"], "cannot be combined"),
+        (["consume", "t", "--json", "--format", "%s"], "cannot be combined"),
+        (["consume", "t", "--max-messages", "0"], "0 is not in the range"),
+        (["topics", "create", "t", "--partitions", "0", "--replication-factor", "1"], "range"),
+        (["topics", "create", "t", "--partitions", "1"], "--replication-factor"),
+        (
+            [
+                "topics",
+                "create",
+                "t",
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+                "--config",
+                "novalue",
+            ],
+            "is not key=value",
+        ),
+    ],
+)
+def test_bad_flags_exit_2_with_one_message(args: list[str], message: str) -> None:
+    result = run(args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_bootstrap_comes_from_the_flag_then_the_environment_then_the_default(
+    producer: type[FakeProducer],
+) -> None:
+    run(["produce", "t"], b"x\n")
+    run(["produce", "t"], b"x\n", env={"HIGHWATER_BOOTSTRAP": "h1:1,h2:2"})
+    run(["produce", "t", "-b", "flag:3"], b"x\n", env={"HIGHWATER_BOOTSTRAP": "h1:1"})
+    assert [p.bootstrap for p in producer.instances] == ["127.0.0.1:9092", "h1:1,h2:2", "flag:3"]
+
+
+# --- consume ---------------------------------------------------------------------------------
+
+
+def _records() -> list[ConsumerRecord]:
+    return [
+        ConsumerRecord("t", 0, 0, 1000, b"k0", b"v0", (("h", b"1"),)),
+        ConsumerRecord("t", 1, 0, 1001, None, b"\xff"),
+        ConsumerRecord("t", 0, 1, 1002, b"k1", None),
+    ]
+
+
+class FakeConsumer:
+    """Serves _records() one per poll; end offsets are where those records end."""
+
+    last: FakeConsumer | None = None
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        self.pending = _records()
+        self.positions: dict[TopicPartition, int] = {}
+        self.resets: list[str] = []
+        FakeConsumer.last = self
+
+    async def __aenter__(self) -> FakeConsumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    async def partitions_for(self, topic: str) -> tuple[int, ...]:
+        if topic != "t":
+            raise UnknownTopicError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r}")
+        return (0, 1)
+
+    def assign(self, tps: Iterable[tuple[str, int]]) -> None:
+        self.assigned = [TopicPartition(*tp) for tp in tps]
+        self.pending = [r for r in self.pending if (r.topic, r.partition) in self.assigned]
+        self.positions = dict.fromkeys(self.assigned, 0)
+
+    def seek_to_beginning(self, tps: Iterable[tuple[str, int]]) -> None:
+        self.resets.append("beginning")
+
+    def seek_to_end(self, tps: Iterable[tuple[str, int]]) -> None:
+        self.resets.append("end")
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        self.resets.append(f"offset {offset}")
+
+    async def end_offsets(self, tps: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        ends = dict.fromkeys((TopicPartition(*tp) for tp in tps), 0)
+        for r in _records():
+            if TopicPartition(r.topic, r.partition) in ends:
+                ends[TopicPartition(r.topic, r.partition)] = r.offset + 1
+        return ends
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self.positions[tp]
+
+    async def poll(self, timeout_ms: float, max_records: int) -> list[ConsumerRecord]:
+        if not self.pending:
+            return []
+        record = self.pending.pop(0)
+        self.positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        return [record]
+
+
+@pytest.fixture
+def consumer(monkeypatch: pytest.MonkeyPatch) -> type[FakeConsumer]:
+    monkeypatch.setattr(cli_consume, "Consumer", FakeConsumer)
+    return FakeConsumer
+
+
+def test_consume_format_until_the_end(consumer: type[FakeConsumer]) -> None:
+    result = run(["consume", "t", "--from-beginning", "-e", "--format", r"%p/%o %k=%s %S %h\n"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == b"0/0 k0=v0 2 h=1\n1/0 =\xff 1 \n0/1 k1= -1 \n"
+    assert "Processed a total of 3 messages" in result.stderr
+    assert consumer.last is not None and consumer.last.resets == ["beginning"]
+
+
+def test_consume_json_one_partition_max_messages(consumer: type[FakeConsumer]) -> None:
+    result = run(
+        ["consume", "t", "--partition", "0", "--offset", "0", "--json", "--max-messages", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    (line,) = result.stdout.splitlines()
+    assert json.loads(line) == {
+        "topic": "t",
+        "partition": 0,
+        "offset": 0,
+        "timestamp": 1000,
+        "key": "k0",
+        "value": "v0",
+        "headers": [{"key": "h", "value": "1"}],
+    }
+    assert consumer.last is not None and consumer.last.resets == ["offset 0"]
+
+
+def test_consume_default_is_the_end_and_plain_values(consumer: type[FakeConsumer]) -> None:
+    result = run(["consume", "t", "--max-messages", "2"])
+    assert result.stdout_bytes == b"v0\n\xff\n"
+    assert consumer.last is not None and consumer.last.resets == ["end"]
+
+
+def test_consume_missing_partition_or_topic_is_one_line(consumer: type[FakeConsumer]) -> None:
+    result = run(["consume", "t", "--partition", "7"])
+    assert result.exit_code == 1
+    assert "has no partition 7" in result.stderr
+    result = run(["consume", "nope", "-e"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "Error: UNKNOWN_TOPIC_OR_PARTITION: topic 'nope'"
+
+
+# --- admin and errors ---------------------------------------------------------------------------
+
+
+def test_no_broker_is_one_line_naming_the_bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    class DeadAdmin:
+        def __init__(self, bootstrap: str, **options: Any) -> None:
+            pass
+
+        async def __aenter__(self) -> DeadAdmin:
+            raise NoBrokersAvailable("no broker answered a metadata request")
+
+        async def __aexit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr("client.cli_topics.Admin", DeadAdmin)
+    result = run(["topics", "list", "-b", "10.0.0.1:9"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: no broker answered a metadata request (bootstrap 10.0.0.1:9)"
+    )
+
+
+def test_broker_config_errors_exit_2_with_one_line(tmp_path: Any) -> None:
+    result = run(["broker", "--config", str(tmp_path / "missing.properties")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: cannot read config file")
+    config = tmp_path / "server.properties"
+    config.write_text("broker.id=1\nzookeeper.connect=127.0.0.1:2181\nlog.dirz=/tmp/x\n")
+    result = run(["broker", "--config", str(config), "--override", "num.partitions=2"])
+    assert result.exit_code == 2
+    assert "unknown config key 'log.dirz'" in result.stderr
+    assert "did you mean" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_help_lists_every_command() -> None:
+    result = run(["--help"])
+    for command in ("topics", "produce", "consume", "cluster", "broker", "dev", "perf", "dump-log"):
+        assert f"  {command} " in result.output

@@ -1,0 +1,229 @@
+"""docker-compose.yml and the Dockerfile, checked without a Docker engine.
+
+The compose file is parsed by a small parser for the YAML subset it is written in (block
+mappings and sequences, JSON-style flow sequences and quoted strings, full-line comments);
+when PyYAML is installed the two parsers must agree. Broker commands and health checks are
+parsed by the real CLI, and the brokers' settings by the real broker config loader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from broker.config import KNOWN_KEYS, load_config
+from client.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+BROKERS = ("broker-1", "broker-2", "broker-3")
+
+
+# --- a parser for the YAML subset docker-compose.yml uses -----------------------------------
+
+
+def _scalar(text: str) -> Any:
+    if text[:1] in ('"', "[", "{"):
+        return json.loads(text)
+    if text in ("true", "false"):
+        return text == "true"
+    if text in ("null", "~"):
+        return None
+    if re.fullmatch(r"-?[0-9]+", text):
+        return int(text)
+    if text[:1] in ("'", "&", "*", "!", "|", ">") or " #" in text:
+        raise ValueError(f"outside the supported YAML subset: {text!r}")
+    return text
+
+
+def parse_yaml_subset(text: str) -> Any:
+    lines: list[tuple[int, str]] = []
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if stripped and not stripped.startswith("#"):
+            if "\t" in raw[: len(raw) - len(raw.lstrip())]:
+                raise ValueError("tabs in indentation")
+            lines.append((len(raw) - len(raw.lstrip(" ")), stripped))
+
+    def value_at(i: int, text: str) -> tuple[Any, int]:
+        """A scalar or flow collection starting with `text` on line i; flows may span lines."""
+        while text[:1] in ("[", "{"):
+            try:
+                return json.loads(text), i + 1
+            except ValueError:
+                i += 1
+                if i >= len(lines):
+                    raise
+                text += " " + lines[i][1]
+        return _scalar(text), i + 1
+
+    def block(i: int, indent: int) -> tuple[Any, int]:
+        if lines[i][1].startswith("- "):
+            items: list[Any] = []
+            while i < len(lines) and lines[i][0] == indent and lines[i][1].startswith("- "):
+                item, i = value_at(i, lines[i][1][2:].strip())
+                items.append(item)
+            return items, i
+        mapping: dict[str, Any] = {}
+        while i < len(lines) and lines[i][0] == indent:
+            key, colon, rest = lines[i][1].partition(":")
+            if not colon or (rest and not rest.startswith(" ")):
+                raise ValueError(f"expected 'key: value', got {lines[i][1]!r}")
+            if key in mapping:
+                raise ValueError(f"duplicate key {key!r}")
+            rest = rest.strip()
+            if rest:
+                mapping[key], i = value_at(i, rest)
+            elif i + 1 < len(lines) and lines[i + 1][0] > indent:
+                mapping[key], i = block(i + 1, lines[i + 1][0])
+            else:
+                mapping[key], i = None, i + 1
+        return mapping, i
+
+    parsed, end = block(0, lines[0][0])
+    if end != len(lines):
+        raise ValueError(f"unexpected indentation at {lines[end][1]!r}")
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    parsed = parse_yaml_subset(COMPOSE.read_text())
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def test_the_subset_parser_agrees_with_pyyaml(compose: dict[str, Any]) -> None:
+    yaml = pytest.importorskip("yaml")
+    assert yaml.safe_load(COMPOSE.read_text()) == compose
+
+
+def test_subset_parser_reads_nesting_and_flows() -> None:
+    text = 'a:\n  b: [1,\n    "x"]\n  c:\n    - "p:q"\n    - plain\nd: 5s\ne:\n'
+    assert parse_yaml_subset(text) == {
+        "a": {"b": [1, "x"], "c": ["p:q", "plain"]},
+        "d": "5s",
+        "e": None,
+    }
+    with pytest.raises(ValueError, match="duplicate"):
+        parse_yaml_subset("a: 1\na: 2\n")
+
+
+# --- the compose file -----------------------------------------------------------------------
+
+
+def _service(compose: dict[str, Any], name: str) -> dict[str, Any]:
+    service = compose["services"][name]
+    assert isinstance(service, dict)
+    return service
+
+
+def _overrides(command: list[str]) -> list[str]:
+    return [command[i + 1] for i, arg in enumerate(command) if arg == "--override"]
+
+
+def _cli_accepts(argv: list[str]) -> None:
+    """Parse argv with the real `highwater` command tree (no command runs)."""
+    command: click.Command = main
+    ctx = click.Context(main, info_name="highwater")
+    while isinstance(command, click.Group):
+        name, argv = argv[0], argv[1:]
+        sub = command.get_command(ctx, name)
+        assert sub is not None, f"no command {name!r} under {command.name}"
+        command = sub
+    command.make_context(command.name, list(argv), parent=ctx)
+
+
+def test_services_are_zookeeper_and_three_brokers(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"zookeeper", *BROKERS}
+    zookeeper = _service(compose, "zookeeper")
+    assert zookeeper["image"].startswith("zookeeper:3.8")
+    for name in BROKERS:
+        broker = _service(compose, name)
+        assert broker["build"] == "."
+        assert broker["hostname"] == name
+        assert broker["depends_on"] == {"zookeeper": {"condition": "service_healthy"}}
+
+
+def test_every_service_has_a_health_check(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        test = service["healthcheck"]["test"]
+        assert test[0] == "CMD", name
+        if name in BROKERS:
+            assert test[1] == "highwater"
+            _cli_accepts(test[2:])
+
+
+def test_broker_commands_use_real_flags_and_config_keys(compose: dict[str, Any]) -> None:
+    for name in BROKERS:
+        command = _service(compose, name)["command"]
+        assert command[0] == "broker"
+        _cli_accepts(command)
+        overrides = _overrides(command)
+        assert {o.partition("=")[0] for o in overrides} <= KNOWN_KEYS
+        config = load_config(None, overrides)  # validates every value
+        assert config.broker_id == int(name.removeprefix("broker-"))
+        assert config.zookeeper_connect.partition(":")[0] == "zookeeper"
+
+
+def test_each_broker_advertises_its_own_name_and_published_port(compose: dict[str, Any]) -> None:
+    for name in BROKERS:
+        service = _service(compose, name)
+        config = load_config(None, _overrides(service["command"]))
+        (mapping,) = service["ports"]
+        host_port, container_port = (int(p) for p in mapping.split(":"))
+        # One listener: the advertised address must work in the network (the name) and from
+        # the host (same port published), see the comment at the top of docker-compose.yml.
+        assert (config.advertised_host, config.advertised_port) == (name, host_port)
+        assert config.listener_port == container_port == host_port
+        assert config.listener_host == "0.0.0.0"
+        bootstrap = service["environment"]["HIGHWATER_BOOTSTRAP"]
+        assert f"{name}:{host_port}" in bootstrap.split(",")
+
+
+def test_published_ports_are_unique(compose: dict[str, Any]) -> None:
+    published = [
+        str(mapping).split(":")[0]
+        for service in compose["services"].values()
+        for mapping in service.get("ports", [])
+    ]
+    assert published and len(published) == len(set(published))
+
+
+def test_data_lives_in_named_volumes(compose: dict[str, Any]) -> None:
+    declared = set(compose["volumes"])
+    used = set()
+    for name, service in compose["services"].items():
+        for mount in service["volumes"]:
+            volume, _, target = mount.partition(":")
+            assert volume in declared, f"{name}: {volume} is not a named volume"
+            used.add(volume)
+            if name in BROKERS:
+                config = load_config(None, _overrides(service["command"]))
+                assert [str(d) for d in config.log_dirs] == [target]
+    assert used == declared
+    assert len(used) == 2 + len(BROKERS)  # no two services share a data volume
+
+
+def test_dockerfile_builds_from_python_with_constraints() -> None:
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", text, re.MULTILINE)
+    assert "-c constraints.txt" in text
+    for package in ("protocol", "broker", "controller", "client"):
+        assert re.search(rf"^COPY {package} ", text, re.MULTILINE), package
+    assert 'ENTRYPOINT ["highwater"]' in text
+    # Paths the compose file mounts are created (and owned) in the image.
+    assert "/var/lib/highwater/data" in text
+
+
+def test_the_flag_check_rejects_what_the_cli_rejects() -> None:
+    with pytest.raises(click.UsageError):
+        _cli_accepts(["broker", "--no-such-flag"])
+    with pytest.raises(click.UsageError):
+        _cli_accepts(["cluster", "describe", "--bootstrap-server", "no-port"])
