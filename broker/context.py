@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from broker.replica_manager import ReplicaManager
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -36,12 +37,15 @@ class BrokerContext:
     controller_epoch: int = -1
     cluster_id: str | None = None
 
-    def accept_controller_epoch(self, epoch: int) -> bool:
-        """False for a request from an older controller (STALE_CONTROLLER_EPOCH)."""
-        if epoch < self.controller_epoch:
-            return False
-        self.controller_epoch = epoch
-        return True
+    def check_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """STALE_CONTROLLER_EPOCH for a request from an older controller; STALE_BROKER_EPOCH
+        for one meant for an earlier registration of this broker (-1: not checked)."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        self.controller_epoch = controller_epoch
+        return ErrorCode.NONE
 
     @property
     def broker_id(self) -> int:

@@ -14,9 +14,6 @@ from pathlib import Path
 
 import structlog
 import trio
-from controller.controller import run_controller
-from controller.zk_brokers import maintain_registration
-from controller.zk_topics import get_or_create_cluster_id
 
 from broker.config import BrokerConfig, describe
 from broker.context import BrokerContext, wall_clock_ms
@@ -24,7 +21,10 @@ from broker.log.manager import LogManager
 from broker.logging_setup import bind_broker, configure_logging
 from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
+from controller.controller import run_controller
+from controller.zk_brokers import maintain_registration
 from controller.zk_client import ZkClient
+from controller.zk_topics import get_or_create_cluster_id
 
 __all__ = ["run_broker"]
 
@@ -57,7 +57,7 @@ async def run_broker(config: BrokerConfig) -> int:
                 port = await nursery.start(server.run)
                 # listeners=...:0 binds any free port; advertise the one actually bound.
                 advertised_port = config.advertised_port or port
-                await nursery.start(
+                ctx.broker_epoch = await nursery.start(
                     maintain_registration,
                     zk,
                     config.broker_id,

@@ -81,7 +81,7 @@ class MetadataCache:
 
     def _partition(self, index: int, info: PartitionInfo) -> MetadataPartition:
         live = self.brokers
-        offline = tuple(r for r in info.replicas if r not in live)
+        offline = tuple(r for r in info.replicas if r not in live or r in info.offline_replicas)
         error = ErrorCode.NONE
         if info.leader == NO_LEADER or info.leader not in live:
             error = ErrorCode.LEADER_NOT_AVAILABLE

@@ -78,6 +78,7 @@ class Partition:
         if state.leader_epoch < self.leader_epoch:
             return False
         was_leader = self.is_leader
+        new_epoch = state.leader_epoch != self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
@@ -86,7 +87,10 @@ class Partition:
         if self.is_leader:
             # KIP-101: the new epoch starts at the current LEO.
             self.log.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)
-            self.remote_log_end_offsets = {r: -1 for r in self.replicas if r != self.broker_id}
+            known = {} if new_epoch else self.remote_log_end_offsets
+            self.remote_log_end_offsets = {
+                r: known.get(r, -1) for r in self.replicas if r != self.broker_id
+            }
             self.maybe_increment_high_watermark()
             if not was_leader:
                 self._logger().info("became leader", isr=list(self.isr))
@@ -129,13 +133,20 @@ class Partition:
             return True
         return False
 
+    def reads_to_log_end(self, replica_id: int) -> bool:
+        """Followers (assigned replicas) and the debug id see up to the LEO; anyone else is a
+        consumer and sees only committed records."""
+        if replica_id == DEBUG_REPLICA_ID:
+            return True
+        return replica_id >= 0 and replica_id != self.broker_id and replica_id in self.replicas
+
     def read(
         self, fetch_offset: int, max_bytes: int, *, replica_id: int, min_one_batch: bool
     ) -> ReadResult:
         """Consumers read below the HW; followers and the debug id read up to the LEO."""
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.index}")
-        max_offset = self.high_watermark if replica_id == CONSUMER_REPLICA_ID else None
+        max_offset = None if self.reads_to_log_end(replica_id) else self.high_watermark
         data = self.log.read(
             fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
         )

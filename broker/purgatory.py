@@ -18,13 +18,20 @@ __all__ = ["Purgatory"]
 class Purgatory:
     def __init__(self) -> None:
         self._watchers: dict[Hashable, set[trio.Event]] = {}
+        self._closed = False
 
     @property
     def watched_keys(self) -> int:
         return len(self._watchers)
 
     async def wait(self, keys: Iterable[Hashable], deadline: float) -> bool:
-        """Park until one of `keys` is notified (True) or `deadline` (trio time) passes (False)."""
+        """Park until one of `keys` is notified (True) or `deadline` (trio time) passes (False).
+
+        After `close()` it returns False at once: the caller answers with what it has.
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return False
         event = trio.Event()
         keys = list(keys)
         for key in keys:
@@ -32,7 +39,7 @@ class Purgatory:
         try:
             with trio.move_on_at(deadline):
                 await event.wait()
-            return event.is_set()
+            return event.is_set() and not self._closed
         finally:
             for key in keys:
                 watchers = self._watchers.get(key)
@@ -40,6 +47,12 @@ class Purgatory:
                     watchers.discard(event)
                     if not watchers:
                         del self._watchers[key]
+
+    def close(self) -> None:
+        """Shutting down: wake every waiter now and make later waits return at once."""
+        self._closed = True
+        for key in list(self._watchers):
+            self.notify(key)
 
     def notify(self, key: Hashable) -> None:
         for event in self._watchers.pop(key, ()):

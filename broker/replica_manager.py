@@ -79,6 +79,7 @@ class ReplicaManager:
         partition = self.partitions.pop(tp, None)
         if partition is not None:
             partition.leader_id = -1
+            self._high_watermarks[tp] = partition.high_watermark  # for when it comes back
         if delete:
             self.log_manager.delete_log(tp)
             self._high_watermarks.pop(tp, None)

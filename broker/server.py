@@ -62,6 +62,7 @@ class BrokerServer:
         """Stop accepting; finish in-flight requests; close every connection."""
         self._stopping = True
         self._accepting.cancel()
+        self.ctx.purgatory.close()  # parked requests answer now with what they have
         for conn in list(self._connections):
             if not conn.busy:
                 conn.scope.cancel()

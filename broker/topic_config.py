@@ -7,6 +7,7 @@ topic's logs.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 
 from broker.log.config import LogConfig
@@ -38,6 +39,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "unclean.leader.election.enable": ("true", "false"),
 }
 TOPIC_CONFIG_KEYS = tuple(sorted({*_LOG_FIELDS, *_CHOICES}))
+_INTEGER = re.compile(r"-?[0-9]+")  # Java's Long.parseLong: no "_", no "+", no spaces
 _MIN_VALUE = {"retention.ms": -1, "retention.bytes": -1, "min.insync.replicas": 1}
 
 
@@ -55,10 +57,9 @@ def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
             if value not in _CHOICES[key]:
                 raise TopicConfigError(f"{key}={value!r}: must be one of {_CHOICES[key]}")
         else:
-            try:
-                number = int(value)
-            except ValueError:
-                raise TopicConfigError(f"{key}={value!r}: must be an integer") from None
+            if not _INTEGER.fullmatch(value) or not -(2**63) <= int(value) < 2**63:
+                raise TopicConfigError(f"{key}={value!r}: must be a 64-bit integer")
+            number = int(value)
             if number < _MIN_VALUE.get(key, 0):
                 raise TopicConfigError(f"{key}={value!r}: must be >= {_MIN_VALUE.get(key, 0)}")
         checked[key] = value

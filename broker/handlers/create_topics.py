@@ -12,11 +12,11 @@ import random
 import re
 
 import trio
-from controller.zk_topics import TopicExistsError, create_topic
 
 from broker.context import METADATA_KEY, BrokerContext
 from broker.topic_config import TopicConfigError, validate_topic_config
 from controller.assignment import assign_replicas
+from controller.zk_topics import TopicExistsError, create_topic
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (
@@ -64,10 +64,12 @@ async def handle_create_topics(
         if result.error_code == ErrorCode.NONE and not request.validate_only:
             created.append(topic)
     waiting = {t.name for t in created}
-    while waiting and trio.current_time() < deadline:
+    gave_up = False  # the deadline passed, or the broker is shutting down
+    while True:
         waiting = {name for name in waiting if not _has_leaders(ctx, name)}
-        if waiting:
-            await ctx.purgatory.wait([METADATA_KEY], deadline)
+        if not waiting or gave_up or trio.current_time() >= deadline:
+            break
+        gave_up = not await ctx.purgatory.wait([METADATA_KEY], deadline)
     final = [
         _failed_name(r, ErrorCode.REQUEST_TIMED_OUT, "created, but leaders not yet elected")
         if r.name in waiting

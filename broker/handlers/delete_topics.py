@@ -7,9 +7,9 @@ and deletes the replicas, removes the topic's znodes, and tells every broker.
 from __future__ import annotations
 
 import trio
-from controller.zk_topics import mark_topic_for_deletion
 
 from broker.context import METADATA_KEY, BrokerContext
+from controller.zk_topics import mark_topic_for_deletion
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import (
@@ -43,10 +43,12 @@ async def handle_delete_topics(
             await mark_topic_for_deletion(ctx.zk, name)
             results[name] = DeletableTopicResult(name, ErrorCode.NONE)
     waiting = {n for n, r in results.items() if r.error_code == ErrorCode.NONE}
-    while waiting and trio.current_time() < deadline:
+    gave_up = False  # the deadline passed, or the broker is shutting down
+    while True:
         waiting = {n for n in waiting if n in ctx.metadata.topics}
-        if waiting:
-            await ctx.purgatory.wait([METADATA_KEY], deadline)
+        if not waiting or gave_up or trio.current_time() >= deadline:
+            break
+        gave_up = not await ctx.purgatory.wait([METADATA_KEY], deadline)
     for name in waiting:
         results[name] = DeletableTopicResult(
             name, ErrorCode.REQUEST_TIMED_OUT, "deletion requested, not yet complete"

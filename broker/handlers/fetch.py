@@ -34,7 +34,8 @@ async def handle_fetch(
         response, total_bytes, has_error = _read_all(ctx, request)
         if total_bytes >= request.min_bytes or has_error or trio.current_time() >= deadline:
             return response
-        await ctx.purgatory.wait(keys, deadline)
+        if not await ctx.purgatory.wait(keys, deadline):  # deadline, or shutting down
+            return _read_all(ctx, request)[0]
 
 
 def _read_all(ctx: BrokerContext, request: FetchRequest) -> tuple[FetchResponse, int, bool]:

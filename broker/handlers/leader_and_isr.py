@@ -17,8 +17,9 @@ __all__ = ["handle_leader_and_isr"]
 async def handle_leader_and_isr(
     ctx: BrokerContext, header: RequestHeader, request: LeaderAndIsrRequest
 ) -> LeaderAndIsrResponse:
-    if not ctx.accept_controller_epoch(request.controller_epoch):
-        return LeaderAndIsrResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
+    refused = ctx.check_controller_request(request.controller_epoch, request.broker_epoch)
+    if refused != ErrorCode.NONE:
+        return LeaderAndIsrResponse(refused)
     results = ctx.replica_manager.become_leader_or_follower(request.partition_states, ctx.now_ms())
     for topic, partition, _ in results:
         ctx.purgatory.notify((topic, partition))  # waiting fetches/produces re-check leadership

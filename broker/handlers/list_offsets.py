@@ -7,12 +7,13 @@ debug replica id (-2) and followers see up to the LEO.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.partition import CONSUMER_REPLICA_ID
+from broker.partition import Partition
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.list_offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     ListOffsetsPartition,
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -50,17 +51,46 @@ def _one(
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ListOffsetsPartitionResponse(index, code)
     limit = (
-        partition.high_watermark if replica_id == CONSUMER_REPLICA_ID else partition.log_end_offset
+        partition.log_end_offset
+        if partition.reads_to_log_end(replica_id)
+        else partition.high_watermark
     )
-    epoch = partition.leader_epoch
     if wanted.timestamp == EARLIEST_TIMESTAMP:
-        return ListOffsetsPartitionResponse(index, 0, -1, partition.log.log_start_offset, epoch)
+        start = partition.log.log_start_offset
+        return ListOffsetsPartitionResponse(index, 0, -1, start, _epoch_at(partition, start))
     if wanted.timestamp == LATEST_TIMESTAMP:
-        return ListOffsetsPartitionResponse(index, 0, -1, limit, epoch)
-    if wanted.timestamp < 0:
-        return ListOffsetsPartitionResponse(index, ErrorCode.INVALID_REQUEST)
-    found = partition.log.fetch_offset_by_timestamp(wanted.timestamp)
+        return ListOffsetsPartitionResponse(index, 0, -1, limit, partition.leader_epoch)
+    try:
+        if wanted.timestamp == MAX_TIMESTAMP:
+            found = _max_timestamp(partition, limit)
+        elif wanted.timestamp >= 0:
+            found = partition.log.fetch_offset_by_timestamp(wanted.timestamp)
+        else:
+            return ListOffsetsPartitionResponse(index, ErrorCode.INVALID_REQUEST)
+    except HighwaterError as exc:  # e.g. an undecodable record on the way
+        return ListOffsetsPartitionResponse(index, exc.code)
     if found is None or found[0] >= limit:
-        return ListOffsetsPartitionResponse(index, 0, -1, -1, epoch)  # none yet, as in Kafka
+        return ListOffsetsPartitionResponse(index, 0, -1, -1, -1)  # none yet, as in Kafka
     offset, timestamp = found
-    return ListOffsetsPartitionResponse(index, 0, timestamp, offset, epoch)
+    return ListOffsetsPartitionResponse(index, 0, timestamp, offset, _epoch_at(partition, offset))
+
+
+def _epoch_at(partition: Partition, offset: int) -> int:
+    """The leader epoch of the batch holding `offset`, from the leader-epoch cache."""
+    epoch = -1
+    for entry in partition.log.leader_epoch_cache.entries():
+        if entry.start_offset > offset:
+            break
+        epoch = entry.epoch
+    return epoch
+
+
+def _max_timestamp(partition: Partition, limit: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the batch with the largest timestamp below `limit`."""
+    best: tuple[int, int] | None = None
+    for segment in partition.log.segments:
+        offset = segment.offset_of_max_timestamp
+        newer = best is None or segment.max_timestamp > best[1]
+        if segment.max_timestamp >= 0 and offset < limit and newer:
+            best = (offset, segment.max_timestamp)
+    return best

@@ -34,6 +34,11 @@ async def handle_produce(
     for topic in request.topic_data:
         for data in topic.partition_data:
             tp = (topic.name, data.index)
+            if request.acks == -1 and not _enough_replicas(ctx, tp):
+                results[tp] = ProducePartitionResponse(
+                    data.index, ErrorCode.NOT_ENOUGH_REPLICAS, error_message="ISR too small"
+                )
+                continue
             result = ctx.replica_manager.append(tp, data.records, now_ms)
             if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (
                 ctx.metadata.partition(*tp) is not None
@@ -72,6 +77,7 @@ async def _wait_for_high_watermarks(
     timeout_ms: int,
 ) -> None:
     deadline = trio.current_time() + min(max(timeout_ms, 0), MAX_PRODUCE_TIMEOUT_MS) / 1000
+    gave_up = False  # the purgatory's deadline passed, or the broker is shutting down
     while True:
         for tp, needed in list(waiting.items()):
             partition = ctx.replica_manager.partitions.get(tp)
@@ -80,11 +86,24 @@ async def _wait_for_high_watermarks(
                 del waiting[tp]
             elif partition.high_watermark >= needed:
                 del waiting[tp]
-        if not waiting or trio.current_time() >= deadline:
+            elif not _enough_replicas(ctx, tp):
+                results[tp] = _replace_error(
+                    results[tp], ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                )
+                del waiting[tp]
+        if not waiting or trio.current_time() >= deadline or gave_up:
             break
-        await ctx.purgatory.wait(waiting, deadline)
+        gave_up = not await ctx.purgatory.wait(waiting, deadline)
     for tp in waiting:
         results[tp] = _replace_error(results[tp], ErrorCode.REQUEST_TIMED_OUT)
+
+
+def _enough_replicas(ctx: BrokerContext, tp: tuple[str, int]) -> bool:
+    """Kafka's acks=all rule: ISR size >= min(min.insync.replicas, replication factor)."""
+    partition = ctx.replica_manager.partitions.get(tp)
+    if partition is None or not partition.is_leader:
+        return True  # the append reports NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+    return len(partition.isr) >= min(ctx.config.min_insync_replicas, len(partition.replicas))
 
 
 def _replace_error(response: ProducePartitionResponse, code: ErrorCode) -> ProducePartitionResponse:

@@ -17,8 +17,9 @@ __all__ = ["handle_stop_replica"]
 async def handle_stop_replica(
     ctx: BrokerContext, header: RequestHeader, request: StopReplicaRequest
 ) -> StopReplicaResponse:
-    if not ctx.accept_controller_epoch(request.controller_epoch):
-        return StopReplicaResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
+    refused = ctx.check_controller_request(request.controller_epoch, request.broker_epoch)
+    if refused != ErrorCode.NONE:
+        return StopReplicaResponse(refused)
     errors = []
     for topic in request.topic_states:
         for state in topic.partition_states:

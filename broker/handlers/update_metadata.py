@@ -13,8 +13,9 @@ __all__ = ["handle_update_metadata"]
 async def handle_update_metadata(
     ctx: BrokerContext, header: RequestHeader, request: UpdateMetadataRequest
 ) -> UpdateMetadataResponse:
-    if not ctx.accept_controller_epoch(request.controller_epoch):
-        return UpdateMetadataResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
+    refused = ctx.check_controller_request(request.controller_epoch, request.broker_epoch)
+    if refused != ErrorCode.NONE:
+        return UpdateMetadataResponse(refused)
     ctx.metadata.update(request)
     ctx.purgatory.notify(METADATA_KEY)
     return UpdateMetadataResponse(ErrorCode.NONE)

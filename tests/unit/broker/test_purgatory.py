@@ -1,0 +1,159 @@
+"""Purgatory: waiters parked under keys, woken by notify or by their deadline.
+
+Virtual time (pytest-trio's `autojump_clock`, a MockClock(autojump_threshold=0)): a deadline
+of an hour passes instantly.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from broker.purgatory import Purgatory
+
+
+@pytest.mark.parametrize("woken_by", ["a", "b", "c"])
+async def test_notify_on_any_key_wakes_the_waiter(autojump_clock: MockClock, woken_by: str) -> None:
+    purgatory = Purgatory()
+    results: list[bool] = []
+    woke_at: list[float] = []
+
+    async def waiter() -> None:
+        results.append(await purgatory.wait(["a", "b", "c"], trio.current_time() + 3600))
+        woke_at.append(trio.current_time())
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(10)
+        assert purgatory.watched_keys == 3
+        purgatory.notify(woken_by)
+    assert results == [True]
+    assert woke_at[0] - start == pytest.approx(10)  # woken at once, not at the deadline
+    assert purgatory.watched_keys == 0
+
+
+async def test_deadline_returns_false(autojump_clock: MockClock) -> None:
+    purgatory = Purgatory()
+    start = trio.current_time()
+    assert await purgatory.wait([("t", 0)], start + 5) is False
+    assert trio.current_time() - start == pytest.approx(5)
+    assert purgatory.watched_keys == 0
+
+
+async def test_deadline_in_the_past_returns_false_at_once(
+    autojump_clock: MockClock,
+) -> None:
+    purgatory = Purgatory()
+    start = trio.current_time()
+    assert await purgatory.wait(["k"], start - 1) is False
+    assert trio.current_time() == start
+    assert purgatory.watched_keys == 0
+
+
+async def test_notify_of_another_key_does_not_wake(autojump_clock: MockClock) -> None:
+    purgatory = Purgatory()
+    results: list[bool] = []
+
+    async def waiter() -> None:
+        results.append(await purgatory.wait(["a"], trio.current_time() + 60))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(1)
+        purgatory.notify("b")
+        purgatory.notify(("a",))  # a different key that merely looks alike
+        await trio.sleep(1)
+        assert results == []
+    assert results == [False]
+    assert purgatory.watched_keys == 0
+
+
+async def test_one_notify_wakes_every_waiter_on_the_key(
+    autojump_clock: MockClock,
+) -> None:
+    purgatory = Purgatory()
+    results: dict[str, bool] = {}
+
+    async def waiter(name: str, keys: list[str]) -> None:
+        results[name] = await purgatory.wait(keys, trio.current_time() + 60)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter, "one", ["shared"])
+        nursery.start_soon(waiter, "two", ["shared", "other"])
+        nursery.start_soon(waiter, "three", ["other"])
+        await trio.sleep(1)
+        assert purgatory.watched_keys == 2
+        purgatory.notify("shared")
+        await trio.sleep(1)
+        assert results == {"one": True, "two": True}
+        # "three" still watches "other"; "two" no longer does.
+        assert purgatory.watched_keys == 1
+        purgatory.notify("other")
+    assert results == {"one": True, "two": True, "three": True}
+    assert purgatory.watched_keys == 0
+
+
+async def test_notify_before_wait_is_not_remembered(autojump_clock: MockClock) -> None:
+    """A waiter re-checks its condition before parking; notify has no memory."""
+    purgatory = Purgatory()
+    purgatory.notify("k")
+    assert purgatory.watched_keys == 0
+    assert await purgatory.wait(["k"], trio.current_time() + 1) is False
+
+
+async def test_cancelled_waiter_leaves_no_keys(autojump_clock: MockClock) -> None:
+    purgatory = Purgatory()
+    with trio.move_on_after(1):
+        await purgatory.wait(["a", "b"], trio.current_time() + 3600)
+    assert purgatory.watched_keys == 0
+    purgatory.notify("a")  # nothing to wake; must not fail
+
+
+async def test_duplicate_keys_in_one_wait(autojump_clock: MockClock) -> None:
+    purgatory = Purgatory()
+    results: list[bool] = []
+
+    async def waiter() -> None:
+        results.append(await purgatory.wait(["k", "k", "j"], trio.current_time() + 60))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(1)
+        purgatory.notify("k")
+    assert results == [True]
+    assert purgatory.watched_keys == 0
+
+
+async def test_keys_may_be_a_generator_or_dict(autojump_clock: MockClock) -> None:
+    """Handlers pass dicts (produce) and lists; any iterable must register all its keys."""
+    purgatory = Purgatory()
+    results: list[bool] = []
+
+    async def waiter() -> None:
+        keys = {("t", 0): 5, ("t", 1): 7}
+        results.append(await purgatory.wait(keys, trio.current_time() + 60))
+        results.append(await purgatory.wait((k for k in "xy"), trio.current_time() + 60))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(1)
+        purgatory.notify(("t", 1))
+        await trio.sleep(1)
+        assert purgatory.watched_keys == 2
+        purgatory.notify("y")
+    assert results == [True, True]
+    assert purgatory.watched_keys == 0
+
+
+async def test_many_waiters_then_deadlines_leave_no_keys(
+    autojump_clock: MockClock,
+) -> None:
+    purgatory = Purgatory()
+    async with trio.open_nursery() as nursery:
+        for i in range(100):
+            nursery.start_soon(purgatory.wait, [("t", i % 7), ("u", i)], trio.current_time() + i)
+        await trio.sleep(0.5)
+        purgatory.notify(("t", 3))
+    assert purgatory.watched_keys == 0
