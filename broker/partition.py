@@ -53,6 +53,7 @@ class Partition:
     isr: tuple[int, ...] = ()
     replicas: tuple[int, ...] = ()
     high_watermark: int = 0
+    min_insync_replicas: int | None = None  # the topic's override of the broker default
     remote_log_end_offsets: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -6,10 +6,14 @@ partition with Kafka's error code, never raised to the connection.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import structlog
 
+from broker.log.config import LogConfig
 from broker.log.manager import LogManager, TopicPartition
 from broker.partition import Partition, ReadResult
+from broker.topic_config import TopicConfigError, log_config_for
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 
@@ -45,18 +49,28 @@ class ReplicaManager:
     # -- controller requests -------------------------------------------------------------
 
     def become_leader_or_follower(
-        self, states: tuple[LeaderAndIsrPartitionState, ...], now_ms: int
+        self,
+        states: tuple[LeaderAndIsrPartitionState, ...],
+        now_ms: int,
+        topic_configs: Mapping[str, Mapping[str, str]] | None = None,
     ) -> list[tuple[str, int, int]]:
-        """Apply LeaderAndIsr partition states; (topic, partition, error code) for each."""
+        """Apply LeaderAndIsr partition states; (topic, partition, error code) for each.
+
+        `topic_configs` (from `/config/topics/<t>`) override the broker's log defaults; for a
+        log that already exists they apply from its next segment on."""
         results = []
         for state in states:
             tp = (state.topic_name, state.partition_index)
             if self.broker_id not in state.replicas:
                 results.append((*tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value))
                 continue
+            overrides = (topic_configs or {}).get(tp[0], {})
             try:
-                partition = self._get_or_create(tp, now_ms)
-            except (HighwaterError, OSError, ValueError) as exc:
+                config = log_config_for(self.log_manager.default_config, overrides)
+                partition = self._get_or_create(tp, now_ms, config)
+                min_isr = int(overrides.get("min.insync.replicas", 0))
+                partition.min_insync_replicas = min_isr or None
+            except (HighwaterError, OSError, ValueError, TopicConfigError) as exc:
                 self._logger.error("cannot open partition log", tp=tp, error=str(exc))
                 results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
                 continue
@@ -65,10 +79,13 @@ class ReplicaManager:
             results.append((*tp, code.value))
         return results
 
-    def _get_or_create(self, tp: TopicPartition, now_ms: int) -> Partition:
+    def _get_or_create(self, tp: TopicPartition, now_ms: int, config: LogConfig) -> Partition:
         partition = self.partitions.get(tp)
-        if partition is None:
-            log = self.log_manager.get_or_create_log(tp, now_ms)
+        if partition is not None:
+            partition.log.config = config
+        else:
+            log = self.log_manager.get_or_create_log(tp, now_ms, config)
+            log.config = config
             partition = Partition(
                 tp[0], tp[1], self.broker_id, log, high_watermark=self._high_watermarks.get(tp, 0)
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from broker.context import METADATA_KEY, BrokerContext
+from controller.zk_topics import get_topic_config
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import (
@@ -20,7 +21,13 @@ async def handle_leader_and_isr(
     refused = ctx.check_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return LeaderAndIsrResponse(refused)
-    results = ctx.replica_manager.become_leader_or_follower(request.partition_states, ctx.now_ms())
+    topic_configs = {}
+    if ctx.zk is not None:
+        for topic in {s.topic_name for s in request.partition_states}:
+            topic_configs[topic] = await get_topic_config(ctx.zk, topic)
+    results = ctx.replica_manager.become_leader_or_follower(
+        request.partition_states, ctx.now_ms(), topic_configs
+    )
     for topic, partition, _ in results:
         ctx.purgatory.notify((topic, partition))  # waiting fetches/produces re-check leadership
     ctx.purgatory.notify(METADATA_KEY)

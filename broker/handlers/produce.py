@@ -103,7 +103,8 @@ def _enough_replicas(ctx: BrokerContext, tp: tuple[str, int]) -> bool:
     partition = ctx.replica_manager.partitions.get(tp)
     if partition is None or not partition.is_leader:
         return True  # the append reports NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
-    return len(partition.isr) >= min(ctx.config.min_insync_replicas, len(partition.replicas))
+    min_isr = partition.min_insync_replicas or ctx.config.min_insync_replicas
+    return len(partition.isr) >= min(min_isr, len(partition.replicas))
 
 
 def _replace_error(response: ProducePartitionResponse, code: ErrorCode) -> ProducePartitionResponse:

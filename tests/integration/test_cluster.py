@@ -234,3 +234,18 @@ async def test_cli_round_trip(cluster: Cluster, admin: Admin, tmp_path: Path) ->
     run("produce", "cli-dst", *bootstrap, "--json", stdin=dumped)
     copied = run("consume", "cli-dst", *bootstrap, "--from-beginning", "-e", "--format", "%k:%s\\n")
     assert sorted(copied.decode().splitlines()) == sorted(lines)
+
+
+async def test_topic_config_applies_to_the_log(cluster: Cluster, admin: Admin) -> None:
+    await admin.create_topic(
+        "small-segments", partitions=1, replication_factor=1, config={"segment.bytes": "1024"}
+    )
+    async with Producer(cluster.bootstrap, acks=1, linger_ms=0) as producer:
+        for i in range(50):
+            await (await producer.send("small-segments", b"x" * 100 + str(i).encode()))
+    leader = (await admin.describe_topics(["small-segments"]))[0].partitions[0].leader
+    assert leader is not None
+    segments = list(cluster.brokers[leader].data_dir.glob("small-segments-0/*.log"))
+    assert len(segments) > 3, "segment.bytes=1024 rolls segments"
+    records = await consume_all(cluster, "small-segments", 50)
+    assert len(records) == 50
