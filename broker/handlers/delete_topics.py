@@ -9,7 +9,7 @@ from __future__ import annotations
 import trio
 
 from broker.context import METADATA_KEY, BrokerContext
-from controller.zk_topics import mark_topic_for_deletion
+from controller.zk_topics import UnknownTopicError, mark_topic_for_deletion
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import (
@@ -40,8 +40,14 @@ async def handle_delete_topics(
         elif ctx.zk is None:
             results[name] = DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, "no ZooKeeper")
         else:
-            await mark_topic_for_deletion(ctx.zk, name)
-            results[name] = DeletableTopicResult(name, ErrorCode.NONE)
+            try:
+                await mark_topic_for_deletion(ctx.zk, name)
+            except UnknownTopicError:  # deleted meanwhile
+                results[name] = DeletableTopicResult(
+                    name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+                )
+            else:
+                results[name] = DeletableTopicResult(name, ErrorCode.NONE)
     waiting = {n for n, r in results.items() if r.error_code == ErrorCode.NONE}
     gave_up = False  # the deadline passed, or the broker is shutting down
     while True:

@@ -1,0 +1,58 @@
+"""Replica assignment for new topics: Kafka's rack-unaware round robin (AdminUtils). Pure.
+
+Kafka's goals, kept here: spread replicas evenly over brokers, spread each partition's
+leader (the first replica) evenly, and for partitions sharing a leader, place the followers
+on different brokers. The first replica of partition p goes to broker (p + start_index) mod n;
+the followers follow at a shift that grows by one every n partitions. Callers pass a random
+`start_index` and `shift` (Kafka draws both at random), so tests can fix them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["assign_replicas"]
+
+
+def assign_replicas(
+    broker_ids: Iterable[int],
+    num_partitions: int,
+    replication_factor: int,
+    *,
+    start_index: int,
+    shift: int,
+) -> dict[int, tuple[int, ...]]:
+    """partition -> replicas (the head is the preferred leader).
+
+    Raises ValueError for no brokers, num_partitions < 1, replication_factor < 1, or a
+    replication factor larger than the number of brokers.
+    """
+    brokers = sorted(set(broker_ids))
+    if not brokers:
+        raise ValueError("no brokers available")
+    if num_partitions < 1:
+        raise ValueError(f"number of partitions must be at least 1, got {num_partitions}")
+    if replication_factor < 1:
+        raise ValueError(f"replication factor must be at least 1, got {replication_factor}")
+    if replication_factor > len(brokers):
+        raise ValueError(
+            f"replication factor {replication_factor} larger than available brokers {len(brokers)}"
+        )
+    count = len(brokers)
+    start = start_index % count
+    next_shift = shift % count
+    assignment: dict[int, tuple[int, ...]] = {}
+    for partition in range(num_partitions):
+        if partition > 0 and partition % count == 0:
+            next_shift += 1
+        first = (partition + start) % count
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[_replica_index(first, next_shift, j, count)])
+        assignment[partition] = tuple(replicas)
+    return assignment
+
+
+def _replica_index(first: int, second_replica_shift: int, replica: int, count: int) -> int:
+    shift = 1 + (second_replica_shift + replica) % (count - 1)
+    return (first + shift) % count

@@ -1,0 +1,441 @@
+"""The controller shell: ZooKeeper election (seed 002), then an event loop around state.handle.
+
+Election: one multi-op creates the ephemeral /controller and sets /controller_epoch to epoch+1
+at the zkVersion just read. NodeExists or BadVersion means someone else won: read the winner,
+watch /controller, and try again when it goes away. A lost session means resigning.
+
+While controller: load brokers, topics, assignments and partition states, watch /brokers/ids,
+/brokers/topics, /admin/delete_topics (and /controller), turn each change into an event for
+the pure core, and execute the effects in order. Every ZooKeeper write is a transaction that
+starts with a check of /controller_epoch's zkVersion, so a controller that has been replaced
+cannot write anything; such a failed check means resigning. Any other failed write (a CAS
+lost against a partition state, a vanished node) means re-loading everything from ZooKeeper.
+Requests to brokers go through the channel (one ordered queue per broker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+
+import structlog
+import trio
+
+from controller import zk_data, zk_topics
+from controller.channel import ControllerChannel
+from controller.state import (
+    BrokersChanged,
+    ControllerContext,
+    ControllerEvent,
+    CreatePartitionStates,
+    DeleteTopicZnodes,
+    Effect,
+    Elected,
+    LiveBroker,
+    LogEvent,
+    PartitionState,
+    Resigned,
+    SendLeaderAndIsr,
+    SendStopReplica,
+    SendUpdateMetadata,
+    TopicDeletionRequested,
+    TopicPartition,
+    TopicsChanged,
+    WritePartitionStates,
+    handle,
+)
+from controller.zk_brokers import get_live_brokers
+from controller.zk_client import (
+    BadVersionError,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    NodeExistsError,
+    NoNodeError,
+    SessionEvent,
+    SessionState,
+    SetOp,
+    TransactionOp,
+    WatchEvent,
+    WatchKind,
+    ZkClient,
+    ZkError,
+    ZkEvent,
+)
+
+__all__ = ["Controller", "ControllerMovedError", "run_controller"]
+
+_PERSISTENT_PATHS = (
+    zk_data.BROKER_IDS_PATH,
+    zk_data.TOPICS_PATH,
+    zk_data.CONFIG_TOPICS_PATH,
+    zk_data.DELETE_TOPICS_PATH,
+)
+_MAX_OPS_PER_TRANSACTION = 200
+_RETRY_BACKOFF_MS = (100, 5_000)
+_WAIT_LOG_INTERVAL_S = 10.0
+
+
+class ControllerMovedError(Exception):
+    """Our controller epoch is no longer current: another broker is controller."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Controller:
+    """A controller candidate for one broker. `controller_id`/`controller_epoch` show the
+    controller this broker last saw (-1 when unknown); `is_active` whether it is us."""
+
+    def __init__(self, zk: ZkClient, broker_id: int, *, request_timeout_ms: int = 30_000):
+        self.zk = zk
+        self.broker_id = broker_id
+        self.request_timeout_ms = request_timeout_ms
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.context = ControllerContext(broker_id)
+        self._log = structlog.get_logger(__name__).bind(broker_id=broker_id)
+
+    @property
+    def is_active(self) -> bool:
+        return self.context.active
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        events = self.zk.subscribe()
+        backoff_ms = _RETRY_BACKOFF_MS[0]
+        with events:
+            task_status.started(self)
+            while not self.zk.closed:
+                try:
+                    await self._wait_connected(events)
+                    won = await self._elect()
+                    if won is None:
+                        await self._follow(events)
+                    else:
+                        await self._lead(events, *won)
+                except trio.EndOfChannel:
+                    return  # the ZkClient was closed
+                except (ZkError, zk_data.ZkDataError) as exc:
+                    self._log.warning("controller election round failed", error=repr(exc))
+                    await trio.sleep(backoff_ms / 1000)
+                    backoff_ms = min(2 * backoff_ms, _RETRY_BACKOFF_MS[1])
+                else:
+                    backoff_ms = _RETRY_BACKOFF_MS[0]
+
+    # --- election -----------------------------------------------------------------------
+
+    async def _wait_connected(self, events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+        while not self.zk.connected:
+            with trio.move_on_after(_WAIT_LOG_INTERVAL_S) as waiting:
+                while not self.zk.connected:
+                    event = await events.receive()
+                    if isinstance(event, SessionEvent) and event.state is SessionState.CONNECTED:
+                        break
+            if waiting.cancelled_caught:
+                self._log.info("controller candidate waiting for ZooKeeper")
+
+    async def _elect(self) -> tuple[int, int] | None:
+        """Try once. Returns (controller epoch, its zkVersion) if we won, None if not."""
+        for path in _PERSISTENT_PATHS:
+            await _ensure_path(self.zk, path)
+        current, version = await self._read_controller_epoch()
+        new_epoch = current + 1
+        ops: list[TransactionOp] = [
+            CreateOp(
+                zk_data.CONTROLLER_PATH,
+                zk_data.ControllerZnode(self.broker_id, _now_ms()).encode(),
+                ephemeral=True,
+            ),
+            SetOp(
+                zk_data.CONTROLLER_EPOCH_PATH,
+                zk_data.encode_controller_epoch(new_epoch),
+                version=version,
+            ),
+        ]
+        try:
+            results = await self.zk.transaction(ops)
+        except (NodeExistsError, BadVersionError):
+            # Maybe our own earlier attempt succeeded (a retry after a lost reply).
+            if await self._read_controller_id() == self.broker_id:
+                epoch, zk_version = await self._read_controller_epoch()
+                if epoch == new_epoch:
+                    return epoch, zk_version
+                # Our /controller outlived our epoch (another controller bumped it): move it.
+                await self._delete_own_controller_znode()
+            return None
+        stat = results[1]
+        assert not isinstance(stat, str) and stat is not None
+        return new_epoch, stat.version
+
+    async def _read_controller_epoch(self) -> tuple[int, int]:
+        found = await self.zk.get(zk_data.CONTROLLER_EPOCH_PATH)
+        if found is None:
+            try:
+                await self.zk.create(
+                    zk_data.CONTROLLER_EPOCH_PATH,
+                    zk_data.encode_controller_epoch(zk_data.INITIAL_CONTROLLER_EPOCH),
+                )
+                return zk_data.INITIAL_CONTROLLER_EPOCH, 0
+            except NodeExistsError:
+                found = await self.zk.get(zk_data.CONTROLLER_EPOCH_PATH)
+                if found is None:
+                    raise
+        data, stat = found
+        return zk_data.decode_controller_epoch(data), stat.version
+
+    async def _delete_own_controller_znode(self) -> None:
+        """Kafka's triggerControllerMove: free /controller if this session holds it."""
+        stat = await self.zk.exists(zk_data.CONTROLLER_PATH)
+        if stat is not None and stat.ephemeral_owner == self.zk.session_id:
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                await self.zk.delete(zk_data.CONTROLLER_PATH, version=stat.version)
+
+    async def _read_controller_id(self, *, watch: bool = False) -> int:
+        found = await self.zk.get(zk_data.CONTROLLER_PATH, watch=watch)
+        if found is None:
+            return -1
+        return zk_data.ControllerZnode.decode(found[0]).broker_id
+
+    async def _follow(self, events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+        """Someone else is controller: watch /controller; return when it should be re-tried."""
+        controller_id = await self._read_controller_id(watch=True)
+        if controller_id < 0:
+            self.controller_id = -1
+            return
+        # Publish both together, so observers never see a new id with an old epoch.
+        self.controller_epoch, _ = await self._read_controller_epoch()
+        self.controller_id = controller_id
+        async for event in events:
+            if isinstance(event, WatchEvent) and event.path == zk_data.CONTROLLER_PATH:
+                return
+            if isinstance(event, SessionEvent) and event.state is SessionState.CONNECTED:
+                return  # watches were dropped while disconnected: read and re-arm
+
+    # --- leading ------------------------------------------------------------------------
+
+    async def _lead(
+        self, events: trio.MemoryReceiveChannel[ZkEvent], epoch: int, epoch_zk_version: int
+    ) -> None:
+        self.controller_id, self.controller_epoch = self.broker_id, epoch
+        self._log.info("controller elected", controller_epoch=epoch)
+        try:
+            async with trio.open_nursery() as nursery:
+                channel = ControllerChannel(
+                    nursery,
+                    controller_id=self.broker_id,
+                    request_timeout_ms=self.request_timeout_ms,
+                )
+                try:
+                    await self._lead_loop(events, channel, epoch, epoch_zk_version)
+                finally:
+                    channel.close()
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.context, _ = handle(self.context, Resigned(), _now_ms())
+            self.controller_id = -1
+            self._log.info("controller resigned", controller_epoch=epoch)
+
+    async def _lead_loop(
+        self,
+        events: trio.MemoryReceiveChannel[ZkEvent],
+        channel: ControllerChannel,
+        epoch: int,
+        epoch_zk_version: int,
+    ) -> None:
+        reload_pending = True
+        backoff_ms = _RETRY_BACKOFF_MS[0]
+        while True:
+            event: ControllerEvent | None = None
+            try:
+                if reload_pending:
+                    event = await self._load(epoch, epoch_zk_version)
+                    reload_pending = False
+                else:  # idle until ZooKeeper tells us something changed
+                    event = await self._translate(await events.receive())
+                if event is not None:
+                    await self._apply(event, channel)
+                backoff_ms = _RETRY_BACKOFF_MS[0]
+            except ControllerMovedError:
+                self._log.warning("controller moved: another broker has a newer epoch")
+                await self._delete_own_controller_znode()
+                return
+            except _Resign:
+                return
+            except (_Reload, ZkError, zk_data.ZkDataError) as exc:
+                # Re-read everything; back off so a persistent failure cannot spin.
+                if not isinstance(exc, _Reload):
+                    self._log.warning("controller ZooKeeper operation failed", error=repr(exc))
+                reload_pending = True
+                await trio.sleep(backoff_ms / 1000)
+                backoff_ms = min(2 * backoff_ms, _RETRY_BACKOFF_MS[1])
+
+    async def _translate(self, zk_event: ZkEvent) -> ControllerEvent | None:
+        """A ZooKeeper notification -> the event for the core (re-reading and re-arming)."""
+        if isinstance(zk_event, SessionEvent):
+            if zk_event.state is SessionState.LOST or zk_event.new_session:
+                raise _Resign
+            if zk_event.state is SessionState.CONNECTED:
+                raise _Reload  # kazoo dropped our watches while suspended
+            return None
+        if zk_event.kind is WatchKind.RESET:
+            return None
+        if zk_event.path == zk_data.CONTROLLER_PATH:
+            if await self._read_controller_id(watch=True) != self.broker_id:
+                raise _Resign
+            return None
+        if zk_event.path == zk_data.BROKER_IDS_PATH:
+            return BrokersChanged(await self._read_brokers())
+        if zk_event.path == zk_data.TOPICS_PATH:
+            topics = await zk_topics.list_topics(self.zk, watch=True)
+            return TopicsChanged(await zk_topics.get_assignments(self.zk, topics))
+        if zk_event.path == zk_data.DELETE_TOPICS_PATH:
+            marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
+            return TopicDeletionRequested(frozenset(marked))
+        return None
+
+    async def _load(self, epoch: int, epoch_zk_version: int) -> Elected:
+        if await self._read_controller_id(watch=True) != self.broker_id:
+            raise _Resign
+        brokers = await self._read_brokers()
+        topics = await zk_topics.list_topics(self.zk, watch=True)
+        assignments = await zk_topics.get_assignments(self.zk, topics)
+        states: dict[TopicPartition, PartitionState] = {}
+        for topic, partitions in sorted(assignments.items()):
+            for partition in sorted(partitions):
+                found = await self.zk.get(zk_data.partition_state_path(topic, partition))
+                if found is None:
+                    continue
+                data, stat = found
+                znode = zk_data.PartitionStateZnode.decode(data)
+                states[(topic, partition)] = PartitionState(
+                    znode.leader,
+                    znode.leader_epoch,
+                    znode.isr,
+                    znode.controller_epoch,
+                    stat.version,
+                )
+        marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
+        return Elected(epoch, epoch_zk_version, brokers, assignments, states, frozenset(marked))
+
+    async def _read_brokers(self) -> dict[int, LiveBroker]:
+        registered = await get_live_brokers(self.zk, watch=True)
+        return {
+            broker_id: LiveBroker(broker_id, reg.host, reg.port, reg.rack, broker_epoch)
+            for broker_id, (reg, broker_epoch) in registered.items()
+        }
+
+    async def _apply(self, event: ControllerEvent, channel: ControllerChannel) -> None:
+        context, effects = handle(self.context, event, _now_ms())
+        channel.update_brokers(context.live_brokers)
+        for effect in effects:
+            await self._execute(effect, context, channel)
+        self.context = context
+
+    async def _execute(
+        self, effect: Effect, context: ControllerContext, channel: ControllerChannel
+    ) -> None:
+        if isinstance(effect, SendLeaderAndIsr | SendStopReplica):
+            channel.send(effect.broker_id, effect.request)
+        elif isinstance(effect, SendUpdateMetadata):
+            for broker_id in effect.broker_ids:
+                channel.send(broker_id, effect.request)
+        elif isinstance(effect, LogEvent):
+            self._log.info(effect.event, **dict(effect.fields))
+        elif isinstance(effect, CreatePartitionStates):
+            await self._create_partition_states(effect, context)
+        elif isinstance(effect, WritePartitionStates):
+            ops = [
+                SetOp(zk_data.partition_state_path(t, p), znode.encode(), version=expected)
+                for (t, p), (znode, expected) in sorted(effect.updates.items())
+            ]
+            await self._guarded(ops, context)
+        else:
+            await self._delete_topic_znodes(effect, context)
+
+    async def _create_partition_states(
+        self, effect: CreatePartitionStates, context: ControllerContext
+    ) -> None:
+        # Parents first, unguarded (empty nodes, harmless); the state nodes themselves are
+        # created under the controller epoch guard.
+        for topic in sorted({t for t, _ in effect.states}):
+            await _ensure_path(self.zk, zk_data.partitions_path(topic), makepath=False)
+        for topic, partition in sorted(effect.states):
+            await _ensure_path(self.zk, zk_data.partition_path(topic, partition), makepath=False)
+        ops = [
+            CreateOp(zk_data.partition_state_path(t, p), znode.encode())
+            for (t, p), znode in sorted(effect.states.items())
+        ]
+        await self._guarded(ops, context)
+
+    async def _delete_topic_znodes(
+        self, effect: DeleteTopicZnodes, context: ControllerContext
+    ) -> None:
+        topic = effect.topic
+        paths = await _subtree_bottom_up(self.zk, zk_data.topic_path(topic))
+        for path in (zk_data.topic_config_path(topic), zk_data.delete_topic_path(topic)):
+            if await self.zk.exists(path) is not None:
+                paths.append(path)
+        await self._guarded([DeleteOp(path) for path in paths], context)
+
+    async def _guarded(self, ops: Sequence[TransactionOp], context: ControllerContext) -> None:
+        """Write `ops` in transactions that each first check /controller_epoch's zkVersion."""
+        guard = CheckOp(zk_data.CONTROLLER_EPOCH_PATH, context.epoch_zk_version)
+        for start in range(0, len(ops), _MAX_OPS_PER_TRANSACTION):
+            chunk = ops[start : start + _MAX_OPS_PER_TRANSACTION]
+            try:
+                await self.zk.transaction([guard, *chunk])
+            except (BadVersionError, NoNodeError, NodeExistsError) as exc:
+                if exc.op_index == 0:
+                    raise ControllerMovedError(str(exc)) from exc
+                self._log.warning("controller write lost a race; reloading", error=repr(exc))
+                raise _Reload from exc
+
+
+class _Resign(Exception):
+    pass
+
+
+class _Reload(Exception):
+    pass
+
+
+async def _ensure_path(zk: ZkClient, path: str, *, makepath: bool = True) -> None:
+    if await zk.exists(path) is None:
+        with contextlib.suppress(NodeExistsError):
+            await zk.create(path, makepath=makepath)
+
+
+async def _subtree_bottom_up(zk: ZkClient, root: str) -> list[str]:
+    """`root` and all its descendants, children before parents; [] if `root` is missing."""
+    if await zk.exists(root) is None:
+        return []
+    out: list[str] = []
+
+    async def visit(path: str) -> None:
+        try:
+            children = await zk.get_children(path)
+        except NoNodeError:
+            return
+        for child in children:
+            await visit(f"{path}/{child}")
+        out.append(path)
+
+    await visit(root)
+    return out
+
+
+async def run_controller(
+    zk: ZkClient,
+    broker_id: int,
+    *,
+    request_timeout_ms: int = 30_000,
+    task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run this broker's controller candidate until cancelled. `await nursery.start(...)`
+    returns the Controller object (for controller_id / controller_epoch / is_active)."""
+    controller = Controller(zk, broker_id, request_timeout_ms=request_timeout_ms)
+    await controller.run(task_status=task_status)

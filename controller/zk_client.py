@@ -1,0 +1,470 @@
+"""An async (trio) facade over kazoo: the only module that imports kazoo.
+
+kazoo is blocking and thread based. Every call runs in a worker thread through
+`trio.to_thread.run_sync` and is bounded by `request_timeout_ms`. Watch notifications and
+session state changes arrive on kazoo's threads; they are handed to the trio loop with
+`TrioToken.run_sync_soon` and fanned out to every subscriber channel (`subscribe()`).
+
+Watches are ZooKeeper's one-shot watches: pass `watch=True` to a read and the next change of
+that node (or its children) produces one `WatchEvent`; read again with `watch=True` to re-arm.
+kazoo drops its watch table when the connection is suspended (it fires every watcher with an
+event whose path is None), so a subscriber must re-read what it watches after a `SessionEvent`
+with state CONNECTED.
+
+Errors are our own classes (`NoNodeError`, `NodeExistsError`, `BadVersionError`, ...), so no
+other module needs to know kazoo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import trio
+from kazoo import exceptions as kz
+from kazoo.client import KazooClient, KazooState
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType, WatchedEvent
+
+__all__ = [
+    "BadVersionError",
+    "CheckOp",
+    "CreateOp",
+    "DeleteOp",
+    "NoNodeError",
+    "NodeExistsError",
+    "NotEmptyError",
+    "SessionEvent",
+    "SessionState",
+    "SetOp",
+    "TransactionOp",
+    "WatchEvent",
+    "WatchKind",
+    "ZkClient",
+    "ZkConnectionError",
+    "ZkError",
+    "ZkEvent",
+    "ZnodeStat",
+]
+
+_T = TypeVar("_T")
+DEFAULT_REQUEST_TIMEOUT_MS = 10_000
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class ZkError(Exception):
+    """A ZooKeeper operation failed. `op_index` is set for a failed transaction operation."""
+
+    def __init__(self, message: str, *, path: str | None = None, op_index: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.op_index = op_index
+
+
+class NoNodeError(ZkError):
+    pass
+
+
+class NodeExistsError(ZkError):
+    pass
+
+
+class BadVersionError(ZkError):
+    pass
+
+
+class NotEmptyError(ZkError):
+    pass
+
+
+class ZkConnectionError(ZkError):
+    """Not connected, connection lost mid-request, session expired, or the request timed out."""
+
+
+def _translate(exc: BaseException, path: str | None, op_index: int | None = None) -> ZkError:
+    message = f"{type(exc).__name__} on {path}" if path else type(exc).__name__
+    if isinstance(exc, kz.NoNodeError):
+        return NoNodeError(message, path=path, op_index=op_index)
+    if isinstance(exc, kz.NodeExistsError):
+        return NodeExistsError(message, path=path, op_index=op_index)
+    if isinstance(exc, kz.BadVersionError):
+        return BadVersionError(message, path=path, op_index=op_index)
+    if isinstance(exc, kz.NotEmptyError):
+        return NotEmptyError(message, path=path, op_index=op_index)
+    if isinstance(exc, kz.ConnectionLoss | kz.SessionExpiredError | KazooTimeoutError):
+        return ZkConnectionError(message, path=path, op_index=op_index)
+    return ZkError(f"{message}: {exc}", path=path, op_index=op_index)
+
+
+# --- values -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ZnodeStat:
+    czxid: int
+    mzxid: int
+    version: int  # data version: the compare-and-set token
+    cversion: int
+    ephemeral_owner: int  # session id of the owner, 0 for a persistent node
+    data_length: int
+    num_children: int
+
+    @classmethod
+    def _from_kazoo(cls, stat: Any) -> ZnodeStat:
+        return cls(
+            czxid=stat.czxid,
+            mzxid=stat.mzxid,
+            version=stat.version,
+            cversion=stat.cversion,
+            ephemeral_owner=stat.ephemeralOwner,
+            data_length=stat.dataLength,
+            num_children=stat.numChildren,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOp:
+    path: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOp:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetOp:
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    path: str
+    version: int = -1
+
+
+TransactionOp = CheckOp | CreateOp | SetOp | DeleteOp
+
+
+class WatchKind(enum.Enum):
+    CREATED = "created"
+    DELETED = "deleted"
+    CHANGED = "changed"
+    CHILDREN = "children"
+    RESET = "reset"  # kazoo dropped its watches (connection suspended/lost): re-read and re-arm
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    kind: WatchKind
+    path: str | None
+
+
+class SessionState(enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"  # connection lost; the session may still be alive
+    LOST = "lost"  # session expired (ephemeral nodes gone) or client closed
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    state: SessionState
+    session_id: int | None
+    new_session: bool = False  # CONNECTED with a session id other than the previous one
+
+
+ZkEvent = WatchEvent | SessionEvent
+
+_WATCH_KINDS = {
+    EventType.CREATED: WatchKind.CREATED,
+    EventType.DELETED: WatchKind.DELETED,
+    EventType.CHANGED: WatchKind.CHANGED,
+    EventType.CHILD: WatchKind.CHILDREN,
+}
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class ZkClient:
+    """One ZooKeeper session (kazoo re-creates it after expiry: watch for `new_session`)."""
+
+    def __init__(
+        self,
+        kazoo: KazooClient,
+        hosts: str,
+        session_timeout_ms: int,
+        request_timeout_ms: int,
+        token: trio.lowlevel.TrioToken,
+    ) -> None:
+        self._kazoo = kazoo
+        self.hosts = hosts
+        self.session_timeout_ms = session_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self._token = token
+        self._subscribers: list[trio.MemorySendChannel[ZkEvent]] = []
+        self._last_session_id: int | None = None
+        self._state_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        hosts: str,
+        session_timeout_ms: int,
+        *,
+        timeout_ms: int = 10_000,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> ZkClient:
+        """Connect; a chroot suffix ("h:p/chroot") is created first if missing, as Kafka does."""
+        base_hosts, slash, chroot = hosts.partition("/")
+        if slash and chroot.strip("/"):
+            await _ensure_chroot(
+                base_hosts, "/" + chroot.strip("/"), session_timeout_ms, timeout_ms
+            )
+        kazoo = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        client = cls(
+            kazoo, hosts, session_timeout_ms, request_timeout_ms, trio.lowlevel.current_trio_token()
+        )
+        kazoo.add_listener(client._on_state_change)
+        try:
+            await trio.to_thread.run_sync(
+                lambda: kazoo.start(timeout=timeout_ms / 1000), abandon_on_cancel=True
+            )
+        except (kz.KazooException, KazooTimeoutError) as exc:
+            await trio.to_thread.run_sync(_stop_quietly, kazoo)
+            raise ZkConnectionError(f"cannot connect to ZooKeeper at {hosts}: {exc}") from exc
+        client._last_session_id = kazoo.client_id[0] if kazoo.client_id else None
+        return client
+
+    # --- session ------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> int | None:
+        client_id = self._kazoo.client_id
+        return int(client_id[0]) if client_id else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._kazoo.connected)
+
+    async def close(self) -> None:
+        """Close the session: its ephemeral nodes disappear at once."""
+        self._closed = True
+        await trio.to_thread.run_sync(_stop_quietly, self._kazoo)
+        for subscriber in self._subscribers:
+            subscriber.close()
+        self._subscribers.clear()
+
+    async def force_session_expiry(self) -> None:
+        """Expire this session from outside (tests, chaos): a second client with the same
+        session id and password closes it; this client then sees SUSPENDED -> LOST and kazoo
+        establishes a new session."""
+        client_id = self._kazoo.client_id
+        if client_id is None:
+            raise ZkConnectionError("no session to expire")
+        base_hosts = self.hosts.partition("/")[0]
+
+        def expire() -> None:
+            other = KazooClient(
+                hosts=base_hosts, timeout=self.session_timeout_ms / 1000, client_id=client_id
+            )
+            other.start(timeout=self.request_timeout_ms / 1000)
+            _stop_quietly(other)
+
+        await self._run(expire, None)
+
+    def subscribe(self) -> trio.MemoryReceiveChannel[ZkEvent]:
+        """A channel receiving every watch and session event from now on (close it when done)."""
+        send, receive = trio.open_memory_channel[ZkEvent](math.inf)
+        self._subscribers.append(send)
+        return receive
+
+    # --- reads --------------------------------------------------------------------------
+
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat] | None:
+        watcher = self._on_watch if watch else None
+
+        def call() -> tuple[bytes, ZnodeStat] | None:
+            try:
+                data, stat = self._kazoo.get(path, watch=watcher)
+            except kz.NoNodeError:
+                if watch:  # like Kafka: watch for the node's creation instead
+                    self._kazoo.exists(path, watch=watcher)
+                return None
+            return bytes(data or b""), ZnodeStat._from_kazoo(stat)
+
+        return await self._run(call, path)
+
+    async def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
+        watcher = self._on_watch if watch else None
+
+        def call() -> ZnodeStat | None:
+            stat = self._kazoo.exists(path, watch=watcher)
+            return None if stat is None else ZnodeStat._from_kazoo(stat)
+
+        return await self._run(call, path)
+
+    async def get_children(self, path: str, *, watch: bool = False) -> list[str]:
+        """Children names, sorted; raises NoNodeError when `path` does not exist."""
+        watcher = self._on_watch if watch else None
+        children = await self._run(lambda: self._kazoo.get_children(path, watch=watcher), path)
+        return sorted(children)
+
+    # --- writes -------------------------------------------------------------------------
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        """Create a node; returns its path (with the sequence suffix if any)."""
+        created = await self._run(
+            lambda: self._kazoo.create(
+                path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+            ),
+            path,
+        )
+        return str(created)
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        stat = await self._run(lambda: self._kazoo.set(path, data, version=version), path)
+        return ZnodeStat._from_kazoo(stat)
+
+    async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
+        await self._run(
+            lambda: self._kazoo.delete(path, version=version, recursive=recursive), path
+        )
+
+    async def transaction(self, ops: Sequence[TransactionOp]) -> list[str | ZnodeStat | None]:
+        """One atomic multi-op. Success: per op, the created path (CreateOp), the new stat
+        (SetOp) or None (CheckOp, DeleteOp). Failure: nothing is applied and the first failing
+        op's error is raised (a failed CheckOp raises BadVersionError or NoNodeError) with
+        `op_index` set."""
+        if not ops:
+            return []
+
+        def call() -> list[Any]:
+            tx = self._kazoo.transaction()
+            for op in ops:
+                if isinstance(op, CheckOp):
+                    tx.check(op.path, op.version)
+                elif isinstance(op, CreateOp):
+                    tx.create(op.path, op.data, ephemeral=op.ephemeral)
+                elif isinstance(op, SetOp):
+                    tx.set_data(op.path, op.data, version=op.version)
+                else:
+                    tx.delete(op.path, version=op.version)
+            return list(tx.commit())
+
+        results = await self._run(call, None)
+        for index, result in enumerate(results):
+            if isinstance(result, BaseException) and not isinstance(result, kz.RolledBackError):
+                raise _translate(result, ops[index].path, index)
+        if any(isinstance(result, BaseException) for result in results):
+            raise ZkError("transaction rolled back", op_index=None)
+        out: list[str | ZnodeStat | None] = []
+        for op, result in zip(ops, results, strict=True):
+            if isinstance(op, CreateOp):
+                out.append(str(result))
+            elif isinstance(op, SetOp):
+                out.append(ZnodeStat._from_kazoo(result))
+            else:
+                out.append(None)
+        return out
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[], _T], path: str | None) -> _T:
+        """Run a blocking kazoo call in a thread, bounded; kazoo errors become ours."""
+        if self._closed:
+            raise ZkConnectionError("ZooKeeper client closed", path=path)
+        try:
+            with trio.fail_after(self.request_timeout_ms / 1000):
+                return await trio.to_thread.run_sync(fn, abandon_on_cancel=True)
+        except trio.TooSlowError as exc:
+            raise ZkConnectionError(
+                f"ZooKeeper request timed out after {self.request_timeout_ms} ms", path=path
+            ) from exc
+        except (kz.KazooException, KazooTimeoutError) as exc:
+            raise _translate(exc, path) from exc
+
+    def _deliver(self, event: ZkEvent) -> None:
+        """Runs in the trio thread: fan out to subscribers, dropping closed ones."""
+        alive: list[trio.MemorySendChannel[ZkEvent]] = []
+        for subscriber in self._subscribers:
+            try:
+                subscriber.send_nowait(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                continue
+            alive.append(subscriber)
+        self._subscribers[:] = alive
+
+    def _post(self, event: ZkEvent) -> None:
+        """From a kazoo thread into trio; a finished trio run just drops the event."""
+        with contextlib.suppress(trio.RunFinishedError):
+            self._token.run_sync_soon(self._deliver, event)
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        kind = _WATCH_KINDS.get(event.type, WatchKind.RESET)
+        self._post(WatchEvent(kind, event.path if kind is not WatchKind.RESET else None))
+
+    def _on_state_change(self, state: str) -> None:
+        # kazoo calls listeners on its connection thread: no blocking calls here.
+        with self._state_lock:
+            if state == KazooState.CONNECTED:
+                client_id = self._kazoo.client_id
+                session_id = int(client_id[0]) if client_id else None
+                new_session = (
+                    self._last_session_id is not None and session_id != self._last_session_id
+                )
+                self._last_session_id = session_id
+                event = SessionEvent(SessionState.CONNECTED, session_id, new_session)
+            elif state == KazooState.SUSPENDED:
+                event = SessionEvent(SessionState.SUSPENDED, self._last_session_id)
+            else:
+                event = SessionEvent(SessionState.LOST, self._last_session_id)
+        self._post(event)
+
+
+def _stop_quietly(kazoo: KazooClient) -> None:
+    with contextlib.suppress(kz.KazooException, KazooTimeoutError):
+        kazoo.stop()
+        kazoo.close()
+
+
+async def _ensure_chroot(
+    base_hosts: str, chroot: str, session_timeout_ms: int, timeout_ms: int
+) -> None:
+    def call() -> None:
+        kazoo = KazooClient(hosts=base_hosts, timeout=session_timeout_ms / 1000)
+        try:
+            kazoo.start(timeout=timeout_ms / 1000)
+            kazoo.ensure_path(chroot)
+        finally:
+            _stop_quietly(kazoo)
+
+    try:
+        await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+    except (kz.KazooException, KazooTimeoutError) as exc:
+        raise ZkConnectionError(f"cannot create chroot {chroot} on {base_hosts}: {exc}") from exc

@@ -1,0 +1,299 @@
+"""Kafka's ZooKeeper layout: paths and the JSON (UTF-8) of every znode we use. Pure.
+
+Decoders raise `ZkDataError` (a ValueError) on anything malformed, so a corrupt znode is a
+clear error rather than a KeyError deep inside the controller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "BROKER_IDS_PATH",
+    "CLUSTER_ID_PATH",
+    "CONFIG_TOPICS_PATH",
+    "CONTROLLER_EPOCH_PATH",
+    "CONTROLLER_PATH",
+    "DELETE_TOPICS_PATH",
+    "INITIAL_CONTROLLER_EPOCH",
+    "TOPICS_PATH",
+    "BrokerRegistration",
+    "ClusterIdZnode",
+    "ControllerZnode",
+    "PartitionStateZnode",
+    "TopicAssignment",
+    "TopicConfigZnode",
+    "ZkDataError",
+    "broker_path",
+    "decode_controller_epoch",
+    "delete_topic_path",
+    "encode_controller_epoch",
+    "partition_path",
+    "partition_state_path",
+    "partitions_path",
+    "topic_config_path",
+    "topic_path",
+]
+
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+CONFIG_TOPICS_PATH = "/config/topics"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+CLUSTER_ID_PATH = "/cluster/id"
+INITIAL_CONTROLLER_EPOCH = 0  # Kafka's: the first elected controller gets epoch 1
+
+
+class ZkDataError(ValueError):
+    """A znode's content is not what Kafka's layout says it should be."""
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS_PATH}/{topic}"
+
+
+# --- JSON helpers -----------------------------------------------------------------------------
+
+
+def _encode(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _decode_object(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ZkDataError(f"{what}: not UTF-8 JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ZkDataError(f"{what}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _int(obj: Mapping[str, Any], key: str, what: str) -> int:
+    value = obj.get(key)
+    if type(value) is not int:
+        raise ZkDataError(f"{what}: {key!r} must be an integer, got {value!r}")
+    return value
+
+
+def _int_list(obj: Mapping[str, Any], key: str, what: str) -> tuple[int, ...]:
+    value = obj.get(key)
+    if not isinstance(value, list) or any(type(v) is not int for v in value):
+        raise ZkDataError(f"{what}: {key!r} must be a list of integers, got {value!r}")
+    return tuple(value)
+
+
+def _timestamp(obj: Mapping[str, Any], what: str) -> int:
+    value = obj.get("timestamp")
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ZkDataError(f"{what}: bad timestamp {value!r}")
+    try:
+        return int(value)  # Kafka writes it as a string of milliseconds
+    except (TypeError, ValueError) as exc:
+        raise ZkDataError(f"{what}: bad timestamp {value!r}") from exc
+
+
+# --- znodes -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """`/brokers/ids/<id>` (ephemeral). The broker epoch is the znode's czxid, not in the JSON."""
+
+    host: str
+    port: int
+    rack: str | None = None
+    timestamp_ms: int = 0
+
+    def encode(self) -> bytes:
+        return _encode(
+            {
+                "version": 1,
+                "host": self.host,
+                "port": self.port,
+                "rack": self.rack,
+                "timestamp": str(self.timestamp_ms),
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> BrokerRegistration:
+        what = "broker registration"
+        obj = _decode_object(data, what)
+        host = obj.get("host")
+        if not isinstance(host, str) or not host:
+            raise ZkDataError(f"{what}: bad host {host!r}")
+        port = _int(obj, "port", what)
+        if not 0 < port < 65536:
+            raise ZkDataError(f"{what}: bad port {port}")
+        rack = obj.get("rack")
+        if rack is not None and not isinstance(rack, str):
+            raise ZkDataError(f"{what}: bad rack {rack!r}")
+        return cls(host, port, rack, _timestamp(obj, what))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """`/brokers/topics/<t>`: partition -> replicas (order matters: the head is preferred)."""
+
+    partitions: Mapping[int, tuple[int, ...]]
+
+    def encode(self) -> bytes:
+        return _encode(
+            {
+                "version": 1,
+                "partitions": {str(p): list(r) for p, r in sorted(self.partitions.items())},
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> TopicAssignment:
+        what = "topic assignment"
+        obj = _decode_object(data, what)
+        raw = obj.get("partitions")
+        if not isinstance(raw, dict):
+            raise ZkDataError(f"{what}: 'partitions' must be an object")
+        partitions: dict[int, tuple[int, ...]] = {}
+        for key, _replicas in raw.items():
+            try:
+                partition = int(key)
+            except ValueError as exc:
+                raise ZkDataError(f"{what}: bad partition id {key!r}") from exc
+            if partition < 0:
+                raise ZkDataError(f"{what}: negative partition id {partition}")
+            partitions[partition] = _int_list(raw, key, what)
+        return cls(dict(sorted(partitions.items())))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigZnode:
+    """`/config/topics/<t>`: topic-level config overrides."""
+
+    config: Mapping[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return _encode({"version": 1, "config": dict(sorted(self.config.items()))})
+
+    @classmethod
+    def decode(cls, data: bytes) -> TopicConfigZnode:
+        what = "topic config"
+        obj = _decode_object(data, what)
+        config = obj.get("config", {})
+        if not isinstance(config, dict) or any(
+            not isinstance(k, str) or not isinstance(v, str) for k, v in config.items()
+        ):
+            raise ZkDataError(f"{what}: 'config' must map strings to strings")
+        return cls(config)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStateZnode:
+    """`/brokers/topics/<t>/partitions/<p>/state`; the znode's version is the partition epoch."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+    def encode(self) -> bytes:
+        return _encode(
+            {
+                "version": 1,
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+                "controller_epoch": self.controller_epoch,
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> PartitionStateZnode:
+        what = "partition state"
+        obj = _decode_object(data, what)
+        return cls(
+            leader=_int(obj, "leader", what),
+            leader_epoch=_int(obj, "leader_epoch", what),
+            isr=_int_list(obj, "isr", what),
+            controller_epoch=_int(obj, "controller_epoch", what),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerZnode:
+    """`/controller` (ephemeral): who the controller is."""
+
+    broker_id: int
+    timestamp_ms: int = 0
+
+    def encode(self) -> bytes:
+        return _encode(
+            {"version": 1, "brokerid": self.broker_id, "timestamp": str(self.timestamp_ms)}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> ControllerZnode:
+        what = "controller znode"
+        obj = _decode_object(data, what)
+        timestamp = _timestamp(obj, what) if "timestamp" in obj else 0
+        return cls(_int(obj, "brokerid", what), timestamp)
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    """`/controller_epoch` holds the epoch as plain text."""
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        text = data.decode().strip()
+        if not text.lstrip("-").isdigit():
+            raise ValueError(text)
+        return int(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZkDataError(f"controller epoch: not an integer: {data!r}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIdZnode:
+    """`/cluster/id`: created once by the first broker."""
+
+    cluster_id: str
+
+    def encode(self) -> bytes:
+        return _encode({"version": "1", "id": self.cluster_id})
+
+    @classmethod
+    def decode(cls, data: bytes) -> ClusterIdZnode:
+        obj = _decode_object(data, "cluster id")
+        cluster_id = obj.get("id")
+        if not isinstance(cluster_id, str) or not cluster_id:
+            raise ZkDataError(f"cluster id: bad id {cluster_id!r}")
+        return cls(cluster_id)

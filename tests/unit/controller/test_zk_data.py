@@ -1,0 +1,93 @@
+"""ZooKeeper znode JSON: Kafka's exact layout, round trips, and malformed input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from controller import zk_data
+from controller.zk_data import (
+    BrokerRegistration,
+    ClusterIdZnode,
+    ControllerZnode,
+    PartitionStateZnode,
+    TopicAssignment,
+    TopicConfigZnode,
+    ZkDataError,
+)
+
+
+@pytest.mark.parametrize(
+    ("znode", "expected_json"),
+    [
+        (
+            BrokerRegistration("h", 9092, None, 17),
+            {"version": 1, "host": "h", "port": 9092, "rack": None, "timestamp": "17"},
+        ),
+        (
+            TopicAssignment({1: (2, 3), 0: (1, 2)}),
+            {"version": 1, "partitions": {"0": [1, 2], "1": [2, 3]}},
+        ),
+        (TopicConfigZnode({"a": "b"}), {"version": 1, "config": {"a": "b"}}),
+        (
+            PartitionStateZnode(2, 5, (2, 3), 7),
+            {"version": 1, "leader": 2, "leader_epoch": 5, "isr": [2, 3], "controller_epoch": 7},
+        ),
+        (ControllerZnode(3, 99), {"version": 1, "brokerid": 3, "timestamp": "99"}),
+        (ClusterIdZnode("abc"), {"version": "1", "id": "abc"}),
+    ],
+)
+def test_kafka_layout_and_round_trip(znode: Any, expected_json: dict[str, Any]) -> None:
+    data = znode.encode()
+    assert json.loads(data) == expected_json
+    assert type(znode).decode(data) == znode
+
+
+@pytest.mark.parametrize(
+    ("cls", "data"),
+    [
+        (BrokerRegistration, b"not json"),
+        (BrokerRegistration, b"[]"),
+        (BrokerRegistration, b'{"host":"h","port":"9092","timestamp":"1"}'),
+        (BrokerRegistration, b'{"host":"h","port":0,"timestamp":"1"}'),
+        (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"x"}'),
+        (TopicAssignment, b'{"partitions":{"x":[1]}}'),
+        (TopicAssignment, b'{"partitions":{"0":["1"]}}'),
+        (TopicAssignment, b'{"partitions":[]}'),
+        (TopicConfigZnode, b'{"config":{"a":1}}'),
+        (PartitionStateZnode, b'{"leader":1,"leader_epoch":0,"isr":[1]}'),
+        (PartitionStateZnode, b'{"leader":true,"leader_epoch":0,"isr":[1],"controller_epoch":1}'),
+        (ControllerZnode, b'{"brokerid":"1"}'),
+        (ClusterIdZnode, b'{"id":""}'),
+        (BrokerRegistration, b"\xff"),
+    ],
+)
+def test_malformed_znodes_raise_zk_data_error(cls: Any, data: bytes) -> None:
+    with pytest.raises(ZkDataError):
+        cls.decode(data)
+
+
+def test_controller_from_kafka_without_timestamp() -> None:
+    assert ControllerZnode.decode(b'{"version":1,"brokerid":4}') == ControllerZnode(4, 0)
+
+
+@pytest.mark.parametrize(("data", "epoch"), [(b"0", 0), (b"12", 12), (b" 3\n", 3)])
+def test_controller_epoch(data: bytes, epoch: int) -> None:
+    assert zk_data.decode_controller_epoch(data) == epoch
+    assert zk_data.decode_controller_epoch(zk_data.encode_controller_epoch(epoch)) == epoch
+
+
+@pytest.mark.parametrize("data", [b"", b"x", b"1.5", b"\xff"])
+def test_bad_controller_epoch(data: bytes) -> None:
+    with pytest.raises(ZkDataError):
+        zk_data.decode_controller_epoch(data)
+
+
+def test_paths() -> None:
+    assert zk_data.broker_path(3) == "/brokers/ids/3"
+    assert zk_data.topic_path("t") == "/brokers/topics/t"
+    assert zk_data.partition_state_path("t", 2) == "/brokers/topics/t/partitions/2/state"
+    assert zk_data.topic_config_path("t") == "/config/topics/t"
+    assert zk_data.delete_topic_path("t") == "/admin/delete_topics/t"
