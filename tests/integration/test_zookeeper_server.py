@@ -1,4 +1,4 @@
-"""A real ZooKeeper: the server wrapper, kazoo against it, and the `highwater cluster` launcher."""
+"""A real ZooKeeper: the server wrapper, kazoo against it, and the `highwater dev` launcher."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_start_on_port_held_by_plain_socket_fails_fast(tmp_path: Path) -> None:
         assert time.monotonic() - started < 5
 
 
-# --- the `highwater cluster` launcher -------------------------------------------------------
+# --- the `highwater dev` launcher -------------------------------------------------------
 
 
 def highwater_script() -> str:
@@ -153,7 +153,7 @@ def cluster_dir(tmp_path: Path, zookeeper_available: None) -> Iterator[Path]:
     """A launcher state directory; whatever the test leaves running is stopped afterwards."""
     root = tmp_path / "cluster"
     yield root
-    highwater("cluster", "down", "--dir", str(root), cwd=tmp_path)
+    highwater("dev", "down", "--dir", str(root), cwd=tmp_path)
     # Even if the launcher lost track of a JVM (a bug), don't leak it into later tests.
     for pid in pids_mentioning(str(root / "zookeeper" / "zoo.cfg")):
         os.kill(pid, signal.SIGKILL)
@@ -164,30 +164,35 @@ def test_cluster_up_status_up_down(cluster_dir: Path) -> None:
     cwd = cluster_dir.parent
     pid_file = cluster_dir / "zookeeper.pid"
 
-    first = highwater("cluster", "up", "--dir", str(cluster_dir), "--zk-port", str(port), cwd=cwd)
+    broker_port = free_port()
+    up = ("dev", "up", "--dir", str(cluster_dir), "--zk-port", str(port))
+    up += ("--brokers", "1", "--base-port", str(broker_port))
+    first = highwater(*up, cwd=cwd)
     assert first.returncode == 0, first.stderr
-    assert f"ZooKeeper is up at {HOST}:{port}" in first.stdout
-    assert "Brokers are not yet part of Highwater" in first.stdout
+    assert "started zookeeper" in first.stdout and f"{HOST}:{port}" in first.stdout
+    assert "started broker-1" in first.stdout and "The cluster is ready" in first.stdout
     pid = read_pid(pid_file)
     assert pid_alive(pid)  # outlived the `up` command
 
-    shown = highwater("cluster", "status", "--dir", str(cluster_dir), cwd=cwd)
+    shown = highwater("dev", "status", "--dir", str(cluster_dir), cwd=cwd)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert f"zookeeper: running, pid {pid}, {HOST}:{port}" in shown.stdout
+    assert "broker-1: running" in shown.stdout
 
-    again = highwater("cluster", "up", "--dir", str(cluster_dir), "--zk-port", str(port), cwd=cwd)
+    again = highwater(*up, cwd=cwd)
     assert again.returncode == 0, again.stderr
     assert "already running" in again.stdout
     assert read_pid(pid_file) == pid
 
-    stopped = highwater("cluster", "down", "--dir", str(cluster_dir), cwd=cwd)
+    stopped = highwater("dev", "down", "--dir", str(cluster_dir), cwd=cwd)
     assert stopped.returncode == 0, stopped.stderr
     assert f"stopped zookeeper (pid {pid})" in stopped.stdout
+    assert "stopped broker-1" in stopped.stdout
     wait_until(lambda: not pid_alive(pid), 5, f"ZooKeeper pid {pid} to exit")
     assert not pid_file.exists()
     assert not port_accepts(HOST, port)
 
-    after = highwater("cluster", "status", "--dir", str(cluster_dir), cwd=cwd)
+    after = highwater("dev", "status", "--dir", str(cluster_dir), cwd=cwd)
     assert after.returncode == 1
     assert "zookeeper: stopped" in after.stdout
 
@@ -196,12 +201,14 @@ def test_cluster_up_on_taken_port_fails_readably(
     zookeeper: ZooKeeperServer, cluster_dir: Path
 ) -> None:
     result = highwater(
-        "cluster",
+        "dev",
         "up",
         "--dir",
         str(cluster_dir),
         "--zk-port",
         str(zookeeper.port),
+        "--base-port",
+        str(free_port()),
         cwd=cluster_dir.parent,
     )
     assert result.returncode != 0
@@ -217,9 +224,9 @@ def test_cluster_down_never_kills_a_recycled_pid(cluster_dir: Path) -> None:
         try:
             cluster_dir.mkdir()
             (cluster_dir / "zookeeper.pid").write_text(f"{bystander.pid}\n")
-            shown = highwater("cluster", "status", "--dir", str(cluster_dir), cwd=cluster_dir)
+            shown = highwater("dev", "status", "--dir", str(cluster_dir), cwd=cluster_dir)
             assert "zookeeper: stopped (stale pid file)" in shown.stdout
-            stopped = highwater("cluster", "down", "--dir", str(cluster_dir), cwd=cluster_dir)
+            stopped = highwater("dev", "down", "--dir", str(cluster_dir), cwd=cluster_dir)
             assert stopped.returncode == 0, stopped.stderr
             assert bystander.poll() is None
             assert not (cluster_dir / "zookeeper.pid").exists()
