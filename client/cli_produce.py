@@ -120,21 +120,20 @@ async def _produce(
 ) -> _Outcome:
     outcome = _Outcome()
     results_in, results_out = trio.open_memory_channel[_Sent | _BadLine](_MAX_PENDING_RECORDS)
-    async with Producer(
-        bootstrap,
-        acks=acks,
-        compression=compression,
-        max_block_ms=MAX_BLOCK_MS,
-        client_id="highwater-cli",
-    ) as producer:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_report, results_out, options, outcome)
-            async with results_in:
-                await _send_lines(producer, stdin, options, results_in)
-                await producer.flush()
-        # Closed explicitly, inside the block: Producer.__aexit__ lets the Cancelled of its
-        # own sender nursery escape when it has to close the producer itself.
-        await producer.aclose()
+    async with (
+        Producer(
+            bootstrap,
+            acks=acks,
+            compression=compression,
+            max_block_ms=MAX_BLOCK_MS,
+            client_id="highwater-cli",
+        ) as producer,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(_report, results_out, options, outcome)
+        async with results_in:
+            await _send_lines(producer, stdin, options, results_in)
+            await producer.flush()
     return outcome
 
 

@@ -19,7 +19,6 @@ Not safe for concurrent use by several tasks (as Kafka's consumer is single-thre
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -45,7 +44,7 @@ from protocol.messages.fetch import (
     FetchTopic,
 )
 from protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from protocol.records import LOG_OVERHEAD_BYTES, decode_batches
+from protocol.records import LOG_OVERHEAD_BYTES, decode_batches_entries, decode_record
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
 
@@ -69,8 +68,10 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
+class ConsumerRecord(NamedTuple):
+    """One consumed record (immutable; a NamedTuple, as kafka-python's, so that building
+    thousands per fetch stays cheap)."""
+
     topic: str
     partition: int
     offset: int
@@ -81,12 +82,18 @@ class ConsumerRecord:
     timestamp_type: int = 0  # 0 create time, 1 log append time
 
 
+_new_record = tuple.__new__  # ConsumerRecord without its Python-level __new__
+
+
 @dataclass(slots=True)
 class _PartitionState:
     position: int | None = None  # next offset poll returns; None: a reset is pending
     reset: int | None = None  # pending reset: -2 earliest, -1 latest, >= 0 a timestamp
     next_fetch_offset: int = 0
-    buffer: deque[ConsumerRecord] = field(default_factory=deque)
+    # Fetched records not returned yet: buffer[buffer_pos:] (a list and an index, so poll
+    # hands them out in slices rather than one popleft at a time).
+    buffer: list[ConsumerRecord] = field(default_factory=list)
+    buffer_pos: int = 0
     high_watermark: int = -1
     log_start_offset: int = -1
     fetch_bytes: int = 0  # raised above max_partition_fetch_bytes for an oversized batch
@@ -186,7 +193,7 @@ class Consumer:
         state.position = offset
         state.next_fetch_offset = offset
         state.reset = None
-        state.buffer.clear()
+        _clear_buffer(state)
 
     def seek_to_beginning(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
         """Lazily (at the next poll/position) move to the log start offset."""
@@ -266,7 +273,7 @@ class Consumer:
             state = self._state(tp)
             state.position = None
             state.reset = reset
-            state.buffer.clear()
+            _clear_buffer(state)
 
     def _default_reset(self) -> int | None:
         return RESETS[self.auto_offset_reset]
@@ -323,11 +330,15 @@ class Consumer:
         out: list[ConsumerRecord] = []
         for state in self._states.values():
             buffer = state.buffer
-            while buffer and len(out) < limit:
-                record = buffer.popleft()
-                out.append(record)
-                state.position = record.offset + 1
-            if not buffer and state.position is not None:
+            start = state.buffer_pos
+            if start < len(buffer) and len(out) < limit:
+                taken = buffer[start : start + limit - len(out)]
+                out += taken
+                state.position = taken[-1].offset + 1
+                state.buffer_pos = start + len(taken)
+                if state.buffer_pos >= len(buffer):
+                    _clear_buffer(state)
+            if not state.buffer and state.position is not None:
                 # Everything fetched was returned: continue after the last whole batch.
                 state.position = max(state.position, state.next_fetch_offset)
             if len(out) >= limit:
@@ -373,7 +384,7 @@ class Consumer:
             state.position = offset
             state.next_fetch_offset = offset
             state.reset = None
-            state.buffer.clear()
+            _clear_buffer(state)
 
     async def _fetch_round(self, deadline: float) -> None:
         """One Fetch per leader with fetchable partitions; returns when one brought records,
@@ -484,23 +495,62 @@ class Consumer:
         fetch_offset = state.next_fetch_offset
         appended = False
         whole_batches = 0
+        topic, partition = tp
+        append = state.buffer.append
         try:
-            for batch in decode_batches(records):
+            for header, entries in decode_batches_entries(records):
                 whole_batches += 1
-                header = batch.header
-                for r in batch.records:
+                base_offset = header.base_offset
+                base_timestamp = header.base_timestamp
+                last_delta = header.last_offset_delta
+                timestamp_type = header.timestamp_type
+                for index, entry in enumerate(entries):
+                    # decode_record's checks, inlined for the common shape; anything else
+                    # goes through decode_record itself (which raises the precise error).
+                    if type(entry) is list and len(entry) == 5:
+                        ts_delta, offset_delta, key, value, headers = entry
+                        if (
+                            type(ts_delta) is int
+                            and type(offset_delta) is int
+                            and 0 <= offset_delta <= last_delta
+                            and (key is None or type(key) is bytes)
+                            and (value is None or type(value) is bytes)
+                            and type(headers) is list
+                            and not headers
+                        ):
+                            offset = base_offset + offset_delta
+                            if offset < fetch_offset:
+                                continue  # the fetch started mid-batch
+                            append(
+                                _new_record(
+                                    ConsumerRecord,
+                                    (
+                                        topic,
+                                        partition,
+                                        offset,
+                                        base_timestamp + ts_delta,
+                                        key,
+                                        value,
+                                        (),
+                                        timestamp_type,
+                                    ),
+                                )
+                            )
+                            appended = True
+                            continue
+                    r = decode_record(entry, header, index)
                     if r.offset < fetch_offset:
-                        continue  # the fetch started mid-batch
-                    state.buffer.append(
+                        continue
+                    append(
                         ConsumerRecord(
-                            tp.topic,
-                            tp.partition,
+                            topic,
+                            partition,
                             r.offset,
                             r.timestamp_ms,
                             r.key,
                             r.value,
                             r.headers,
-                            header.timestamp_type,
+                            timestamp_type,
                         )
                     )
                     appended = True
@@ -532,3 +582,8 @@ class Consumer:
             state = self._states.get(tp)
             if state is not None:
                 state.retry_at = retry_at
+
+
+def _clear_buffer(state: _PartitionState) -> None:
+    state.buffer = []
+    state.buffer_pos = 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,6 +142,12 @@ class ClusterMetadata:
     def partition_count(self, topic: str) -> int:
         """How many partitions `topic` has (0 while unknown); cheap, for the send path."""
         return len(self._partitions.get(topic, ()))
+
+    @property
+    def partitions_by_topic(self) -> Mapping[str, Mapping[int, PartitionInfo]]:
+        """The live map topic -> partition -> info (updated in place by each refresh; the
+        same object for the client's lifetime): for hot paths that read it once and keep it."""
+        return self._partitions
 
     def partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
         return self._partitions.get(topic, {}).get(partition)

@@ -59,6 +59,7 @@ MB = 1024 * 1024
 REPORT_INTERVAL_S = 5.0  # Kafka's producer-perf prints a window line every 5 s
 MAX_YARDSTICK_RECORDS = 1_000_000  # the build/decode yardstick needs a sample, not everything
 TARGET_RATIO = 0.5
+YIELD_EVERY_BYTES = 64 * 1024  # perf produce yields to the producer's sender this often
 
 Echo = Callable[[str], None]
 
@@ -76,43 +77,41 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
 
 @dataclass
 class LatencyStats:
-    """Latencies (ms) and bytes of completed records, overall and for the current window."""
+    """Latencies (ms) of completed records, in completion order. The delivery callback only
+    appends; window lines are computed from the array's tail when one is due."""
 
     started_s: float
+    record_size: int
     latencies_ms: array[float] = field(default_factory=lambda: array("d"))
-    bytes_total: int = 0
     window_start_s: float = 0.0
-    window_count: int = 0
-    window_bytes: int = 0
-    window_latency_sum_ms: float = 0.0
-    window_latency_max_ms: float = 0.0
+    window_index: int = 0
 
     def __post_init__(self) -> None:
         self.window_start_s = self.started_s
 
-    def record(self, latency_ms: float, size: int) -> None:
+    def record(self, latency_ms: float) -> None:
         self.latencies_ms.append(latency_ms)
-        self.bytes_total += size
-        self.window_count += 1
-        self.window_bytes += size
-        self.window_latency_sum_ms += latency_ms
-        self.window_latency_max_ms = max(self.window_latency_max_ms, latency_ms)
+
+    @property
+    def bytes_total(self) -> int:
+        return len(self.latencies_ms) * self.record_size
 
     def take_window(self, now_s: float) -> str | None:
         """The window line if REPORT_INTERVAL_S passed (starting a new window), else None."""
         elapsed = now_s - self.window_start_s
         if elapsed < REPORT_INTERVAL_S:
             return None
+        window = self.latencies_ms[self.window_index :]
+        count = len(window)
         line = producer_window_line(
-            self.window_count,
+            count,
             elapsed,
-            self.window_bytes,
-            self.window_latency_sum_ms / max(1, self.window_count),
-            self.window_latency_max_ms,
+            count * self.record_size,
+            sum(window) / max(1, count),
+            max(window, default=0.0),
         )
         self.window_start_s = now_s
-        self.window_count = self.window_bytes = 0
-        self.window_latency_sum_ms = self.window_latency_max_ms = 0.0
+        self.window_index += count
         return line
 
 
@@ -249,9 +248,20 @@ async def run_produce_perf(
     compression: str = "none",
     echo: Echo = print,
 ) -> ProduceResult:
-    """Send num_records records of record_size bytes as fast as allowed; time every delivery."""
+    """Send num_records records of record_size bytes as fast as allowed; time every delivery.
+
+    Records go out through `send_nowait` (no await per record), yielding to trio every
+    YIELD_EVERY_BYTES of records so the producer's sender ships the full batches (requests
+    in flight) while the loop keeps building the next ones."""
     value = payload(record_size)
     errors: list[str] = []
+    # Yield about every 64 KiB of records (4 default batches): the sender then finds several
+    # full batches and ships them in one request, as Kafka's sender thread does when the
+    # application outpaces it; yielding per batch makes one small request per batch.
+    batches_per_yield = max(1, YIELD_EVERY_BYTES // max(1, batch_size))
+    per_yield = (
+        1 if throughput > 0 else batches_per_yield * records_per_batch(record_size, batch_size)
+    )
     async with Producer(
         bootstrap,
         acks=acks,
@@ -262,34 +272,44 @@ async def run_produce_perf(
     ) as producer:
         await producer.partitions_for(topic)  # metadata first: not part of the measurement
         clock = time.perf_counter
+        wall = time.time
         started = clock()
-        stats = LatencyStats(started)
-        window_check_at = [started + REPORT_INTERVAL_S]
+        stats = LatencyStats(started, record_size)
+        record_latency = stats.latencies_ms.append
+        next_window_s = started + REPORT_INTERVAL_S
 
         def on_delivery(future: DeliveryFuture) -> None:
             # Latency from the record's own timestamp (wall-clock ms at send), so the hot loop
             # adds no per-record state: ms resolution, as Kafka's tool has.
             error = future.exception()
-            if error is not None:
+            if error is None:
+                record_latency(wall() * 1000 - future.timestamp_ms)
+            else:
                 errors.append(str(error))
-                return
-            stats.record(time.time() * 1000 - future.timestamp_ms, record_size)
-            if stats.window_count & 0x3FF == 0 and clock() >= window_check_at[0]:
-                line = stats.take_window(clock())
-                window_check_at[0] = clock() + REPORT_INTERVAL_S
-                if line is not None:
-                    echo(line)
 
-        send = producer.send
-        for i in range(num_records):
-            (await send(topic, value)).add_done_callback(on_delivery)
+        send_nowait = producer.send_nowait
+        sent = 0
+        while sent < num_records:
+            chunk = min(per_yield, num_records - sent)
+            for _ in range(chunk):
+                try:
+                    send_nowait(topic, value, callback=on_delivery)
+                except trio.WouldBlock:  # buffer memory full: wait for it, as Kafka's send
+                    await producer.send(topic, value, callback=on_delivery)
+            sent += chunk
+            await trio.lowlevel.checkpoint()  # the sender runs: full batches leave now
+            now = clock()
             if throughput > 0:
-                ahead_s = started + (i + 1) / throughput - clock()
+                ahead_s = started + sent / throughput - now
                 if ahead_s > 0:
                     await trio.sleep(ahead_s)
+            if now >= next_window_s:
+                line = stats.take_window(now)
+                next_window_s = now + REPORT_INTERVAL_S
+                if line is not None:
+                    echo(line)
         await producer.flush()
         elapsed = clock() - started
-        await producer.aclose()  # inside the block: see cli_produce._produce
     return ProduceResult(
         sent=len(stats.latencies_ms),
         failed=len(errors),

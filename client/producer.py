@@ -3,6 +3,11 @@
 `send()` picks a partition (explicit, murmur2 of the key, or sticky for keyless records), appends
 the record to that partition's open batch and returns a `DeliveryFuture` at once; it only waits
 for topic metadata (first send to a topic) and for buffer memory, each bounded by max_block_ms.
+`send_nowait()` is the synchronous core (trio.WouldBlock instead of waiting): the per-record
+path has no await; `send` yields once per batch it opens or fills so the sender keeps requests
+in flight while the caller builds the next batches. Records are kept per batch in their
+msgpack form (drain = one pack), and a record's DeliveryFuture is a 3-slot view of its batch's
+shared result: futures and callbacks are resolved in bulk when the batch completes.
 
 One sender task drains the accumulator: a partition's head batch is *ready* when it is full,
 lingered linger_ms, or a flush/close is in progress. For each broker leading a ready partition it
@@ -22,11 +27,12 @@ retries so a retry resends the identical batch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
 
@@ -55,7 +61,7 @@ from protocol.records import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     Record,
-    build_batch,
+    build_batch_from_entries,
 )
 
 __all__ = [
@@ -111,40 +117,61 @@ class RecordMetadata:
 
 class _BatchResult:
     """The outcome of one batch, shared by the futures of its records (Kafka's
-    ProduceRequestResult): one event per batch, not per record."""
+    ProduceRequestResult): one event and one callback list per batch, not per record."""
 
-    __slots__ = ("base_offset", "error", "event", "log_append_time_ms")
+    __slots__ = (
+        "base_offset",
+        "callbacks",
+        "done",
+        "error",
+        "event",
+        "log_append_time_ms",
+        "partition",
+        "topic",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
         self.event = trio.Event()
+        self.done = False  # event.is_set(), as a plain attribute for the per-record checks
         self.base_offset = -1
         self.log_append_time_ms = -1
         self.error: HighwaterClientError | None = None
+        # (fn, future) in registration order, run once when the batch completes
+        self.callbacks: list[tuple[Callable[[DeliveryFuture], None], DeliveryFuture]] = []
 
 
 class DeliveryFuture:
     """The delivery result of one record: `await fut` gives RecordMetadata or raises
-    HighwaterClientError. `add_done_callback(fn)` calls fn(fut) in the producer's trio thread."""
+    HighwaterClientError. `add_done_callback(fn)` calls fn(fut) in the producer's trio thread.
 
-    __slots__ = ("_callbacks", "_index", "_result", "partition", "timestamp_ms", "topic")
+    Light by design (three slots): the state lives in its batch's shared result, which the
+    sender resolves for all the batch's records at once."""
 
-    def __init__(
-        self, result: _BatchResult, topic: str, partition: int, index: int, timestamp_ms: int
-    ) -> None:
+    __slots__ = ("_index", "_result", "timestamp_ms")
+
+    def __init__(self, result: _BatchResult, index: int, timestamp_ms: int) -> None:
         self._result = result
         self._index = index
-        self._callbacks: list[Callable[[DeliveryFuture], None]] | None = None
-        self.topic = topic
-        self.partition = partition
         self.timestamp_ms = timestamp_ms
 
+    @property
+    def topic(self) -> str:
+        return self._result.topic
+
+    @property
+    def partition(self) -> int:
+        return self._result.partition
+
     def done(self) -> bool:
-        return self._result.event.is_set()
+        return self._result.done
 
     def exception(self) -> HighwaterClientError | None:
-        if not self.done():
+        result = self._result
+        if not result.done:
             raise RuntimeError("delivery not complete yet")
-        return self._result.error
+        return result.error
 
     def result(self) -> RecordMetadata:
         """The metadata of a completed delivery; raises its error, or RuntimeError if pending."""
@@ -156,7 +183,7 @@ class DeliveryFuture:
         timestamp = (
             result.log_append_time_ms if result.log_append_time_ms >= 0 else self.timestamp_ms
         )
-        return RecordMetadata(self.topic, self.partition, offset, timestamp)
+        return RecordMetadata(result.topic, result.partition, offset, timestamp)
 
     async def wait(self) -> RecordMetadata:
         await self._result.event.wait()
@@ -166,37 +193,80 @@ class DeliveryFuture:
         return self.wait().__await__()
 
     def add_done_callback(self, fn: Callable[[DeliveryFuture], None]) -> None:
-        if self.done():
+        result = self._result
+        if result.done:
             fn(self)
         else:
-            if self._callbacks is None:
-                self._callbacks = []
-            self._callbacks.append(fn)
-
-    def _run_callbacks(self) -> None:
-        callbacks, self._callbacks = self._callbacks, None
-        for fn in callbacks or ():
-            fn(self)
+            result.callbacks.append((fn, self))
 
 
-@dataclass(eq=False, slots=True)
 class ProducerBatch:
-    topic: str
-    partition: int
-    created_ms: float
-    records: list[Record] = field(default_factory=list)
-    futures: list[DeliveryFuture] = field(default_factory=list)
-    estimated_bytes: int = BATCH_HEADER_BYTES
-    result: _BatchResult = field(default_factory=_BatchResult)
-    attempts: int = 0
-    retry_at_ms: float = 0.0
-    encoded: bytes | None = None  # built once at first drain; retries resend the same bytes
-    base_sequence: int = NO_SEQUENCE  # the idempotent producer sets this (later issue)
-    last_error: HighwaterClientError | None = None
+    """One partition's batch being filled: its records are kept in their msgpack form
+    (`[timestamp delta, offset delta, key, value, headers]`), so building it is one pack."""
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "base_timestamp",
+        "created_ms",
+        "encoded",
+        "entries",
+        "estimated_bytes",
+        "last_error",
+        "max_timestamp",
+        "partition",
+        "record_count",
+        "result",
+        "retry_at_ms",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, created_ms: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.created_ms = created_ms
+        # msgpack-ready tuples (packed as arrays; tuples of scalars escape the cyclic GC)
+        self.entries: list[tuple[Any, ...]] = []
+        self.record_count = 0
+        self.base_timestamp = -1
+        self.max_timestamp = -1
+        self.estimated_bytes = BATCH_HEADER_BYTES
+        self.result = _BatchResult(topic, partition)
+        self.attempts = 0
+        self.retry_at_ms = 0.0
+        self.encoded: bytes | None = None  # built once at first drain; retries resend it
+        self.base_sequence = NO_SEQUENCE  # the idempotent producer sets this (later issue)
+        self.last_error: HighwaterClientError | None = None
 
     @property
     def tp(self) -> TopicPartition:
         return (self.topic, self.partition)
+
+    def add(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        size: int,
+    ) -> DeliveryFuture:
+        index = self.record_count
+        if index == 0:
+            self.base_timestamp = self.max_timestamp = timestamp_ms
+        elif timestamp_ms > self.max_timestamp:
+            self.max_timestamp = timestamp_ms
+        self.entries.append((timestamp_ms - self.base_timestamp, index, key, value, headers))
+        self.record_count = index + 1
+        self.estimated_bytes += size
+        return DeliveryFuture(self.result, index, timestamp_ms)
+
+    @property
+    def records(self) -> list[Record]:
+        """The batch's records (for inspection; the send path never builds these)."""
+        return [
+            Record(value, key, self.base_timestamp + delta, tuple(headers))
+            for delta, _, key, value, headers in self.entries
+        ]
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         self.result.base_offset = base_offset
@@ -208,12 +278,15 @@ class ProducerBatch:
         self._done()
 
     def _done(self) -> None:
-        if self.result.event.is_set():
+        result = self.result
+        if result.done:
             return
-        self.result.event.set()
-        for future in self.futures:
-            if future._callbacks:
-                future._run_callbacks()
+        result.done = True
+        result.event.set()
+        self.entries = []  # the encoded bytes (if any) are all a retry would need
+        callbacks, result.callbacks = result.callbacks, []
+        for fn, future in callbacks:
+            fn(future)
 
 
 class RecordAccumulator:
@@ -231,6 +304,8 @@ class RecordAccumulator:
         self.incomplete: set[ProducerBatch] = set()  # queued or in flight
         self.flushing = 0
         self._drain_index: dict[int, int] = {}
+        # The batch being filled per partition (the tail of its queue, while open).
+        self._open: dict[TopicPartition, ProducerBatch] = {}
 
     def append(
         self,
@@ -242,27 +317,47 @@ class RecordAccumulator:
     ) -> tuple[DeliveryFuture, bool]:
         """Add a record; (its future, whether the sender should look: new or full batch).
         `now_ms` may be a clock, read only when a batch is created (the hot path skips it)."""
+        timestamp = record.timestamp_ms
+        if timestamp < 0:
+            timestamp = time.time_ns() // 1_000_000
+        return self.append_fields(
+            topic, partition, timestamp, record.key, record.value, record.headers, size, now_ms
+        )
+
+    def append_fields(
+        self,
+        topic: str,
+        partition: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        size: int,
+        now_ms: float | Callable[[], float],
+    ) -> tuple[DeliveryFuture, bool]:
+        """`append` without a Record object: the producer's hot path."""
         tp = (topic, partition)
-        queue = self.batches.get(tp)
-        if queue is None:
-            queue = self.batches[tp] = deque()
-        batch = queue[-1] if queue else None
+        batch = self._open.get(tp)
+        if batch is not None and batch.estimated_bytes + size <= self.batch_size:
+            # The common case, ProducerBatch.add inlined (an open batch is never encoded).
+            index = batch.record_count
+            if timestamp_ms > batch.max_timestamp:
+                batch.max_timestamp = timestamp_ms
+            batch.entries.append((timestamp_ms - batch.base_timestamp, index, key, value, headers))
+            batch.record_count = index + 1
+            estimated = batch.estimated_bytes = batch.estimated_bytes + size
+            return DeliveryFuture(batch.result, index, timestamp_ms), (estimated >= self.batch_size)
         wake = False
-        if (
-            batch is None
-            or batch.encoded is not None
-            or batch.estimated_bytes + size > self.batch_size
-        ):
+        if batch is None or batch.estimated_bytes + size > self.batch_size:
             batch = ProducerBatch(topic, partition, now_ms() if callable(now_ms) else now_ms)
+            queue = self.batches.get(tp)
+            if queue is None:
+                queue = self.batches[tp] = deque()
             queue.append(batch)
             self.incomplete.add(batch)
+            self._open[tp] = batch
             wake = True
-        future = DeliveryFuture(
-            batch.result, topic, partition, len(batch.records), record.timestamp_ms
-        )
-        batch.records.append(record)
-        batch.futures.append(future)
-        batch.estimated_bytes += size
+        future = batch.add(timestamp_ms, key, value, headers, size)
         if batch.estimated_bytes >= self.batch_size:
             wake = True
         return future, wake
@@ -332,6 +427,8 @@ class RecordAccumulator:
                 if drained and size + len(data) > max_bytes:
                     return drained
                 head.encoded = data
+                if self._open.get(tp) is head:
+                    del self._open[tp]
                 queue.popleft()
                 drained.append(head)
                 size += len(data)
@@ -349,13 +446,17 @@ class RecordAccumulator:
         expired = []
         for queue in self.batches.values():
             while queue and now_ms - queue[0].created_ms >= self.delivery_timeout_ms:
-                expired.append(queue.popleft())
+                batch = queue.popleft()
+                if self._open.get(batch.tp) is batch:
+                    del self._open[batch.tp]
+                expired.append(batch)
         return expired
 
     def abort_all(self) -> list[ProducerBatch]:
         aborted = [b for q in self.batches.values() for b in q]
         for queue in self.batches.values():
             queue.clear()
+        self._open.clear()
         return aborted
 
     def has_queued(self) -> bool:
@@ -417,6 +518,10 @@ class Producer:
             muting=max_in_flight_requests_per_connection == 1,
         )
         self._partitioner = partitioner or StickyPartitioner(batch_size)
+        # send's fast path reads a plain StickyPartitioner's state (not a subclass's)
+        self._plain_sticky = type(self._partitioner) is StickyPartitioner
+        self._sticky = self._partitioner._sticky
+        self._sticky_bytes = self._partitioner._batch_size
         # The idempotent producer (later issue) sets these from InitProducerId.
         self._producer_id = NO_PRODUCER_ID
         self._producer_epoch = NO_PRODUCER_EPOCH
@@ -424,6 +529,13 @@ class Producer:
         self._buffer_used = 0
         self._memory_freed = trio.Event()
         self._wakeup = trio.Event()
+        self._yield_due = False  # send_nowait opened or filled a batch: send yields once
+        self._available: dict[str, Callable[[], tuple[int, ...]]] = {}
+        self._topic_partitions = self.metadata.partitions_by_topic
+        self._open_batches = self._accumulator._open
+        self._batch_size = batch_size
+        self._max_record_bytes = min(max_request_size - BATCH_HEADER_BYTES, buffer_memory)
+        self._accepting = False  # between __aenter__ and close: send may queue records
         self._in_flight: dict[int, int] = {}
         self._refreshing = False
         self._nursery: trio.Nursery | None = None
@@ -450,6 +562,7 @@ class Producer:
         with self._background_scope:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                self._accepting = not self._closing
                 task_status.started()
                 await self._run_sender()
 
@@ -460,11 +573,19 @@ class Producer:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._exit_stack is not None
+        stack = self._exit_stack
         try:
             await self.aclose(timeout_ms=None if exc is None else 0)
-        finally:
-            result = await self._exit_stack.__aexit__(exc_type, exc, tb)
-        return result
+        except BaseException as close_error:
+            # Closing was interrupted: typically a Cancelled, maybe of our own nursery (which
+            # must absorb it) or of the caller's scope. The exit stack has to see *that*
+            # exception, not the body's None, or a Cancelled escapes a block that succeeded.
+            if exc is not None:
+                return await stack.__aexit__(exc_type, exc, tb)
+            if await stack.__aexit__(type(close_error), close_error, close_error.__traceback__):
+                return None
+            raise
+        return await stack.__aexit__(exc_type, exc, tb)
 
     async def aclose(self, timeout_ms: float | None = None) -> None:
         """Send what is buffered (waiting at most timeout_ms; None: until delivered or expired),
@@ -472,16 +593,20 @@ class Producer:
         if self._closed:
             return
         self._closing = True
+        self._accepting = False
         self._wake()
-        if timeout_ms is None or timeout_ms > 0:
-            with trio.move_on_after(math.inf if timeout_ms is None else timeout_ms / 1000):
-                await self._flush_all()
-        self._closed = True
-        for batch in list(self._accumulator.incomplete):
-            self._finish(batch, error=ClientClosedError("producer closed before delivery"))
-        self._wake()
-        self._background_scope.cancel()
-        await self.metadata.aclose()
+        try:
+            if timeout_ms is None or timeout_ms > 0:
+                with trio.move_on_after(math.inf if timeout_ms is None else timeout_ms / 1000):
+                    await self._flush_all()
+        finally:
+            # Also when the wait above is cancelled from outside: nothing stays pending.
+            self._closed = True
+            for batch in list(self._accumulator.incomplete):
+                self._finish(batch, error=ClientClosedError("producer closed before delivery"))
+            self._wake()
+            self._background_scope.cancel()
+            await self.metadata.aclose()  # drops the connections before its checkpoint
 
     # ----- sending ---------------------------------------------------------------------------
 
@@ -493,49 +618,154 @@ class Producer:
         partition: int | None = None,
         headers: Iterable[tuple[str, bytes | None]] = (),
         timestamp_ms: int | None = None,
+        *,
+        callback: Callable[[DeliveryFuture], None] | None = None,
     ) -> DeliveryFuture:
         """Queue one record; the returned future completes when the broker acknowledges it.
+        `callback` (as Kafka's send(record, callback)): fut.add_done_callback(callback).
 
         Waits (at most max_block_ms) only for the topic's metadata and for buffer memory.
+        When the record opens or fills a batch, send also yields to the scheduler once (not a
+        cancellation point): the sender then ships full batches while the caller keeps
+        producing, as Kafka's sender thread would.
         """
-        if self._nursery is None or self._closing:
+        if type(headers) is not tuple:
+            headers = tuple(headers)
+        try:
+            future = self.send_nowait(
+                topic, value, key, partition, headers, timestamp_ms, callback=callback
+            )
+        except trio.WouldBlock:
+            future = await self._send_waiting(
+                topic, value, key, partition, headers, timestamp_ms, callback
+            )
+        if self._yield_due:
+            self._yield_due = False
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return future
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        timestamp_ms: int | None = None,
+        *,
+        callback: Callable[[DeliveryFuture], None] | None = None,
+    ) -> DeliveryFuture:
+        """`send` without waiting or yielding, for tight loops: raises trio.WouldBlock (the
+        record is not queued) when it would have to wait for the topic's metadata or for
+        buffer memory; `await send(...)` then waits.
+
+        The caller must yield to trio now and then (any checkpoint, e.g. once per batch's
+        worth of records) so the sender can run; `await send(...)` does that by itself.
+        """
+        if not self._accepting:
             raise ClientClosedError("producer is closed or not started (use `async with`)")
-        metadata = self.metadata
-        num_partitions = metadata.partition_count(topic)
-        if not num_partitions:
-            num_partitions = len(await metadata.wait_for_topic(topic, self.max_block_ms))
-        if partition is None:
-            if key is not None:
-                partition = partition_for_key(key, num_partitions)
-        elif not 0 <= partition < num_partitions:
+        partitions = self._topic_partitions.get(topic)
+        if not partitions:
+            raise trio.WouldBlock
+        num_partitions = len(partitions)
+        if partition is not None and not 0 <= partition < num_partitions:
             raise HighwaterClientError(
                 f"UNKNOWN_TOPIC_OR_PARTITION: partition {partition} of {topic!r} "
                 f"(it has {num_partitions})",
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             )
-        header_tuple = tuple(headers)
-        size = estimate_record_bytes(key, value, header_tuple)
-        if partition is None:
-            partition = self._partitioner.partition(
-                topic, num_partitions, lambda: metadata.available_partitions(topic)
-            )
-            self._partitioner.record_appended(topic, partition, size)
-        if size + BATCH_HEADER_BYTES > self.max_request_size or size > self.buffer_memory:
+        size = _RECORD_OVERHEAD_BYTES + (len(key) if key else 0) + (len(value) if value else 0)
+        if headers:
+            if type(headers) is not tuple:
+                headers = tuple(headers)
+            for name, header_value in headers:
+                size += 4 + len(name) + len(header_value or b"")
+        else:
+            headers = ()
+        if size > self._max_record_bytes:
             raise HighwaterClientError(
                 f"MESSAGE_TOO_LARGE: a record of about {size} bytes is larger than "
                 f"max_request_size {self.max_request_size} or buffer_memory",
                 ErrorCode.MESSAGE_TOO_LARGE,
             )
-        if self._buffer_used + size > self.buffer_memory:
-            await self._wait_for_memory(size)
+        buffer_used = self._buffer_used + size
+        if buffer_used > self.buffer_memory:
+            raise trio.WouldBlock
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, num_partitions)
+            elif (
+                self._plain_sticky
+                and (sticky := self._sticky.get(topic)) is not None
+                and sticky.produced_bytes < self._sticky_bytes
+                and sticky.partition < num_partitions
+            ):
+                # StickyPartitioner.partition + record_appended, inlined for the common case
+                partition = sticky.partition
+                sticky.produced_bytes += size
+            else:
+                partition = self._choose_sticky(topic, num_partitions, size)
         if timestamp_ms is None:
-            timestamp_ms = time.time_ns() // 1_000_000
-        record = Record(value, key, timestamp_ms, header_tuple)
-        future, wake = self._accumulator.append(topic, partition, record, size, _now_ms)
-        self._buffer_used += size
+            timestamp_ms = _time_ns() // 1_000_000
+        # RecordAccumulator.append_fields, inlined for the common case: room in the open batch.
+        batch = self._open_batches.get((topic, partition))
+        if batch is not None and batch.estimated_bytes + size <= self._batch_size:
+            index = batch.record_count
+            if timestamp_ms > batch.max_timestamp:
+                batch.max_timestamp = timestamp_ms
+            batch.entries.append((timestamp_ms - batch.base_timestamp, index, key, value, headers))
+            batch.record_count = index + 1
+            estimated = batch.estimated_bytes = batch.estimated_bytes + size
+            future = DeliveryFuture(batch.result, index, timestamp_ms)
+            wake = estimated >= self._batch_size
+        else:
+            future, wake = self._accumulator.append_fields(
+                topic, partition, timestamp_ms, key, value, headers, size, _now_ms
+            )
+        self._buffer_used = buffer_used
+        if callback is not None:
+            future._result.callbacks.append((callback, future))  # not done: just queued
         if wake:
-            self._wake()
+            self._wakeup.set()
+            self._yield_due = True
         return future
+
+    def _choose_sticky(self, topic: str, num_partitions: int, size: int) -> int:
+        partitioner = self._partitioner
+        available = self._available.get(topic)
+        if available is None:
+            available = self._available[topic] = functools.partial(
+                self.metadata.available_partitions, topic
+            )
+        partition = partitioner.partition(topic, num_partitions, available)
+        partitioner.record_appended(topic, partition, size)
+        return partition
+
+    async def _send_waiting(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        timestamp_ms: int | None,
+        callback: Callable[[DeliveryFuture], None] | None,
+    ) -> DeliveryFuture:
+        """send's slow path: wait (each at most max_block_ms) for metadata, then memory."""
+        while True:
+            if not self._accepting:
+                raise ClientClosedError("producer is closed or not started (use `async with`)")
+            if not self.metadata.partition_count(topic):
+                await self.metadata.wait_for_topic(topic, self.max_block_ms)
+            size = estimate_record_bytes(key, value, headers)
+            if size <= self.buffer_memory and self._buffer_used + size > self.buffer_memory:
+                await self._wait_for_memory(size)
+            try:
+                return self.send_nowait(
+                    topic, value, key, partition, headers, timestamp_ms, callback=callback
+                )
+            except trio.WouldBlock:
+                continue  # the topic vanished from the metadata meanwhile: wait again
 
     async def flush(self, timeout_ms: float | None = None) -> None:
         """Make every queued record sendable now and wait until all are delivered or failed.
@@ -580,8 +810,10 @@ class Producer:
         self._wakeup.set()
 
     def _encode(self, batch: ProducerBatch) -> bytes:
-        return build_batch(
-            batch.records,
+        return build_batch_from_entries(
+            batch.entries,
+            base_timestamp=batch.base_timestamp,
+            max_timestamp=batch.max_timestamp,
             compression=self.compression,
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
@@ -708,7 +940,7 @@ class Producer:
                 continue
             # Several batches of one partition were appended back to back.
             base = next_offset.get(batch.tp, answer.base_offset)
-            next_offset[batch.tp] = base + len(batch.records)
+            next_offset[batch.tp] = base + batch.record_count
             self._finish(batch, base_offset=base, log_append_time_ms=answer.log_append_time_ms)
 
     def _retry_or_fail(
@@ -734,7 +966,7 @@ class Producer:
     def _expiry_error(self, batch: ProducerBatch, now: float) -> HighwaterTimeoutError:
         last = f"; last error {batch.last_error}" if batch.last_error else ""
         return HighwaterTimeoutError(
-            f"expiring {len(batch.records)} record(s) for {batch.topic}-{batch.partition}: "
+            f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
             f"{now - batch.created_ms:.0f} ms has passed since batch creation{last}"
         )
 
@@ -760,3 +992,6 @@ class Producer:
 
 def _now_ms() -> float:
     return trio.current_time() * 1000
+
+
+_time_ns = time.time_ns

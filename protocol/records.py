@@ -52,10 +52,14 @@ __all__ = [
     "RecordBatch",
     "TimestampType",
     "build_batch",
+    "build_batch_from_entries",
     "check_batches",
     "crc32c",
     "decode_batch",
+    "decode_batch_entries",
     "decode_batches",
+    "decode_batches_entries",
+    "decode_record",
     "iter_batch_headers",
     "read_header",
     "stamp_prefix",
@@ -79,6 +83,7 @@ CONTROL_BIT: Final = 0x20
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _PREFIX: Final = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
 _OFFSET_AND_LENGTH: Final = struct.Struct(">qi")
+_MAGIC_AND_CRC: Final = struct.Struct(">bI")
 
 
 class TimestampType:
@@ -302,6 +307,52 @@ def build_batch(
     )
 
 
+def build_batch_from_entries(
+    entries: Sequence[Sequence[Any]],
+    *,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: Compression = Compression.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """One batch from records already in their msgpack form, for builders that gather them
+    one at a time (the producer's accumulator): each entry is
+    `[timestamp - base_timestamp, index, key, value, headers]` with headers a sequence of
+    (str, bytes | None) pairs. The bytes are identical to `build_batch` of the same records."""
+    if not entries:
+        raise ValueError("a batch holds at least one record")
+    section = compress(compression, msgpack.packb(entries, use_bin_type=True))
+    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
+    count = len(entries)
+    tail = (
+        _HEADER.pack(
+            base_offset,
+            batch_length,
+            partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            int(compression),
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )[CRC_START:]
+        + section
+    )
+    return (
+        _PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
+        + _MAGIC_AND_CRC.pack(MAGIC_V2, _crc32c.crc32c(tail))
+        + tail
+    )
+
+
 def _decode_record(plain: Any, header: BatchHeader, index: int) -> Record:
     if type(plain) is not list or len(plain) != 5:
         raise CorruptRecordError(f"record {index}: expected an array of 5")
@@ -374,3 +425,56 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[RecordBatch]
             return
         yield decode_batch(buf, pos)
         pos += LOG_OVERHEAD_BYTES + batch_length
+
+
+# Additive fast paths for consumers that build their own record objects: the batch is checked
+# exactly as decode_batch checks it, and the records section is handed over unpacked.
+
+
+def decode_batch_entries(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+) -> tuple[BatchHeader, list[Any]]:
+    """Validate one batch (as decode_batch) and return its header and the records section's
+    raw msgpack entries, `[timestamp_delta, offset_delta, key, value, headers]` each, not yet
+    checked one by one: pass an entry that looks wrong to `decode_record` for the error."""
+    header = read_header(buf, pos)
+    validate_batch(buf, pos, header)
+    section = bytes(memoryview(buf)[pos + BATCH_HEADER_BYTES : pos + header.size])
+    section = decompress(header.compression, section, max_decompressed_bytes)
+    try:
+        plain = msgpack.unpackb(
+            section,
+            raw=False,
+            max_array_len=len(section),  # every element takes at least one byte
+            max_map_len=0,
+            max_ext_len=0,
+        )
+    except (ValueError, TypeError, msgpack.exceptions.StackError) as exc:
+        raise CorruptRecordError(f"batch at byte {pos}: records section: {exc}") from exc
+    if type(plain) is not list or len(plain) != header.record_count:
+        raise CorruptRecordError(
+            f"batch at byte {pos}: records section does not hold {header.record_count} records"
+        )
+    return header, plain
+
+
+def decode_batches_entries(
+    buf: bytes | bytearray | memoryview,
+) -> Iterator[tuple[BatchHeader, list[Any]]]:
+    """decode_batches, yielding (header, raw entries) per batch (see decode_batch_entries)."""
+    pos = 0
+    size = len(buf)
+    while size - pos >= LOG_OVERHEAD_BYTES:
+        _, batch_length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+        if pos + LOG_OVERHEAD_BYTES + batch_length > size:
+            return
+        yield decode_batch_entries(buf, pos)
+        pos += LOG_OVERHEAD_BYTES + batch_length
+
+
+def decode_record(plain: Any, header: BatchHeader, index: int) -> Record:
+    """One raw entry of a batch as a Record, checked (CorruptRecordError if malformed)."""
+    return _decode_record(plain, header, index)

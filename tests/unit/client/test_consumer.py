@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import struct
+
+import msgpack
 import pytest
 import trio
 
 from client.consumer import Consumer, ConsumerRecord, TopicPartition
-from client.errors import OffsetOutOfRangeError
+from client.errors import HighwaterClientError, OffsetOutOfRangeError
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
-from protocol.records import Record, build_batch
+from protocol.records import Record, build_batch, crc32c
 from tests.unit.client.fake_broker import FakeCluster
 
 T0 = 1_700_000_000_000
@@ -247,3 +250,40 @@ async def test_subscribe_takes_every_partition(cluster: FakeCluster) -> None:
         records = await poll_until(consumer, 2)
         assert {r.value for r in records} == {b"a1", b"b0"}
         assert consumer.assignment() == {("a", 0), ("a", 1), ("b", 0)}
+
+
+async def test_headers_null_values_and_timestamps_come_through(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    part = cluster.topics["t"][0]
+    records = [
+        Record(b"a", key=None, timestamp_ms=T0, headers=(("h", b"1"), ("n", None))),
+        Record(None, key=b"k", timestamp_ms=T0 + 5),
+    ]
+    part.batches.append((0, build_batch(records, base_offset=0)))
+    part.log_end_offset = 2
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        got = await poll_until(consumer, 2)
+    assert got == [
+        ConsumerRecord("t", 0, 0, T0, None, b"a", (("h", b"1"), ("n", None))),
+        ConsumerRecord("t", 0, 1, T0 + 5, b"k", None),
+    ]
+
+
+async def test_a_malformed_record_is_reported_as_corrupt(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    part = cluster.topics["t"][0]
+    good = build_batch([Record(b"x", timestamp_ms=T0)], base_offset=0)
+    # Same batch, its one record's value a msgpack str instead of bin (CRC recomputed).
+    section = msgpack.packb([[0, 0, None, "x", []]], use_bin_type=True)
+    tail = good[21:61] + section
+    length = len(good[12:61]) + len(section)
+    bad = (
+        good[:8] + struct.pack(">i", length) + good[12:17] + struct.pack(">I", crc32c(tail)) + tail
+    )
+    part.batches.append((0, bad))
+    part.log_end_offset = 1
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        with pytest.raises(HighwaterClientError, match=r"CORRUPT_MESSAGE.*key and value"):
+            await poll_until(consumer, 1)

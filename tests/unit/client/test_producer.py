@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import trio
 
-from client.errors import HighwaterClientError, HighwaterTimeoutError, UnknownTopicError
+from client.errors import (
+    ClientClosedError,
+    HighwaterClientError,
+    HighwaterTimeoutError,
+    UnknownTopicError,
+)
 from client.partitioner import partition_for_key
 from client.producer import Producer, RecordAccumulator, RecordMetadata
 from protocol.apis import ApiKey
@@ -13,7 +18,7 @@ from protocol.compression import Compression
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.produce import ProduceRequest
-from protocol.records import Record, read_header
+from protocol.records import Record, build_batch, build_batch_from_entries, read_header
 from tests.unit.client.fake_broker import FakeCluster
 
 
@@ -286,3 +291,95 @@ def test_accumulator_ready_and_drain_are_pure() -> None:
     drained = acc.drain(2, leader_for, 1_000_000, 1, lambda b: b"x" * len(b.records))
     assert [len(b.records) for b in drained] == [2]  # the still-filling batch stays
     assert [b.tp for b in acc.expire(2000)] == [("t", 0), ("t", 1)]
+
+
+async def test_exit_closing_the_producer_absorbs_its_own_nursery_cancel(
+    cluster: FakeCluster,
+) -> None:
+    """__aexit__ closes the producer itself (no explicit aclose): if its own nursery is
+    cancelled while closing hits a checkpoint, that Cancelled must be absorbed by the nursery,
+    not escape a block that succeeded."""
+    cluster.create_topic("t")
+    producer = Producer(cluster.bootstrap, linger_ms=0)
+    try:
+        async with producer:
+            future = await producer.send("t", b"a")
+            await producer.flush()
+            own_nursery = trio.lowlevel.current_task().child_nurseries[-1]
+            close_connections = producer.metadata.aclose
+
+            async def cancel_own_nursery_then_close() -> None:
+                own_nursery.cancel_scope.cancel()
+                await close_connections()  # a checkpoint, under the cancelled nursery
+
+            producer.metadata.aclose = cancel_own_nursery_then_close  # type: ignore[method-assign]
+    except trio.Cancelled:
+        pytest.fail("a trio.Cancelled escaped a successful `async with Producer(...)` block")
+    assert (await future).offset == 0
+
+
+async def test_exit_cancelled_from_outside_still_fails_pending_records(
+    cluster: FakeCluster,
+) -> None:
+    """The caller's deadline expiring while __aexit__ waits for delivery closes the producer:
+    the records left fail with ClientClosedError instead of staying pending forever."""
+    cluster.create_topic("t")
+    cluster.delay_ms[ApiKey.PRODUCE] = 60_000
+    with trio.move_on_after(0.3) as scope:
+        async with Producer(cluster.bootstrap, linger_ms=0) as producer:
+            future = await producer.send("t", b"a")
+    assert scope.cancelled_caught
+    assert future.done()
+    with pytest.raises(ClientClosedError):
+        future.result()
+    with pytest.raises(HighwaterClientError):
+        await producer.send("t", b"b")
+
+
+def test_incremental_entries_build_the_same_bytes_as_build_batch() -> None:
+    records = [
+        Record(b"v%d" % i, None if i % 2 else b"k", 1_000 + 3 * i - i % 4, (("h", b"x"),) * (i % 3))
+        for i in range(40)
+    ]
+    base = records[0].timestamp_ms
+    entries = [(r.timestamp_ms - base, i, r.key, r.value, r.headers) for i, r in enumerate(records)]
+    for codec in (Compression.NONE, Compression.GZIP, Compression.ZSTD):
+        assert build_batch_from_entries(
+            entries,
+            base_timestamp=base,
+            max_timestamp=max(r.timestamp_ms for r in records),
+            compression=codec,
+        ) == build_batch(records, compression=codec)
+
+
+async def test_send_nowait_queues_without_awaiting_and_runs_callbacks(cluster: FakeCluster) -> None:
+    cluster.create_topic("t", 2)
+    seen: list[RecordMetadata] = []
+    async with Producer(cluster.bootstrap, linger_ms=0) as producer:
+        with pytest.raises(trio.WouldBlock):
+            producer.send_nowait("unknown-yet", b"x")  # would wait for metadata
+        await producer.partitions_for("t")
+        futures = [
+            producer.send_nowait(
+                "t", b"%d" % i, partition=i % 2, callback=lambda f: seen.append(f.result())
+            )
+            for i in range(10)
+        ]
+        await producer.flush()
+    assert sorted((m.partition, m.offset) for m in seen) == [
+        (p, o) for p in (0, 1) for o in range(5)
+    ]
+    assert [f.result().offset for f in futures] == [i // 2 for i in range(10)]
+    assert [r.value for r in cluster.records("t", 1)] == [b"1", b"3", b"5", b"7", b"9"]
+
+
+async def test_send_nowait_would_block_when_buffer_memory_is_full(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    cluster.delay_ms[ApiKey.PRODUCE] = 300
+    async with Producer(cluster.bootstrap, buffer_memory=1000, linger_ms=0) as producer:
+        await producer.partitions_for("t")
+        with pytest.raises(trio.WouldBlock):
+            for _ in range(100):
+                producer.send_nowait("t", bytes(100))
+        future = await producer.send("t", bytes(100))  # waits for memory instead
+        assert (await future).offset >= 0
