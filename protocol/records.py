@@ -280,30 +280,16 @@ def build_batch(
         [ts - base_timestamp, i, r.key, r.value, [list(h) for h in r.headers]]
         for i, (r, ts) in enumerate(zip(records, timestamps, strict=True))
     ]
-    section = compress(compression, msgpack.packb(plain, use_bin_type=True))
-    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
-    tail = (
-        _HEADER.pack(
-            base_offset,
-            batch_length,
-            partition_leader_epoch,
-            MAGIC_V2,
-            0,
-            int(compression),
-            len(records) - 1,
-            base_timestamp,
-            max(timestamps),
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
-        )[CRC_START:]
-        + section
-    )
-    return (
-        _PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
-        + struct.pack(">bI", MAGIC_V2, crc32c(tail))
-        + tail
+    return build_batch_from_entries(
+        plain,
+        base_timestamp=base_timestamp,
+        max_timestamp=max(timestamps),
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
     )
 
 
@@ -391,24 +377,7 @@ def decode_batch(
     max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
 ) -> RecordBatch:
     """Validate and fully decode one batch (consumer side)."""
-    header = read_header(buf, pos)
-    validate_batch(buf, pos, header)
-    section = bytes(memoryview(buf)[pos + BATCH_HEADER_BYTES : pos + header.size])
-    section = decompress(header.compression, section, max_decompressed_bytes)
-    try:
-        plain = msgpack.unpackb(
-            section,
-            raw=False,
-            max_array_len=len(section),  # every element takes at least one byte
-            max_map_len=0,
-            max_ext_len=0,
-        )
-    except (ValueError, TypeError, msgpack.exceptions.StackError) as exc:
-        raise CorruptRecordError(f"batch at byte {pos}: records section: {exc}") from exc
-    if type(plain) is not list or len(plain) != header.record_count:
-        raise CorruptRecordError(
-            f"batch at byte {pos}: records section does not hold {header.record_count} records"
-        )
+    header, plain = decode_batch_entries(buf, pos, max_decompressed_bytes=max_decompressed_bytes)
     return RecordBatch(header, tuple(_decode_record(p, header, i) for i, p in enumerate(plain)))
 
 
@@ -417,14 +386,8 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[RecordBatch]
 
     A partial batch at the very end (a fetch cut at max_bytes) is skipped, as Kafka clients do.
     """
-    pos = 0
-    size = len(buf)
-    while size - pos >= LOG_OVERHEAD_BYTES:
-        _, batch_length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
-        if pos + LOG_OVERHEAD_BYTES + batch_length > size:
-            return
-        yield decode_batch(buf, pos)
-        pos += LOG_OVERHEAD_BYTES + batch_length
+    for header, plain in decode_batches_entries(buf):
+        yield RecordBatch(header, tuple(_decode_record(p, header, i) for i, p in enumerate(plain)))
 
 
 # Additive fast paths for consumers that build their own record objects: the batch is checked
