@@ -17,7 +17,6 @@ from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 
 __all__ = ["FencedLeaderEpochError", "NotLeaderError", "Partition", "ReadResult"]
 
-CONSUMER_REPLICA_ID = -1
 DEBUG_REPLICA_ID = -2  # Kafka's debugging consumer: reads up to the LEO
 
 

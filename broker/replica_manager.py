@@ -12,7 +12,7 @@ import structlog
 
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager, TopicPartition
-from broker.partition import Partition, ReadResult
+from broker.partition import NotLeaderError, Partition, ReadResult
 from broker.topic_config import TopicConfigError, log_config_for
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
@@ -110,7 +110,7 @@ class ReplicaManager:
         if partition is None:
             raise _UnknownPartition(f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
         if not partition.is_leader:
-            raise _NotLeader(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
+            raise NotLeaderError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
         return partition
 
     def append(self, tp: TopicPartition, records: bytes, now_ms: int) -> AppendResult:
@@ -147,7 +147,3 @@ class ReplicaManager:
 
 class _UnknownPartition(HighwaterError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-class _NotLeader(HighwaterError):
-    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
