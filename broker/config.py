@@ -76,6 +76,15 @@ KNOWN_KEYS: Final = frozenset(
         "replica.fetch.wait.max.ms",
         "replica.fetch.min.bytes",
         "replica.fetch.max.bytes",
+        "replica.fetch.backoff.ms",
+        "replica.high.watermark.checkpoint.interval.ms",
+        # Highwater: Kafka hard-codes these (ReplicaManager's isr-change-propagation); they
+        # are settings here so tests can run the damping fast.
+        "isr.change.propagation.interval.ms",
+        "isr.change.propagation.blackout.ms",
+        "isr.change.propagation.max.delay.ms",
+        "controlled.shutdown.max.retries",
+        "controlled.shutdown.retry.backoff.ms",
         "min.insync.replicas",
         "unclean.leader.election.enable",
         "auto.create.topics.enable",
@@ -161,6 +170,25 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = field(default=500, metadata=_key("replica.fetch.wait.max.ms"))
     replica_fetch_min_bytes: int = field(default=1, metadata=_key("replica.fetch.min.bytes"))
     replica_fetch_max_bytes: int = field(default=1048576, metadata=_key("replica.fetch.max.bytes"))
+    replica_fetch_backoff_ms: int = field(default=1000, metadata=_key("replica.fetch.backoff.ms"))
+    replica_high_watermark_checkpoint_interval_ms: int = field(
+        default=5000, metadata=_key("replica.high.watermark.checkpoint.interval.ms")
+    )
+    isr_change_propagation_interval_ms: int = field(
+        default=2500, metadata=_key("isr.change.propagation.interval.ms")
+    )
+    isr_change_propagation_blackout_ms: int = field(
+        default=5000, metadata=_key("isr.change.propagation.blackout.ms")
+    )
+    isr_change_propagation_max_delay_ms: int = field(
+        default=60000, metadata=_key("isr.change.propagation.max.delay.ms")
+    )
+    controlled_shutdown_max_retries: int = field(
+        default=3, metadata=_key("controlled.shutdown.max.retries")
+    )
+    controlled_shutdown_retry_backoff_ms: int = field(
+        default=5000, metadata=_key("controlled.shutdown.retry.backoff.ms")
+    )
     min_insync_replicas: int = field(default=1, metadata=_key("min.insync.replicas"))
     unclean_leader_election_enable: bool = field(
         default=False, metadata=_key("unclean.leader.election.enable")
@@ -495,6 +523,17 @@ def _build(r: _Reader) -> BrokerConfig:
         replica_fetch_wait_max_ms=replica_fetch_wait_max_ms,
         replica_fetch_min_bytes=r.integer("replica.fetch.min.bytes", 1),
         replica_fetch_max_bytes=r.integer("replica.fetch.max.bytes", 1048576),
+        replica_fetch_backoff_ms=r.integer("replica.fetch.backoff.ms", 1000),
+        replica_high_watermark_checkpoint_interval_ms=r.long(
+            "replica.high.watermark.checkpoint.interval.ms", 5000, minimum=1
+        ),
+        isr_change_propagation_interval_ms=r.long(
+            "isr.change.propagation.interval.ms", 2500, minimum=1
+        ),
+        isr_change_propagation_blackout_ms=r.long("isr.change.propagation.blackout.ms", 5000),
+        isr_change_propagation_max_delay_ms=r.long("isr.change.propagation.max.delay.ms", 60000),
+        controlled_shutdown_max_retries=r.integer("controlled.shutdown.max.retries", 3),
+        controlled_shutdown_retry_backoff_ms=r.long("controlled.shutdown.retry.backoff.ms", 5000),
         min_insync_replicas=r.integer("min.insync.replicas", 1, minimum=1),
         unclean_leader_election_enable=r.boolean("unclean.leader.election.enable", False),
         auto_create_topics_enable=r.boolean("auto.create.topics.enable", False),

@@ -13,6 +13,9 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.isr_manager import IsrManager
+    from broker.replica_fetcher import ReplicaFetcherManager
+    from controller.controller import Controller
     from controller.zk_client import ZkClient
 
 __all__ = ["METADATA_KEY", "BrokerContext", "wall_clock_ms"]
@@ -32,6 +35,9 @@ class BrokerContext:
     metadata: MetadataCache = field(default_factory=MetadataCache)
     purgatory: Purgatory = field(default_factory=Purgatory)
     zk: ZkClient | None = None
+    controller: Controller | None = None  # this broker's controller candidate
+    fetchers: ReplicaFetcherManager | None = None  # followers' fetching (None: not started)
+    isr: IsrManager | None = None  # leaders' ISR upkeep (None: not started)
     broker_epoch: int = -1
     # The highest controller epoch seen in a controller request (STALE_CONTROLLER_EPOCH below).
     controller_epoch: int = -1

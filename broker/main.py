@@ -2,14 +2,17 @@
 
 Start-up order: recover the logs (a broker must not serve before its logs are consistent),
 connect to ZooKeeper, start listening, register `/brokers/ids/<id>` (which tells the
-controller we exist), and stand as a controller candidate. Shutdown reverses it: stop
-accepting and drain in-flight requests, checkpoint HWs, close the logs and write the
-clean-shutdown marker, then close the ZooKeeper session (our registration vanishes with it).
+controller we exist), start the replica fetchers and the ISR tasks, and stand as a controller
+candidate. Shutdown reverses it: ask the controller to move our leaderships away (controlled
+shutdown), stop accepting and drain in-flight requests, checkpoint HWs, close the logs and
+write the clean-shutdown marker, then close the ZooKeeper session (our registration vanishes
+with it).
 """
 
 from __future__ import annotations
 
 import signal
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -17,8 +20,11 @@ import trio
 
 from broker.config import BrokerConfig, describe
 from broker.context import BrokerContext, wall_clock_ms
+from broker.controlled_shutdown import controlled_shutdown
+from broker.isr_manager import IsrManager
 from broker.log.manager import LogManager
 from broker.logging_setup import bind_broker, configure_logging
+from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
 from controller.controller import run_controller
@@ -28,7 +34,6 @@ from controller.zk_topics import get_or_create_cluster_id
 
 __all__ = ["run_broker"]
 
-HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5000  # replica.high.watermark.checkpoint.interval.ms
 RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60000  # log.flush.offset.checkpoint.interval.ms
 
 
@@ -58,19 +63,35 @@ async def run_broker(config: BrokerConfig) -> int:
                 # listeners=...:0 binds any free port; advertise the one actually bound.
                 advertised_port = config.advertised_port or port
                 ctx.broker_epoch = await nursery.start(
-                    maintain_registration,
+                    partial(
+                        maintain_registration,
+                        on_registered=partial(setattr, ctx, "broker_epoch"),
+                    ),
                     zk,
                     config.broker_id,
                     config.advertised_host,
                     advertised_port,
                     config.broker_rack,
                 )
-                nursery.start_soon(run_controller, zk, config.broker_id)
+                ctx.fetchers = ReplicaFetcherManager(ctx)
+                await nursery.start(ctx.fetchers.run)
+                ctx.isr = IsrManager(ctx)
+                await nursery.start(ctx.isr.run)
+                ctx.controller = await nursery.start(
+                    partial(
+                        run_controller,
+                        zk,
+                        config.broker_id,
+                        unclean_leader_election_enable=config.unclean_leader_election_enable,
+                    )
+                )
                 nursery.start_soon(_housekeeping, ctx, log_manager)
                 log.info("started", port=server.port)
                 async for signum in signals:
                     log.info("shutting down", signal=signal.Signals(signum).name)
                     break
+                if config.controlled_shutdown_enable:
+                    await controlled_shutdown(ctx)
                 await server.stop()
                 nursery.cancel_scope.cancel()
         finally:
@@ -88,7 +109,7 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
     intervals_ms = {
         "retention": config.log_retention_check_interval_ms,
         "flush": config.log_flush_scheduler_interval_ms,
-        "high_watermarks": HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+        "high_watermarks": config.replica_high_watermark_checkpoint_interval_ms,
         "recovery_points": RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
     }
     due_ms = {name: wall_clock_ms() + interval for name, interval in intervals_ms.items()}

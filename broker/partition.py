@@ -1,8 +1,10 @@
 """One partition replica on this broker: its log, its role, its leader epoch and high watermark.
 
-Synchronous, no trio: the replica manager calls it. The leader's HW is the minimum LEO over the
-ISR and never moves backwards; remote replicas' LEOs arrive with their fetches (the replication
-issue fills `remote_log_end_offsets`). With an ISR of just the leader, HW follows the LEO.
+Synchronous, no trio, time passed in: the replica manager, the fetch handler and the replica
+fetcher call it. As leader it tracks each follower's LEO and caught-up time from their
+fetches, moves the HW to the minimum LEO of the ISR (never backwards) and proposes ISR
+changes; the shell writes them to ZooKeeper and reports back. As follower it appends the
+leader's batches as they are, truncates where told, and takes min(leader HW, own LEO) as HW.
 """
 
 from __future__ import annotations
@@ -12,6 +14,12 @@ from dataclasses import dataclass, field
 import structlog
 
 from broker.log.log import FetchDataInfo, Log, LogAppendInfo
+from broker.replication import (
+    RemoteReplica,
+    can_join_isr,
+    high_watermark_candidate,
+    out_of_sync_replicas,
+)
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 
@@ -48,12 +56,18 @@ class Partition:
     log: Log
     leader_id: int = -1
     leader_epoch: int = -1
-    partition_epoch: int = -1
+    partition_epoch: int = -1  # the state znode's zkVersion: ISR writes are CAS on it
+    controller_epoch: int = -1
     isr: tuple[int, ...] = ()
     replicas: tuple[int, ...] = ()
     high_watermark: int = 0
     min_insync_replicas: int | None = None  # the topic's override of the broker default
-    remote_log_end_offsets: dict[int, int] = field(default_factory=dict)
+    remotes: dict[int, RemoteReplica] = field(default_factory=dict)  # leader only
+    leader_epoch_start_offset: int = 0  # the LEO when this leader epoch began
+    # An ISR change written to ZooKeeper but not yet confirmed. Until it is, the HW counts
+    # the union of both ISRs (KIP-497's "maximal ISR"), so a joining follower that a new
+    # leader might be elected from is never behind the HW.
+    pending_isr: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
@@ -66,6 +80,12 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(sorted({*self.isr, *self.pending_isr}))
+
     def _logger(self) -> structlog.stdlib.BoundLogger:
         return structlog.get_logger("highwater.partition").bind(  # type: ignore[no-any-return]
             topic=self.topic, partition=self.index, leader_epoch=self.leader_epoch
@@ -73,7 +93,7 @@ class Partition:
 
     # -- role changes (from LeaderAndIsr) ------------------------------------------------
 
-    def apply_state(self, state: LeaderAndIsrPartitionState) -> bool:
+    def apply_state(self, state: LeaderAndIsrPartitionState, now_ms: int = 0) -> bool:
         """Take the controller's view; False (and no change) if its leader epoch is older."""
         if state.leader_epoch < self.leader_epoch:
             return False
@@ -82,22 +102,32 @@ class Partition:
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
         self.isr = tuple(state.isr)
         self.replicas = tuple(state.replicas)
+        self.pending_isr = None  # the controller's write supersedes ours
         if self.is_leader:
-            # KIP-101: the new epoch starts at the current LEO.
-            self.log.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)
-            known = {} if new_epoch else self.remote_log_end_offsets
-            self.remote_log_end_offsets = {
-                r: known.get(r, -1) for r in self.replicas if r != self.broker_id
-            }
+            if new_epoch or not was_leader:
+                self._become_leader(now_ms)
             self.maybe_increment_high_watermark()
             if not was_leader:
                 self._logger().info("became leader", isr=list(self.isr))
         else:
-            self.remote_log_end_offsets = {}
+            self.remotes = {}
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
             self._logger().info("became follower", leader=self.leader_id)
         return True
+
+    def _become_leader(self, now_ms: int) -> None:
+        # KIP-101: the new epoch starts at the current LEO. Followers' LEOs are unknown until
+        # they fetch; ISR members count as caught up now, so they get a full lag time to fetch.
+        self.leader_epoch_start_offset = self.log_end_offset
+        self.log.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)
+        self.remotes = {
+            r: RemoteReplica(last_caught_up_time_ms=now_ms if r in self.isr else 0)
+            for r in self.replicas
+            if r != self.broker_id
+        }
 
     # -- data ----------------------------------------------------------------------------
 
@@ -121,13 +151,12 @@ class Partition:
         return info
 
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR; it never moves backwards."""
+        """HW = min LEO over the (maximal) ISR; it never moves backwards."""
         if not self.is_leader:
             return False
-        candidate = self.log_end_offset
-        for replica in self.isr:
-            if replica != self.broker_id:
-                candidate = min(candidate, self.remote_log_end_offsets.get(replica, -1))
+        candidate = high_watermark_candidate(
+            self.broker_id, self.log_end_offset, self.maximal_isr, self.remotes
+        )
         if candidate > self.high_watermark:
             self.high_watermark = candidate
             return True
@@ -151,3 +180,92 @@ class Partition:
             fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
         )
         return ReadResult(data, self.high_watermark, self.log.log_start_offset, self.log_end_offset)
+
+    # -- leader: followers and the ISR ---------------------------------------------------
+
+    def update_follower_fetch(
+        self, replica_id: int, fetch_offset: int, leader_log_end_offset: int, now_ms: int
+    ) -> bool:
+        """A follower fetched from `fetch_offset` (so its LEO is that) while our LEO was
+        `leader_log_end_offset`. Returns True if the HW moved."""
+        remote = self.remotes.get(replica_id)
+        if not self.is_leader or remote is None:
+            return False
+        remote.on_fetch(fetch_offset, leader_log_end_offset, now_ms)
+        return self.maybe_increment_high_watermark()
+
+    def isr_to_expand(self) -> tuple[int, ...] | None:
+        """The ISR with every caught-up follower added, or None if no one can join (or an ISR
+        write is already in flight)."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        joining = [
+            r
+            for r, remote in self.remotes.items()
+            if r not in self.isr
+            and r in self.replicas
+            and can_join_isr(
+                remote.log_end_offset, self.high_watermark, self.leader_epoch_start_offset
+            )
+        ]
+        if not joining:
+            return None
+        return tuple(sorted({*self.isr, *joining}))
+
+    def isr_to_shrink(self, now_ms: int, replica_lag_time_max_ms: int) -> tuple[int, ...] | None:
+        """The ISR without followers that have not caught up within the lag time, or None."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lagging = out_of_sync_replicas(
+            self.broker_id, self.isr, self.remotes, now_ms, replica_lag_time_max_ms
+        )
+        if not lagging:
+            return None
+        return tuple(r for r in self.isr if r not in lagging)
+
+    def begin_isr_update(self, new_isr: tuple[int, ...]) -> None:
+        self.pending_isr = new_isr
+
+    def complete_isr_update(
+        self, new_isr: tuple[int, ...], leader_epoch: int, new_partition_epoch: int | None
+    ) -> bool:
+        """The ZooKeeper write of `new_isr` (made in `leader_epoch`) finished: None means it
+        lost the compare-and-set, so keep the old ISR and wait for the controller. Returns
+        True if the HW moved."""
+        if self.pending_isr != new_isr or self.leader_epoch != leader_epoch:
+            return False  # a LeaderAndIsr arrived meanwhile and superseded this write
+        self.pending_isr = None
+        if new_partition_epoch is None:
+            self._logger().info("isr update lost a race; waiting for the controller")
+            return False
+        old = self.isr
+        self.isr = new_isr
+        self.partition_epoch = new_partition_epoch
+        self._logger().info(
+            "isr shrunk" if len(new_isr) < len(old) else "isr expanded",
+            old_isr=list(old),
+            isr=list(new_isr),
+        )
+        return self.maybe_increment_high_watermark()
+
+    # -- follower --------------------------------------------------------------------------
+
+    def append_as_follower(
+        self, records: bytes, leader_high_watermark: int, now_ms: int
+    ) -> LogAppendInfo | None:
+        """Append the leader's batches as they are (offsets and epochs kept), then take the
+        leader's HW, capped at our LEO."""
+        info = self.log.append_as_follower(records, now_ms) if records else None
+        self.update_follower_high_watermark(leader_high_watermark)
+        return info
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        new = min(leader_high_watermark, self.log_end_offset)
+        if new > self.high_watermark:
+            self.high_watermark = new
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop a divergent tail (KIP-101). The HW can only fall if it was above the new end."""
+        if self.log.truncate_to(offset):
+            self._logger().info("truncated", offset=offset, log_end_offset=self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)

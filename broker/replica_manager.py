@@ -74,7 +74,7 @@ class ReplicaManager:
                 self._logger.error("cannot open partition log", tp=tp, error=str(exc))
                 results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
                 continue
-            applied = partition.apply_state(state)
+            applied = partition.apply_state(state, now_ms)
             code = ErrorCode.NONE if applied else ErrorCode.FENCED_LEADER_EPOCH
             results.append((*tp, code.value))
         return results

@@ -7,6 +7,7 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.handlers.api_versions import handle_api_versions
+from broker.handlers.controlled_shutdown import handle_controlled_shutdown
 from broker.handlers.create_topics import handle_create_topics
 from broker.handlers.delete_topics import handle_delete_topics
 from broker.handlers.fetch import handle_fetch
@@ -36,4 +37,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
 }

@@ -2,8 +2,10 @@
 
 The request waits until at least `min_bytes` are available, an error is to be reported, or
 `max_wait_ms` passes (Kafka's DelayedFetch). Consumers (replica_id -1) read below the HW;
-followers and the debug id read up to the LEO. As in Kafka (KIP-74) the first partition with
-data returns at least one whole batch even if it is larger than the size limits.
+followers and the debug id read up to the LEO. A follower's fetch offset is its LEO, so each
+follower read also updates what the leader knows of it (HW, ISR expansion). As in Kafka
+(KIP-74) the first partition with data returns at least one whole batch even if it is larger
+than the size limits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import trio
 
 from broker.context import BrokerContext
+from broker.partition import ReadResult
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import (
@@ -39,6 +42,7 @@ async def handle_fetch(
 
 
 def _read_all(ctx: BrokerContext, request: FetchRequest) -> tuple[FetchResponse, int, bool]:
+    now_ms = ctx.now_ms()
     remaining = max(request.max_bytes, 0)
     total_bytes = 0
     has_error = False
@@ -72,6 +76,8 @@ def _read_all(ctx: BrokerContext, request: FetchRequest) -> tuple[FetchResponse,
                     )
                 )
                 continue
+            if request.replica_id >= 0:
+                _follower_fetched(ctx, tp, request.replica_id, wanted.fetch_offset, result, now_ms)
             records = result.data.read()
             total_bytes += len(records)
             remaining = max(0, remaining - len(records))
@@ -87,3 +93,20 @@ def _read_all(ctx: BrokerContext, request: FetchRequest) -> tuple[FetchResponse,
             )
         topics.append(FetchTopicResponse(topic.topic, tuple(partitions)))
     return FetchResponse(ErrorCode.NONE, tuple(topics)), total_bytes, has_error
+
+
+def _follower_fetched(
+    ctx: BrokerContext,
+    tp: tuple[str, int],
+    replica_id: int,
+    fetch_offset: int,
+    result: ReadResult,
+    now_ms: int,
+) -> None:
+    """A follower's fetch offset is its LEO: it may move the HW (waking acks=all producers and
+    consumers parked on this partition) or let the follower back into the ISR."""
+    partition = ctx.replica_manager.partitions[tp]
+    if partition.update_follower_fetch(replica_id, fetch_offset, result.log_end_offset, now_ms):
+        ctx.purgatory.notify(tp)
+    if ctx.isr is not None:
+        ctx.isr.maybe_expand(partition)

@@ -6,6 +6,7 @@ from broker.context import METADATA_KEY, BrokerContext
 from controller.zk_topics import get_topic_config
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
+from protocol.messages.common import BrokerEndpoint
 from protocol.messages.leader_and_isr import (
     LeaderAndIsrPartitionError,
     LeaderAndIsrRequest,
@@ -28,6 +29,7 @@ async def handle_leader_and_isr(
     results = ctx.replica_manager.become_leader_or_follower(
         request.partition_states, ctx.now_ms(), topic_configs
     )
+    _update_fetchers(ctx, request, results)
     for topic, partition, _ in results:
         ctx.purgatory.notify((topic, partition))  # waiting fetches/produces re-check leadership
     ctx.purgatory.notify(METADATA_KEY)
@@ -35,3 +37,23 @@ async def handle_leader_and_isr(
         ErrorCode.NONE,
         tuple(LeaderAndIsrPartitionError(t, p, code) for t, p, code in results),
     )
+
+
+def _update_fetchers(
+    ctx: BrokerContext, request: LeaderAndIsrRequest, results: list[tuple[str, int, int]]
+) -> None:
+    """Followers fetch from their leader (truncating first); leaders and partitions without
+    a live leader fetch from no one."""
+    if ctx.fetchers is None:
+        return
+    leaders: dict[int, BrokerEndpoint] = dict(ctx.metadata.brokers)
+    leaders.update({b.node_id: b for b in request.live_leaders})
+    for topic, index, code in results:
+        partition = ctx.replica_manager.partitions.get((topic, index))
+        if code != ErrorCode.NONE or partition is None:
+            continue
+        leader = leaders.get(partition.leader_id)
+        if partition.is_leader or leader is None:
+            ctx.fetchers.unfollow((topic, index))
+        else:
+            ctx.fetchers.follow((topic, index), leader, partition.leader_epoch)

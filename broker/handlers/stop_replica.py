@@ -24,6 +24,8 @@ async def handle_stop_replica(
     for topic in request.topic_states:
         for state in topic.partition_states:
             tp = (topic.topic_name, state.partition_index)
+            if ctx.fetchers is not None:
+                ctx.fetchers.unfollow(tp)
             try:
                 ctx.replica_manager.stop_replica(tp, delete=state.delete_partition)
                 code = ErrorCode.NONE

@@ -164,14 +164,12 @@ def test_hw_moves_with_the_follower_and_never_backwards(log: Log) -> None:
     partition = Partition("t", 0, ME, log)
     partition.apply_state(state(epoch=0, isr=(ME, OTHER)))
     partition.append_as_leader(batch(b"a", b"b", b"c"), NOW)
-    partition.remote_log_end_offsets[OTHER] = 2
-    assert partition.maybe_increment_high_watermark()
+    assert partition.update_follower_fetch(OTHER, 2, 3, NOW)
     assert partition.high_watermark == 2
-    partition.remote_log_end_offsets[OTHER] = 1  # a stale or truncated report
-    assert not partition.maybe_increment_high_watermark()
+    # a stale or truncated report
+    assert not partition.update_follower_fetch(OTHER, 1, 3, NOW)
     assert partition.high_watermark == 2
-    partition.remote_log_end_offsets[OTHER] = 3
-    assert partition.maybe_increment_high_watermark()
+    assert partition.update_follower_fetch(OTHER, 3, 3, NOW)
     assert partition.high_watermark == 3
 
 
@@ -194,11 +192,10 @@ def test_same_epoch_isr_update_keeps_what_the_leader_knows_of_followers(log: Log
     partition = Partition("t", 0, ME, log)
     partition.apply_state(state(epoch=2, isr=(ME, OTHER), partition_epoch=0))
     partition.append_as_leader(batch(b"a", b"b"), NOW)
-    partition.remote_log_end_offsets[OTHER] = 2
-    partition.maybe_increment_high_watermark()
+    partition.update_follower_fetch(OTHER, 2, 2, NOW)
     assert partition.high_watermark == 2
     partition.apply_state(state(epoch=2, isr=(ME, OTHER), partition_epoch=1))
-    assert partition.remote_log_end_offsets[OTHER] == 2
+    assert partition.remotes[OTHER].log_end_offset == 2
 
 
 def test_follower_outside_the_isr_does_not_hold_back_the_hw(log: Log) -> None:
@@ -245,8 +242,7 @@ def _leader_with_uncommitted_tail(log: Log) -> Partition:
     partition = Partition("t", 0, ME, log)
     partition.apply_state(state(epoch=0, isr=(ME, OTHER)))
     partition.append_as_leader(batch(b"a", b"b"), NOW)
-    partition.remote_log_end_offsets[OTHER] = 2
-    partition.maybe_increment_high_watermark()
+    partition.update_follower_fetch(OTHER, 2, 2, NOW)
     partition.append_as_leader(batch(b"c"), NOW)
     assert (partition.high_watermark, partition.log_end_offset) == (2, 3)
     return partition
@@ -306,3 +302,99 @@ def test_read_respects_max_bytes_but_returns_one_batch_when_asked(log: Log) -> N
     # Without min_one_batch the slice is cut at max_bytes (clients drop a partial batch).
     partial = partition.read(0, 10, replica_id=-1, min_one_batch=False).data.read()
     assert partial == first[:10]
+
+
+# -- the ISR, from the leader's side ---------------------------------------------------------
+
+
+def test_a_follower_that_catches_up_is_proposed_for_the_isr(log: Log) -> None:
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME,), replicas=(ME, OTHER)), NOW)
+    partition.append_as_leader(batch(b"a", b"b"), NOW)
+    assert partition.high_watermark == 2
+    partition.update_follower_fetch(OTHER, 1, 2, NOW)
+    assert partition.isr_to_expand() is None  # behind the HW
+    partition.update_follower_fetch(OTHER, 2, 2, NOW)
+    assert partition.isr_to_expand() == (ME, OTHER)
+
+
+def test_pending_expansion_counts_the_joiner_for_the_hw(log: Log) -> None:
+    """KIP-497's maximal ISR: while the write is in flight the HW may not pass the joiner."""
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME,), replicas=(ME, OTHER)), NOW)
+    partition.append_as_leader(batch(b"a"), NOW)
+    partition.update_follower_fetch(OTHER, 1, 1, NOW)
+    partition.begin_isr_update((ME, OTHER))
+    partition.append_as_leader(batch(b"b"), NOW)
+    assert partition.high_watermark == 1  # OTHER has only offset 0
+    assert partition.isr_to_expand() is None  # one write at a time
+    assert not partition.complete_isr_update((ME, OTHER), 0, 7)
+    assert (partition.isr, partition.partition_epoch, partition.pending_isr) == (
+        (ME, OTHER),
+        7,
+        None,
+    )
+    assert partition.update_follower_fetch(OTHER, 2, 2, NOW)
+    assert partition.high_watermark == 2
+
+
+def test_a_lost_isr_write_keeps_the_old_isr(log: Log) -> None:
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME, OTHER), partition_epoch=3), NOW)
+    partition.begin_isr_update((ME,))
+    partition.complete_isr_update((ME,), 0, None)
+    assert (partition.isr, partition.partition_epoch, partition.pending_isr) == (
+        (ME, OTHER),
+        3,
+        None,
+    )
+
+
+def test_an_isr_write_overtaken_by_leader_and_isr_is_ignored(log: Log) -> None:
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME, OTHER)), NOW)
+    partition.begin_isr_update((ME,))
+    partition.apply_state(state(epoch=1, isr=(ME, OTHER), partition_epoch=5), NOW)
+    partition.complete_isr_update((ME,), 0, 1)
+    assert (partition.isr, partition.partition_epoch) == ((ME, OTHER), 5)
+
+
+def test_a_silent_isr_follower_is_shrunk_after_the_lag_time(log: Log) -> None:
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME, OTHER)), NOW)
+    assert partition.isr_to_shrink(NOW + 30_000, 30_000) is None  # a full lag time to fetch
+    assert partition.isr_to_shrink(NOW + 30_001, 30_000) == (ME,)
+
+
+def test_a_follower_that_keeps_up_stays_in_the_isr(log: Log) -> None:
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME, OTHER)), NOW)
+    for step in range(1, 10):
+        now = NOW + step * 10_000
+        partition.append_as_leader(batch(b"x"), now)
+        partition.update_follower_fetch(
+            OTHER, partition.log_end_offset, partition.log_end_offset, now
+        )
+        assert partition.isr_to_shrink(now + 1, 30_000) is None
+
+
+# -- following -------------------------------------------------------------------------------
+
+
+def test_follower_appends_the_leaders_batches_and_caps_the_hw(log: Log, tmp_path: Path) -> None:
+    leader_log = Log.open(tmp_path / "leader", LogConfig(), now_ms=NOW)
+    try:
+        leader = Partition("t", 0, OTHER, leader_log)
+        leader.apply_state(state(leader=OTHER, epoch=4, isr=(OTHER,), replicas=(OTHER, ME)), NOW)
+        leader.append_as_leader(batch(b"a", b"b"), NOW)
+        leader.append_as_leader(batch(b"c"), NOW)
+        follower = Partition("t", 0, ME, log)
+        follower.apply_state(state(leader=OTHER, epoch=4, isr=(OTHER,), replicas=(OTHER, ME)), NOW)
+        data = leader.read(0, 1 << 20, replica_id=ME, min_one_batch=True).data.read()
+        follower.append_as_follower(data, 99, NOW)
+        assert follower.log_end_offset == 3 and follower.high_watermark == 3
+        assert log.leader_epoch_cache.entries() == [EpochEntry(4, 0)]
+        follower.truncate_to(1)  # batches are atomic: offsets 0-1 go together
+        assert follower.log_end_offset == 0 and follower.high_watermark == 0
+    finally:
+        leader_log.close()

@@ -209,8 +209,7 @@ def test_high_watermark_checkpoint_round_trip(tmp_path: Path) -> None:
     rm.become_leader_or_follower((state(), state("u", 1, isr=(ME, OTHER))), NOW)
     rm.append(("t", 0), batch(b"a", b"b", b"c"), NOW)
     rm.append(("u", 1), batch(b"x", b"y"), NOW)
-    rm.partitions[("u", 1)].remote_log_end_offsets[OTHER] = 1
-    rm.partitions[("u", 1)].maybe_increment_high_watermark()
+    rm.partitions[("u", 1)].update_follower_fetch(OTHER, 1, 2, NOW)
     assert rm.partitions[("t", 0)].high_watermark == 3
     assert rm.partitions[("u", 1)].high_watermark == 1
     rm.checkpoint_high_watermarks()

@@ -1,0 +1,76 @@
+"""A partition leader's own ZooKeeper writes: ISR changes, and their notification (seed 000 §1.2.1).
+
+In ZooKeeper-mode Kafka the leader, not the controller, shrinks and expands the ISR: it writes
+the partition state znode by compare-and-set on the zkVersion it last knew (the partition
+epoch), so a leader that has been replaced, or that raced the controller, fails and waits for
+the controller's next LeaderAndIsr. The controller learns of such changes through sequential
+`/isr_change_notification/isr_change_<n>` znodes that the broker publishes in batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable
+
+from controller.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from controller.zk_data import PartitionStateZnode, ZkDataError, partition_state_path
+
+__all__ = [
+    "ISR_CHANGE_NOTIFICATION_PATH",
+    "ISR_CHANGE_PREFIX",
+    "decode_isr_change_notification",
+    "encode_isr_change_notification",
+    "publish_isr_changes",
+    "write_isr",
+]
+
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+MAX_PARTITIONS_PER_NOTIFICATION = 10_000
+
+
+def encode_isr_change_notification(partitions: Iterable[tuple[str, int]]) -> bytes:
+    items = [{"topic": t, "partition": p} for t, p in sorted(set(partitions))]
+    return json.dumps({"version": 1, "partitions": items}, separators=(",", ":")).encode()
+
+
+def decode_isr_change_notification(data: bytes) -> list[tuple[str, int]]:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+        items = obj["partitions"]
+        if not isinstance(items, list) or len(items) > MAX_PARTITIONS_PER_NOTIFICATION:
+            raise ZkDataError("isr change notification: 'partitions' must be a bounded list")
+        out = []
+        for item in items:
+            topic, partition = item["topic"], item["partition"]
+            if not isinstance(topic, str) or type(partition) is not int:
+                raise ZkDataError("isr change notification: bad topic or partition")
+            out.append((topic, partition))
+        return out
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ZkDataError(f"isr change notification: {exc}") from exc
+
+
+async def write_isr(
+    zk: ZkClient, tp: tuple[str, int], state: PartitionStateZnode, expected_version: int
+) -> int | None:
+    """CAS the partition state znode; the new zkVersion, or None if someone else wrote it
+    since (the controller, or a newer leader): the caller keeps its ISR and waits for
+    LeaderAndIsr."""
+    try:
+        stat = await zk.set(partition_state_path(*tp), state.encode(), version=expected_version)
+    except (BadVersionError, NoNodeError):
+        return None
+    return stat.version
+
+
+async def publish_isr_changes(zk: ZkClient, partitions: Iterable[tuple[str, int]]) -> str:
+    """Create one sequential notification node for `partitions`; returns its path."""
+    data = encode_isr_change_notification(partitions)
+    if await zk.exists(ISR_CHANGE_NOTIFICATION_PATH) is None:
+        with contextlib.suppress(NodeExistsError):
+            await zk.create(ISR_CHANGE_NOTIFICATION_PATH)
+    return await zk.create(
+        f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}", data, sequence=True
+    )
