@@ -4,9 +4,13 @@ Election: one multi-op creates the ephemeral /controller and sets /controller_ep
 at the zkVersion just read. NodeExists or BadVersion means someone else won: read the winner,
 watch /controller, and try again when it goes away. A lost session means resigning.
 
-While controller: load brokers, topics, assignments and partition states, watch /brokers/ids,
-/brokers/topics, /admin/delete_topics (and /controller), turn each change into an event for
-the pure core, and execute the effects in order. Every ZooKeeper write is a transaction that
+While controller: load brokers, topics (with their unclean.leader.election.enable
+overrides), assignments and partition states, watch /brokers/ids, /brokers/topics,
+/admin/delete_topics, /isr_change_notification (and /controller), turn each change into an
+event for the pure core, and execute the effects in order. ISR change notifications are
+deleted once handled (Kafka's IsrChangeNotificationHandler). ControlledShutdown requests from
+brokers enter the same loop through an inbox, so they are serialised with the ZooKeeper
+events and always see the state the other events left. Every ZooKeeper write is a transaction that
 starts with a check of /controller_epoch's zkVersion, so a controller that has been replaced
 cannot write anything; such a failed check means resigning. Any other failed write (a CAS
 lost against a partition state, a vanished node) means re-loading everything from ZooKeeper.
@@ -16,8 +20,10 @@ Requests to brokers go through the channel (one ordered queue per broker).
 from __future__ import annotations
 
 import contextlib
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import structlog
 import trio
@@ -25,13 +31,17 @@ import trio
 from controller import zk_data, zk_topics
 from controller.channel import ControllerChannel
 from controller.state import (
+    UNCLEAN_LEADER_ELECTION,
     BrokersChanged,
+    ControlledShutdownReply,
+    ControlledShutdownRequested,
     ControllerContext,
     ControllerEvent,
     CreatePartitionStates,
     DeleteTopicZnodes,
     Effect,
     Elected,
+    IsrChanged,
     LiveBroker,
     LogEvent,
     PartitionState,
@@ -63,6 +73,12 @@ from controller.zk_client import (
     ZkError,
     ZkEvent,
 )
+from controller.zk_isr import (
+    ISR_CHANGE_NOTIFICATION_PATH,
+    ISR_CHANGE_PREFIX,
+    decode_isr_change_notification,
+)
+from protocol.errors import ErrorCode
 
 __all__ = ["Controller", "ControllerMovedError", "run_controller"]
 
@@ -71,8 +87,11 @@ _PERSISTENT_PATHS = (
     zk_data.TOPICS_PATH,
     zk_data.CONFIG_TOPICS_PATH,
     zk_data.DELETE_TOPICS_PATH,
+    ISR_CHANGE_NOTIFICATION_PATH,
 )
 _MAX_OPS_PER_TRANSACTION = 200
+_MAX_ISR_NOTIFICATIONS_PER_ROUND = 1_000
+_UNCLEAN_CONFIG = "unclean.leader.election.enable"
 _RETRY_BACKOFF_MS = (100, 5_000)
 _WAIT_LOG_INTERVAL_S = 10.0
 
@@ -85,22 +104,72 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+ShutdownAnswer = tuple[ErrorCode, list[TopicPartition]]
+
+
+@dataclass(frozen=True, slots=True)
+class _ShutdownRequest:
+    """A ControlledShutdown waiting for the controller loop; answered on `reply`."""
+
+    broker_id: int
+    broker_epoch: int
+    reply: trio.MemorySendChannel[ShutdownAnswer]
+    deadline: float  # trio time after which the asker has given up
+
+
+_InboxItem = ZkEvent | _ShutdownRequest
+
+
 class Controller:
     """A controller candidate for one broker. `controller_id`/`controller_epoch` show the
-    controller this broker last saw (-1 when unknown); `is_active` whether it is us."""
+    controller this broker last saw (-1 when unknown); `is_active` whether it is us.
+    `unclean_leader_elections` counts unclean elections (Kafka's UncleanLeaderElections)."""
 
-    def __init__(self, zk: ZkClient, broker_id: int, *, request_timeout_ms: int = 30_000):
+    def __init__(
+        self,
+        zk: ZkClient,
+        broker_id: int,
+        *,
+        request_timeout_ms: int = 30_000,
+        unclean_leader_election_enable: bool = False,
+    ):
         self.zk = zk
         self.broker_id = broker_id
         self.request_timeout_ms = request_timeout_ms
         self.controller_id = -1
         self.controller_epoch = -1
-        self.context = ControllerContext(broker_id)
+        self.unclean_leader_elections = 0
+        self.context = ControllerContext(
+            broker_id, unclean_leader_election_enable=unclean_leader_election_enable
+        )
+        self._inbox: trio.MemorySendChannel[_InboxItem] | None = None  # set while leading
         self._log = structlog.get_logger(__name__).bind(broker_id=broker_id)
 
     @property
     def is_active(self) -> bool:
         return self.context.active
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> ShutdownAnswer:
+        """Move `broker_id`'s leaderships away (Kafka's doControlledShutdown): the error code
+        and the partitions it still leads. Runs in the controller loop, between ZooKeeper
+        events; waits at most `request_timeout_ms` (then REQUEST_TIMED_OUT)."""
+        inbox = self._inbox
+        if inbox is None or not self.is_active:
+            return ErrorCode.NOT_CONTROLLER, []
+        timeout_s = self.request_timeout_ms / 1000
+        reply, answer = trio.open_memory_channel[ShutdownAnswer](1)
+        request = _ShutdownRequest(broker_id, broker_epoch, reply, trio.current_time() + timeout_s)
+        with answer:
+            try:
+                inbox.send_nowait(request)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return ErrorCode.NOT_CONTROLLER, []  # resigning right now
+            with trio.move_on_after(timeout_s):
+                try:
+                    return await answer.receive()
+                except trio.EndOfChannel:
+                    return ErrorCode.NOT_CONTROLLER, []
+        return ErrorCode.REQUEST_TIMED_OUT, []
 
     async def run(
         self, *, task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED
@@ -222,6 +291,9 @@ class Controller:
     ) -> None:
         self.controller_id, self.controller_epoch = self.broker_id, epoch
         self._log.info("controller elected", controller_epoch=epoch)
+        inbox_send, inbox = trio.open_memory_channel[_InboxItem](math.inf)
+        self._inbox = inbox_send
+        pending: list[_ShutdownRequest] = []  # taken from the inbox, not answered yet
         try:
             async with trio.open_nursery() as nursery:
                 channel = ControllerChannel(
@@ -229,36 +301,54 @@ class Controller:
                     controller_id=self.broker_id,
                     request_timeout_ms=self.request_timeout_ms,
                 )
+                nursery.start_soon(_forward, events, inbox_send)
                 try:
-                    await self._lead_loop(events, channel, epoch, epoch_zk_version)
+                    await self._lead_loop(inbox, pending, channel, epoch, epoch_zk_version)
                 finally:
                     channel.close()
                     nursery.cancel_scope.cancel()
         finally:
+            self._inbox = None
+            inbox_send.close()
+            _refuse_shutdowns(inbox, pending)
             self.context, _ = handle(self.context, Resigned(), _now_ms())
             self.controller_id = -1
             self._log.info("controller resigned", controller_epoch=epoch)
 
     async def _lead_loop(
         self,
-        events: trio.MemoryReceiveChannel[ZkEvent],
+        inbox: trio.MemoryReceiveChannel[_InboxItem],
+        pending: list[_ShutdownRequest],
         channel: ControllerChannel,
         epoch: int,
         epoch_zk_version: int,
     ) -> None:
         reload_pending = True
+        delay_ms = 0  # before the next re-load, growing while re-loads keep failing
         backoff_ms = _RETRY_BACKOFF_MS[0]
         while True:
-            event: ControllerEvent | None = None
             try:
                 if reload_pending:
-                    event = await self._load(epoch, epoch_zk_version)
+                    await self._back_off(inbox, pending, delay_ms)
+                    await self._apply(await self._load(epoch, epoch_zk_version), channel)
                     reload_pending = False
-                else:  # idle until ZooKeeper tells us something changed
-                    event = await self._translate(await events.receive())
-                if event is not None:
-                    await self._apply(event, channel)
+                    await self._process_isr_changes(channel)  # those published meanwhile
+                elif pending:  # new, or retried after a re-load
+                    await self._controlled_shutdown(pending[0], channel)
+                    pending.pop(0)
+                else:  # idle until ZooKeeper or a broker tells us something
+                    item = await inbox.receive()
+                    if isinstance(item, _ShutdownRequest):
+                        pending.append(item)
+                    elif _is_isr_change(item):
+                        await self._process_isr_changes(channel)
+                    else:
+                        event = await self._translate(item)
+                        if event is not None:
+                            await self._apply(event, channel)
                 backoff_ms = _RETRY_BACKOFF_MS[0]
+            except trio.EndOfChannel:
+                return  # the ZkClient was closed
             except ControllerMovedError:
                 self._log.warning("controller moved: another broker has a newer epoch")
                 await self._delete_own_controller_znode()
@@ -270,8 +360,26 @@ class Controller:
                 if not isinstance(exc, _Reload):
                     self._log.warning("controller ZooKeeper operation failed", error=repr(exc))
                 reload_pending = True
-                await trio.sleep(backoff_ms / 1000)
+                delay_ms = backoff_ms
                 backoff_ms = min(2 * backoff_ms, _RETRY_BACKOFF_MS[1])
+
+    async def _back_off(
+        self,
+        inbox: trio.MemoryReceiveChannel[_InboxItem],
+        pending: list[_ShutdownRequest],
+        delay_ms: int,
+    ) -> None:
+        """Wait `delay_ms` before a re-load, still listening: a lost session resigns at once,
+        requests are kept; other ZooKeeper events are dropped (the re-load reads everything)."""
+        with trio.move_on_after(delay_ms / 1000):
+            while delay_ms > 0:
+                item = await inbox.receive()
+                if isinstance(item, _ShutdownRequest):
+                    pending.append(item)
+                elif isinstance(item, SessionEvent) and (
+                    item.state is SessionState.LOST or item.new_session
+                ):
+                    raise _Resign
 
     async def _translate(self, zk_event: ZkEvent) -> ControllerEvent | None:
         """A ZooKeeper notification -> the event for the core (re-reading and re-arming)."""
@@ -291,7 +399,8 @@ class Controller:
             return BrokersChanged(await self._read_brokers())
         if zk_event.path == zk_data.TOPICS_PATH:
             topics = await zk_topics.list_topics(self.zk, watch=True)
-            return TopicsChanged(await zk_topics.get_assignments(self.zk, topics))
+            assignments = await zk_topics.get_assignments(self.zk, topics)
+            return TopicsChanged(assignments, await self._read_unclean_overrides(assignments))
         if zk_event.path == zk_data.DELETE_TOPICS_PATH:
             marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
             return TopicDeletionRequested(frozenset(marked))
@@ -303,23 +412,114 @@ class Controller:
         brokers = await self._read_brokers()
         topics = await zk_topics.list_topics(self.zk, watch=True)
         assignments = await zk_topics.get_assignments(self.zk, topics)
+        overrides = await self._read_unclean_overrides(assignments)
+        states = await self._read_partition_states(
+            (t, p) for t, partitions in assignments.items() for p in partitions
+        )
+        marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
+        return Elected(
+            epoch,
+            epoch_zk_version,
+            brokers,
+            assignments,
+            states,
+            frozenset(marked),
+            unclean_overrides=overrides,
+        )
+
+    async def _read_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, PartitionState]:
+        """The state znodes that exist, each with its version as the partition epoch."""
         states: dict[TopicPartition, PartitionState] = {}
-        for topic, partitions in sorted(assignments.items()):
-            for partition in sorted(partitions):
-                found = await self.zk.get(zk_data.partition_state_path(topic, partition))
+        for topic, partition in sorted(partitions):
+            found = await self.zk.get(zk_data.partition_state_path(topic, partition))
+            if found is None:
+                continue
+            data, stat = found
+            znode = zk_data.PartitionStateZnode.decode(data)
+            states[(topic, partition)] = PartitionState(
+                znode.leader, znode.leader_epoch, znode.isr, znode.controller_epoch, stat.version
+            )
+        return states
+
+    async def _read_unclean_overrides(self, topics: Iterable[str]) -> dict[str, bool]:
+        """Topics whose /config/topics/<t> sets unclean.leader.election.enable. A malformed
+        config is logged and ignored (the broker default applies), never a re-load loop."""
+        overrides: dict[str, bool] = {}
+        for topic in sorted(topics):
+            try:
+                config = await zk_topics.get_topic_config(self.zk, topic)
+            except zk_data.ZkDataError as exc:
+                self._log.warning("topic config unreadable", topic=topic, error=str(exc))
+                continue
+            value = config.get(_UNCLEAN_CONFIG)
+            if value is None:
+                continue
+            if value.strip().lower() in ("true", "false"):
+                overrides[topic] = value.strip().lower() == "true"
+            else:
+                self._log.warning("bad topic config ignored", topic=topic, key=_UNCLEAN_CONFIG)
+        return overrides
+
+    # --- ISR change notifications -------------------------------------------------------
+
+    async def _process_isr_changes(self, channel: ControllerChannel) -> None:
+        """Read the notifications (re-arming the watch), re-read the partitions they name,
+        let the core take the new states, then delete the notifications handled."""
+        while True:
+            children = await self._isr_change_children()
+            batch = children[:_MAX_ISR_NOTIFICATIONS_PER_ROUND]
+            if not batch:
+                return
+            partitions: set[TopicPartition] = set()
+            handled: list[str] = []
+            for child in batch:
+                path = f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}"
+                found = await self.zk.get(path)
                 if found is None:
                     continue
-                data, stat = found
-                znode = zk_data.PartitionStateZnode.decode(data)
-                states[(topic, partition)] = PartitionState(
-                    znode.leader,
-                    znode.leader_epoch,
-                    znode.isr,
-                    znode.controller_epoch,
-                    stat.version,
+                handled.append(path)
+                try:
+                    partitions.update(decode_isr_change_notification(found[0]))
+                except zk_data.ZkDataError as exc:
+                    self._log.warning(
+                        "malformed ISR change notification", path=path, error=str(exc)
+                    )
+            known = partitions & self.context.partition_states.keys()
+            states = await self._read_partition_states(known)
+            await self._apply(IsrChanged(states), channel)
+            await self._guarded([DeleteOp(path) for path in handled], self.context)
+            if len(children) <= len(batch):
+                return
+
+    async def _isr_change_children(self) -> list[str]:
+        try:
+            children = await self.zk.get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=True)
+        except NoNodeError:
+            await _ensure_path(self.zk, ISR_CHANGE_NOTIFICATION_PATH)
+            children = await self.zk.get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=True)
+        return [c for c in children if c.startswith(ISR_CHANGE_PREFIX)]
+
+    # --- controlled shutdown ------------------------------------------------------------
+
+    async def _controlled_shutdown(
+        self, request: _ShutdownRequest, channel: ControllerChannel
+    ) -> None:
+        if trio.current_time() >= request.deadline:
+            _answer(request, ErrorCode.REQUEST_TIMED_OUT, ())  # nobody is waiting any more
+            return
+        event = ControlledShutdownRequested(request.broker_id, request.broker_epoch)
+        effects = await self._apply(event, channel)
+        for effect in effects:
+            if isinstance(effect, ControlledShutdownReply):
+                self._log.info(
+                    "controlled shutdown answered",
+                    shutting_down_broker_id=effect.broker_id,
+                    error_code=effect.error_code.name,
+                    remaining_partitions=len(effect.remaining_partitions),
                 )
-        marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
-        return Elected(epoch, epoch_zk_version, brokers, assignments, states, frozenset(marked))
+                _answer(request, effect.error_code, effect.remaining_partitions)
 
     async def _read_brokers(self) -> dict[int, LiveBroker]:
         registered = await get_live_brokers(self.zk, watch=True)
@@ -328,12 +528,13 @@ class Controller:
             for broker_id, (reg, broker_epoch) in registered.items()
         }
 
-    async def _apply(self, event: ControllerEvent, channel: ControllerChannel) -> None:
+    async def _apply(self, event: ControllerEvent, channel: ControllerChannel) -> list[Effect]:
         context, effects = handle(self.context, event, _now_ms())
         channel.update_brokers(context.live_brokers)
         for effect in effects:
             await self._execute(effect, context, channel)
         self.context = context
+        return effects
 
     async def _execute(
         self, effect: Effect, context: ControllerContext, channel: ControllerChannel
@@ -344,7 +545,14 @@ class Controller:
             for broker_id in effect.broker_ids:
                 channel.send(broker_id, effect.request)
         elif isinstance(effect, LogEvent):
-            self._log.info(effect.event, **dict(effect.fields))
+            if effect.level == "warning":
+                self._log.warning(effect.event, **dict(effect.fields))
+            else:
+                self._log.info(effect.event, **dict(effect.fields))
+            if effect.event == UNCLEAN_LEADER_ELECTION:
+                self.unclean_leader_elections += 1  # its ZooKeeper write came first and held
+        elif isinstance(effect, ControlledShutdownReply):
+            pass  # the caller of _apply answers the request
         elif isinstance(effect, CreatePartitionStates):
             await self._create_partition_states(effect, context)
         elif isinstance(effect, WritePartitionStates):
@@ -403,6 +611,44 @@ class _Reload(Exception):
     pass
 
 
+async def _forward(
+    events: trio.MemoryReceiveChannel[ZkEvent], inbox: trio.MemorySendChannel[_InboxItem]
+) -> None:
+    """ZooKeeper events into the leading loop's inbox (where ControlledShutdowns also go)."""
+    async for event in events:
+        inbox.send_nowait(event)
+    inbox.close()  # the ZkClient was closed: the loop sees EndOfChannel
+
+
+def _is_isr_change(event: ZkEvent) -> bool:
+    return isinstance(event, WatchEvent) and event.path == ISR_CHANGE_NOTIFICATION_PATH
+
+
+def _answer(
+    request: _ShutdownRequest, error_code: ErrorCode, remaining: Iterable[TopicPartition]
+) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        request.reply.send_nowait((error_code, list(remaining)))
+    request.reply.close()
+
+
+def _refuse_shutdowns(
+    inbox: trio.MemoryReceiveChannel[_InboxItem], pending: list[_ShutdownRequest]
+) -> None:
+    """No longer controller: whoever still waits hears NOT_CONTROLLER (and asks again)."""
+    while True:
+        try:
+            item = inbox.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel):
+            break
+        if isinstance(item, _ShutdownRequest):
+            pending.append(item)
+    inbox.close()
+    for request in pending:
+        _answer(request, ErrorCode.NOT_CONTROLLER, ())
+    pending.clear()
+
+
 async def _ensure_path(zk: ZkClient, path: str, *, makepath: bool = True) -> None:
     if await zk.exists(path) is None:
         with contextlib.suppress(NodeExistsError):
@@ -433,9 +679,15 @@ async def run_controller(
     broker_id: int,
     *,
     request_timeout_ms: int = 30_000,
+    unclean_leader_election_enable: bool = False,
     task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run this broker's controller candidate until cancelled. `await nursery.start(...)`
     returns the Controller object (for controller_id / controller_epoch / is_active)."""
-    controller = Controller(zk, broker_id, request_timeout_ms=request_timeout_ms)
+    controller = Controller(
+        zk,
+        broker_id,
+        request_timeout_ms=request_timeout_ms,
+        unclean_leader_election_enable=unclean_leader_election_enable,
+    )
     await controller.run(task_status=task_status)

@@ -14,6 +14,7 @@ __all__ = [
     "NO_LEADER",
     "LeaderAndIsr",
     "controlled_shutdown_leader",
+    "elect_controlled_shutdown",
     "elect_offline",
     "offline_leader",
     "preferred_replica_leader",
@@ -96,6 +97,22 @@ def elect_offline(
         return remove_replicas_from_isr(current, [r for r in current.isr if r not in live])
     # Unclean: the new leader alone is in sync by definition.
     isr = tuple(r for r in current.isr if r in live) if leader in current.isr else (leader,)
+    return LeaderAndIsr(leader, current.leader_epoch + 1, isr)
+
+
+def elect_controlled_shutdown(
+    current: LeaderAndIsr,
+    assignment: Sequence[int],
+    live: Collection[int],
+    shutting_down: Collection[int],
+) -> LeaderAndIsr | None:
+    """Move leadership off shutting-down brokers (Kafka's ControlledShutdownPartition-
+    LeaderElectionStrategy): the new leader and an ISR without them, or None when no other
+    live ISR member exists (the current leader then keeps leading)."""
+    leader = controlled_shutdown_leader(assignment, current.isr, live, shutting_down)
+    if leader is None:
+        return None
+    isr = tuple(r for r in current.isr if r not in shutting_down)
     return LeaderAndIsr(leader, current.leader_epoch + 1, isr)
 
 

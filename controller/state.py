@@ -15,6 +15,15 @@ Kafka's rules mirrored here (KafkaController, PartitionStateMachine, ReplicaStat
 - follower gone: removed from the ISR with a leader epoch bump;
 - broker (re)joined: LeaderAndIsr for all its replicas, offline partitions elect again, and a
   partition it still leads gets a new leader epoch (KIP-101 "returning leaders");
+- no live ISR member: with `unclean.leader.election.enable` (broker default, topic override)
+  the first live replica leads alone (ISR = itself), a warning and a counted metric; without
+  it the partition stays leaderless;
+- ISR change notification (a leader rewrote its state znode): take the state read from
+  ZooKeeper unless it is older than ours (Kafka's IsrChangeNotificationHandler);
+- controlled shutdown (Kafka's doControlledShutdown): the broker joins `shutting_down` and is
+  never elected while there; partitions it leads (RF > 1) move to the first live ISR member
+  not shutting down, it leaves the ISR of partitions it follows (and gets StopReplica for
+  them); the answer lists what it still leads (no other live ISR member: it keeps leading);
 - every change: UpdateMetadata with the full live broker list and partition states to all.
 """
 
@@ -23,10 +32,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from controller.election import NO_LEADER, LeaderAndIsr, elect_offline, remove_replicas_from_isr
+from controller.election import (
+    NO_LEADER,
+    LeaderAndIsr,
+    elect_controlled_shutdown,
+    elect_offline,
+    remove_replicas_from_isr,
+)
 from controller.zk_data import PartitionStateZnode
+from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from protocol.messages.stop_replica import (
@@ -37,13 +53,18 @@ from protocol.messages.stop_replica import (
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
 
 __all__ = [
+    "UNCLEAN_LEADER_ELECTION",
+    "UNKNOWN_BROKER_EPOCH",
     "BrokersChanged",
+    "ControlledShutdownReply",
+    "ControlledShutdownRequested",
     "ControllerContext",
     "ControllerEvent",
     "CreatePartitionStates",
     "DeleteTopicZnodes",
     "Effect",
     "Elected",
+    "IsrChanged",
     "LiveBroker",
     "LogEvent",
     "PartitionState",
@@ -62,6 +83,10 @@ TopicPartition = tuple[str, int]
 Assignments = Mapping[str, Mapping[int, tuple[int, ...]]]
 # Topic deletion: the replica deletes its log whatever its leader epoch (Kafka's sentinel).
 DELETE_PARTITION_LEADER_EPOCH = -2
+# A ControlledShutdown from a broker that does not know its epoch: not checked (Kafka's).
+UNKNOWN_BROKER_EPOCH = -1
+# The log event of an unclean election; the shell also counts it (UncleanLeaderElections).
+UNCLEAN_LEADER_ELECTION = "unclean leader election"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +126,19 @@ class ControllerContext:
     live_brokers: Mapping[int, LiveBroker] = field(default_factory=dict)
     assignments: Assignments = field(default_factory=dict)
     partition_states: Mapping[TopicPartition, PartitionState] = field(default_factory=dict)
+    # Brokers in a controlled shutdown: never elected leader while in here; forgotten when
+    # they leave or re-register (a new broker epoch).
+    shutting_down: frozenset[int] = frozenset()
+    # unclean.leader.election.enable: the broker default, and per-topic overrides.
+    unclean_leader_election_enable: bool = False
+    unclean_overrides: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
         return self.controller_epoch >= 0
+
+    def unclean_enabled(self, topic: str) -> bool:
+        return self.unclean_overrides.get(topic, self.unclean_leader_election_enable)
 
     def partitions(self) -> list[TopicPartition]:
         return sorted((t, p) for t, parts in self.assignments.items() for p in parts)
@@ -123,6 +157,7 @@ class Elected:
     assignments: Assignments
     partition_states: Mapping[TopicPartition, PartitionState]
     topics_to_delete: frozenset[str] = frozenset()
+    unclean_overrides: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +169,11 @@ class BrokersChanged:
 
 @dataclass(frozen=True, slots=True)
 class TopicsChanged:
-    """Every topic's assignment now (children of /brokers/topics with their data)."""
+    """Every topic's assignment now (children of /brokers/topics with their data), and the
+    topics' `unclean.leader.election.enable` overrides (from /config/topics/<t>)."""
 
     assignments: Assignments
+    unclean_overrides: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +184,35 @@ class TopicDeletionRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class IsrChanged:
+    """Leaders published ISR changes: these partitions' state znodes as read now, each with
+    its znode version as `partition_epoch`."""
+
+    states: Mapping[TopicPartition, PartitionState]
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownRequested:
+    """A broker asks to move its leaderships away before it stops."""
+
+    broker_id: int
+    broker_epoch: int  # UNKNOWN_BROKER_EPOCH: not checked
+
+
+@dataclass(frozen=True, slots=True)
 class Resigned:
     pass
 
 
-ControllerEvent = Elected | BrokersChanged | TopicsChanged | TopicDeletionRequested | Resigned
+ControllerEvent = (
+    Elected
+    | BrokersChanged
+    | TopicsChanged
+    | TopicDeletionRequested
+    | IsrChanged
+    | ControlledShutdownRequested
+    | Resigned
+)
 
 
 # --- effects ----------------------------------------------------------------------------------
@@ -205,6 +266,17 @@ class LogEvent:
 
     event: str
     fields: Mapping[str, Any] = field(default_factory=dict)
+    level: Literal["info", "warning"] = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownReply:
+    """The answer to ControlledShutdownRequested; always the last effect, so it is given
+    only once every ZooKeeper write before it succeeded."""
+
+    broker_id: int
+    error_code: ErrorCode
+    remaining_partitions: tuple[TopicPartition, ...] = ()
 
 
 Effect = (
@@ -215,6 +287,7 @@ Effect = (
     | SendUpdateMetadata
     | SendStopReplica
     | LogEvent
+    | ControlledShutdownReply
 )
 
 
@@ -227,15 +300,25 @@ def handle(
     """Apply one event; the effects are to be executed in order."""
     del now_ms  # no time-based decisions yet; kept so callers never need to change
     if isinstance(event, Resigned):
-        return ControllerContext(context.broker_id), []
+        idle = ControllerContext(
+            context.broker_id,
+            unclean_leader_election_enable=context.unclean_leader_election_enable,
+        )
+        return idle, []
     if isinstance(event, Elected):
         return _on_elected(context, event)
     if not context.active:
+        if isinstance(event, ControlledShutdownRequested):
+            return context, [ControlledShutdownReply(event.broker_id, ErrorCode.NOT_CONTROLLER)]
         return context, []
     if isinstance(event, BrokersChanged):
         return _on_brokers_changed(context, event)
     if isinstance(event, TopicsChanged):
         return _on_topics_changed(context, event)
+    if isinstance(event, IsrChanged):
+        return _on_isr_changed(context, event)
+    if isinstance(event, ControlledShutdownRequested):
+        return _on_controlled_shutdown(context, event)
     return _on_deletion_requested(context, event)
 
 
@@ -247,6 +330,16 @@ def _on_elected(
         for tp, s in event.partition_states.items()
         if tp[1] in event.assignments.get(tp[0], {})
     }
+    # A re-load within our own term keeps the brokers still shutting down (same registration).
+    same_term = context.controller_epoch == event.controller_epoch
+    shutting_down = frozenset(
+        b
+        for b in context.shutting_down
+        if same_term
+        and b in event.brokers
+        and b in context.live_brokers
+        and context.live_brokers[b].epoch == event.brokers[b].epoch
+    )
     ctx = ControllerContext(
         broker_id=context.broker_id,
         controller_epoch=event.controller_epoch,
@@ -254,6 +347,9 @@ def _on_elected(
         live_brokers=dict(event.brokers),
         assignments={t: dict(parts) for t, parts in event.assignments.items()},
         partition_states=states,
+        shutting_down=shutting_down,
+        unclean_leader_election_enable=context.unclean_leader_election_enable,
+        unclean_overrides=dict(event.unclean_overrides),
     )
     ctx, effects, _changed, created = _reconcile(ctx, ctx.partitions(), returning=frozenset())
     everything = ctx.partitions()
@@ -286,7 +382,11 @@ def _on_brokers_changed(
                 {"broker_id": broker_id, "broker_epoch": b.epoch, "host": b.host, "port": b.port},
             )
         )
-    ctx = dataclasses.replace(context, live_brokers=dict(new))
+    ctx = dataclasses.replace(
+        context,
+        live_brokers=dict(new),
+        shutting_down=context.shutting_down - set(left) - bounced,
+    )
     ctx, writes, changed, created = _reconcile(ctx, ctx.partitions(), frozenset(joined))
     effects += writes
     effects += _leader_and_isr_effects(ctx, changed + created, created)
@@ -305,12 +405,30 @@ def _on_topics_changed(
 ) -> tuple[ControllerContext, list[Effect]]:
     removed = sorted(context.assignments.keys() - event.assignments.keys())
     assignments = {t: dict(parts) for t, parts in event.assignments.items()}
-    if not removed and assignments == {t: dict(p) for t, p in context.assignments.items()}:
+    overrides = dict(event.unclean_overrides)
+    same_topics = not removed and assignments == {
+        t: dict(p) for t, p in context.assignments.items()
+    }
+    if same_topics and overrides == dict(context.unclean_overrides):
         return context, []
     states = {tp: s for tp, s in context.partition_states.items() if tp[0] not in removed}
-    ctx = dataclasses.replace(context, assignments=assignments, partition_states=states)
-    pending = [tp for tp in ctx.partitions() if tp not in ctx.partition_states]
+    ctx = dataclasses.replace(
+        context, assignments=assignments, partition_states=states, unclean_overrides=overrides
+    )
+    # Kafka's TopicUncleanLeaderElectionEnable: a topic that just allowed unclean election
+    # gets another election for its leaderless partitions.
+    now_unclean = {
+        t for t in assignments if ctx.unclean_enabled(t) and not context.unclean_enabled(t)
+    }
+    pending = [
+        tp
+        for tp in ctx.partitions()
+        if tp not in ctx.partition_states
+        or (tp[0] in now_unclean and ctx.partition_states[tp].leader == NO_LEADER)
+    ]
     ctx, effects, changed, created = _reconcile(ctx, pending, frozenset())
+    if same_topics and not changed and not created:
+        return ctx, effects  # only an override changed, and nothing came of it
     effects += _leader_and_isr_effects(ctx, changed + created, created)
     effects.append(_update_metadata(ctx, removed))
     return ctx, effects
@@ -359,6 +477,110 @@ def _on_deletion_requested(
     return ctx, effects
 
 
+def _on_isr_changed(
+    context: ControllerContext, event: IsrChanged
+) -> tuple[ControllerContext, list[Effect]]:
+    """Take the leaders' ISR changes (no ZooKeeper write: the leader already wrote them)."""
+    states = dict(context.partition_states)
+    logs: list[Effect] = []
+    for tp, new in sorted(event.states.items()):
+        current = states.get(tp)
+        if current is None or new == current or _older(new, current):
+            continue  # deleted meanwhile, nothing new, or a read racing a newer election
+        states[tp] = new
+        logs.append(
+            LogEvent(
+                "isr changed",
+                {
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "leader": new.leader,
+                    "leader_epoch": new.leader_epoch,
+                    "isr": list(new.isr),
+                    "partition_epoch": new.partition_epoch,
+                },
+            )
+        )
+    if not logs:
+        return context, []
+    ctx = dataclasses.replace(context, partition_states=states)
+    return ctx, [*logs, _update_metadata(ctx, ())]
+
+
+def _older(read: PartitionState, known: PartitionState) -> bool:
+    if read.leader_epoch != known.leader_epoch:
+        return read.leader_epoch < known.leader_epoch
+    return read.partition_epoch < known.partition_epoch
+
+
+def _on_controlled_shutdown(
+    context: ControllerContext, event: ControlledShutdownRequested
+) -> tuple[ControllerContext, list[Effect]]:
+    broker_id = event.broker_id
+    broker = context.live_brokers.get(broker_id)
+    if broker is None:
+        return context, [ControlledShutdownReply(broker_id, ErrorCode.BROKER_NOT_AVAILABLE)]
+    if event.broker_epoch != UNKNOWN_BROKER_EPOCH and event.broker_epoch < broker.epoch:
+        return context, [ControlledShutdownReply(broker_id, ErrorCode.STALE_BROKER_EPOCH)]
+    ctx = dataclasses.replace(context, shutting_down=context.shutting_down | {broker_id})
+    states = dict(ctx.partition_states)
+    updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
+    effects: list[Effect] = [
+        LogEvent(
+            "controlled shutdown requested",
+            {"shutting_down_broker_id": broker_id, "broker_epoch": broker.epoch},
+        )
+    ]
+    moved: list[TopicPartition] = []
+    left_isr: list[TopicPartition] = []
+    followed: list[TopicPartition] = []
+    for tp in ctx.partitions():
+        current = states.get(tp)
+        assignment = _replicas(ctx, tp)
+        if current is None or broker_id not in assignment or len(assignment) < 2:
+            continue  # RF=1 has nowhere to go: it stays, and is reported as remaining
+        before = current.leader_and_isr()
+        after: LeaderAndIsr | None
+        if current.leader == broker_id:
+            after = elect_controlled_shutdown(
+                before, assignment, ctx.live_brokers.keys(), ctx.shutting_down
+            )
+            target = moved
+        else:
+            followed.append(tp)
+            after = remove_replicas_from_isr(before, [broker_id])
+            target = left_isr
+        if after is None or after == before:
+            continue  # the last one keeps leading (or it was not in the ISR)
+        new = PartitionState(
+            after.leader,
+            after.leader_epoch,
+            after.isr,
+            ctx.controller_epoch,
+            current.partition_epoch + 1,
+        )
+        states[tp] = new
+        updates[tp] = (new.znode(), current.partition_epoch)
+        target.append(tp)
+        effects.append(_leader_log(tp, new))
+    ctx = dataclasses.replace(ctx, partition_states=states)
+    if updates:
+        effects.insert(0, WritePartitionStates(updates))
+    effects += _leader_and_isr_effects(
+        ctx, moved + left_isr, (), excluded={tp: broker_id for tp in left_isr}
+    )
+    if followed:
+        # As Kafka: it stops fetching, so its leaders cannot take it back into the ISR.
+        effects.append(_stop_replicas(ctx, broker_id, followed))
+    if updates:
+        effects.append(_update_metadata(ctx, ()))
+    remaining = tuple(
+        tp for tp in ctx.partitions() if tp in states and states[tp].leader == broker_id
+    )
+    effects.append(ControlledShutdownReply(broker_id, ErrorCode.NONE, remaining))
+    return ctx, effects
+
+
 # --- helpers ----------------------------------------------------------------------------------
 
 
@@ -372,6 +594,7 @@ def _reconcile(
     """Bring `partitions` in line with the live brokers. Returns the new context, the ZK write
     effects (plus log events), the updated partitions and the created ones."""
     live = ctx.live_brokers.keys()
+    electable = live - ctx.shutting_down  # Kafka: a shutting-down broker is not "online"
     states = dict(ctx.partition_states)
     creates: dict[TopicPartition, PartitionStateZnode] = {}
     updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
@@ -380,7 +603,7 @@ def _reconcile(
         assignment = _replicas(ctx, tp)
         current = states.get(tp)
         if current is None:
-            live_replicas = tuple(r for r in assignment if r in live)
+            live_replicas = tuple(r for r in assignment if r in electable)
             if not live_replicas:
                 continue  # stays new until a replica is live (Kafka's NewPartition)
             new = PartitionState(live_replicas[0], 0, live_replicas, ctx.controller_epoch, 0)
@@ -393,7 +616,10 @@ def _reconcile(
                 if after == before and current.leader in returning:
                     after = dataclasses.replace(before, leader_epoch=before.leader_epoch + 1)
             else:
-                after = elect_offline(before, assignment, live)
+                unclean = ctx.unclean_enabled(tp[0])
+                after = elect_offline(before, assignment, electable, unclean=unclean)
+                if after.leader != NO_LEADER and after.leader not in before.isr:
+                    logs.append(_unclean_log(tp, before, after))
             if after == before:
                 continue
             new = PartitionState(
@@ -416,6 +642,17 @@ def _reconcile(
     return ctx, effects, sorted(updates), sorted(creates)
 
 
+def _unclean_log(tp: TopicPartition, before: LeaderAndIsr, after: LeaderAndIsr) -> LogEvent:
+    fields = {
+        "topic": tp[0],
+        "partition": tp[1],
+        "leader": after.leader,
+        "leader_epoch": after.leader_epoch,
+        "last_isr": list(before.isr),
+    }
+    return LogEvent(UNCLEAN_LEADER_ELECTION, fields, level="warning")
+
+
 def _leader_log(tp: TopicPartition, state: PartitionState) -> LogEvent:
     fields = {
         "topic": tp[0],
@@ -434,8 +671,10 @@ def _leader_and_isr_effects(
     partitions: Iterable[TopicPartition],
     new_partitions: Iterable[TopicPartition],
     only_brokers: set[int] | None = None,
+    excluded: Mapping[TopicPartition, int] | None = None,
 ) -> list[Effect]:
-    """One LeaderAndIsr per live replica broker, covering its partitions among `partitions`."""
+    """One LeaderAndIsr per live replica broker, covering its partitions among `partitions`
+    (but not to `excluded[tp]`)."""
     fresh = set(new_partitions)
     per_broker: dict[int, list[LeaderAndIsrPartitionState]] = {}
     for tp in sorted(set(partitions)):
@@ -454,8 +693,11 @@ def _leader_and_isr_effects(
             replicas=replicas,
             is_new=tp in fresh,
         )
+        skip = None if excluded is None else excluded.get(tp)
         for replica in replicas:
-            if replica in ctx.live_brokers and (only_brokers is None or replica in only_brokers):
+            if replica == skip or replica not in ctx.live_brokers:
+                continue
+            if only_brokers is None or replica in only_brokers:
                 per_broker.setdefault(replica, []).append(item)
     effects: list[Effect] = []
     for broker_id, items in sorted(per_broker.items()):
@@ -469,6 +711,27 @@ def _leader_and_isr_effects(
         )
         effects.append(SendLeaderAndIsr(broker_id, request))
     return effects
+
+
+def _stop_replicas(
+    ctx: ControllerContext, broker_id: int, partitions: Iterable[TopicPartition]
+) -> SendStopReplica:
+    """StopReplica without deletion: stop fetching these partitions, keep their logs."""
+    topics: dict[str, list[StopReplicaPartitionState]] = {}
+    for topic, partition in sorted(partitions):
+        epoch = ctx.partition_states[(topic, partition)].leader_epoch
+        topics.setdefault(topic, []).append(
+            StopReplicaPartitionState(partition, epoch, delete_partition=False)
+        )
+    request = StopReplicaRequest(
+        controller_id=ctx.broker_id,
+        controller_epoch=ctx.controller_epoch,
+        broker_epoch=ctx.live_brokers[broker_id].epoch,
+        topic_states=tuple(
+            StopReplicaTopicState(t, tuple(parts)) for t, parts in sorted(topics.items())
+        ),
+    )
+    return SendStopReplica(broker_id, request)
 
 
 def _update_metadata(ctx: ControllerContext, deleted_topics: Iterable[str]) -> SendUpdateMetadata:

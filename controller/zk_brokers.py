@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 
 import structlog
 import trio
@@ -76,16 +77,20 @@ async def maintain_registration(
     port: int,
     rack: str | None = None,
     *,
+    on_registered: Callable[[int], None] | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Register, report the broker epoch through `task_status`, then re-register whenever
     kazoo opens a new session (the old one expired and took the ephemeral node with it).
-    Runs until cancelled; `broker_epoch` of the latest registration is logged."""
+    `on_registered(broker_epoch)` is called after every registration, the first included, so
+    the broker always knows its current epoch. Runs until cancelled."""
     log = structlog.get_logger(__name__).bind(broker_id=broker_id)
     events = zk.subscribe()
     with events:
         epoch = await register_broker(zk, broker_id, host, port, rack)
         log.info("broker registered", broker_epoch=epoch)
+        if on_registered is not None:
+            on_registered(epoch)
         task_status.started(epoch)
         async for event in events:
             if not (isinstance(event, SessionEvent) and event.state is SessionState.CONNECTED):
@@ -102,6 +107,8 @@ async def maintain_registration(
                     backoff_ms = min(backoff_ms * 2, _RETRY_BACKOFF_MS[1])
                     continue
                 log.info("broker re-registered", broker_epoch=epoch)
+                if on_registered is not None:
+                    on_registered(epoch)
                 break
 
 

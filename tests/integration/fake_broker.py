@@ -13,7 +13,11 @@ import trio
 from protocol.apis import ApiKey
 from protocol.codec import Request, decode_request, encode_response
 from protocol.framing import NEED_DATA, FrameDecoder
-from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from protocol.messages.leader_and_isr import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+)
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import (
     UpdateMetadataPartitionState,
@@ -86,6 +90,25 @@ class FakeBroker:
         if not received:
             return {}
         return {(s.topic_name, s.partition_index): s for s in received[-1].partition_states}
+
+    def latest_leader_and_isr_states(
+        self,
+    ) -> dict[tuple[str, int], LeaderAndIsrPartitionState]:
+        """(topic, partition) -> the latest LeaderAndIsr state received for it."""
+        return {
+            (s.topic_name, s.partition_index): s
+            for request in self.leader_and_isr()
+            for s in request.partition_states
+        }
+
+    def stopped(self) -> set[tuple[str, int, bool]]:
+        """(topic, partition, delete) for every StopReplica partition received."""
+        return {
+            (t.topic_name, p.partition_index, p.delete_partition)
+            for request in self.stop_replica()
+            for t in request.topic_states
+            for p in t.partition_states
+        }
 
     def latest_leader_and_isr(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(topic, partition) -> (leader, leader_epoch), the latest LeaderAndIsr per partition."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -238,7 +239,13 @@ async def test_registration_returns_after_forced_session_expiry(zk_hosts: str) -
         trio.open_nursery() as nursery,
     ):
         events = zk.subscribe()
-        first_epoch: int = await nursery.start(maintain_registration, zk, 3, "127.0.0.1", 9999)
+        registered: list[int] = []  # what the broker would take as its broker epoch
+        first_epoch: int = await nursery.start(
+            functools.partial(
+                maintain_registration, zk, 3, "127.0.0.1", 9999, on_registered=registered.append
+            )
+        )
+        assert registered == [first_epoch]
         old_session = zk.session_id
         await zk.force_session_expiry()
         states: list[SessionState] = []
@@ -253,6 +260,9 @@ async def test_registration_returns_after_forced_session_expiry(zk_hosts: str) -
             return found is not None and found[1].czxid > first_epoch
 
         await wait_until(re_registered, "broker 3 to register again in its new session")
+        await wait_until(lambda: len(registered) == 2, "on_registered with the new epoch")
+        found = await observer.get(zk_data.broker_path(3))
+        assert found is not None and registered == [first_epoch, found[1].czxid]
         assert zk.session_id != old_session
         nursery.cancel_scope.cancel()
 

@@ -7,6 +7,7 @@ import pytest
 from controller.election import (
     LeaderAndIsr,
     controlled_shutdown_leader,
+    elect_controlled_shutdown,
     elect_offline,
     offline_leader,
     preferred_replica_leader,
@@ -82,6 +83,25 @@ def test_controlled_shutdown_leader(
     expected: int | None,
 ) -> None:
     assert controlled_shutdown_leader(assignment, isr, live, shutting_down) == expected
+
+
+@pytest.mark.parametrize(
+    ("current", "live", "shutting_down", "expected"),
+    [
+        # 1 leaves: 2 leads, every shutting-down broker leaves the ISR, epoch + 1
+        (LeaderAndIsr(1, 4, (1, 2, 3)), {1, 2, 3}, {1}, LeaderAndIsr(2, 5, (2, 3))),
+        (LeaderAndIsr(1, 4, (1, 2, 3)), {1, 2, 3}, {1, 2}, LeaderAndIsr(3, 5, (3,))),
+        # the other ISR member is dead or also leaving: the last one keeps leading
+        (LeaderAndIsr(1, 4, (1, 2)), {1}, {1}, None),
+        (LeaderAndIsr(1, 4, (1, 2)), {1, 2}, {1, 2}, None),
+        # live but out of sync: not a candidate
+        (LeaderAndIsr(1, 4, (1,)), {1, 2, 3}, {1}, None),
+    ],
+)
+def test_elect_controlled_shutdown(
+    current: LeaderAndIsr, live: set[int], shutting_down: set[int], expected: LeaderAndIsr | None
+) -> None:
+    assert elect_controlled_shutdown(current, (1, 2, 3), live, shutting_down) == expected
 
 
 @pytest.mark.parametrize(

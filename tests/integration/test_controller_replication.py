@@ -1,0 +1,459 @@
+"""The controller's replication duties against a real ZooKeeper, with fake brokers on real
+sockets: ISR change notifications, controlled shutdown, unclean leader election, resigning.
+
+The fake brokers only record what the controller sends; where a test needs a partition leader
+to act (an ISR change), it does the leader's ZooKeeper writes itself with controller.zk_isr,
+exactly as a broker would.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, cast
+
+import pytest
+import trio
+from structlog.testing import capture_logs
+
+from broker.handlers.controlled_shutdown import handle_controlled_shutdown
+from client.zookeeper_server import ZooKeeperServer
+from controller import zk_data
+from controller.controller import Controller, run_controller
+from controller.zk_brokers import register_broker
+from controller.zk_client import SessionEvent, SessionState, ZkClient
+from controller.zk_isr import (
+    ISR_CHANGE_NOTIFICATION_PATH,
+    ISR_CHANGE_PREFIX,
+    publish_isr_changes,
+    write_isr,
+)
+from controller.zk_topics import create_topic
+from protocol.apis import ApiKey
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.common import TopicPartitionRef
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from tests.integration.fake_broker import FakeBroker
+from tests.integration.test_controller_zk import (
+    SESSION_TIMEOUT_MS,
+    read_state,
+    wait_until,
+    zk_session,
+)
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+pytestmark = pytest.mark.integration
+
+UNCLEAN = "unclean.leader.election.enable"
+
+
+@pytest.fixture
+def zk_hosts(zookeeper: ZooKeeperServer) -> str:
+    return f"{zookeeper.connect_string}/controller-replication-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Member:
+    """A fake broker registered in its own ZooKeeper session."""
+
+    fake: FakeBroker
+    zk: ZkClient
+    epoch: int
+
+
+@asynccontextmanager
+async def brokers(
+    nursery: trio.Nursery, zk_hosts: str, ids: tuple[int, ...]
+) -> AsyncIterator[dict[int, Member]]:
+    members: dict[int, Member] = {}
+    async with AsyncExitStack() as stack:
+        for broker_id in ids:
+            fake = FakeBroker(broker_id)
+            await nursery.start(fake.serve)
+            zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
+            stack.push_async_callback(zk.close)  # closing twice is harmless
+            epoch = await register_broker(zk, broker_id, fake.host, fake.port)
+            members[broker_id] = Member(fake, zk, epoch)
+        yield members
+
+
+async def start_controller(
+    nursery: trio.Nursery,
+    zk: ZkClient,
+    broker_id: int,
+    live: set[int],
+    *,
+    unclean_leader_election_enable: bool = False,
+) -> Controller:
+    controller: Controller = await nursery.start(
+        functools.partial(
+            run_controller,
+            zk,
+            broker_id,
+            unclean_leader_election_enable=unclean_leader_election_enable,
+        )
+    )
+    await wait_until(
+        lambda: controller.is_active and set(controller.context.live_brokers) == live,
+        f"broker {broker_id} to be controller and see brokers {sorted(live)}",
+    )
+    return controller
+
+
+def metadata_isr(broker: FakeBroker, tp: tuple[str, int]) -> tuple[int, ...] | None:
+    state = broker.latest_metadata().get(tp)
+    return None if state is None else tuple(state.isr)
+
+
+async def notifications(zk: ZkClient) -> list[str]:
+    return await zk.get_children(ISR_CHANGE_NOTIFICATION_PATH)
+
+
+# --- ISR change notifications -----------------------------------------------------------------
+
+
+async def test_isr_change_notification_sends_update_metadata_and_is_deleted(
+    zk_hosts: str,
+) -> None:
+    async with (
+        zk_session(zk_hosts) as admin,
+        trio.open_nursery() as nursery,
+        brokers(nursery, zk_hosts, (1, 2, 3)) as members,
+    ):
+        controller = await start_controller(nursery, members[1].zk, 1, {1, 2, 3})
+        assert await admin.exists(ISR_CHANGE_NOTIFICATION_PATH) is not None
+        await create_topic(admin, "t", {0: (1, 2, 3), 1: (2, 3, 1)}, {})
+        await wait_until(
+            lambda: metadata_isr(members[3].fake, ("t", 0)) == (1, 2, 3), "t-0 in metadata"
+        )
+        given = members[1].fake.latest_leader_and_isr_states()[("t", 0)]
+        leader_and_isr_before = len(members[2].fake.leader_and_isr())
+
+        # Leader 1 drops follower 3 from the ISR the way a broker does: CAS on the partition
+        # epoch it was given, then a notification. A malformed notification comes first.
+        new_epoch = await write_isr(
+            members[1].zk,
+            ("t", 0),
+            zk_data.PartitionStateZnode(1, given.leader_epoch, (1, 2), given.controller_epoch),
+            given.partition_epoch,
+        )
+        assert new_epoch == given.partition_epoch + 1
+        await admin.create(
+            f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}", b"{not json", sequence=True
+        )
+        await publish_isr_changes(members[1].zk, [("t", 0)])
+
+        def everyone_knows() -> bool:
+            for member in members.values():
+                state = member.fake.latest_metadata()[("t", 0)]
+                if (tuple(state.isr), state.partition_epoch) != ((1, 2), new_epoch):
+                    return False
+            return True
+
+        await wait_until(everyone_knows, "UpdateMetadata with the new ISR to every broker")
+
+        async def all_deleted() -> bool:
+            return await notifications(admin) == []
+
+        await wait_until(all_deleted, "the handled notifications (malformed too) deleted")
+        assert controller.context.partition_states[("t", 0)].isr == (1, 2)
+        assert controller.context.partition_states[("t", 0)].partition_epoch == new_epoch
+        assert metadata_isr(members[1].fake, ("t", 1)) == (2, 3, 1)  # untouched
+        # Nothing to tell replicas: the leader made the change itself.
+        assert len(members[2].fake.leader_and_isr()) == leader_and_isr_before
+
+        # The controller keeps working after the malformed node: a second change arrives.
+        newer = await write_isr(
+            members[1].zk,
+            ("t", 0),
+            zk_data.PartitionStateZnode(1, given.leader_epoch, (1, 2, 3), given.controller_epoch),
+            new_epoch,
+        )
+        await publish_isr_changes(members[1].zk, [("t", 0)])
+        await wait_until(
+            lambda: members[2].fake.latest_metadata()[("t", 0)].partition_epoch == newer,
+            "the expanded ISR in metadata",
+        )
+        assert metadata_isr(members[2].fake, ("t", 0)) == (1, 2, 3)
+        await wait_until(all_deleted, "the second notification deleted")
+        nursery.cancel_scope.cancel()
+
+
+async def test_isr_change_published_without_controller_is_handled_at_load(
+    zk_hosts: str,
+) -> None:
+    async with (
+        zk_session(zk_hosts) as admin,
+        trio.open_nursery() as nursery,
+        brokers(nursery, zk_hosts, (1, 2, 3)) as members,
+    ):
+        first_zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
+        await start_controller(nursery, first_zk, 1, {1, 2, 3})
+        await create_topic(admin, "t", {0: (2, 1, 3)}, {})
+        await wait_until(
+            lambda: metadata_isr(members[3].fake, ("t", 0)) == (2, 1, 3), "t-0 in metadata"
+        )
+        given = members[2].fake.latest_leader_and_isr_states()[("t", 0)]
+        await first_zk.close()  # no controller now
+
+        new_epoch = await write_isr(
+            members[2].zk,
+            ("t", 0),
+            zk_data.PartitionStateZnode(2, given.leader_epoch, (2, 3), given.controller_epoch),
+            given.partition_epoch,
+        )
+        assert new_epoch is not None
+        await publish_isr_changes(members[2].zk, [("t", 0)])
+        assert len(await notifications(admin)) == 1
+
+        controller = await start_controller(nursery, members[3].zk, 3, {1, 2, 3})
+        assert controller.controller_epoch == 2
+
+        async def all_deleted() -> bool:
+            return await notifications(admin) == []
+
+        await wait_until(all_deleted, "the notification found at load deleted")
+        await wait_until(
+            lambda: (
+                members[1].fake.update_metadata()[-1].controller_epoch == 2
+                and metadata_isr(members[1].fake, ("t", 0)) == (2, 3)
+            ),
+            "the new controller's UpdateMetadata with the changed ISR",
+        )
+        nursery.cancel_scope.cancel()
+
+
+# --- controlled shutdown ----------------------------------------------------------------------
+
+
+def handler_context(controller: Controller | None) -> BrokerContext:
+    """The handler only needs `ctx.controller`."""
+    return cast("BrokerContext", SimpleNamespace(controller=controller))
+
+
+async def ask_controlled_shutdown(
+    controller: Controller | None, broker_id: int, broker_epoch: int
+) -> tuple[ErrorCode, list[tuple[str, int]]]:
+    """Through the broker's ControlledShutdown handler, as a request would."""
+    header = RequestHeader(ApiKey.CONTROLLED_SHUTDOWN, 0, 1, "test")
+    response = await handle_controlled_shutdown(
+        handler_context(controller), header, ControlledShutdownRequest(broker_id, broker_epoch)
+    )
+    remaining = [(ref.topic, ref.partition) for ref in response.remaining_partitions]
+    assert all(isinstance(ref, TopicPartitionRef) for ref in response.remaining_partitions)
+    return ErrorCode(response.error_code), remaining
+
+
+async def test_controlled_shutdown_moves_leadership_and_reports_what_remains(
+    zk_hosts: str,
+) -> None:
+    async with (
+        zk_session(zk_hosts) as admin,
+        trio.open_nursery() as nursery,
+        brokers(nursery, zk_hosts, (1, 2, 3)) as members,
+    ):
+        idle = Controller(members[2].zk, 2)  # a candidate that is not the controller
+        assert await ask_controlled_shutdown(idle, 2, members[2].epoch) == (
+            ErrorCode.NOT_CONTROLLER,
+            [],
+        )
+        assert await ask_controlled_shutdown(None, 2, members[2].epoch) == (
+            ErrorCode.NOT_CONTROLLER,
+            [],
+        )
+        controller = await start_controller(nursery, members[1].zk, 1, {1, 2, 3})
+        await create_topic(admin, "t", {0: (2, 1, 3), 1: (1, 2, 3), 2: (2, 3, 1)}, {})
+        await create_topic(admin, "solo", {0: (2,)}, {})  # RF=1: cannot move
+        await create_topic(admin, "last", {0: (2, 4)}, {})  # 4 never registers: ISR is (2,)
+        expected_leaders = {("t", 0): 2, ("t", 1): 1, ("t", 2): 2, ("solo", 0): 2, ("last", 0): 2}
+        await wait_until(
+            lambda: (
+                {
+                    tp: s.leader
+                    for tp, s in members[3].fake.latest_metadata().items()
+                    if tp in expected_leaders
+                }
+                == expected_leaders
+            ),
+            "every partition led",
+        )
+        # Someone rewrote t-0's state behind the controller's back (same content, version + 1):
+        # the controller's CAS fails, it re-loads, and the shutdown is retried and succeeds.
+        path = zk_data.partition_state_path("t", 0)
+        found = await admin.get(path)
+        assert found is not None
+        await admin.set(path, found[0], version=found[1].version)
+
+        assert await ask_controlled_shutdown(controller, 9, 1) == (
+            ErrorCode.BROKER_NOT_AVAILABLE,
+            [],
+        )
+        assert await ask_controlled_shutdown(controller, 2, members[2].epoch - 1) == (
+            ErrorCode.STALE_BROKER_EPOCH,
+            [],
+        )
+        assert controller.context.shutting_down == frozenset()
+
+        with trio.fail_after(15):
+            code, remaining = await ask_controlled_shutdown(controller, 2, members[2].epoch)
+        assert code == ErrorCode.NONE
+        assert remaining == [("last", 0), ("solo", 0)]  # the last one keeps leading
+        assert controller.context.shutting_down == frozenset({2})
+
+        # ZooKeeper: leadership moved (first live ISR member not shutting down, assignment
+        # order), broker 2 left every ISR it could, epochs bumped by one.
+        assert await read_state(admin, "t", 0) == zk_data.PartitionStateZnode(1, 1, (1, 3), 1)
+        assert await read_state(admin, "t", 1) == zk_data.PartitionStateZnode(1, 1, (1, 3), 1)
+        assert await read_state(admin, "t", 2) == zk_data.PartitionStateZnode(3, 1, (3, 1), 1)
+        assert await read_state(admin, "solo", 0) == zk_data.PartitionStateZnode(2, 0, (2,), 1)
+        assert await read_state(admin, "last", 0) == zk_data.PartitionStateZnode(2, 0, (2,), 1)
+
+        # The brokers hear it: the new leaders and epochs, broker 2 as a follower of what it
+        # led; it is not told about t-1 but stops fetching it.
+        await wait_until(
+            lambda: (
+                members[1].fake.latest_leader_and_isr().get(("t", 0)) == (1, 1)
+                and members[1].fake.latest_leader_and_isr().get(("t", 1)) == (1, 1)
+                and members[3].fake.latest_leader_and_isr().get(("t", 2)) == (3, 1)
+                and members[3].fake.latest_leader_and_isr().get(("t", 1)) == (1, 1)
+                and members[2].fake.latest_leader_and_isr().get(("t", 0)) == (1, 1)
+                and members[2].fake.latest_leader_and_isr().get(("t", 2)) == (3, 1)
+                and ("t", 1, False) in members[2].fake.stopped()
+            ),
+            "LeaderAndIsr with the new leaders and StopReplica for broker 2's followed partition",
+        )
+        states = members[3].fake.latest_leader_and_isr_states()
+        assert tuple(states[("t", 1)].isr) == (1, 3)
+        assert states[("t", 0)].partition_epoch == 2  # the outside write, then ours
+        assert members[2].fake.latest_leader_and_isr()[("t", 1)] == (1, 0)  # from creation
+        await wait_until(
+            lambda: all(members[b].fake.latest_metadata()[("t", 2)].leader == 3 for b in (1, 2, 3)),
+            "UpdateMetadata to every broker, the one shutting down included",
+        )
+
+        # Asking again (a broker retries) is harmless and gives the same answer.
+        assert await ask_controlled_shutdown(controller, 2, members[2].epoch) == (
+            ErrorCode.NONE,
+            [("last", 0), ("solo", 0)],
+        )
+        # The broker stops: forgotten as shutting down.
+        await members[2].zk.close()
+        await wait_until(
+            lambda: (
+                controller.context.shutting_down == frozenset()
+                and 2 not in controller.context.live_brokers
+            ),
+            "broker 2 gone and forgotten",
+        )
+        nursery.cancel_scope.cancel()
+
+
+# --- unclean leader election ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("default", "unclean_config", "clean_config"),
+    [
+        pytest.param(False, {UNCLEAN: "true"}, {}, id="topic-override"),
+        pytest.param(True, {}, {UNCLEAN: "false"}, id="broker-default"),
+    ],
+)
+async def test_unclean_leader_election(
+    zk_hosts: str, default: bool, unclean_config: dict[str, str], clean_config: dict[str, str]
+) -> None:
+    async with (
+        zk_session(zk_hosts) as admin,
+        trio.open_nursery() as nursery,
+        brokers(nursery, zk_hosts, (1, 2)) as members,
+    ):
+        controller = await start_controller(
+            nursery, members[1].zk, 1, {1, 2}, unclean_leader_election_enable=default
+        )
+        # Broker 3 is not there yet: both partitions start with ISR (2,) only.
+        await create_topic(admin, "dirty", {0: (2, 3)}, unclean_config)
+        await create_topic(admin, "clean", {0: (2, 3)}, clean_config)
+        await wait_until(
+            lambda: (
+                {tp: s.leader for tp, s in members[1].fake.latest_metadata().items()}
+                == {("dirty", 0): 2, ("clean", 0): 2}
+            ),
+            "both led by broker 2",
+        )
+        async with brokers(nursery, zk_hosts, (3,)) as late:
+            await wait_until(
+                lambda: 3 in controller.context.live_brokers, "broker 3 seen by the controller"
+            )
+            assert controller.unclean_leader_elections == 0
+            await members[2].zk.close()  # the only ISR member dies; 3 is live but out of sync
+
+            await wait_until(
+                lambda: late[3].fake.latest_leader_and_isr().get(("dirty", 0)) == (3, 1),
+                "broker 3 told to lead dirty-0 at leader epoch 1",
+            )
+            assert await read_state(admin, "dirty", 0) == zk_data.PartitionStateZnode(3, 1, (3,), 1)
+            await wait_until(
+                lambda: members[1].fake.latest_metadata()[("clean", 0)].leader == -1,
+                "clean-0 offline",
+            )
+            # Without unclean election: no leader, epoch bumped, ISR keeps its last member.
+            assert await read_state(admin, "clean", 0) == zk_data.PartitionStateZnode(
+                -1, 1, (2,), 1
+            )
+            assert controller.unclean_leader_elections == 1
+            nursery.cancel_scope.cancel()
+
+
+# --- resigning --------------------------------------------------------------------------------
+
+
+async def test_controller_resigns_at_once_when_its_session_is_lost(zk_hosts: str) -> None:
+    """ZooKeeper cannot tell a controller cut off from it that its session ended (the other
+    candidate may well win first: writes are fenced by the epoch's zkVersion), but the moment
+    it learns, it stops acting as controller, without waiting for anything else."""
+    async with (
+        zk_session(zk_hosts) as zk1,
+        zk_session(zk_hosts) as zk2,
+        trio.open_nursery() as nursery,
+    ):
+        with capture_logs() as logs:
+            first: Controller = await nursery.start(run_controller, zk1, 1)
+            await wait_until(lambda: first.is_active, "broker 1 to be controller")
+            second: Controller = await nursery.start(run_controller, zk2, 2)
+            await wait_until(lambda: second.controller_id == 1, "broker 2 to follow broker 1")
+
+            session_events = zk1.subscribe()
+            await zk1.force_session_expiry()
+            with trio.fail_after(15):
+                while True:
+                    event = await session_events.receive()
+                    if isinstance(event, SessionEvent) and event.state is SessionState.LOST:
+                        break
+            await wait_until(
+                lambda: not (first.is_active and first.controller_epoch == 1),
+                "broker 1 to resign as soon as it learns",
+                timeout_s=1.0,
+            )
+            await wait_until(
+                lambda: (
+                    (first.is_active or second.is_active)
+                    and first.controller_epoch == second.controller_epoch == 2
+                ),
+                "one controller at epoch 2",
+            )
+            # A request to the candidate that is not controller is refused, never acted on.
+            other = first if second.is_active else second
+            assert await other.controlled_shutdown(1, -1) == (ErrorCode.NOT_CONTROLLER, [])
+        resignations = [
+            (e.get("broker_id"), e.get("controller_epoch"))
+            for e in logs
+            if e["event"] == "controller resigned"
+        ]
+        assert (1, 1) in resignations
+        nursery.cancel_scope.cancel()
