@@ -1,4 +1,4 @@
-"""Pure text formats of the CLI: kcat's `--format` strings and the JSON envelope.
+"""Pure text formats of the CLI: kcat's `--format` strings, the JSON envelope, plain tables.
 
 `consume --json` writes one envelope per record and `produce --json` reads the same envelope, so
 a topic can be copied with a pipe. Keys, values and header values are bytes; the envelope holds
@@ -31,6 +31,7 @@ __all__ = [
     "decode_envelope",
     "encode_envelope",
     "format_headers",
+    "format_table",
     "split_key",
     "split_lines",
 ]
@@ -264,3 +265,26 @@ def split_lines(pending: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
         return ([data] if data else []), b""
     lines = data.split(b"\n")
     return lines[:-1], lines[-1]
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+def format_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = ""
+) -> list[str]:
+    """Left-aligned columns two spaces apart, the header first; no trailing spaces.
+
+    Cells must not be empty or contain spaces (use "-" for nothing), so `awk '{print $N}'`
+    still finds column N on every line.
+    """
+    widths = [len(name) for name in header]
+    for row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"row {list(row)} has {len(row)} cells, the header {len(header)}")
+        widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=True)]
+    return [
+        indent
+        + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (header, *rows)
+    ]

@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from client.admin import Admin, ClusterDescription, TopicDescription
+from client.admin import Admin, ClusterDescription, PartitionDescription, TopicDescription
 from client.cli_common import bootstrap_option, run_client
+from client.cli_format import format_table
 
 __all__ = ["cluster", "describe_cluster_lines", "describe_topic_lines", "topics"]
 
@@ -33,27 +34,48 @@ def _plain(obj: Any) -> Any:
 
 
 def _ids(values: Sequence[int]) -> str:
-    return ",".join(str(v) for v in values)
+    return ",".join(str(v) for v in values) or "-"
 
 
 def _offset(value: int | None) -> str:
-    return "-" if value is None else str(value)  # None: the leader did not answer
+    return "-" if value is None else str(value)  # None: the broker did not answer
+
+
+PARTITION_COLUMNS = (
+    "Partition",
+    "Leader",
+    "LeaderEpoch",
+    "Replicas",
+    "Isr",
+    "Offline",
+    "HighWatermark",
+    "LogEndOffsets",
+)
+
+
+def _partition_row(p: PartitionDescription) -> list[str]:
+    leos = ",".join(f"{r}={_offset(p.replica_log_end_offsets.get(r))}" for r in p.replicas)
+    return [
+        str(p.partition),
+        str(p.leader) if p.leader >= 0 else "none",
+        str(p.leader_epoch),
+        _ids(p.replicas),
+        _ids(p.isr),
+        _ids(p.offline_replicas),
+        _offset(p.high_watermark),
+        leos or "-",
+    ]
 
 
 def describe_topic_lines(topic: TopicDescription) -> list[str]:
-    """kafka-topics --describe's layout, plus the high watermark and log end offset."""
+    """kafka-topics --describe's topic line, then a table with one row per partition: leader,
+    epoch, replicas, ISR, offline replicas, the high watermark and each replica's log end
+    offset as replica=LEO ("-": its broker is offline or did not answer)."""
     partitions = sorted(topic.partitions, key=lambda p: p.partition)
     rf = len(partitions[0].replicas) if partitions else 0
     lines = [f"Topic: {topic.name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}"]
-    for p in partitions:
-        offline = f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else ""
-        lines.append(
-            f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-            f"LeaderEpoch: {p.leader_epoch}\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
-            f"HighWatermark: {_offset(p.high_watermark)}\t"
-            f"LogEndOffset: {_offset(p.log_end_offset)}{offline}"
-        )
-    return lines
+    rows = [_partition_row(p) for p in partitions]
+    return lines + format_table(PARTITION_COLUMNS, rows, indent="  ")
 
 
 def describe_cluster_lines(cluster: ClusterDescription) -> list[str]:
@@ -130,7 +152,8 @@ def topics_list(bootstrap: str) -> None:
 @click.argument("name", required=False)
 @click.option("--json", "json_output", is_flag=True, help="One JSON document (a list of topics).")
 def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None:
-    """Per partition: leader, leader epoch, replicas, ISR, high watermark, log end offset."""
+    """Per partition: leader, leader epoch, replicas, ISR, offline replicas, high watermark and
+    each replica's log end offset (run it again to watch followers catch up)."""
 
     async def describe() -> list[TopicDescription]:
         async with _admin(bootstrap) as admin:

@@ -8,19 +8,30 @@ one brings records (the others are abandoned: their answers are discarded by the
 
 Only partitions with nothing buffered are fetched, so memory stays within one fetch's bytes per
 partition. A fetch may start mid-batch (records below the position are skipped) and end with a
-partial batch (ignored; the next fetch starts at it). Leader changes: NOT_LEADER_OR_FOLLOWER,
-UNKNOWN/FENCED_LEADER_EPOCH and friends refresh the metadata and back off retry_backoff_ms;
-fetches carry the leader epoch we know (KIP-320). OFFSET_OUT_OF_RANGE resets the position per
-auto_offset_reset ("earliest" | "latest" | "none": raise OffsetOutOfRangeError).
+partial batch (ignored; the next fetch starts at it). OFFSET_OUT_OF_RANGE resets the position
+per auto_offset_reset ("earliest" | "latest" | "none": raise OffsetOutOfRangeError).
+
+Leader changes (KIP-320). Fetches carry the leader epoch the metadata gives; NOT_LEADER_OR_FOLLOWER,
+UNKNOWN/FENCED_LEADER_EPOCH and friends refresh the metadata and back off (retry_backoff_ms,
+doubling up to retry_backoff_max_ms). Each position remembers the leader epoch of the batch its
+last consumed record came from. When the metadata shows a new leader epoch, the position is
+validated before the partition is fetched again: OffsetForLeaderEpoch asks the leader where
+that epoch ends in its log. If it ends before the position (or the leader never had the epoch),
+records already consumed were truncated away: poll raises LogTruncationError rather than
+silently skipping or re-reading (Kafka's consumer instead seeks to the divergence point when
+auto.offset.reset is set). Positions set by seek or a reset have nothing consumed behind them
+and need no validation.
 
 Not safe for concurrent use by several tasks (as Kafka's consumer is single-threaded).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from types import TracebackType
 from typing import Final, NamedTuple
 
@@ -29,6 +40,7 @@ import trio
 from client.errors import (
     ClientClosedError,
     HighwaterClientError,
+    LogTruncationError,
     OffsetOutOfRangeError,
     error_for_code,
 )
@@ -44,9 +56,16 @@ from protocol.messages.fetch import (
     FetchTopic,
 )
 from protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochPartition,
+    OffsetForLeaderEpochPartitionResult,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderEpochTopic,
+)
 from protocol.records import LOG_OVERHEAD_BYTES, decode_batches_entries, decode_record
 
-__all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
+__all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "truncation_offset"]
 
 RESETS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
 LEADER_ERRORS: Final = frozenset(
@@ -98,6 +117,46 @@ class _PartitionState:
     log_start_offset: int = -1
     fetch_bytes: int = 0  # raised above max_partition_fetch_bytes for an oversized batch
     retry_at: float = 0.0  # trio time before which this partition is not fetched
+    failures: int = 0  # consecutive retriable errors: the backoff doubles with each
+    # KIP-320. The leader epoch of the batch holding the record just before `position` (None:
+    # nothing consumed since the last seek or reset, so nothing to validate) ...
+    position_epoch: int | None = None
+    # ... and the leader epoch (from the metadata) at which that position was last fetched or
+    # validated; a different one in the metadata means a leader change: validate first.
+    leader_epoch: int | None = None
+    fetched_epoch: int | None = None  # the epoch of the last whole batch fetched
+    # One (buffer index after the batch's last record, batch epoch) per buffered batch.
+    buffer_epochs: list[tuple[int, int]] = field(default_factory=list)
+
+    def awaits_validation(self, current_leader_epoch: int) -> bool:
+        """Records were consumed under an earlier leader epoch than the metadata's."""
+        return (
+            current_leader_epoch >= 0
+            and self.position_epoch is not None
+            and self.leader_epoch is not None
+            and self.leader_epoch != current_leader_epoch
+        )
+
+
+def truncation_offset(
+    position: int, position_epoch: int, leader_epoch: int, end_offset: int
+) -> int | None:
+    """KIP-320: the first offset known to diverge, or None if the position is valid.
+
+    `position_epoch` is the epoch of the record consumed before `position`; (leader_epoch,
+    end_offset) the leader's OffsetForLeaderEpoch answer for it: the largest epoch <= it that
+    the leader has, and where that epoch ends in the leader's log. The log was truncated below
+    the position if that end is before it, or if the leader never had the epoch (its records
+    at those offsets carry an older one, so the last record consumed is not among them).
+    An undefined answer (-1) means the leader has no epoch information: nothing to check.
+    """
+    if leader_epoch < 0 or end_offset < 0:
+        return None
+    if end_offset < position:
+        return end_offset
+    if leader_epoch < position_epoch:
+        return position - 1
+    return None
 
 
 class Consumer:
@@ -116,6 +175,7 @@ class Consumer:
         max_poll_records: int = 500,
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1_000,
         default_api_timeout_ms: int = 60_000,
         metadata_max_age_ms: int = 300_000,
     ) -> None:
@@ -129,6 +189,7 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         self.default_api_timeout_ms = default_api_timeout_ms
         self.metadata = ClusterMetadata(
             bootstrap,
@@ -189,11 +250,7 @@ class Consumer:
         """The next poll returns `partition` from `offset` (out of range: auto_offset_reset)."""
         if offset < 0:
             raise ValueError("offset must be >= 0")
-        state = self._state(partition)
-        state.position = offset
-        state.next_fetch_offset = offset
-        state.reset = None
-        _clear_buffer(state)
+        _set_position(self._state(partition), offset)
 
     def seek_to_beginning(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
         """Lazily (at the next poll/position) move to the log start offset."""
@@ -272,6 +329,7 @@ class Consumer:
         for tp in targets:
             state = self._state(tp)
             state.position = None
+            state.position_epoch = None
             state.reset = reset
             _clear_buffer(state)
 
@@ -324,6 +382,7 @@ class Consumer:
             remaining = deadline - trio.current_time()
             if remaining <= 0:
                 return []
+            await self._validate_positions()
             await self._fetch_round(deadline)
 
     def _drain(self, limit: int) -> list[ConsumerRecord]:
@@ -336,11 +395,11 @@ class Consumer:
                 out += taken
                 state.position = taken[-1].offset + 1
                 state.buffer_pos = start + len(taken)
+                state.position_epoch = _buffered_epoch(state, state.buffer_pos - 1)
                 if state.buffer_pos >= len(buffer):
                     _clear_buffer(state)
             if not state.buffer and state.position is not None:
-                # Everything fetched was returned: continue after the last whole batch.
-                state.position = max(state.position, state.next_fetch_offset)
+                _advance_past_fetched(state)
             if len(out) >= limit:
                 break
         return out
@@ -381,10 +440,7 @@ class Consumer:
             if offset < 0:
                 state.reset = LATEST_TIMESTAMP  # no record at/after the timestamp: the end
                 continue
-            state.position = offset
-            state.next_fetch_offset = offset
-            state.reset = None
-            _clear_buffer(state)
+            _set_position(state, offset)  # as Kafka: a reset position is not validated
 
     async def _fetch_round(self, deadline: float) -> None:
         """One Fetch per leader with fetchable partitions; returns when one brought records,
@@ -399,7 +455,8 @@ class Consumer:
                 next_retry = min(next_retry, state.retry_at)
                 continue
             leader = self.metadata.leader_for(*tp)
-            if leader is None:
+            info = self.metadata.partition_info(*tp)
+            if leader is None or info is None or state.awaits_validation(info.leader_epoch):
                 self.metadata.request_update()
                 next_retry = min(next_retry, now + self.retry_backoff_ms / 1000)
                 continue
@@ -428,12 +485,14 @@ class Consumer:
         for tp in tps:
             info = self.metadata.partition_info(*tp)
             state = self._states[tp]
+            leader_epoch = info.leader_epoch if info is not None else -1
+            state.leader_epoch = leader_epoch  # records fetched now are valid under this epoch
             topics.setdefault(tp.topic, []).append(
                 FetchPartition(
                     tp.partition,
                     offsets[tp],
                     max(self.max_partition_fetch_bytes, state.fetch_bytes),
-                    current_leader_epoch=info.leader_epoch if info is not None else -1,
+                    current_leader_epoch=leader_epoch,
                 )
             )
         request = FetchRequest(
@@ -472,6 +531,7 @@ class Consumer:
         if code == ErrorCode.NONE:
             state.high_watermark = data.high_watermark
             state.log_start_offset = data.log_start_offset
+            state.failures = 0
             return self._append_records(tp, state, data.records)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             reset = self._default_reset()
@@ -483,6 +543,7 @@ class Consumer:
                     {(tp.topic, tp.partition): state.next_fetch_offset},
                 )
             state.position = None
+            state.position_epoch = None
             state.reset = reset
             return False
         if code in LEADER_ERRORS or ErrorCode(code).retriable:
@@ -497,6 +558,7 @@ class Consumer:
         whole_batches = 0
         topic, partition = tp
         append = state.buffer.append
+        epochs = state.buffer_epochs
         try:
             for header, entries in decode_batches_entries(records):
                 whole_batches += 1
@@ -554,7 +616,10 @@ class Consumer:
                         )
                     )
                     appended = True
-                state.next_fetch_offset = max(state.next_fetch_offset, header.next_offset)
+                epochs.append((len(state.buffer), header.partition_leader_epoch))
+                if header.next_offset > state.next_fetch_offset:
+                    state.next_fetch_offset = header.next_offset
+                    state.fetched_epoch = _epoch_or_none(header.partition_leader_epoch)
         except (CorruptRecordError, HighwaterError) as exc:
             raise HighwaterClientError(
                 f"CORRUPT_MESSAGE: {tp.topic}-{tp.partition} at offset {fetch_offset}: {exc}",
@@ -573,17 +638,148 @@ class Consumer:
                 )
             state.fetch_bytes = min(self.fetch_max_bytes, size * 2)
         if not state.buffer and state.position is not None:
-            state.position = max(state.position, state.next_fetch_offset)
+            _advance_past_fetched(state)
         return appended
 
     def _back_off(self, tps: Iterable[TopicPartition]) -> None:
-        retry_at = trio.current_time() + self.retry_backoff_ms / 1000
+        """Retry these partitions after retry_backoff_ms, doubled per consecutive failure up to
+        retry_backoff_max_ms (Kafka's exponential retry backoff)."""
+        now = trio.current_time()
         for tp in tps:
             state = self._states.get(tp)
             if state is not None:
-                state.retry_at = retry_at
+                state.failures += 1
+                backoff_ms = min(
+                    self.retry_backoff_max_ms,
+                    self.retry_backoff_ms * (1 << min(state.failures - 1, 16)),
+                )
+                state.retry_at = now + backoff_ms / 1000
+
+    # ----- position validation (KIP-320) -------------------------------------------------------
+
+    async def _validate_positions(self) -> None:
+        """OffsetForLeaderEpoch (one request per leader, concurrently) for the positions whose
+        partition has a new leader epoch since they were fetched; LogTruncationError if a
+        leader's log no longer holds what was consumed."""
+        now = trio.current_time()
+        by_leader: dict[int, list[tuple[TopicPartition, int]]] = {}
+        for tp, state in self._states.items():
+            if state.position is None or state.buffer or state.retry_at > now:
+                continue
+            info = self.metadata.partition_info(*tp)
+            if info is None or not state.awaits_validation(info.leader_epoch):
+                continue
+            leader = self.metadata.leader_for(*tp)
+            if leader is None:
+                self.metadata.request_update()
+                continue
+            by_leader.setdefault(leader, []).append((tp, info.leader_epoch))
+        if not by_leader:
+            return
+        errors: list[HighwaterClientError] = []
+        async with trio.open_nursery() as nursery:
+            for leader, wanted in by_leader.items():
+                nursery.start_soon(self._validate_at, leader, wanted, errors)
+        if errors:
+            raise errors[0]
+
+    async def _validate_at(
+        self,
+        leader: int,
+        wanted: list[tuple[TopicPartition, int]],
+        errors: list[HighwaterClientError],
+    ) -> None:
+        asked: dict[TopicPartition, tuple[int, int, int]] = {}  # position, its epoch, current
+        topics: dict[str, list[OffsetForLeaderEpochPartition]] = {}
+        for tp, current_epoch in wanted:
+            state = self._states[tp]
+            assert state.position is not None and state.position_epoch is not None
+            asked[tp] = (state.position, state.position_epoch, current_epoch)
+            topics.setdefault(tp.topic, []).append(
+                OffsetForLeaderEpochPartition(tp.partition, state.position_epoch, current_epoch)
+            )
+        request = OffsetForLeaderEpochRequest(
+            tuple(OffsetForLeaderEpochTopic(t, tuple(ps)) for t, ps in topics.items())
+        )
+        try:
+            response: OffsetForLeaderEpochResponse = await self.metadata.request(
+                leader, request, timeout_ms=self.request_timeout_ms
+            )
+        except BrokerConnectionError:
+            self.metadata.request_update()
+            self._back_off(asked)
+            return
+        for topic_result in response.topics:
+            for result in topic_result.partitions:
+                tp = TopicPartition(topic_result.topic, result.partition)
+                current = self._states.get(tp)
+                if tp not in asked or current is None:
+                    continue
+                position, position_epoch, current_epoch = asked[tp]
+                if (current.position, current.position_epoch) != (position, position_epoch):
+                    continue  # sought meanwhile: the answer is about another position
+                try:
+                    self._complete_validation(tp, current, current_epoch, result)
+                except HighwaterClientError as exc:
+                    errors.append(exc)
+
+    def _complete_validation(
+        self,
+        tp: TopicPartition,
+        state: _PartitionState,
+        current_epoch: int,
+        result: OffsetForLeaderEpochPartitionResult,
+    ) -> None:
+        code = result.error_code
+        if code == ErrorCode.NONE:
+            assert state.position is not None and state.position_epoch is not None
+            divergent = truncation_offset(
+                state.position, state.position_epoch, result.leader_epoch, result.end_offset
+            )
+            if divergent is not None:
+                # The position stays unvalidated: every poll raises this until a seek.
+                raise LogTruncationError(tp.topic, tp.partition, state.position, divergent)
+            state.leader_epoch = current_epoch
+            state.failures = 0
+            return
+        if code in LEADER_ERRORS or ErrorCode(code).retriable:
+            self.metadata.request_update()
+            self._back_off([tp])
+            return
+        raise error_for_code(code, f"offset for leader epoch of {tp.topic}-{tp.partition}")
 
 
 def _clear_buffer(state: _PartitionState) -> None:
     state.buffer = []
     state.buffer_pos = 0
+    state.buffer_epochs = []
+
+
+def _set_position(state: _PartitionState, offset: int) -> None:
+    """A position from a seek or a reset: nothing consumed behind it, nothing to validate."""
+    state.position = offset
+    state.next_fetch_offset = offset
+    state.reset = None
+    state.position_epoch = None
+    state.fetched_epoch = None
+    _clear_buffer(state)
+
+
+def _advance_past_fetched(state: _PartitionState) -> None:
+    """Everything fetched was returned: continue after the last whole batch (skipping records
+    below a mid-batch fetch offset), which is then the batch the position's epoch comes from."""
+    assert state.position is not None
+    if state.next_fetch_offset > state.position:
+        state.position = state.next_fetch_offset
+        state.position_epoch = state.fetched_epoch
+
+
+def _buffered_epoch(state: _PartitionState, index: int) -> int | None:
+    """The leader epoch of the batch that buffer[index] came from."""
+    marks = state.buffer_epochs
+    at = bisect.bisect_right(marks, index, key=itemgetter(0))
+    return _epoch_or_none(marks[at][1]) if at < len(marks) else None
+
+
+def _epoch_or_none(epoch: int) -> int | None:
+    return epoch if epoch >= 0 else None  # batches written without an epoch: nothing to check

@@ -14,6 +14,7 @@ __all__ = [
     "ClientClosedError",
     "HighwaterClientError",
     "HighwaterTimeoutError",
+    "LogTruncationError",
     "NoBrokersAvailable",
     "OffsetOutOfRangeError",
     "UnknownTopicError",
@@ -69,6 +70,27 @@ class OffsetOutOfRangeError(HighwaterClientError):
     def __init__(self, message: str, positions: dict[tuple[str, int], int]) -> None:
         super().__init__(message, ErrorCode.OFFSET_OUT_OF_RANGE)
         self.positions = positions
+
+
+class LogTruncationError(HighwaterClientError):
+    """The consumer's position is past where its partition's new leader's log diverges from
+    what was consumed (KIP-320): records up to the position may have been lost or replaced.
+
+    Raised instead of silently skipping or re-reading; `seek()` to continue, e.g. to
+    `divergent_offset` (Kafka's consumer seeks there itself when auto.offset.reset is set).
+    """
+
+    def __init__(self, topic: str, partition: int, position: int, divergent_offset: int) -> None:
+        super().__init__(
+            f"log truncation detected on {topic}-{partition}: after a leader change the "
+            f"leader's log no longer holds every record consumed before position {position}; "
+            f"the first offset known to diverge is {divergent_offset} (records from there on "
+            f"were lost or replaced); seek() to continue"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.position = position
+        self.divergent_offset = divergent_offset
 
 
 def error_for_code(

@@ -1,13 +1,16 @@
 """ListOffsets: earliest (-2), latest (-1) or the first offset at/after a timestamp.
 
 For a consumer "latest" is the HW and a timestamp lookup only finds committed records; the
-debug replica id (-2) and followers see up to the LEO.
+debug replica id (-2) and followers see up to the LEO. Only the leader answers, except for the
+debug id: as in Kafka (fetchOnlyFromLeader = replicaId != DebuggingConsumerId), any broker
+hosting the partition answers it from its own replica, so `topics describe` can show each
+replica's log end offset while a follower catches up.
 """
 
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.partition import Partition
+from broker.partition import DEBUG_REPLICA_ID, Partition
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.list_offsets import (
@@ -43,7 +46,7 @@ def _one(
 ) -> ListOffsetsPartitionResponse:
     index = wanted.partition_index
     try:
-        partition = ctx.replica_manager.leader_partition((topic, index))
+        partition = _hosted_partition(ctx, (topic, index), replica_id)
         partition.check_leader_epoch(wanted.current_leader_epoch)
     except HighwaterError as exc:
         code = exc.code
@@ -73,6 +76,19 @@ def _one(
         return ListOffsetsPartitionResponse(index, 0, -1, -1, -1)  # none yet, as in Kafka
     offset, timestamp = found
     return ListOffsetsPartitionResponse(index, 0, timestamp, offset, _epoch_at(partition, offset))
+
+
+def _hosted_partition(ctx: BrokerContext, tp: tuple[str, int], replica_id: int) -> Partition:
+    """The leader's replica; for the debug id, this broker's replica, leader or follower."""
+    if replica_id != DEBUG_REPLICA_ID:
+        return ctx.replica_manager.leader_partition(tp)
+    partition = ctx.replica_manager.partitions.get(tp)
+    if partition is None:
+        raise HighwaterError(
+            f"{tp[0]}-{tp[1]} is not hosted on broker {ctx.broker_id}",
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        )
+    return partition
 
 
 def _epoch_at(partition: Partition, offset: int) -> int:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from client import cli_consume, cli_produce
+from client.admin import PartitionDescription, TopicDescription
 from client.cli import main
 from client.consumer import ConsumerRecord, TopicPartition
 from client.errors import HighwaterClientError, NoBrokersAvailable, UnknownTopicError
@@ -323,6 +324,57 @@ def test_no_broker_is_one_line_naming_the_bootstrap(monkeypatch: pytest.MonkeyPa
     assert result.stderr.strip() == (
         "Error: no broker answered a metadata request (bootstrap 10.0.0.1:9)"
     )
+
+
+class DescribingAdmin:
+    """Describes one RF=3 topic: partition 0 replicating (broker 3 behind, out of the ISR),
+    partition 1 without a leader, its whole ISR (broker 2) offline."""
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        pass
+
+    async def __aenter__(self) -> DescribingAdmin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    async def describe_topics(self, names: list[str] | None) -> list[TopicDescription]:
+        assert names == ["demo"]
+        return [
+            TopicDescription(
+                "demo",
+                (
+                    PartitionDescription(
+                        1, -1, 5, (2, 3, 1), (2,), (2,), None, None, {2: None, 3: 95, 1: 95}
+                    ),
+                    PartitionDescription(
+                        0, 1, 3, (1, 2, 3), (1, 2), (), 120, 130, {1: 130, 2: 125, 3: 80}
+                    ),
+                ),
+            )
+        ]
+
+
+def test_topics_describe_shows_isr_hw_and_each_replicas_leo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("client.cli_topics.Admin", DescribingAdmin)
+    result = run(["topics", "describe", "demo"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "Topic: demo\tPartitionCount: 2\tReplicationFactor: 3",
+        "  Partition  Leader  LeaderEpoch  Replicas  Isr  Offline  HighWatermark  LogEndOffsets",
+        "  0          1       3            1,2,3     1,2  -        120            1=130,2=125,3=80",
+        "  1          none    5            2,3,1     2    2        -              2=-,3=95,1=95",
+    ]
+    result = run(["topics", "describe", "demo", "--json"])
+    assert result.exit_code == 0, result.output
+    (topic,) = json.loads(result.stdout)
+    first = topic["partitions"][1]
+    assert first["isr"] == [1, 2] and first["high_watermark"] == 120
+    assert first["replica_log_end_offsets"] == {"1": 130, "2": 125, "3": 80}
+    assert topic["partitions"][0]["replica_log_end_offsets"] == {"2": None, "3": 95, "1": 95}
 
 
 def test_broker_config_errors_exit_2_with_one_line(tmp_path: Any) -> None:

@@ -14,6 +14,7 @@ from client.cli_format import (
     compile_format,
     decode_envelope,
     encode_envelope,
+    format_table,
     split_key,
     split_lines,
 )
@@ -133,3 +134,18 @@ def test_split_lines_keeps_partial_line_until_more_or_eof() -> None:
     assert (lines, pending) == ([b"cd", b""], b"")
     assert split_lines(b"tail", b"") == ([b"tail"], b"")
     assert split_lines(b"", b"") == ([], b"")
+
+
+def test_format_table_aligns_columns_without_trailing_spaces() -> None:
+    lines = format_table(
+        ["Partition", "Isr", "LogEndOffsets"],
+        [["0", "1,2,3", "1=10"], ["11", "-", "-"]],
+        indent="  ",
+    )
+    assert lines == [
+        "  Partition  Isr    LogEndOffsets",
+        "  0          1,2,3  1=10",
+        "  11         -      -",
+    ]
+    with pytest.raises(ValueError, match="2 cells"):
+        format_table(["a", "b", "c"], [["1", "2"]])

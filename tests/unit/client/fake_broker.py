@@ -3,13 +3,18 @@
 `FakeCluster(n)` listens on n ports (one per broker id 1..n) sharing one in-memory cluster:
 topics with partitions, each partition a list of stored batches whose base offsets are stamped
 on append (protocol.records.stamp_prefix), as a leader does. It answers Metadata, Produce,
-Fetch (long-poll on min_bytes / max_wait_ms), ListOffsets, CreateTopics and DeleteTopics.
-Only the partition's leader accepts Produce/Fetch (else NOT_LEADER_OR_FOLLOWER), and the
-leader epoch is checked as KIP-320 says, so leader moves are visible to clients.
+Fetch (long-poll on min_bytes / max_wait_ms), ListOffsets, OffsetForLeaderEpoch, CreateTopics
+and DeleteTopics. Only the partition's leader accepts Produce/Fetch/OffsetForLeaderEpoch and
+ListOffsets (else NOT_LEADER_OR_FOLLOWER), except ListOffsets from the debug replica id -2,
+which every replica answers with its own log end offset (`replica_log_end_offsets`, default
+the leader's). The leader epoch is checked as KIP-320 says, so leader moves are visible to
+clients; OffsetForLeaderEpoch answers from the epochs stamped in the stored batches (KIP-279).
 
 Fault switches: `fail_next(api, code, topic, partition, times)`, `drop_next(api)` (close the
-connection instead of answering), `delay_ms[api]`, `move_leader(...)`, `truncate_fetch=True`
-(cut fetch data exactly at partition_max_bytes, leaving a partial batch at the end).
+connection instead of answering), `delay_ms[api]`, `stalled` ((broker, api) pairs read but
+never answered), `move_leader(...)`, `bump_leader_epoch(...)`, `truncate_to(...)`,
+`truncate_fetch=True` (cut fetch data exactly at partition_max_bytes, leaving a partial batch
+at the end).
 """
 
 from __future__ import annotations
@@ -54,6 +59,12 @@ from protocol.messages.metadata import (
     MetadataResponse,
     MetadataTopic,
 )
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochPartitionResult,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderEpochTopicResult,
+)
 from protocol.messages.produce import (
     ProducePartitionResponse,
     ProduceRequest,
@@ -74,10 +85,48 @@ class FakePartition:
     log_end_offset: int = 0
     log_start_offset: int = 0
     high_watermark: int | None = None  # None: HW = LEO
+    isr: tuple[int, ...] | None = None  # None: every replica
+    offline_replicas: tuple[int, ...] = ()
+    replica_log_end_offsets: dict[int, int] = field(default_factory=dict)  # followers' LEOs
+    # The leader's OffsetForLeaderEpoch answer (epoch, end offset) for every epoch, if set.
+    epoch_end_override: tuple[int, int] | None = None
 
     @property
     def hw(self) -> int:
         return self.log_end_offset if self.high_watermark is None else self.high_watermark
+
+    def replica_log_end_offset(self, broker_id: int) -> int:
+        if broker_id == self.leader:
+            return self.log_end_offset
+        return self.replica_log_end_offsets.get(broker_id, self.log_end_offset)
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) as a leader-epoch cache would hold them: from the batches'
+        stamped epochs, plus the current epoch starting at the LEO if no batch has it yet."""
+        entries: list[tuple[int, int]] = []
+        for base, data in self.batches:
+            epoch = int.from_bytes(data[12:16], "big", signed=True)
+            if epoch >= 0 and (not entries or epoch > entries[-1][0]):
+                entries.append((epoch, base))
+        if not entries or self.leader_epoch > entries[-1][0]:
+            entries.append((self.leader_epoch, self.log_end_offset))
+        return entries
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        """KIP-279 (Kafka's LeaderEpochFileCache.endOffsetFor): (largest epoch <= `epoch`, the
+        start of the next epoch or the LEO); (-1, -1) when undefined."""
+        if self.epoch_end_override is not None:
+            return self.epoch_end_override
+        entries = self.epoch_entries()
+        if epoch < 0:
+            return -1, -1
+        if entries[-1][0] == epoch:
+            return epoch, self.log_end_offset
+        higher = next((e for e in entries if e[0] > epoch), None)
+        if higher is None:
+            return -1, -1
+        floor = [e for e in entries if e[0] <= epoch]
+        return (floor[-1][0] if floor else epoch), higher[1]
 
 
 @dataclass
@@ -99,6 +148,7 @@ class FakeCluster:
         self.delay_ms: dict[int, float] = {}
         self.truncate_fetch = False
         self.down: set[int] = set()  # brokers that drop every connection
+        self.stalled: set[tuple[int, int]] = set()  # (broker id, api key): read, never answered
         self._injected: list[_Injected] = []
         self._drop: dict[int, int] = {}
         self._appended = trio.Event()
@@ -117,21 +167,46 @@ class FakeCluster:
             self.ports[broker_id] = listeners[0].socket.getsockname()[1]
 
     def create_topic(
-        self, name: str, partitions: int = 1, leaders: list[int] | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        leaders: list[int] | None = None,
+        replication_factor: int = 1,
     ) -> None:
-        self.topics[name] = {
-            p: FakePartition(
-                leader=(leaders[p] if leaders else self.broker_ids[p % len(self.broker_ids)]),
-                replicas=(leaders[p] if leaders else self.broker_ids[p % len(self.broker_ids)],),
-            )
-            for p in range(partitions)
-        }
+        """Partition p led by leaders[p] (default: round robin), followed by the next brokers."""
+        n = len(self.broker_ids)
+        topic = {}
+        for p in range(partitions):
+            leader = leaders[p] if leaders else self.broker_ids[p % n]
+            if leader in self.broker_ids:
+                first = self.broker_ids.index(leader)
+                replicas = tuple(
+                    self.broker_ids[(first + k) % n] for k in range(replication_factor)
+                )
+            else:
+                replicas = (leader,)
+            topic[p] = FakePartition(leader=leader, replicas=replicas)
+        self.topics[name] = topic
 
     def move_leader(self, topic: str, partition: int, leader: int) -> None:
         part = self.topics[topic][partition]
         part.leader = leader
-        part.replicas = (leader,)
+        if leader not in part.replicas:
+            part.replicas = (leader,)
         part.leader_epoch += 1
+
+    def bump_leader_epoch(self, topic: str, partition: int) -> None:
+        """A new leader epoch with the same leader (as after a broker's re-registration)."""
+        self.topics[topic][partition].leader_epoch += 1
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> None:
+        """Drop every batch at or after `offset` (a batch boundary), as an unclean leader's
+        log would lack them."""
+        part = self.topics[topic][partition]
+        assert offset in {base for base, _ in part.batches} | {part.log_end_offset}
+        part.batches = [(base, data) for base, data in part.batches if base < offset]
+        part.log_end_offset = offset
+        part.high_watermark = None
 
     def fail_next(
         self,
@@ -187,6 +262,8 @@ class FakeCluster:
                         if self._drop.get(header.api_key, 0) > 0:
                             self._drop[header.api_key] -= 1
                             return
+                        if (broker_id, header.api_key) in self.stalled:
+                            await trio.sleep_forever()
                         delay = self.delay_ms.get(header.api_key, 0)
                         if delay:
                             await trio.sleep(delay / 1000)
@@ -214,6 +291,8 @@ class FakeCluster:
             return await self._fetch(broker_id, body)
         if isinstance(body, ListOffsetsRequest):
             return self._list_offsets(broker_id, body)
+        if isinstance(body, OffsetForLeaderEpochRequest):
+            return self._offset_for_leader_epoch(broker_id, body)
         if isinstance(body, CreateTopicsRequest):
             return self._create_topics(body)
         if isinstance(body, DeleteTopicsRequest):
@@ -234,7 +313,13 @@ class FakeCluster:
                     name,
                     tuple(
                         MetadataPartition(
-                            0, p, part.leader, part.leader_epoch, part.replicas, part.replicas
+                            0,
+                            p,
+                            part.leader,
+                            part.leader_epoch,
+                            part.replicas,
+                            part.replicas if part.isr is None else part.isr,
+                            part.offline_replicas,
                         )
                         for p, part in sorted(parts.items())
                     ),
@@ -253,7 +338,14 @@ class FakeCluster:
         )
 
     def _partition_error(
-        self, api: int, broker_id: int, topic: str, partition: int, epoch: int = -1
+        self,
+        api: int,
+        broker_id: int,
+        topic: str,
+        partition: int,
+        epoch: int = -1,
+        *,
+        any_replica: bool = False,
     ) -> int:
         injected = self._take_injected(api, topic, partition)
         if injected:
@@ -265,7 +357,7 @@ class FakeCluster:
             return ErrorCode.FENCED_LEADER_EPOCH
         if epoch > part.leader_epoch:
             return ErrorCode.UNKNOWN_LEADER_EPOCH
-        if part.leader != broker_id:
+        if part.leader != broker_id and not (any_replica and broker_id in part.replicas):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return 0
 
@@ -344,7 +436,12 @@ class FakeCluster:
             answers = []
             for p in t.partitions:
                 code = self._partition_error(
-                    ApiKey.LIST_OFFSETS, broker_id, t.name, p.partition_index
+                    ApiKey.LIST_OFFSETS,
+                    broker_id,
+                    t.name,
+                    p.partition_index,
+                    p.current_leader_epoch,
+                    any_replica=request.replica_id == -2,
                 )
                 if code:
                     answers.append(ListOffsetsPartitionResponse(p.partition_index, code))
@@ -352,8 +449,10 @@ class FakeCluster:
                 part = self.topics[t.name][p.partition_index]
                 if p.timestamp == -2:
                     offset = part.log_start_offset
+                elif p.timestamp == -1 and request.replica_id == -2:
+                    offset = part.replica_log_end_offset(broker_id)
                 elif p.timestamp == -1:
-                    offset = part.log_end_offset if request.replica_id == -2 else part.hw
+                    offset = part.hw
                 else:
                     offset = -1
                     for _, data in part.batches:
@@ -370,6 +469,30 @@ class FakeCluster:
                 )
             topics.append(ListOffsetsTopicResponse(t.name, tuple(answers)))
         return ListOffsetsResponse(tuple(topics))
+
+    def _offset_for_leader_epoch(
+        self, broker_id: int, request: OffsetForLeaderEpochRequest
+    ) -> OffsetForLeaderEpochResponse:
+        topics = []
+        for t in request.topics:
+            results = []
+            for p in t.partitions:
+                code = self._partition_error(
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                    broker_id,
+                    t.topic,
+                    p.partition,
+                    p.current_leader_epoch,
+                )
+                if code:
+                    results.append(OffsetForLeaderEpochPartitionResult(code, p.partition))
+                    continue
+                epoch, end_offset = self.topics[t.topic][p.partition].end_offset_for(p.leader_epoch)
+                results.append(
+                    OffsetForLeaderEpochPartitionResult(0, p.partition, end_offset, epoch)
+                )
+            topics.append(OffsetForLeaderEpochTopicResult(t.topic, tuple(results)))
+        return OffsetForLeaderEpochResponse(tuple(topics))
 
     def _create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
         results = []

@@ -1,4 +1,5 @@
-"""Consumer against the fake cluster: ordering, seeks, resets, partial fetches, leader moves."""
+"""Consumer against the fake cluster: ordering, seeks, resets, partial fetches, leader moves,
+and position validation after a leader change (KIP-320)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import msgpack
 import pytest
 import trio
 
-from client.consumer import Consumer, ConsumerRecord, TopicPartition
-from client.errors import HighwaterClientError, OffsetOutOfRangeError
+from client.consumer import Consumer, ConsumerRecord, TopicPartition, truncation_offset
+from client.errors import HighwaterClientError, LogTruncationError, OffsetOutOfRangeError
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
+from protocol.messages.metadata import MetadataRequest
+from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from protocol.records import Record, build_batch, crc32c
 from tests.unit.client.fake_broker import FakeCluster
 
@@ -22,10 +25,15 @@ T0 = 1_700_000_000_000
 def append(
     cluster: FakeCluster, topic: str, partition: int, values: list[bytes], ts: int = T0
 ) -> None:
-    """Store one batch directly, as a produce would (broker-side stamping)."""
+    """Store one batch directly, as a produce would (broker-side stamping of offset and epoch)."""
     part = cluster.topics[topic][partition]
     records = [Record(v, key=b"k", timestamp_ms=ts + i) for i, v in enumerate(values)]
-    data = build_batch(records, base_offset=part.log_end_offset, now_ms=ts)
+    data = build_batch(
+        records,
+        base_offset=part.log_end_offset,
+        now_ms=ts,
+        partition_leader_epoch=part.leader_epoch,
+    )
     part.batches.append((part.log_end_offset, data))
     part.log_end_offset += len(values)
 
@@ -287,3 +295,189 @@ async def test_a_malformed_record_is_reported_as_corrupt(cluster: FakeCluster) -
         consumer.assign([("t", 0)])
         with pytest.raises(HighwaterClientError, match=r"CORRUPT_MESSAGE.*key and value"):
             await poll_until(consumer, 1)
+
+
+# --- position validation after a leader change (KIP-320) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("position", "position_epoch", "leader_epoch", "end_offset", "divergent"),
+    [
+        (10, 0, 0, 10, None),  # the epoch ends exactly at the position: valid
+        (10, 0, 0, 15, None),  # ... or after it
+        (10, 0, 0, 6, 6),  # the leader's epoch 0 ends at 6: 6..9 were truncated away
+        (10, 3, 1, 12, 9),  # the leader never had epoch 3: the last record consumed diverges
+        (10, 3, 1, 4, 4),  # both: the end offset is the first known divergence
+        (10, 3, 3, 10, None),
+        (10, 0, -1, -1, None),  # UNDEFINED: the leader has no epoch information
+        (10, 0, -1, 4, None),
+    ],
+)
+def test_truncation_offset(
+    position: int, position_epoch: int, leader_epoch: int, end_offset: int, divergent: int | None
+) -> None:
+    assert truncation_offset(position, position_epoch, leader_epoch, end_offset) == divergent
+
+
+def _validations(cluster: FakeCluster) -> list[tuple[int, int, int]]:
+    """(broker, asked epoch, current leader epoch) of each OffsetForLeaderEpoch sent."""
+    return [
+        (broker, p.leader_epoch, p.current_leader_epoch)
+        for broker, body in cluster.requests
+        if isinstance(body, OffsetForLeaderEpochRequest)
+        for t in body.topics
+        for p in t.partitions
+    ]
+
+
+async def test_clean_leader_change_is_validated_then_followed(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 1, leaders=[1], replication_factor=3)
+    fill(cluster3, "t", 0, batches=2, per_batch=5)
+    async with Consumer(
+        cluster3.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        assert len(await poll_until(consumer, 10)) == 10
+        cluster3.move_leader("t", 0, 2)  # epoch 1; the new leader has all 10 records
+        append(cluster3, "t", 0, [b"after move"])
+        records = await poll_until(consumer, 1)
+    assert [(r.offset, r.value) for r in records] == [(10, b"after move")]
+    assert _validations(cluster3) == [(2, 0, 1)]  # epoch 0 of the last record, asked at epoch 1
+    # The validation came before the first fetch from the new leader, which carries epoch 1.
+    kinds = [
+        (b, type(body).__name__)
+        for b, body in cluster3.requests
+        if isinstance(body, OffsetForLeaderEpochRequest | FetchRequest) and b == 2
+    ]
+    assert kinds[0] == (2, "OffsetForLeaderEpochRequest")
+    fetches = [body for b, body in cluster3.requests if isinstance(body, FetchRequest) and b == 2]
+    assert {f.topics[0].partitions[0].current_leader_epoch for f in fetches} == {1}
+
+
+async def test_truncated_log_after_a_leader_change_raises(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 1, leaders=[1], replication_factor=3)
+    fill(cluster3, "t", 0, batches=2, per_batch=5)  # offsets 0..9, epoch 0
+    async with Consumer(
+        cluster3.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        assert len(await poll_until(consumer, 10)) == 10
+        # An unclean election: the new leader only had offsets 0..4, then takes writes at 5.
+        cluster3.truncate_to("t", 0, 5)
+        cluster3.move_leader("t", 0, 2)
+        append(cluster3, "t", 0, [b"new-5", b"new-6"])
+        with pytest.raises(LogTruncationError) as info:
+            await poll_until(consumer, 1)
+        error = info.value
+        assert (error.topic, error.partition, error.position, error.divergent_offset) == (
+            "t",
+            0,
+            10,
+            5,
+        )
+        assert "t-0" in str(error) and "10" in str(error) and "5" in str(error)
+        assert await consumer.position(("t", 0)) == 10  # nothing skipped, nothing re-read
+        with pytest.raises(LogTruncationError):  # still unresolved: raised again
+            await consumer.poll(timeout_ms=500)
+        consumer.seek(("t", 0), error.divergent_offset)
+        records = await poll_until(consumer, 2)
+    assert [(r.offset, r.value) for r in records] == [(5, b"new-5"), (6, b"new-6")]
+    new_leader_fetch_offsets = {
+        body.topics[0].partitions[0].fetch_offset
+        for b, body in cluster3.requests
+        if isinstance(body, FetchRequest) and b == 2
+    }
+    assert 10 not in new_leader_fetch_offsets  # never fetched past the divergence
+
+
+async def test_fenced_fetch_refreshes_metadata_then_validates(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, batches=1, per_batch=5)
+    async with Consumer(
+        cluster.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        assert len(await poll_until(consumer, 5)) == 5
+        cluster.bump_leader_epoch("t", 0)  # the consumer's metadata still says epoch 0
+        append(cluster, "t", 0, [b"epoch 1"])
+        mark = len(cluster.requests)
+        records = await poll_until(consumer, 1)
+    assert [(r.offset, r.value) for r in records] == [(5, b"epoch 1")]
+    story = []
+    for _, body in cluster.requests[mark:]:
+        if isinstance(body, FetchRequest):
+            story.append(f"fetch@{body.topics[0].partitions[0].current_leader_epoch}")
+        elif isinstance(body, MetadataRequest):
+            story.append("metadata")
+        elif isinstance(body, OffsetForLeaderEpochRequest):
+            story.append("validate")
+    first_fenced = story.index("fetch@0")
+    assert story[first_fenced : first_fenced + 4] == ["fetch@0", "metadata", "validate", "fetch@1"]
+    assert _validations(cluster) == [(1, 0, 1)]
+
+
+async def test_nothing_consumed_needs_no_validation(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 1, leaders=[1], replication_factor=2)
+    async with Consumer(
+        cluster3.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        assert await consumer.poll(timeout_ms=100) == []
+        cluster3.move_leader("t", 0, 2)
+        append(cluster3, "t", 0, [b"first"])
+        records = await poll_until(consumer, 1)
+        assert [r.value for r in records] == [b"first"]
+        consumer.seek(("t", 0), 0)  # a seek: nothing consumed behind the position either
+        cluster3.move_leader("t", 0, 1)
+        assert [r.value for r in await poll_until(consumer, 1)] == [b"first"]
+    assert _validations(cluster3) == []
+
+
+async def test_undefined_epoch_answer_skips_validation(cluster3: FakeCluster) -> None:
+    cluster3.create_topic("t", 1, leaders=[1], replication_factor=2)
+    fill(cluster3, "t", 0, batches=1, per_batch=5)
+    async with Consumer(
+        cluster3.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        assert len(await poll_until(consumer, 5)) == 5
+        cluster3.move_leader("t", 0, 2)
+        cluster3.topics["t"][0].epoch_end_override = (-1, -1)
+        append(cluster3, "t", 0, [b"next"])
+        records = await poll_until(consumer, 1)
+    assert [(r.offset, r.value) for r in records] == [(5, b"next")]
+    assert _validations(cluster3) == [(2, 0, 1)]
+
+
+@pytest.mark.parametrize("code", [ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER])
+async def test_validation_errors_are_retried(cluster3: FakeCluster, code: ErrorCode) -> None:
+    cluster3.create_topic("t", 1, leaders=[1], replication_factor=2)
+    fill(cluster3, "t", 0, batches=1, per_batch=5)
+    async with Consumer(
+        cluster3.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=10
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        assert len(await poll_until(consumer, 5)) == 5
+        cluster3.move_leader("t", 0, 2)
+        cluster3.fail_next(ApiKey.OFFSET_FOR_LEADER_EPOCH, code, times=2)
+        append(cluster3, "t", 0, [b"next"])
+        records = await poll_until(consumer, 1)
+    assert [r.offset for r in records] == [5]
+    assert len(_validations(cluster3)) == 3
+
+
+async def test_leader_error_backoff_doubles_up_to_the_max(cluster: FakeCluster) -> None:
+    cluster.create_topic("t")
+    fill(cluster, "t", 0, batches=1, per_batch=1)
+    cluster.fail_next(ApiKey.FETCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, times=4)
+    async with Consumer(
+        cluster.bootstrap,
+        auto_offset_reset="earliest",
+        retry_backoff_ms=20,
+        retry_backoff_max_ms=50,
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        start = trio.current_time()
+        assert len(await poll_until(consumer, 1)) == 1
+        elapsed = trio.current_time() - start
+    assert 0.02 + 0.04 + 0.05 + 0.05 <= elapsed < 3  # 20, 40, then capped at 50 ms
