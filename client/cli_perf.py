@@ -37,6 +37,13 @@ def perf() -> None:
     default="none",
     show_default=True,
 )
+@click.option(
+    "--target",
+    type=click.FloatRange(min=0),
+    default=perf_tools.TARGET_RATIO,
+    show_default=True,
+    help="The ratio to the build-only rate to report against.",
+)
 def perf_produce(
     bootstrap: str,
     topic: str,
@@ -47,6 +54,7 @@ def perf_produce(
     batch_size: int,
     linger_ms: float,
     compression: str,
+    target: float,
 ) -> None:
     """Send records and print records/s, MB/s and latency percentiles; then the build-only
     rate of the same batches in this process, and the ratio."""
@@ -70,7 +78,7 @@ def perf_produce(
         perf_tools.producer_summary_line(result.latencies_ms, result.elapsed_s, result.bytes_total)
     )
     floor = perf_tools.build_only_rate(num_records, record_size, batch_size, compression)
-    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor):
+    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor, target):
         click.echo(line)
     if result.failed:
         fail(f"{result.failed} of {num_records} records failed; first: {result.first_error}")
@@ -110,3 +118,30 @@ def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> 
     floor = perf_tools.decode_only_rate(buffers)
     for line in perf_tools.format_ratio("consumer", result.rate, "decode", floor):
         click.echo(line)
+
+
+@perf.command("end-to-end")
+@bootstrap_option
+@click.option("--topic", required=True, help="Topic to use (partition 0; must exist).")
+@click.option("--num-records", type=click.IntRange(min=1), default=50_000, show_default=True)
+@click.option("--record-size", type=click.IntRange(min=8), default=100, show_default=True)
+@click.option("--throughput", type=click.FloatRange(min=1), default=10_000, show_default=True)
+@click.option("--acks", type=click.Choice(list(ACKS)), default="all", show_default=True)
+def perf_end_to_end(
+    bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float, acks: str
+) -> None:
+    """Produce at a fixed rate while consuming, and print produce-to-consume latency
+    percentiles (Kafka's EndToEndLatency, without its one-record-at-a-time lockstep)."""
+    latencies = run_client(
+        bootstrap,
+        lambda: perf_tools.run_end_to_end_perf(
+            bootstrap,
+            topic,
+            num_records=num_records,
+            record_size=record_size,
+            throughput=throughput,
+            acks=ACKS[acks],
+        ),
+        timeout_s=None,
+    )
+    click.echo(perf_tools.end_to_end_line(latencies, throughput))

@@ -1,0 +1,80 @@
+"""Replication benchmark (issue 4): 3 brokers, RF=3, min.insync.replicas=2, acks=all.
+
+Run: `make bench-replication` (or `.venv/bin/python -m tests.benchmarks.replication`).
+Starts its own local cluster (ZooKeeper + 3 brokers, `highwater dev up` in a temporary
+directory on ports that are not the defaults), then:
+- throughput: `highwater perf produce` of 100-byte records, acks=all, one producer, three
+  runs; each prints its records/s and the build-batches-only rate measured in the same process
+  right after it, with the ratio against the 0.33 floor;
+- latency: `highwater perf end-to-end` at 10,000 records/s (produce to consume, p50/p99/p99.9).
+Everything runs on this machine: the brokers, ZooKeeper and the client share its cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FLOOR = 0.33
+
+
+def highwater(*args: str, bootstrap: str | None = None) -> str:
+    env = dict(os.environ)
+    if bootstrap:
+        env["HIGHWATER_BOOTSTRAP"] = bootstrap
+    command = [sys.executable, "-m", "client.cli", *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--base-port", type=int, default=39092)
+    parser.add_argument("--zk-port", type=int, default=32181)
+    args = parser.parse_args()
+    bootstrap = f"127.0.0.1:{args.base_port}"
+    with tempfile.TemporaryDirectory(prefix="hw-bench-") as root:
+        directory = str(Path(root) / "cluster")
+        highwater(
+            "dev", "up", "--dir", directory,
+            "--base-port", str(args.base_port), "--zk-port", str(args.zk_port),
+        )  # fmt: skip
+        try:
+            for topic in ("bench-throughput", "bench-latency"):
+                highwater(
+                    "topics", "create", topic, "--partitions", "1",
+                    "--replication-factor", "3", "--config", "min.insync.replicas=2",
+                    bootstrap=bootstrap,
+                )  # fmt: skip
+            print("3 brokers, RF=3, min.insync.replicas=2, acks=all, 100-byte records")
+            for run in range(1, args.runs + 1):
+                out = highwater(
+                    "perf", "produce", "--topic", "bench-throughput",
+                    "--num-records", str(args.records), "--acks", "all",
+                    "--target", str(FLOOR),
+                    bootstrap=bootstrap,
+                )  # fmt: skip
+                print(f"-- throughput run {run}")
+                print("\n".join(out.strip().splitlines()[-3:]))
+            print("-- latency at a fixed rate")
+            print(
+                highwater(
+                    "perf", "end-to-end", "--topic", "bench-latency",
+                    "--num-records", "50000", "--throughput", "10000",
+                    bootstrap=bootstrap,
+                ).strip()
+            )  # fmt: skip
+        finally:
+            highwater("dev", "down", "--dir", directory)
+
+
+if __name__ == "__main__":
+    main()
