@@ -185,6 +185,13 @@ class _ReplicaFetcher:
             return None
         return partition
 
+    def _drop_stale(self, tp: TopicPartition, state: _FetchState) -> None:
+        """The partition no longer follows this leader in this epoch, and LeaderAndIsr did not
+        tell the manager (it always should): stop fetching it rather than spin on it."""
+        if self.partitions.get(tp) is state:
+            del self.partitions[tp]
+            self._log.warning("dropped a stale fetch state", topic=tp[0], partition=tp[1])
+
     def _delay(self, tp: TopicPartition, state: _FetchState, code: int) -> None:
         state.delayed_until = trio.current_time() + self._ctx.config.replica_fetch_backoff_ms / 1000
         self._log.info(
@@ -206,6 +213,7 @@ class _ReplicaFetcher:
         for tp, state in states.items():
             partition = self._partition(tp, state)
             if partition is None:
+                self._drop_stale(tp, state)
                 continue
             asked[tp] = partition.log.latest_epoch()
             by_topic.setdefault(tp[0], []).append(
@@ -260,6 +268,7 @@ class _ReplicaFetcher:
         for tp, state in states.items():
             partition = self._partition(tp, state)
             if partition is None:
+                self._drop_stale(tp, state)
                 continue
             offsets[tp] = partition.log_end_offset
             by_topic.setdefault(tp[0], []).append(
