@@ -62,17 +62,25 @@ class IsrManager:
         if self._nursery is None or self._ctx.zk is None:
             return
         partition.begin_isr_update(new_isr)
-        self._nursery.start_soon(self._write, partition, new_isr)
+        # The proposal's epochs are taken now: a LeaderAndIsr may change the partition before
+        # the write task runs, and the write must be the one that was decided.
+        znode = PartitionStateZnode(
+            partition.broker_id, partition.leader_epoch, new_isr, partition.controller_epoch
+        )
+        self._nursery.start_soon(self._write, partition, znode, partition.partition_epoch)
 
-    async def _write(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+    async def _write(
+        self, partition: Partition, znode: PartitionStateZnode, expected_version: int
+    ) -> None:
         assert self._ctx.zk is not None
         tp = (partition.topic, partition.index)
-        epoch = partition.leader_epoch
-        znode = PartitionStateZnode(partition.broker_id, epoch, new_isr, partition.controller_epoch)
+        new_isr, epoch = znode.isr, znode.leader_epoch
+        if partition.pending_isr != new_isr or partition.leader_epoch != epoch:
+            return  # superseded by a LeaderAndIsr before the write started
         version: int | None = None
         try:
             with trio.fail_after(ZK_WRITE_TIMEOUT_S):
-                version = await write_isr(self._ctx.zk, tp, znode, partition.partition_epoch)
+                version = await write_isr(self._ctx.zk, tp, znode, expected_version)
         except (ZkError, trio.TooSlowError) as exc:
             self._log.warning("isr write failed", topic=tp[0], partition=tp[1], error=repr(exc))
         moved = partition.complete_isr_update(new_isr, epoch, version)

@@ -94,8 +94,12 @@ class Partition:
     # -- role changes (from LeaderAndIsr) ------------------------------------------------
 
     def apply_state(self, state: LeaderAndIsrPartitionState, now_ms: int = 0) -> bool:
-        """Take the controller's view; False (and no change) if its leader epoch is older."""
-        if state.leader_epoch < self.leader_epoch:
+        """Take the controller's view; False (and no change) if it is older than ours: an
+        older leader epoch, or the same one with an older partition epoch (a retried request,
+        or one sent before our own ISR write, which would roll the ISR back)."""
+        if state.leader_epoch < self.leader_epoch or (
+            state.leader_epoch == self.leader_epoch and state.partition_epoch < self.partition_epoch
+        ):
             return False
         was_leader = self.is_leader
         new_epoch = state.leader_epoch != self.leader_epoch
@@ -230,14 +234,18 @@ class Partition:
         self, new_isr: tuple[int, ...], leader_epoch: int, new_partition_epoch: int | None
     ) -> bool:
         """The ZooKeeper write of `new_isr` (made in `leader_epoch`) finished: None means it
-        lost the compare-and-set, so keep the old ISR and wait for the controller. Returns
-        True if the HW moved."""
-        if self.pending_isr != new_isr or self.leader_epoch != leader_epoch:
-            return False  # a LeaderAndIsr arrived meanwhile and superseded this write
-        self.pending_isr = None
+        lost the compare-and-set, so keep the old ISR and wait for the controller. A write that
+        succeeded is adopted even if a LeaderAndIsr of the same leader epoch arrived while it
+        was out: it is then the newest state in ZooKeeper. Returns True if the HW moved."""
+        if self.pending_isr == new_isr:
+            self.pending_isr = None
+        if self.leader_epoch != leader_epoch or not self.is_leader:
+            return False  # a new leader epoch superseded this write
         if new_partition_epoch is None:
             self._logger().info("isr update lost a race; waiting for the controller")
             return False
+        if new_partition_epoch <= self.partition_epoch:
+            return False  # something newer was applied meanwhile
         old = self.isr
         self.isr = new_isr
         self.partition_epoch = new_partition_epoch

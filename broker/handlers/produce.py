@@ -85,6 +85,12 @@ async def _wait_for_high_watermarks(
                 results[tp] = _replace_error(results[tp], ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 del waiting[tp]
             elif partition.high_watermark >= needed:
+                # Kafka's checkEnoughReplicasReachOffset: the HW covering the batch counts only
+                # if the ISR that got it there was big enough.
+                if not _enough_replicas(ctx, tp):
+                    results[tp] = _replace_error(
+                        results[tp], ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    )
                 del waiting[tp]
             elif not _enough_replicas(ctx, tp):
                 results[tp] = _replace_error(

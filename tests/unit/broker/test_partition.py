@@ -398,3 +398,24 @@ def test_follower_appends_the_leaders_batches_and_caps_the_hw(log: Log, tmp_path
         assert follower.log_end_offset == 0 and follower.high_watermark == 0
     finally:
         leader_log.close()
+
+
+def test_leader_and_isr_with_an_older_partition_epoch_is_refused(log: Log) -> None:
+    """A retried or slow LeaderAndIsr must not roll back the ISR the leader wrote since."""
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=3, isr=(ME, OTHER), partition_epoch=4), NOW)
+    partition.begin_isr_update((ME,))
+    partition.complete_isr_update((ME,), 3, 5)
+    assert not partition.apply_state(state(epoch=3, isr=(ME, OTHER), partition_epoch=4), NOW)
+    assert (partition.isr, partition.partition_epoch) == ((ME,), 5)
+    assert partition.apply_state(state(epoch=3, isr=(ME,), partition_epoch=5), NOW)  # a repeat
+
+
+def test_a_successful_isr_write_is_adopted_after_a_same_epoch_leader_and_isr(log: Log) -> None:
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=3, isr=(ME, OTHER), partition_epoch=4), NOW)
+    partition.begin_isr_update((ME,))
+    partition.apply_state(state(epoch=3, isr=(ME, OTHER), partition_epoch=4), NOW)  # a retry
+    assert partition.pending_isr is None
+    partition.complete_isr_update((ME,), 3, 5)  # ZooKeeper has it: it is the newest state
+    assert (partition.isr, partition.partition_epoch) == ((ME,), 5)
