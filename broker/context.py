@@ -45,7 +45,12 @@ class BrokerContext:
 
     def check_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         """STALE_CONTROLLER_EPOCH for a request from an older controller; STALE_BROKER_EPOCH
-        for one meant for an earlier registration of this broker (-1: not checked)."""
+        for one meant for an earlier registration of this broker (-1: not checked), or for
+        any before this process has registered: until then the controller still sees the
+        registration of a previous process (a crashed one, with a longer log), and must not
+        make us act on its behalf (Kafka starts processing requests only after registering)."""
+        if self.broker_epoch < 0:
+            return ErrorCode.STALE_BROKER_EPOCH
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if broker_epoch != -1 and broker_epoch < self.broker_epoch:

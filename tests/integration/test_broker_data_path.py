@@ -44,6 +44,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerServer, BrokerConn
     log_manager = LogManager([tmp_path], config.log_config())
     log_manager.startup(0)
     ctx = BrokerContext(config, ReplicaManager(BROKER_ID, log_manager))
+    ctx.broker_epoch = 0  # as if registered: a broker takes controller requests only then
     server = BrokerServer(ctx, "127.0.0.1", 0, config.socket_request_max_bytes)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.run)

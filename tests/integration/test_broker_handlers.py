@@ -125,6 +125,7 @@ async def running_broker(tmp_path: Path, overrides: Sequence[str] = ()) -> Async
     log_manager = LogManager([tmp_path], config.log_config())
     log_manager.startup(0)
     ctx = BrokerContext(config, ReplicaManager(ME, log_manager))
+    ctx.broker_epoch = 0  # as if registered: a broker takes controller requests only then
     server = BrokerServer(ctx, "127.0.0.1", 0, config.socket_request_max_bytes)
     try:
         async with trio.open_nursery() as nursery:
@@ -857,3 +858,25 @@ async def test_new_connection_refused_after_stop(broker: Broker) -> None:
     with pytest.raises(BrokerConnectionError):
         late = await connect("127.0.0.1", broker.server.port, timeout_ms=1000)
         await late.aclose()
+
+
+async def test_controller_requests_before_registration_are_rejected(broker: Broker) -> None:
+    """Until this process has registered, the controller may still be addressing a previous
+    (crashed) process of this broker id: refuse with STALE_BROKER_EPOCH, change nothing."""
+    broker.ctx.broker_epoch = -1
+    state = LeaderAndIsrPartitionState(
+        topic_name="t",
+        partition_index=0,
+        controller_epoch=CONTROLLER_EPOCH,
+        leader=OTHER,
+        leader_epoch=9,
+        isr=(OTHER, ME),
+        partition_epoch=1,
+        replicas=(ME, OTHER),
+    )
+    lai = await broker.conn.request(
+        LeaderAndIsrRequest(ME, CONTROLLER_EPOCH, 5, (state,), (broker.endpoint,))
+    )
+    assert lai.error_code == ErrorCode.STALE_BROKER_EPOCH
+    partition = broker.ctx.replica_manager.partitions[("t", 0)]
+    assert partition.is_leader and partition.leader_epoch != 9
