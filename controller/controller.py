@@ -430,7 +430,8 @@ class Controller:
     async def _read_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, PartitionState]:
-        """The state znodes that exist, each with its version as the partition epoch."""
+        """The state znodes that exist, each with its version as the partition epoch and its
+        mzxid (to tell which brokers registered after it was written)."""
         states: dict[TopicPartition, PartitionState] = {}
         for topic, partition in sorted(partitions):
             found = await self.zk.get(zk_data.partition_state_path(topic, partition))
@@ -439,7 +440,12 @@ class Controller:
             data, stat = found
             znode = zk_data.PartitionStateZnode.decode(data)
             states[(topic, partition)] = PartitionState(
-                znode.leader, znode.leader_epoch, znode.isr, znode.controller_epoch, stat.version
+                znode.leader,
+                znode.leader_epoch,
+                znode.isr,
+                znode.controller_epoch,
+                stat.version,
+                modified_zxid=stat.mzxid,
             )
         return states
 

@@ -15,6 +15,15 @@ Kafka's rules mirrored here (KafkaController, PartitionStateMachine, ReplicaStat
 - follower gone: removed from the ISR with a leader epoch bump;
 - broker (re)joined: LeaderAndIsr for all its replicas, offline partitions elect again, and a
   partition it still leads gets a new leader epoch (KIP-101 "returning leaders");
+- broker bounced (same id, new broker epoch, seen in one read): a failure, then a startup
+  (Kafka's processBrokerChange): it leaves every leadership and ISR first (leaders move to
+  the other live ISR members; the ISR keeps it only as its last member), then it joins. It
+  may have lost unflushed data, so it must not keep leading or stay in sync on its word;
+- at load (a new controller, or a re-load): a live leader or ISR member registered after the
+  partition state was last written (broker epoch = registration czxid > the state znode's
+  mzxid) restarted since anyone decided that state: for that partition it is handled as
+  bounced. A re-load within our own term also treats as bounced every broker whose epoch
+  differs from the one we knew;
 - no live ISR member: with `unclean.leader.election.enable` (broker default, topic override)
   the first live replica leads alone (ISR = itself), a warning and a counted metric; without
   it the partition stays leaderless;
@@ -55,6 +64,7 @@ from protocol.messages.update_metadata import UpdateMetadataPartitionState, Upda
 __all__ = [
     "UNCLEAN_LEADER_ELECTION",
     "UNKNOWN_BROKER_EPOCH",
+    "UNKNOWN_ZXID",
     "BrokersChanged",
     "ControlledShutdownReply",
     "ControlledShutdownRequested",
@@ -87,6 +97,8 @@ DELETE_PARTITION_LEADER_EPOCH = -2
 UNKNOWN_BROKER_EPOCH = -1
 # The log event of an unclean election; the shell also counts it (UncleanLeaderElections).
 UNCLEAN_LEADER_ELECTION = "unclean leader election"
+# A partition state's mzxid when not read from ZooKeeper (after our own writes).
+UNKNOWN_ZXID = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +120,10 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     partition_epoch: int  # the state znode's version
+    # The state znode's mzxid as read (UNKNOWN_ZXID after our own writes). A broker epoch
+    # above it registered after this state was written. Not part of equality: the same
+    # state read twice is the same state.
+    modified_zxid: int = field(default=UNKNOWN_ZXID, compare=False)
 
     def leader_and_isr(self) -> LeaderAndIsr:
         return LeaderAndIsr(self.leader, self.leader_epoch, self.isr)
@@ -332,13 +348,11 @@ def _on_elected(
     }
     # A re-load within our own term keeps the brokers still shutting down (same registration).
     same_term = context.controller_epoch == event.controller_epoch
+    bounced = _bounced(context.live_brokers, event.brokers) if same_term else frozenset()
     shutting_down = frozenset(
         b
         for b in context.shutting_down
-        if same_term
-        and b in event.brokers
-        and b in context.live_brokers
-        and context.live_brokers[b].epoch == event.brokers[b].epoch
+        if same_term and b in event.brokers and b in context.live_brokers and b not in bounced
     )
     ctx = ControllerContext(
         broker_id=context.broker_id,
@@ -351,7 +365,11 @@ def _on_elected(
         unclean_leader_election_enable=context.unclean_leader_election_enable,
         unclean_overrides=dict(event.unclean_overrides),
     )
-    ctx, effects, _changed, created = _reconcile(ctx, ctx.partitions(), returning=frozenset())
+    restarted = {tp: _restarted_members(ctx.live_brokers, s, bounced) for tp, s in states.items()}
+    ctx, effects, _changed, created = _reconcile(
+        ctx, ctx.partitions(), returning=frozenset(), restarted=restarted
+    )
+    effects += _restarted_logs(restarted)
     everything = ctx.partitions()
     effects += _leader_and_isr_effects(ctx, everything, created)
     effects.append(_update_metadata(ctx, ()))
@@ -362,11 +380,45 @@ def _on_elected(
     return ctx, effects
 
 
+def _bounced(old: Mapping[int, LiveBroker], new: Mapping[int, LiveBroker]) -> frozenset[int]:
+    """Brokers registered in both with a different broker epoch: they restarted (or their
+    session expired) in between."""
+    return frozenset(b for b in old.keys() & new.keys() if old[b].epoch != new[b].epoch)
+
+
+def _restarted_members(
+    live: Mapping[int, LiveBroker], state: PartitionState, bounced: frozenset[int]
+) -> frozenset[int]:
+    """The live leader and ISR members that restarted unnoticed: registered after `state`
+    was written (no controller handled their restart for this partition, or it would have
+    written it), or `bounced` (seen with another epoch earlier in our own term)."""
+    members = {state.leader, *state.isr} & live.keys()
+    known = state.modified_zxid != UNKNOWN_ZXID
+    return frozenset(
+        b for b in members if b in bounced or (known and live[b].epoch > state.modified_zxid)
+    )
+
+
+def _restarted_logs(restarted: Mapping[TopicPartition, frozenset[int]]) -> list[Effect]:
+    partitions: dict[int, list[TopicPartition]] = {}
+    for tp, broker_ids in sorted(restarted.items()):
+        for broker_id in broker_ids:
+            partitions.setdefault(broker_id, []).append(tp)
+    return [
+        LogEvent(
+            "broker restarted unnoticed",
+            {"broker_id": broker_id, "partitions": [f"{t}-{p}" for t, p in tps]},
+            level="warning",
+        )
+        for broker_id, tps in sorted(partitions.items())
+    ]
+
+
 def _on_brokers_changed(
     context: ControllerContext, event: BrokersChanged
 ) -> tuple[ControllerContext, list[Effect]]:
     old, new = context.live_brokers, event.brokers
-    bounced = {b for b in old.keys() & new.keys() if old[b].epoch != new[b].epoch}
+    bounced = _bounced(old, new)
     left = sorted(old.keys() - new.keys())
     joined = sorted((new.keys() - old.keys()) | bounced)
     if not left and not joined and dict(old) == dict(new):
@@ -374,6 +426,17 @@ def _on_brokers_changed(
     effects: list[Effect] = []
     for broker_id in left:
         effects.append(LogEvent("broker left", {"broker_id": broker_id}))
+    for broker_id in sorted(bounced):
+        effects.append(
+            LogEvent(
+                "broker bounced",
+                {
+                    "broker_id": broker_id,
+                    "old_broker_epoch": old[broker_id].epoch,
+                    "broker_epoch": new[broker_id].epoch,
+                },
+            )
+        )
     for broker_id in joined:
         b = new[broker_id]
         effects.append(
@@ -387,7 +450,9 @@ def _on_brokers_changed(
         live_brokers=dict(new),
         shutting_down=context.shutting_down - set(left) - bounced,
     )
-    ctx, writes, changed, created = _reconcile(ctx, ctx.partitions(), frozenset(joined))
+    # Kafka's onBrokerFailure(bounced) before its onBrokerStartup(bounced).
+    restarted = dict.fromkeys(ctx.partitions(), bounced)
+    ctx, writes, changed, created = _reconcile(ctx, ctx.partitions(), frozenset(joined), restarted)
     effects += writes
     effects += _leader_and_isr_effects(ctx, changed + created, created)
     # A (re)joined broker learns every partition it hosts, changed or not.
@@ -589,10 +654,15 @@ def _replicas(ctx: ControllerContext, tp: TopicPartition) -> tuple[int, ...]:
 
 
 def _reconcile(
-    ctx: ControllerContext, partitions: Iterable[TopicPartition], returning: frozenset[int]
+    ctx: ControllerContext,
+    partitions: Iterable[TopicPartition],
+    returning: frozenset[int],
+    restarted: Mapping[TopicPartition, frozenset[int]] | None = None,
 ) -> tuple[ControllerContext, list[Effect], list[TopicPartition], list[TopicPartition]]:
-    """Bring `partitions` in line with the live brokers. Returns the new context, the ZK write
-    effects (plus log events), the updated partitions and the created ones."""
+    """Bring `partitions` in line with the live brokers. `restarted[tp]`: live brokers that
+    restarted unnoticed; for that partition they fail first, then return. Returns the new
+    context, the ZK write effects (plus log events), the updated partitions and the created
+    ones."""
     live = ctx.live_brokers.keys()
     electable = live - ctx.shutting_down  # Kafka: a shutting-down broker is not "online"
     states = dict(ctx.partition_states)
@@ -611,17 +681,21 @@ def _reconcile(
             creates[tp] = new.znode()
         else:
             before = current.leader_and_isr()
-            if current.leader in live:
-                after = remove_replicas_from_isr(before, [r for r in before.isr if r not in live])
+            failed = restarted.get(tp, frozenset()) if restarted is not None else frozenset()
+            after = _after_restarts(before, failed)
+            if after.leader in live:
+                after = remove_replicas_from_isr(after, [r for r in after.isr if r not in live])
                 if after == before and current.leader in returning:
                     after = dataclasses.replace(before, leader_epoch=before.leader_epoch + 1)
             else:
                 unclean = ctx.unclean_enabled(tp[0])
-                after = elect_offline(before, assignment, electable, unclean=unclean)
+                after = elect_offline(after, assignment, electable, unclean=unclean)
                 if after.leader != NO_LEADER and after.leader not in before.isr:
                     logs.append(_unclean_log(tp, before, after))
             if after == before:
                 continue
+            # One write for the whole change, so one new leader epoch is enough.
+            after = dataclasses.replace(after, leader_epoch=before.leader_epoch + 1)
             new = PartitionState(
                 after.leader,
                 after.leader_epoch,
@@ -640,6 +714,17 @@ def _reconcile(
     effects += logs
     ctx = dataclasses.replace(ctx, partition_states=states)
     return ctx, effects, sorted(updates), sorted(creates)
+
+
+def _after_restarts(before: LeaderAndIsr, restarted: frozenset[int]) -> LeaderAndIsr:
+    """Kafka's onBrokerFailure for brokers that restarted (a bounce, or a restart no
+    controller saw): they lose the leadership and leave the ISR, all but a last member.
+    Their startup follows in `_reconcile`: an offline election among the live ISR, so a
+    leader that restarted leads again only as the last ISR member, in a new leader epoch."""
+    failed = sorted(restarted & {before.leader, *before.isr})
+    if not failed:
+        return before
+    return remove_replicas_from_isr(before, failed)
 
 
 def _unclean_log(tp: TopicPartition, before: LeaderAndIsr, after: LeaderAndIsr) -> LogEvent:

@@ -230,6 +230,50 @@ async def test_isr_change_published_without_controller_is_handled_at_load(
         nursery.cancel_scope.cancel()
 
 
+# --- restarts no controller saw ---------------------------------------------------------------
+
+
+async def test_new_controller_moves_leadership_off_a_leader_registered_after_the_state(
+    zk_hosts: str,
+) -> None:
+    """The leader restarts while there is no controller (it may have lost unflushed data):
+    its new registration's czxid is above the state znode's mzxid, so the next controller
+    elects another ISR member in a new leader epoch, and the restarted broker follows."""
+    async with (
+        zk_session(zk_hosts) as admin,
+        trio.open_nursery() as nursery,
+        brokers(nursery, zk_hosts, (1, 2, 3)) as members,
+    ):
+        first_zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
+        await start_controller(nursery, first_zk, 1, {1, 2, 3})
+        await create_topic(admin, "t", {0: (2, 1, 3)}, {})
+        await wait_until(
+            lambda: metadata_isr(members[3].fake, ("t", 0)) == (2, 1, 3), "t-0 in metadata"
+        )
+        before = await read_state(admin, "t", 0)
+        await first_zk.close()  # no controller now
+
+        await members[2].zk.close()  # broker 2 restarts: a new registration, a new epoch
+        async with zk_session(zk_hosts) as restarted:
+            epoch = await register_broker(restarted, 2, members[2].fake.host, members[2].fake.port)
+            assert epoch > members[2].epoch
+            controller = await start_controller(nursery, members[3].zk, 3, {1, 2, 3})
+            assert controller.context.live_brokers[2].epoch == epoch
+
+            after = zk_data.PartitionStateZnode(1, before.leader_epoch + 1, (1, 3), 2)
+            assert await read_state(admin, "t", 0) == after
+
+            def told_to_follow() -> bool:
+                state = members[2].fake.latest_leader_and_isr_states().get(("t", 0))
+                return state is not None and (state.leader, state.leader_epoch) == (
+                    after.leader,
+                    after.leader_epoch,
+                )
+
+            await wait_until(told_to_follow, "the restarted broker told to follow broker 1")
+            nursery.cancel_scope.cancel()
+
+
 # --- controlled shutdown ----------------------------------------------------------------------
 
 

@@ -181,8 +181,8 @@ def test_unchanged_topics_produce_no_effects() -> None:
             state(1, 0, (1, 2)),
             live(1, 2),
             live(1, 2, epochs={1: 500}),
-            (1, 1, (1, 2)),
-            id="bounced-leader-kip101",
+            (2, 1, (2,)),
+            id="bounced-leader-fails-then-returns",  # more in test_state_restarts.py
         ),
         pytest.param((1,), state(1, 0, (1,)), live(1), live(1, 3), None, id="unrelated-join"),
         pytest.param(

@@ -1,0 +1,234 @@
+"""Brokers that restarted behind the controller's back: a bounce seen in one read of
+/brokers/ids, and, at load, a leader or ISR member registered after the partition state was
+written. Both are a failure followed by a startup (Kafka's processBrokerChange): it may have
+lost unflushed data, so it must not keep leading, nor stay in the ISR unless it is the last
+member. Pure: events in, context and effects out."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from controller.state import (
+    UNKNOWN_ZXID,
+    BrokersChanged,
+    ControllerContext,
+    Effect,
+    Elected,
+    LiveBroker,
+    PartitionState,
+    WritePartitionStates,
+    handle,
+)
+from controller.zk_data import PartitionStateZnode
+from tests.unit.controller.test_state import (
+    CONTROLLER_EPOCH,
+    CONTROLLER_ID,
+    EPOCH_ZK_VERSION,
+    elect,
+    leader_and_isr,
+    live,
+    logged,
+    of_type,
+    state,
+)
+
+TP = ("t", 0)
+Expected = tuple[int, int, tuple[int, ...]] | None  # (leader, leader epoch, ISR), None: kept
+
+
+def written(state_: PartitionState, mzxid: int) -> PartitionState:
+    return dataclasses.replace(state_, modified_zxid=mzxid)
+
+
+def the_write(effects: list[Effect], expected: Expected, version: int = 4) -> None:
+    writes = of_type(effects, WritePartitionStates)
+    if expected is None:
+        assert writes == []
+        return
+    leader, leader_epoch, isr = expected
+    (write,) = writes
+    assert write.updates == {
+        TP: (PartitionStateZnode(leader, leader_epoch, isr, CONTROLLER_EPOCH), version)
+    }
+
+
+# --- a bounce: a new broker epoch seen in one BrokersChanged ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("replicas", "before", "live_after", "expected"),
+    [
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (1, 2, 3)),
+            live(1, 2, 3, epochs={1: 500}),
+            (2, 4, (2, 3)),
+            id="leader-moves-to-another-isr-member",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (3, 1)),
+            live(1, 2, 3, epochs={1: 500}),
+            (3, 4, (3,)),
+            id="leader-moves-in-assignment-order-among-the-isr",
+        ),
+        pytest.param(
+            (1, 2),
+            state(1, 3, (1,)),
+            live(1, 2, epochs={1: 500}),
+            (1, 4, (1,)),
+            id="last-isr-member-leads-again-in-a-new-epoch",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (1, 2, 3)),
+            live(1, 2, 3, epochs={2: 500}),
+            (1, 4, (1, 3)),
+            id="follower-leaves-the-isr",
+        ),
+        pytest.param(
+            (1, 2),
+            state(1, 3, (1,)),
+            live(1, 2, epochs={2: 500}),
+            None,
+            id="follower-out-of-the-isr-changes-nothing",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (1, 2)),
+            live(1, 3, epochs={1: 500}),
+            (-1, 4, (2,)),
+            id="with-the-other-isr-member-gone-the-data-waits-for-it",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (2, 1)),
+            live(1, 3, epochs={1: 500}),
+            (-1, 4, (2,)),
+            id="isr-order-does-not-decide-who-stays",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (1, 2)),
+            live(1, 2, 3, epochs={1: 500, 2: 600}),
+            (2, 4, (2,)),
+            id="whole-isr-bounced-keeps-one-member",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(2, 3, (2, 3)),
+            live(1, 2, 3, epochs={1: 500}),
+            None,
+            id="unrelated-bounce",
+        ),
+    ],
+)
+def test_bounce_is_a_failure_then_a_startup(
+    replicas: tuple[int, ...],
+    before: PartitionState,
+    live_after: dict[int, LiveBroker],
+    expected: Expected,
+) -> None:
+    ctx, _ = elect(live(1, 2, 3), {"t": {0: replicas}}, {TP: before})
+    assert ctx.partition_states[TP] == before
+    ctx, effects = handle(ctx, BrokersChanged(live_after), 0)
+    the_write(effects, expected)
+    bounced = sorted(b for b in live_after if live_after[b].epoch >= 500)
+    assert [f["broker_id"] for f in logged(effects, "broker bounced")] == bounced
+    if expected is None:
+        return
+    leader, leader_epoch, isr = expected
+    assert ctx.partition_states[TP] == PartitionState(
+        leader, leader_epoch, isr, CONTROLLER_EPOCH, 5
+    )
+    for broker_id in bounced:  # it learns its new role, whatever it held before
+        assert leader_and_isr(effects)[broker_id][TP] == (leader, leader_epoch, isr, 5, False)
+
+
+# --- at load: registered after the partition state was written --------------------------------
+
+
+# Broker epochs: 1 -> 101, 2 -> 102, 3 -> 103 unless overridden; the state written at `mzxid`.
+@pytest.mark.parametrize(
+    ("before", "mzxid", "epochs", "expected"),
+    [
+        pytest.param(state(1, 3, (1, 2, 3)), 50, {}, (3, 4, (3,)), id="all-restarted-since"),
+        pytest.param(state(1, 3, (1, 2, 3)), 200, {}, None, id="none-restarted-since"),
+        pytest.param(
+            state(1, 3, (1, 2, 3)), 200, {1: 300}, (2, 4, (2, 3)), id="leader-restarted-since"
+        ),
+        pytest.param(
+            state(1, 3, (1, 2, 3)), 200, {3: 300}, (1, 4, (1, 2)), id="follower-restarted-since"
+        ),
+        pytest.param(
+            state(1, 3, (1,)), 200, {1: 300}, (1, 4, (1,)), id="last-isr-member-new-epoch"
+        ),
+        pytest.param(state(1, 3, (1, 2)), 200, {3: 300}, None, id="non-isr-replica-ignored"),
+        pytest.param(
+            state(-1, 3, (1,)), 200, {1: 300}, (1, 4, (1,)), id="offline-last-member-returns"
+        ),
+        pytest.param(state(1, 3, (1, 2, 3)), UNKNOWN_ZXID, {}, None, id="mzxid-unknown"),
+    ],
+)
+def test_elected_handles_members_registered_after_the_state_was_written(
+    before: PartitionState, mzxid: int, epochs: dict[int, int], expected: Expected
+) -> None:
+    brokers = live(1, 2, 3, epochs=epochs)
+    ctx, effects = elect(brokers, {"t": {0: (1, 2, 3)}}, {TP: written(before, mzxid)})
+    the_write(effects, expected)
+    if expected is None:
+        assert logged(effects, "broker restarted unnoticed") == []
+        return
+    leader, leader_epoch, isr = expected
+    assert ctx.partition_states[TP] == PartitionState(
+        leader, leader_epoch, isr, CONTROLLER_EPOCH, 5
+    )
+    restarted = [f["broker_id"] for f in logged(effects, "broker restarted unnoticed")]
+    assert restarted == sorted(
+        b for b in {before.leader, *before.isr} if b in brokers and brokers[b].epoch > mzxid
+    )
+
+
+def test_restarted_since_written_is_decided_per_partition() -> None:
+    """Broker 1 (epoch 300) leads both; only the state written before it registered moves."""
+    assignments = {"t": {0: (1, 2), 1: (1, 2)}}
+    states = {
+        ("t", 0): written(state(1, 3, (1, 2)), 250),
+        ("t", 1): written(state(1, 3, (1, 2)), 350),
+    }
+    ctx, effects = elect(live(1, 2, epochs={1: 300}), assignments, states)
+    (write,) = of_type(effects, WritePartitionStates)
+    assert write.updates == {("t", 0): (PartitionStateZnode(2, 4, (2,), CONTROLLER_EPOCH), 4)}
+    assert ctx.partition_states[("t", 1)] == states[("t", 1)]
+    assert logged(effects, "broker restarted unnoticed") == [
+        {"broker_id": 1, "partitions": ["t-0"]}
+    ]
+
+
+def test_reload_in_the_same_term_also_compares_with_the_epochs_it_knew() -> None:
+    """Broker 1 bounced, then the state was written again (by its leader's ISR change, say)
+    before our write lost its race: the mzxid no longer tells, the epoch we knew does."""
+    assignments = {"t": {0: (1, 2)}}
+    ctx, _ = elect(live(1, 2), assignments, {TP: written(state(1, 3, (1, 2)), 150)})
+    rewritten = {TP: written(state(1, 3, (1, 2), version=5), 600)}
+    reload = Elected(
+        CONTROLLER_EPOCH, EPOCH_ZK_VERSION, live(1, 2, epochs={1: 500}), assignments, rewritten
+    )
+    ctx, effects = handle(ctx, reload, 0)
+    the_write(effects, (2, 4, (2,)), version=5)
+    # A new controller term knows no earlier epochs: only the mzxid can tell.
+    failover = Elected(
+        CONTROLLER_EPOCH + 1,
+        EPOCH_ZK_VERSION + 1,
+        live(1, 2, epochs={1: 500}),
+        assignments,
+        rewritten,
+    )
+    _, effects = handle(ControllerContext(CONTROLLER_ID), failover, 0)
+    assert of_type(effects, WritePartitionStates) == []
+
+
+def test_modified_zxid_is_not_part_of_the_state() -> None:
+    assert written(state(1, 3, (1,)), 7) == written(state(1, 3, (1,)), 9) == state(1, 3, (1,))
