@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 
-.PHONY: up down status test lint typecheck imports unit integration bench bench-replication zookeeper venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim bench bench-replication zookeeper venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
@@ -55,6 +55,9 @@ test: venv zookeeper lint typecheck imports
 
 bench: venv
 	$(BIN)/python -m tests.benchmarks.run
+
+sim: venv
+	$(BIN)/pytest -q tests/simulation
 
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication

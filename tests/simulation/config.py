@@ -1,0 +1,71 @@
+"""The knobs of one simulated run: sizes, Kafka's intervals (scaled down), delays, fault rates.
+
+Times are in simulated milliseconds. The defaults keep a seed fast (about a second of chaos)
+while still exercising ISR shrink/expand, controller failover and crash recovery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SimConfig"]
+
+Range = tuple[int, int]  # inclusive bounds for a uniformly drawn value
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    brokers: int = 3
+    partitions: int = 2
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    unclean_leader_election_enable: bool = False
+
+    # Length of a run: steps of chaos (faults and produces), then a quiet period that must
+    # end with every replica in sync and identical.
+    chaos_steps: int = 1_000
+    settle_ms_max: int = 30_000
+
+    # Broker settings (Kafka's names, scaled down).
+    replica_lag_time_max_ms: int = 1_000
+    replica_fetch_wait_max_ms: int = 200
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes_choices: tuple[int, ...] = (700, 4_096, 1 << 20)
+    replica_fetch_backoff_ms: int = 100
+    request_timeout_ms: int = 1_000
+    isr_change_propagation_interval_ms: int = 250
+    isr_change_propagation_blackout_ms: int = 500
+    isr_change_propagation_max_delay_ms: int = 6_000
+    high_watermark_checkpoint_interval_ms: int = 500
+    log_flush_interval_ms: Range = (200, 2_000)  # a log is fsynced now and then
+    segment_bytes_choices: tuple[int, ...] = (600, 2_048, 1 << 20)
+
+    # ZooKeeper and the controller.
+    zk_session_timeout_ms: int = 600
+    zk_latency_ms: Range = (1, 8)
+    broker_registration_retry_ms: int = 100
+    controller_event_delay_ms: Range = (1, 30)
+    controller_slow_probability: float = 0.1  # an event waits behind a slow one
+    controller_slow_delay_ms: Range = (200, 1_500)
+    controller_channel_backoff_ms: Range = (50, 2_000)
+
+    # Network between brokers.
+    network_delay_ms: Range = (1, 12)
+    drop_probability: float = 0.01
+
+    # Producer.
+    produce_interval_ms: Range = (15, 90)
+    produce_timeout_ms: int = 1_500
+    records_per_batch: Range = (1, 3)
+
+    # Nemesis.
+    nemesis_interval_ms: Range = (100, 600)
+    max_crashed_brokers: int = 2
+    torn_tail_probability: float = 0.3
+    # True: a broker that lost data in a crash is restarted only once the controller has
+    # processed its departure (and there are no whole-cluster power outages). False (the
+    # default): it may come back at once, so the controller sees a bounce, or a new
+    # controller finds it restarted since the partition state was written.
+    power_loss_restart_waits_for_controller: bool = False
+    enable_producer: bool = True
+    enable_nemesis: bool = True

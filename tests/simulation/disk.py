@@ -1,0 +1,174 @@
+"""The simulated disk: a real Log that remembers its batches, and a crash that loses data.
+
+`MirroredLog` is `broker.log.log.Log` itself (every byte goes to real segment files) that
+also keeps each batch's (base offset, next offset, leader epoch, CRC) in memory, updated by
+the same calls that change the log, so the invariants can compare replicas after every step
+without re-reading files. `verify_mirror` re-reads the files to prove the two agree.
+
+`crash` models a power loss: the log is closed without a flush and its active segment is cut
+back to a batch boundary at or past the recovery point (everything below it was fsynced; a
+rolled segment was fsynced when it rolled), optionally leaving a torn half-batch behind.
+Reopening with `clean_shutdown=False` then runs the log's real crash recovery.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from broker.log.config import LogConfig
+from broker.log.log import Log, LogAppendInfo
+from protocol.records import check_batches
+
+__all__ = ["BatchInfo", "CrashCut", "MirroredLog", "crash", "open_log"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    base_offset: int
+    next_offset: int
+    leader_epoch: int
+    crc: int
+
+
+class MirroredLog(Log):
+    """A Log plus an in-memory list of its batch headers (see the module docstring)."""
+
+    batches: list[BatchInfo]
+    version: int  # bumped on every change, so checks can skip unchanged logs
+
+    def load_mirror(self) -> None:
+        self.batches = [
+            BatchInfo(h.base_offset, h.next_offset, h.partition_leader_epoch, h.crc)
+            for h in self.iter_batch_headers()
+        ]
+        self.version = getattr(self, "version", 0) + 1
+
+    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        info = super().append_as_leader(records, leader_epoch, now_ms)
+        offset = info.first_offset
+        for _, header in check_batches(records):
+            self.batches.append(
+                BatchInfo(offset, offset + header.record_count, leader_epoch, header.crc)
+            )
+            offset += header.record_count
+        self.version += 1
+        return info
+
+    def append_as_follower(self, records: bytes, now_ms: int) -> LogAppendInfo:
+        info = super().append_as_follower(records, now_ms)
+        for _, h in check_batches(records):
+            self.batches.append(
+                BatchInfo(h.base_offset, h.next_offset, h.partition_leader_epoch, h.crc)
+            )
+        self.version += 1
+        return info
+
+    def truncate_to(self, offset: int) -> bool:
+        removed = super().truncate_to(offset)
+        if removed:
+            end = self.log_end_offset
+            del self.batches[self._count_below(end) :]
+            self.version += 1
+        return removed
+
+    def truncate_fully_and_start_at(self, new_offset: int, now_ms: int) -> None:
+        super().truncate_fully_and_start_at(new_offset, now_ms)
+        self.batches = []
+        self.version += 1
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def _count_below(self, offset: int) -> int:
+        """How many batches start below `offset`."""
+        return bisect.bisect_left(self.batches, offset, key=lambda b: b.base_offset)
+
+    def batch_at(self, base_offset: int) -> BatchInfo | None:
+        i = self._count_below(base_offset)
+        if i < len(self.batches) and self.batches[i].base_offset == base_offset:
+            return self.batches[i]
+        return None
+
+    def batches_below(self, offset: int) -> list[BatchInfo]:
+        """The batches that start below `offset` (a HW is always at a batch boundary)."""
+        return self.batches[: self._count_below(offset)]
+
+    def verify_mirror(self) -> str | None:
+        """None if the in-memory batches match the segment files, else what differs."""
+        on_disk = [
+            BatchInfo(h.base_offset, h.next_offset, h.partition_leader_epoch, h.crc)
+            for h in self.iter_batch_headers()
+        ]
+        if on_disk != self.batches:
+            return f"{self.directory.name}: files hold {on_disk}, mirror says {self.batches}"
+        if (self.batches[-1].next_offset if self.batches else None) not in (
+            None,
+            self.log_end_offset,
+        ):
+            return f"{self.directory.name}: LEO {self.log_end_offset} != last batch end"
+        return None
+
+
+def open_log(
+    directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int | None = None
+) -> MirroredLog:
+    """Open (or create) a log; with a `recovery_point`, as after a crash (runs recovery)."""
+    if recovery_point is None:
+        log = MirroredLog.open(directory, config, now_ms=now_ms)
+    else:
+        log = MirroredLog.open(
+            directory, config, now_ms=now_ms, recovery_point=recovery_point, clean_shutdown=False
+        )
+    assert isinstance(log, MirroredLog)
+    log.load_mirror()
+    return log
+
+
+@dataclass(frozen=True, slots=True)
+class CrashCut:
+    recovery_point: int
+    log_end_offset: int
+    kept_offset: int  # the log ends here after the crash (before recovery drops a torn tail)
+    torn_bytes: int  # bytes of a half-written batch left after `kept_offset`
+
+
+def crash(
+    log: MirroredLog,
+    rng: random.Random,
+    torn_tail_probability: float,
+    *,
+    keep: Literal["random", "all", "flushed"] = "random",
+) -> CrashCut:
+    """Close without flushing and cut the unflushed tail back to a random batch boundary at
+    or past the recovery point, maybe leaving part of the next batch (a torn write).
+    `keep="all"` loses nothing (a killed process: the page cache survives); `"flushed"` keeps
+    exactly what was flushed."""
+    segment = log.active_segment
+    boundaries = [(segment.base_offset, 0)]
+    sizes: list[int] = []
+    for position, header in segment.iter_headers(0, validate=False):
+        boundaries.append((header.next_offset, position + header.size))
+        sizes.append(header.size)
+    recovery_point = log.recovery_point
+    choices = [i for i, (offset, _) in enumerate(boundaries) if offset >= recovery_point]
+    if not choices:  # the whole active segment was flushed
+        choices = [len(boundaries) - 1]
+    if keep == "all":
+        i = len(boundaries) - 1
+    elif keep == "flushed":
+        i = choices[0]
+    else:
+        i = rng.choice(choices)
+    kept_offset, position = boundaries[i]
+    torn_bytes = 0
+    if i < len(sizes) and rng.random() < torn_tail_probability:
+        torn_bytes = rng.randint(1, sizes[i] - 1)
+    log_end_offset = log.log_end_offset
+    path = segment.log_path
+    log.close()
+    os.truncate(path, position + torn_bytes)
+    return CrashCut(recovery_point, log_end_offset, kept_offset, torn_bytes)

@@ -1,0 +1,135 @@
+"""The nemesis: faults injected at random times while the chaos phase lasts.
+
+- crash a broker (power loss: unflushed data is cut back, maybe with a torn tail);
+- restart a crashed broker (log recovery, then registration once its old session expired);
+- bounce a broker: kill it and restart it at once (a killed process loses no data);
+- cut a broker off from its peers (it still talks to ZooKeeper), or heal the network;
+- expire a live broker's ZooKeeper session (it re-registers: a "bounce" without data loss);
+- a power outage: every live broker crashes at once (only with
+  `power_loss_restart_waits_for_controller` off: with no broker left there is no controller
+  to wait for).
+Time itself is the other fault: the clock runs on while followers are cut off, so ISRs
+shrink (replica.lag.time.max.ms) and changes are propagated (the damping intervals).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from tests.simulation.world import World
+
+__all__ = ["Nemesis", "crash_broker", "may_restart", "restart_broker"]
+
+
+def crash_broker(
+    world: World,
+    broker_id: int,
+    keep: Literal["random", "all", "flushed"] = "random",
+    torn: bool | None = None,
+) -> str:
+    cuts = world.brokers[broker_id].crash(keep, torn)
+    lost = ", ".join(
+        f"{t}-{p}: LEO {c.log_end_offset} -> {c.kept_offset}"
+        + (f" +{c.torn_bytes} torn bytes" if c.torn_bytes else "")
+        + f" (recovery point {c.recovery_point})"
+        for (t, p), c in cuts.items()
+    )
+    return f"crash b{broker_id} [{lost}]"
+
+
+def may_restart(world: World, broker_id: int) -> bool:
+    """See SimConfig.power_loss_restart_waits_for_controller."""
+    broker = world.brokers[broker_id]
+    if broker.alive:
+        return False
+    if (
+        not broker.lost_data_in_last_crash
+        or not world.config.power_loss_restart_waits_for_controller
+    ):
+        return True
+    return any(
+        b.alive
+        and b.controller is not None
+        and b.controller.active
+        and b.controller.context.active  # loaded: its view was reconciled with ZooKeeper
+        and broker_id not in b.controller.context.live_brokers
+        for b in world.brokers.values()
+    )
+
+
+def restart_broker(world: World, broker_id: int) -> str:
+    world.brokers[broker_id].start()
+    return f"restart b{broker_id}"
+
+
+class Nemesis:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.running = False
+        self.actions: list[str] = []
+
+    def start(self) -> None:
+        self.running = True
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self.running:
+            delay_ms = self.world.draw(self.world.config.nemesis_interval_ms)
+            self.world.scheduler.after(delay_ms, "nemesis acts", self._act)
+
+    def _act(self) -> None:
+        if not self.running:
+            return
+        action = self._choose()
+        if action is not None:
+            self.actions.append(action)
+            self.world.trace(f"NEMESIS: {action}")
+        self._schedule()
+
+    def _choose(self) -> str | None:
+        world = self.world
+        rng = world.rng
+        brokers = world.brokers
+        up = sorted(b for b, broker in brokers.items() if broker.alive)
+        down = sorted(b for b, broker in brokers.items() if not broker.alive)
+        restartable = [b for b in down if may_restart(world, b)]
+        cut = world.net.cut
+        options: list[tuple[str, int]] = [("wait", 3)]
+        if restartable:
+            options.append(("restart", 4))
+        if up and len(down) < world.config.max_crashed_brokers:
+            options.append(("crash", 3))
+            options.append(("bounce", 2))
+        if up and not cut:
+            options.append(("isolate", 2))
+        if cut:
+            options.append(("heal", 3))
+        if up:
+            options.append(("expire session", 1))
+        if up and not world.config.power_loss_restart_waits_for_controller:
+            options.append(("power outage", 1))
+        kinds, weights = zip(*options, strict=True)
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "restart":
+            return restart_broker(world, rng.choice(restartable))
+        if kind == "crash":
+            return crash_broker(world, rng.choice(up))
+        if kind == "bounce":  # kill -9 and restart: the page cache (all data) survives
+            victim = rng.choice(up)
+            return f"{crash_broker(world, victim, keep='all', torn=False)}; " + restart_broker(
+                world, victim
+            )
+        if kind == "isolate":
+            victim = rng.choice(up)
+            cut.add(victim)
+            return f"cut b{victim} off from its peers"
+        if kind == "heal":
+            cut.clear()
+            return "heal the network"
+        if kind == "power outage":  # every live broker at once: KIP-101 scenario 2 at scale
+            return "power outage: " + "; ".join(crash_broker(world, b) for b in up)
+        if kind == "expire session":
+            victim = rng.choice(up)
+            world.brokers[victim].expire_session()
+            return f"expire the zookeeper session of b{victim}"
+        return None

@@ -1,0 +1,79 @@
+"""An acks=all producer of unique values.
+
+It sends one batch at a time (several may be in flight) to the leader that ZooKeeper names
+for a random partition, and counts the answers. Which produces were acknowledged is recorded
+by the leader at the moment it acknowledges (see `World.on_ack`), so an ack whose response is
+lost on the way still counts: the record was committed either way.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch
+from tests.simulation.broker import ProduceCall, ProduceResult
+from tests.simulation.network import CLIENT_NODE
+from tests.simulation.world import World
+
+__all__ = ["Producer"]
+
+
+class Producer:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.sent = 0
+        self.outcomes: Counter[str] = Counter()
+        self._next_value = 0
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self.running:
+            delay_ms = self.world.draw(self.world.config.produce_interval_ms)
+            self.world.scheduler.after(delay_ms, "producer sends", self._tick)
+
+    def _tick(self) -> None:
+        if not self.running:
+            return
+        tps = sorted((t, p) for t, parts in self.world.zk.assignments.items() for p in parts)
+        tp = self.world.rng.choice(tps)
+        count = self.world.draw(self.world.config.records_per_batch)
+        self.produce(tp, [self._value() for _ in range(count)])
+        self._schedule()
+
+    def _value(self) -> bytes:
+        self._next_value += 1
+        return f"s{self.world.seed}-v{self._next_value}".encode()
+
+    def produce(self, tp: tuple[str, int], values: list[bytes]) -> bool:
+        """Send one batch to the partition's leader as ZooKeeper names it; False if none."""
+        found = self.world.zk.states.get(tp)
+        leader = found[0].leader if found is not None else -1
+        if leader < 0:
+            self.outcomes["no leader"] += 1
+            return False
+        records = build_batch([Record(v) for v in values], now_ms=self.world.now_ms)
+        call = ProduceCall(tp, records, tuple(values), self.world.config.produce_timeout_ms)
+        self.sent += 1
+
+        def answered(response: object) -> None:
+            assert isinstance(response, ProduceResult)
+            self.outcomes[ErrorCode(response.error_code).name] += 1
+
+        def timed_out() -> None:
+            self.outcomes["no answer"] += 1
+
+        self.world.net.request(
+            CLIENT_NODE,
+            leader,
+            call,
+            timeout_ms=call.timeout_ms + self.world.config.request_timeout_ms,
+            on_response=answered,
+            on_timeout=timed_out,
+            label=f"Produce {tp[0]}-{tp[1]} -> b{leader}",
+        )
+        return True

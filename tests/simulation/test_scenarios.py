@@ -1,0 +1,394 @@
+"""The seed documents' replication stories, scripted step by step in the simulation.
+
+Seed 000 §1.4.1 and §1.4.2 and KIP-101's scenarios 1 and 2 lose or diverge data when followers
+truncate to their high watermark; with leader epochs (OffsetForLeaderEpoch, KIP-101/279) they
+must not. Each test drives the real Partition/Log/controller code through the simulated
+cluster with every invariant checked after every step (invariants.py), and ends with the
+final convergence check: identical logs on every replica, every protected ack readable.
+
+The tests at the end are bugs the randomised simulation found, each reproduced
+deterministically; each failed before its fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.simulation.cluster import SimCluster, quiet_logs
+from tests.simulation.config import SimConfig
+
+TP = ("t", 0)
+NEVER_MS = 10**9
+MakeCluster = Callable[[SimConfig], SimCluster]
+
+
+def scripted(**overrides: object) -> SimConfig:
+    """No random producer, nemesis, drops or log flushes: the script decides."""
+    base = SimConfig(
+        partitions=1,
+        enable_producer=False,
+        enable_nemesis=False,
+        drop_probability=0.0,
+        controller_slow_probability=0.0,
+        log_flush_interval_ms=(NEVER_MS, NEVER_MS),
+        replica_lag_time_max_ms=5_000,
+        produce_timeout_ms=10_000,
+    )
+    return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[MakeCluster]:
+    clusters: list[SimCluster] = []
+
+    def make(config: SimConfig) -> SimCluster:
+        cluster = SimCluster(0, tmp_path / f"cluster-{len(clusters)}", config)
+        clusters.append(cluster)
+        return cluster
+
+    with quiet_logs():
+        yield make
+    for cluster in clusters:
+        cluster.close()
+
+
+def values(*names: str) -> list[bytes]:
+    return [name.encode() for name in names]
+
+
+def log_values(cluster: SimCluster, broker_id: int) -> list[bytes | None]:
+    """Every record value in a replica's log, in offset order (decoded from the files)."""
+    from protocol.records import decode_batches
+
+    log = cluster.broker(broker_id).logs[TP]
+    out: list[bytes | None] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).read()
+        for batch in decode_batches(data):
+            out += [record.value for record in batch.records]
+            offset = batch.header.next_offset
+    return out
+
+
+def registered_again(cluster: SimCluster, broker_id: int) -> Callable[[], bool]:
+    def check() -> bool:
+        broker = cluster.broker(broker_id)
+        found = cluster.world.zk.brokers.get(broker_id)
+        return broker.alive and found is not None and found.session_id == broker.session_id
+
+    return check
+
+
+def done_truncating(cluster: SimCluster, broker_id: int) -> Callable[[], bool]:
+    def check() -> bool:
+        state = cluster.broker(broker_id).fetch_state(TP)
+        return state is not None and not state.truncating
+
+    return check
+
+
+def leads(cluster: SimCluster, broker_id: int) -> Callable[[], bool]:
+    def check() -> bool:
+        partition = cluster.broker(broker_id).partitions.get(TP)
+        return (
+            cluster.leader_of(TP) == broker_id
+            and partition is not None
+            and partition.is_leader
+            and partition.leader_epoch == cluster.world.zk.states[TP][0].leader_epoch
+        )
+
+    return check
+
+
+# -- seed 000 §1.4.1 and KIP-101 scenario 1: HW truncation, then an immediate election -------
+#
+# The stories restart follower A while it stays in the ISR. Here a restarted broker leaves the
+# ISR (the controller sees its session end) and must catch up to rejoin, so the hazard takes
+# its other form: a new leader epoch makes an in-sync follower run the become-follower
+# truncation (KIP-101 step 4) while its HW lags. Truncating to the HW would drop records
+# that are committed; the leader then fails and the truncated follower is elected.
+
+
+def follower_truncates_then_leader_fails(
+    cluster: SimCluster, committed: list[bytes], unconfirmed: list[bytes]
+) -> None:
+    cluster.boot()
+    leader_b = cluster.leader_of(TP)
+    follower_a, other_c = (b for b in cluster.zk_isr(TP) if b != leader_b)
+    a = cluster.broker(follower_a)
+    cluster.produce(TP, *committed)
+    cluster.wait_acked(TP, *committed)
+    cluster.produce_batch(TP, unconfirmed)
+    cluster.wait_acked(TP, *unconfirmed)
+    # A has everything, but the HW that covers `unconfirmed` only reaches A with its next
+    # fetch response (held by the leader for up to replica.fetch.wait.max.ms).
+    end = len(committed) + len(unconfirmed)
+    partition = a.partitions[TP]
+    assert partition.log_end_offset == end and partition.high_watermark <= len(committed)
+    epoch = partition.leader_epoch
+
+    # C fails: the controller drops it from the ISR with a new leader epoch, and A follows
+    # the same leader again in that epoch, truncating first.
+    cluster.crash(other_c, keep="all")
+    cluster.run_until(
+        lambda: a.partitions[TP].leader_epoch > epoch and done_truncating(cluster, follower_a)(),
+        5_000,
+        "A to truncate in the new leader epoch",
+    )
+    assert a.partitions[TP].log_end_offset == end, "A truncated committed records"
+    assert a.partitions[TP].high_watermark <= len(committed)
+
+    # The leader fails at once; A, in the ISR, is elected and must hold everything.
+    cluster.crash(leader_b, keep="all")
+    cluster.run_until(leads(cluster, follower_a), 5_000, "A to lead")
+    cluster.restart(leader_b)
+    cluster.restart(other_c)
+    cluster.wait_settled()
+    cluster.check_final()
+    for broker_id in (follower_a, leader_b, other_c):
+        assert log_values(cluster, broker_id) == committed + unconfirmed
+
+
+def story_config() -> SimConfig:
+    # A long fetch wait keeps A's HW behind for the whole story.
+    return scripted(min_insync_replicas=1, replica_fetch_wait_max_ms=10_000)
+
+
+def test_seed000_1_4_1_no_data_loss_when_a_lagging_hw_follower_is_elected(
+    make_cluster: MakeCluster,
+) -> None:
+    """§1.4.1: follower A has LEO 5, HW 3; it truncates (to its HW, before leader epochs),
+    the leader B fails, A is elected: offsets 3 and 4 would be lost."""
+    follower_truncates_then_leader_fails(
+        make_cluster(story_config()), values("m0", "m1", "m2"), values("m3", "m4")
+    )
+
+
+def test_kip101_scenario1_hw_truncation_then_immediate_election(
+    make_cluster: MakeCluster,
+) -> None:
+    """KIP-101 scenario 1: A fetched m2 but its HW does not cover it yet; A truncates, then B
+    fails and A becomes leader: m2 must survive."""
+    follower_truncates_then_leader_fails(make_cluster(story_config()), values("m1"), values("m2"))
+
+
+# -- seed 000 §1.4.2 and KIP-101 scenario 2: divergence after a double failure ------------
+
+
+def test_seed000_1_4_2_no_divergence_after_both_replicas_fail(make_cluster: MakeCluster) -> None:
+    """§1.4.2: A and the leader B both go down; A had not flushed the last record, B had.
+    A comes back first and leads, and a new record takes offset 3 on A. B comes back with
+    HW == LEO == 4: HW truncation would keep its old offset 3, and the replicas would
+    diverge. With leader epochs B drops it and fetches A's."""
+    cluster = make_cluster(scripted(brokers=2, replication_factor=2, min_insync_replicas=1))
+    cluster.boot()
+    leader_b = cluster.leader_of(TP)
+    follower_a = next(b for b in cluster.zk_isr(TP) if b != leader_b)
+    cluster.produce(TP, *values("m0", "m1", "m2"))
+    cluster.wait_acked(TP, *values("m0", "m1", "m2"))
+    cluster.run_until(
+        lambda: cluster.broker(follower_a).partitions[TP].high_watermark == 3, 2_000, "A's HW"
+    )
+    cluster.flush(follower_a)  # A's disk has m0..m2
+    cluster.produce(TP, b"m3")
+    cluster.wait_acked(TP, b"m3")
+    cluster.run_for(600)  # B's HW (4) reaches its checkpoint
+    cluster.flush(leader_b)  # B's disk has m0..m3, HW 4
+
+    cluster.crash(leader_b, keep="all")  # B goes first: A leads, alone in the ISR...
+    cluster.run_until(leads(cluster, follower_a), 5_000, "A to lead")
+    cluster.crash(follower_a, keep="flushed")  # ...then A fails too, losing m3
+    zk = cluster.world.zk
+    cluster.run_until(lambda: not zk.brokers, 5_000, "both sessions to expire")
+    cluster.restart(follower_a)
+    cluster.run_until(leads(cluster, follower_a), 5_000, "A to lead again")
+    assert cluster.broker(follower_a).partitions[TP].log_end_offset == 3
+    cluster.produce(TP, b"m3-new")
+    cluster.wait_acked(TP, b"m3-new")
+
+    cluster.restart(leader_b)
+    b = cluster.broker(leader_b)
+    cluster.run_until(lambda: TP in b.partitions, 5_000, "B to follow")
+    assert (b.partitions[TP].high_watermark, b.partitions[TP].log_end_offset) == (4, 4)
+    cluster.wait_settled()
+    cluster.check_final()
+    expected = values("m0", "m1", "m2", "m3-new")
+    assert log_values(cluster, follower_a) == log_values(cluster, leader_b) == expected
+    # m3 was acked, but both ISR members crashed: Kafka promises nothing for it.
+    assert cluster.lost_acks() == [(b"m3",)]
+
+
+def test_kip101_scenario2_no_divergence_after_a_torn_tail(make_cluster: MakeCluster) -> None:
+    """KIP-101 scenario 2: a power outage takes both brokers; the leader B had not flushed
+    m2 and comes back with half of it (a torn tail), A has all of it. B restarts first,
+    leads and takes m3 at offset 1 in a new epoch; A must drop its m2 and fetch m3."""
+    cluster = make_cluster(scripted(brokers=2, replication_factor=2, min_insync_replicas=1))
+    cluster.boot()
+    leader_b = cluster.leader_of(TP)
+    follower_a = next(b for b in cluster.zk_isr(TP) if b != leader_b)
+    cluster.produce(TP, b"m1")
+    cluster.wait_acked(TP, b"m1")
+    cluster.flush(leader_b)
+    cluster.produce(TP, b"m2")
+    cluster.wait_acked(TP, b"m2")
+    cluster.flush(follower_a)  # A: m1, m2 on disk; B: only m1
+
+    cluster.crash(follower_a, keep="all")  # A first, so B stays the last ISR member
+    cluster.run_until(lambda: cluster.zk_isr(TP) == (leader_b,), 5_000, "A to leave the ISR")
+    cluster.crash(leader_b, keep="flushed", torn=True)
+    cut = cluster.broker(leader_b).last_crash[TP]
+    assert cut.torn_bytes > 0 and cut.kept_offset == 1
+    cluster.restart(leader_b)
+    cluster.run_until(leads(cluster, leader_b), 5_000, "B to lead")
+    assert cluster.broker(leader_b).partitions[TP].log_end_offset == 1  # torn m2 recovered away
+    cluster.produce(TP, b"m3")
+    cluster.wait_acked(TP, b"m3")
+
+    cluster.restart(follower_a)
+    cluster.wait_settled()
+    cluster.check_final()
+    assert log_values(cluster, follower_a) == log_values(cluster, leader_b) == values("m1", "m3")
+    assert cluster.lost_acks() == [(b"m2",)]  # acked, then lost by both ISR members at once
+
+
+# -- bugs the randomised simulation found (each failed before its fix) ----------------------
+
+
+def test_bounced_leader_that_lost_data_must_not_keep_leading(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(scripted(partitions=2))
+    cluster.boot()
+    controller = cluster.controller_id()
+    tp = next(tp for tp in cluster.partitions() if cluster.leader_of(tp) != controller)
+    leader = cluster.leader_of(tp)
+    cluster.produce(tp, *values("a", "b", "c"))
+    cluster.wait_acked(tp, *values("a", "b", "c"))
+    cluster.pause_controller()  # busy elsewhere: it will see the bounce in one read
+    cluster.crash(leader, keep="flushed")  # power loss: nothing was flushed
+    cluster.restart(leader)
+    cluster.run_until(registered_again(cluster, leader), 2_000, "the leader to re-register")
+    assert cluster.controller_id() == controller
+    cluster.pause_controller(False)
+    # A failure, then a startup: another ISR member leads, the empty log follows it.
+    cluster.run_until(lambda: cluster.leader_of(tp) not in (-1, leader), 5_000, "an election")
+    cluster.wait_settled()
+    cluster.check_final()
+    assert cluster.lost_acks() == []
+
+
+def test_new_controller_must_not_keep_a_restarted_leader(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(scripted(partitions=2))
+    cluster.boot()
+    controller = cluster.controller_id()
+    tp = next(tp for tp in cluster.partitions() if cluster.leader_of(tp) != controller)
+    leader = cluster.leader_of(tp)
+    cluster.produce(tp, *values("a", "b", "c"))
+    cluster.wait_acked(tp, *values("a", "b", "c"))
+    cluster.crash(leader, keep="flushed")  # power loss: nothing was flushed
+    cluster.restart(leader)
+    cluster.run_for(100)
+    assert controller is not None and controller != leader
+    cluster.crash(controller)  # before it sees the leader's session expire
+    cluster.run_until(
+        lambda: cluster.controller_id() not in (None, controller), 5_000, "a new controller"
+    )
+    # It found the leader registered after the state was written: another ISR member leads.
+    cluster.run_until(lambda: cluster.leader_of(tp) not in (-1, leader), 5_000, "an election")
+    cluster.restart(controller)
+    cluster.wait_settled(timeout_ms=5_000)
+    cluster.check_final()
+    assert cluster.lost_acks() == []
+
+
+def test_stale_leader_and_isr_must_not_revert_the_leaders_isr(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(scripted(replica_lag_time_max_ms=1_000))
+    cluster.boot()
+    leader = cluster.leader_of(TP)
+    lagging = next(b for b in (2, 3, 1) if b not in (leader, cluster.controller_id()))
+    last_seen: list[object] = []
+    original_handle = cluster.broker(leader).handle_request
+
+    def recording(envelope: object) -> None:  # keep the last LeaderAndIsr the leader got
+        from protocol.messages.leader_and_isr import LeaderAndIsrRequest
+        from tests.simulation.network import Envelope
+
+        assert isinstance(envelope, Envelope)
+        if isinstance(envelope.payload, LeaderAndIsrRequest):
+            last_seen[:] = [envelope]
+        original_handle(envelope)
+
+    cluster.broker(leader).handle_request = recording  # type: ignore[method-assign]
+    # 1. A follower falls behind: the leader shrinks the ISR (partition epoch p+1); the
+    #    controller reloads (a session expiry) and tells the leader so: (e, ISR, p+1).
+    cluster.isolate(lagging)
+    cluster.run_until(lambda: lagging not in cluster.zk_isr(TP), 5_000, "the ISR to shrink")
+    controller = cluster.controller_id()
+    assert controller is not None
+    last_seen.clear()
+    cluster.broker(controller).expire_session()
+    cluster.run_until(lambda: bool(last_seen), 5_000, "the new controller's LeaderAndIsr")
+    stale = last_seen[0]
+    # 2. It catches up and rejoins: the leader writes the larger ISR (p+2).
+    cluster.heal()
+    cluster.run_until(lambda: lagging in cluster.zk_isr(TP), 5_000, "the ISR to expand")
+    # 3. The channel re-sends the same request (as after a lost response).
+    from tests.simulation.network import Envelope
+
+    assert isinstance(stale, Envelope)
+    cluster.world.net.request(
+        stale.src,
+        leader,
+        stale.payload,
+        timeout_ms=1_000,
+        on_response=lambda response: None,
+        on_timeout=lambda: None,
+        label="LeaderAndIsrRequest (re-sent)",
+    )
+    cluster.run_for(50)
+    # 4. The follower lags again; acks now count only the leader's (reverted) ISR.
+    cluster.isolate(lagging)
+    cluster.produce(TP, *values("x", "y"))
+    cluster.wait_acked(TP, *values("x", "y"))
+    # 5. The leader fails: ZooKeeper's ISR still names the lagging follower.
+    cluster.crash(leader, keep="all")
+    cluster.run_until(lambda: cluster.leader_of(TP) not in (leader, -1), 5_000, "an election")
+    cluster.heal()
+    cluster.restart(leader)
+    cluster.wait_settled()
+    cluster.check_final()
+
+
+def test_acks_all_is_never_acked_below_min_insync_replicas(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(scripted(replica_lag_time_max_ms=1_000))
+    cluster.boot()
+    leader = cluster.leader_of(TP)
+    cluster.isolate(leader)  # followers stop fetching; the ISR will shrink to the leader
+    cluster.produce(TP, b"x")
+    cluster.run_until(lambda: cluster.zk_isr(TP) == (leader,), 5_000, "the ISR to shrink")
+    cluster.run_for(100)  # the HW covers it now, but ISR [leader] < min.insync.replicas 2
+    cluster.heal()
+    cluster.wait_settled()
+
+
+def test_restarted_broker_must_not_serve_the_controller_before_it_registers(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster(scripted(partitions=2))
+    cluster.boot()
+    controller = cluster.controller_id()
+    assert controller is not None
+    tp = next(tp for tp in cluster.partitions() if cluster.leader_of(tp) != controller)
+    leader = cluster.leader_of(tp)
+    cluster.produce(tp, *values("a", "b", "c"))
+    cluster.wait_acked(tp, *values("a", "b", "c"))
+    cluster.crash(leader, keep="flushed")  # power loss: nothing was flushed
+    cluster.restart(leader)  # its old session (and registration) lives on a while
+    # A new controller loads now: the old registration is all ZooKeeper shows of the leader.
+    cluster.broker(controller).expire_session()
+    cluster.wait_settled()
+    cluster.check_final()
+    assert cluster.lost_acks() == []

@@ -1,0 +1,66 @@
+"""What every simulated component shares: config, randomness, clock, network, ZooKeeper,
+the brokers, and the hooks through which the invariants observe what happens."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.log.config import LogConfig
+from tests.simulation.config import SimConfig
+from tests.simulation.network import Network
+from tests.simulation.scheduler import Scheduler
+from tests.simulation.zk import SimZk, TopicPartition
+
+if TYPE_CHECKING:
+    from tests.simulation.broker import SimBroker
+
+__all__ = ["Ack", "World"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """An acks=all produce the leader acknowledged: HW past it and ISR >= min.insync."""
+
+    tp: TopicPartition
+    base_offset: int
+    next_offset: int
+    crc: int
+    values: tuple[bytes, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    appended_ms: int
+    acked_ms: int
+
+
+@dataclass
+class World:
+    seed: int
+    config: SimConfig
+    rng: random.Random
+    scheduler: Scheduler
+    zk: SimZk
+    log_config: LogConfig
+    replica_fetch_max_bytes: int
+    trace: Callable[[str], None]
+    brokers: dict[int, SimBroker] = field(default_factory=dict)
+    network: Network | None = None  # set once the brokers exist
+    on_ack: list[Callable[[Ack], None]] = field(default_factory=list)
+    on_crash: list[Callable[[int], None]] = field(default_factory=list)
+    controller_count: int = 0  # controllers ever elected (for reports)
+    controller_paused: bool = False  # scripted tests: hold the controller's event queue
+
+    @property
+    def now_ms(self) -> int:
+        return self.scheduler.now_ms
+
+    @property
+    def net(self) -> Network:
+        assert self.network is not None
+        return self.network
+
+    def draw(self, bounds: tuple[int, int]) -> int:
+        return self.rng.randint(*bounds)
