@@ -431,7 +431,7 @@ class Controller:
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, PartitionState]:
         """The state znodes that exist, each with its version as the partition epoch and its
-        mzxid (to tell which brokers registered after it was written)."""
+        mzxid (to tell which broker processes started after it was written)."""
         states: dict[TopicPartition, PartitionState] = {}
         for topic, partition in sorted(partitions):
             found = await self.zk.get(zk_data.partition_state_path(topic, partition))
@@ -530,8 +530,15 @@ class Controller:
     async def _read_brokers(self) -> dict[int, LiveBroker]:
         registered = await get_live_brokers(self.zk, watch=True)
         return {
-            broker_id: LiveBroker(broker_id, reg.host, reg.port, reg.rack, broker_epoch)
-            for broker_id, (reg, broker_epoch) in registered.items()
+            broker_id: LiveBroker(
+                broker_id,
+                found.registration.host,
+                found.registration.port,
+                found.registration.rack,
+                found.broker_epoch,
+                found.incarnation,
+            )
+            for broker_id, found in registered.items()
         }
 
     async def _apply(self, event: ControllerEvent, channel: ControllerChannel) -> list[Effect]:

@@ -15,15 +15,21 @@ Kafka's rules mirrored here (KafkaController, PartitionStateMachine, ReplicaStat
 - follower gone: removed from the ISR with a leader epoch bump;
 - broker (re)joined: LeaderAndIsr for all its replicas, offline partitions elect again, and a
   partition it still leads gets a new leader epoch (KIP-101 "returning leaders");
-- broker bounced (same id, new broker epoch, seen in one read): a failure, then a startup
-  (Kafka's processBrokerChange): it leaves every leadership and ISR first (leaders move to
-  the other live ISR members; the ISR keeps it only as its last member), then it joins. It
-  may have lost unflushed data, so it must not keep leading or stay in sync on its word;
-- at load (a new controller, or a re-load): a live leader or ISR member registered after the
-  partition state was last written (broker epoch = registration czxid > the state znode's
-  mzxid) restarted since anyone decided that state: for that partition it is handled as
-  bounced. A re-load within our own term also treats as bounced every broker whose epoch
-  differs from the one we knew;
+- broker bounced (same id, new incarnation, seen in one read; the incarnation is the czxid of
+  the broker process's first registration): a failure, then a startup (Kafka's
+  processBrokerChange): it leaves every leadership and ISR first (leaders move to the other
+  live ISR members; the ISR keeps it only as its last member), then it joins. It may have
+  lost unflushed data, so it must not keep leading or stay in sync on its word;
+- broker re-registered (same incarnation, new broker epoch: its session expired but the
+  process, and its log, lived on): nothing changes for its partitions; it gets LeaderAndIsr
+  for all of them, so requests carry its new broker epoch. Unlike Kafka, which treats it as
+  bounced: dropping an ISR member that holds every acked record only makes the leader the
+  last one, whose unflushed data a crash then takes;
+- at load (a new controller, or a re-load): a live leader or ISR member whose process
+  registered first after the partition state was last written (incarnation > the state
+  znode's mzxid) restarted since anyone decided that state: for that partition it is handled
+  as bounced. A re-load within our own term also treats as bounced every broker whose
+  incarnation differs from the one we knew;
 - no live ISR member: with `unclean.leader.election.enable` (broker default, topic override)
   the first live replica leads alone (ISR = itself), a warning and a counted metric; without
   it the partition stays leaderless;
@@ -107,7 +113,9 @@ class LiveBroker:
     host: str
     port: int
     rack: str | None
-    epoch: int  # czxid of its registration znode
+    epoch: int  # czxid of its registration znode: new with every registration
+    # czxid of the first registration of its process: new only when the process restarted.
+    incarnation: int
 
     def endpoint(self) -> BrokerEndpoint:
         return BrokerEndpoint(self.broker_id, self.host, self.port, self.rack)
@@ -120,8 +128,8 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     partition_epoch: int  # the state znode's version
-    # The state znode's mzxid as read (UNKNOWN_ZXID after our own writes). A broker epoch
-    # above it registered after this state was written. Not part of equality: the same
+    # The state znode's mzxid as read (UNKNOWN_ZXID after our own writes). A broker
+    # incarnation above it started after this state was written. Not part of equality: the same
     # state read twice is the same state.
     modified_zxid: int = field(default=UNKNOWN_ZXID, compare=False)
 
@@ -143,7 +151,8 @@ class ControllerContext:
     assignments: Assignments = field(default_factory=dict)
     partition_states: Mapping[TopicPartition, PartitionState] = field(default_factory=dict)
     # Brokers in a controlled shutdown: never elected leader while in here; forgotten when
-    # they leave or re-register (a new broker epoch).
+    # they leave or restart (a new incarnation; a re-registration of the same process keeps
+    # shutting down).
     shutting_down: frozenset[int] = frozenset()
     # unclean.leader.election.enable: the broker default, and per-topic overrides.
     unclean_leader_election_enable: bool = False
@@ -381,21 +390,32 @@ def _on_elected(
 
 
 def _bounced(old: Mapping[int, LiveBroker], new: Mapping[int, LiveBroker]) -> frozenset[int]:
-    """Brokers registered in both with a different broker epoch: they restarted (or their
-    session expired) in between."""
-    return frozenset(b for b in old.keys() & new.keys() if old[b].epoch != new[b].epoch)
+    """Brokers registered in both with a different incarnation: they restarted in between."""
+    return frozenset(b for b in old.keys() & new.keys() if old[b].incarnation != new[b].incarnation)
+
+
+def _reregistered(old: Mapping[int, LiveBroker], new: Mapping[int, LiveBroker]) -> frozenset[int]:
+    """Brokers registered in both, same incarnation, another registration: the same process
+    re-registered (its session expired). Its log is intact: no failure."""
+    return frozenset(
+        b
+        for b in old.keys() & new.keys()
+        if old[b].incarnation == new[b].incarnation and old[b] != new[b]
+    )
 
 
 def _restarted_members(
     live: Mapping[int, LiveBroker], state: PartitionState, bounced: frozenset[int]
 ) -> frozenset[int]:
-    """The live leader and ISR members that restarted unnoticed: registered after `state`
-    was written (no controller handled their restart for this partition, or it would have
-    written it), or `bounced` (seen with another epoch earlier in our own term)."""
+    """The live leader and ISR members that restarted unnoticed: their process registered
+    first after `state` was written (no controller handled their restart for this
+    partition, or it would have written it), or `bounced` (seen with another incarnation
+    earlier in our own term). A process that only re-registered after a session expiry
+    keeps its incarnation, and its place."""
     members = {state.leader, *state.isr} & live.keys()
     known = state.modified_zxid != UNKNOWN_ZXID
     return frozenset(
-        b for b in members if b in bounced or (known and live[b].epoch > state.modified_zxid)
+        b for b in members if b in bounced or (known and live[b].incarnation > state.modified_zxid)
     )
 
 
@@ -419,9 +439,10 @@ def _on_brokers_changed(
 ) -> tuple[ControllerContext, list[Effect]]:
     old, new = context.live_brokers, event.brokers
     bounced = _bounced(old, new)
+    reregistered = _reregistered(old, new)
     left = sorted(old.keys() - new.keys())
     joined = sorted((new.keys() - old.keys()) | bounced)
-    if not left and not joined and dict(old) == dict(new):
+    if not left and not joined and not reregistered:
         return context, []
     effects: list[Effect] = []
     for broker_id in left:
@@ -434,6 +455,20 @@ def _on_brokers_changed(
                     "broker_id": broker_id,
                     "old_broker_epoch": old[broker_id].epoch,
                     "broker_epoch": new[broker_id].epoch,
+                    "old_incarnation": old[broker_id].incarnation,
+                    "incarnation": new[broker_id].incarnation,
+                },
+            )
+        )
+    for broker_id in sorted(reregistered):
+        effects.append(
+            LogEvent(
+                "broker session renewed",
+                {
+                    "broker_id": broker_id,
+                    "old_broker_epoch": old[broker_id].epoch,
+                    "broker_epoch": new[broker_id].epoch,
+                    "incarnation": new[broker_id].incarnation,
                 },
             )
         )
@@ -442,7 +477,13 @@ def _on_brokers_changed(
         effects.append(
             LogEvent(
                 "broker joined",
-                {"broker_id": broker_id, "broker_epoch": b.epoch, "host": b.host, "port": b.port},
+                {
+                    "broker_id": broker_id,
+                    "broker_epoch": b.epoch,
+                    "incarnation": b.incarnation,
+                    "host": b.host,
+                    "port": b.port,
+                },
             )
         )
     ctx = dataclasses.replace(
@@ -455,8 +496,9 @@ def _on_brokers_changed(
     ctx, writes, changed, created = _reconcile(ctx, ctx.partitions(), frozenset(joined), restarted)
     effects += writes
     effects += _leader_and_isr_effects(ctx, changed + created, created)
-    # A (re)joined broker learns every partition it hosts, changed or not.
-    for broker_id in joined:
+    # A (re)joined broker learns every partition it hosts, changed or not; so does a
+    # re-registered one, in requests that carry its new broker epoch.
+    for broker_id in sorted({*joined, *reregistered}):
         mine = [tp for tp in ctx.partitions() if broker_id in _replicas(ctx, tp)]
         effects += _leader_and_isr_effects(
             ctx, [tp for tp in mine if tp not in changed and tp not in created], (), {broker_id}

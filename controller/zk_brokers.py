@@ -2,7 +2,10 @@
 
 The broker epoch is the registration znode's czxid: a broker that restarts (or whose session
 expired) gets a larger one, which is how the controller tells a bounced broker from one that
-never left.
+never left. The incarnation is the czxid of the first registration of the broker process:
+re-registrations after a session expiry write it into the znode, so the controller can tell
+a process that only lost its session (same incarnation, its log intact) from one that
+restarted (a new incarnation; it may have lost unflushed data).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 import trio
@@ -24,7 +28,13 @@ from controller.zk_client import (
     ZkError,
 )
 
-__all__ = ["BrokerIdInUseError", "get_live_brokers", "maintain_registration", "register_broker"]
+__all__ = [
+    "BrokerIdInUseError",
+    "RegisteredBroker",
+    "get_live_brokers",
+    "maintain_registration",
+    "register_broker",
+]
 
 _POLL_S = 0.1
 _RETRY_BACKOFF_MS = (100, 2_000)
@@ -34,6 +44,15 @@ class BrokerIdInUseError(Exception):
     """Another live session holds `/brokers/ids/<id>`."""
 
 
+@dataclass(frozen=True, slots=True)
+class RegisteredBroker:
+    """A live registration as the controller reads it."""
+
+    registration: zk_data.BrokerRegistration
+    broker_epoch: int  # this znode's czxid
+    incarnation: int  # the czxid of the broker process's first registration
+
+
 async def register_broker(
     zk: ZkClient,
     broker_id: int,
@@ -41,9 +60,13 @@ async def register_broker(
     port: int,
     rack: str | None = None,
     *,
+    incarnation: int | None = None,
     wait_ms: int | None = None,
 ) -> int:
     """Create the registration and return the broker epoch (the znode's czxid).
+
+    `incarnation`: None for a process's first registration; when re-registering after a
+    session expiry, the broker epoch the first registration returned.
 
     A node left by a previous session of this broker id (crash, expired session) disappears
     when that session expires, so wait for it, up to `wait_ms` (default: twice our session
@@ -51,7 +74,8 @@ async def register_broker(
     A node owned by our own session is simply ours (a retried create).
     """
     path = zk_data.broker_path(broker_id)
-    data = zk_data.BrokerRegistration(host, port, rack, int(time.time() * 1000)).encode()
+    timestamp_ms = int(time.time() * 1000)
+    data = zk_data.BrokerRegistration(host, port, rack, timestamp_ms, incarnation).encode()
     wait_s = (2 * zk.session_timeout_ms if wait_ms is None else wait_ms) / 1000
     deadline = trio.current_time() + wait_s
     while True:
@@ -83,11 +107,15 @@ async def maintain_registration(
     """Register, report the broker epoch through `task_status`, then re-register whenever
     kazoo opens a new session (the old one expired and took the ephemeral node with it).
     `on_registered(broker_epoch)` is called after every registration, the first included, so
-    the broker always knows its current epoch. Runs until cancelled."""
+    the broker always knows its current epoch (requests carry the newest). Call it once per
+    broker process: its first registration's epoch is the process's incarnation, which every
+    re-registration writes, so the controller knows this process did not restart. Runs until
+    cancelled."""
     log = structlog.get_logger(__name__).bind(broker_id=broker_id)
     events = zk.subscribe()
     with events:
         epoch = await register_broker(zk, broker_id, host, port, rack)
+        incarnation = epoch
         log.info("broker registered", broker_epoch=epoch)
         if on_registered is not None:
             on_registered(epoch)
@@ -100,29 +128,29 @@ async def maintain_registration(
             backoff_ms = _RETRY_BACKOFF_MS[0]
             while True:
                 try:
-                    epoch = await register_broker(zk, broker_id, host, port, rack)
+                    epoch = await register_broker(
+                        zk, broker_id, host, port, rack, incarnation=incarnation
+                    )
                 except (ZkError, BrokerIdInUseError) as exc:
                     log.warning("broker re-registration failed", error=str(exc))
                     await trio.sleep(backoff_ms / 1000)
                     backoff_ms = min(backoff_ms * 2, _RETRY_BACKOFF_MS[1])
                     continue
-                log.info("broker re-registered", broker_epoch=epoch)
+                log.info("broker re-registered", broker_epoch=epoch, incarnation=incarnation)
                 if on_registered is not None:
                     on_registered(epoch)
                 break
 
 
-async def get_live_brokers(
-    zk: ZkClient, *, watch: bool = False
-) -> dict[int, tuple[zk_data.BrokerRegistration, int]]:
-    """broker id -> (registration, broker epoch) for every registered broker."""
+async def get_live_brokers(zk: ZkClient, *, watch: bool = False) -> dict[int, RegisteredBroker]:
+    """Every registered broker by id, with its broker epoch and incarnation."""
     try:
         children = await zk.get_children(zk_data.BROKER_IDS_PATH, watch=watch)
     except NoNodeError:  # no broker ever registered; a watch was set on the node's creation
         children = []
         if watch:
             await zk.exists(zk_data.BROKER_IDS_PATH, watch=True)
-    brokers: dict[int, tuple[zk_data.BrokerRegistration, int]] = {}
+    brokers: dict[int, RegisteredBroker] = {}
     for child in children:
         if not child.isdigit():
             continue
@@ -130,5 +158,8 @@ async def get_live_brokers(
         if found is None:  # went away between the listing and the read
             continue
         data, stat = found
-        brokers[int(child)] = (zk_data.BrokerRegistration.decode(data), stat.czxid)
+        registration = zk_data.BrokerRegistration.decode(data)
+        brokers[int(child)] = RegisteredBroker(
+            registration, stat.czxid, registration.incarnation_of(stat.czxid)
+        )
     return brokers

@@ -126,23 +126,32 @@ def _timestamp(obj: Mapping[str, Any], what: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """`/brokers/ids/<id>` (ephemeral). The broker epoch is the znode's czxid, not in the JSON."""
+    """`/brokers/ids/<id>` (ephemeral). The broker epoch is the znode's czxid, not in the JSON.
+
+    `incarnation` (our addition to Kafka's fields): the czxid of the first registration of
+    the broker process that wrote this one. A process re-registering after its session
+    expired writes it; a first registration leaves it out (None), meaning "this znode's
+    czxid". It tells a process that merely lost its session (same incarnation, log intact)
+    from one that restarted (a new incarnation, maybe without its unflushed data).
+    """
 
     host: str
     port: int
     rack: str | None = None
     timestamp_ms: int = 0
+    incarnation: int | None = None
 
     def encode(self) -> bytes:
-        return _encode(
-            {
-                "version": 1,
-                "host": self.host,
-                "port": self.port,
-                "rack": self.rack,
-                "timestamp": str(self.timestamp_ms),
-            }
-        )
+        obj: dict[str, Any] = {
+            "version": 1,
+            "host": self.host,
+            "port": self.port,
+            "rack": self.rack,
+            "timestamp": str(self.timestamp_ms),
+        }
+        if self.incarnation is not None:
+            obj["incarnation"] = self.incarnation
+        return _encode(obj)
 
     @classmethod
     def decode(cls, data: bytes) -> BrokerRegistration:
@@ -157,7 +166,20 @@ class BrokerRegistration:
         rack = obj.get("rack")
         if rack is not None and not isinstance(rack, str):
             raise ZkDataError(f"{what}: bad rack {rack!r}")
-        return cls(host, port, rack, _timestamp(obj, what))
+        incarnation = None
+        if "incarnation" in obj:
+            incarnation = _int(obj, "incarnation", what)
+            if incarnation <= 0:  # a zxid
+                raise ZkDataError(f"{what}: bad incarnation {incarnation}")
+        return cls(host, port, rack, _timestamp(obj, what), incarnation)
+
+    def incarnation_of(self, czxid: int) -> int:
+        """The incarnation of the process that wrote this registration, whose znode has
+        `czxid`. Never above `czxid`: a larger value cannot be a first registration of
+        this process, so the znode's own czxid (a new process: the cautious reading)."""
+        if self.incarnation is None:
+            return czxid
+        return min(self.incarnation, czxid)
 
 
 @dataclass(frozen=True, slots=True)

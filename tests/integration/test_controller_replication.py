@@ -274,6 +274,58 @@ async def test_new_controller_moves_leadership_off_a_leader_registered_after_the
             nursery.cancel_scope.cancel()
 
 
+async def test_new_controller_keeps_a_follower_that_only_re_registered(zk_hosts: str) -> None:
+    """A follower's session expires while there is no controller, but its process lives on
+    (its log intact): it re-registers with a new broker epoch and its first registration's
+    czxid as incarnation. The next controller finds that incarnation older than the state
+    znode: no restart, the ISR and leader epoch stay, and the follower hears its partition
+    in a LeaderAndIsr carrying its new broker epoch."""
+    async with (
+        zk_session(zk_hosts) as admin,
+        trio.open_nursery() as nursery,
+        brokers(nursery, zk_hosts, (1, 2, 3)) as members,
+    ):
+        first_zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
+        await start_controller(nursery, first_zk, 1, {1, 2, 3})
+        await create_topic(admin, "t", {0: (2, 1, 3)}, {})
+        await wait_until(
+            lambda: metadata_isr(members[3].fake, ("t", 0)) == (2, 1, 3), "t-0 in metadata"
+        )
+        before = await read_state(admin, "t", 0)
+        await first_zk.close()  # no controller now
+
+        follower = members[3]
+        old_session = follower.zk.session_id
+        await follower.zk.force_session_expiry()
+        await wait_until(
+            lambda: follower.zk.connected and follower.zk.session_id != old_session,
+            "broker 3's new session",
+        )
+        epoch = await register_broker(
+            follower.zk, 3, follower.fake.host, follower.fake.port, incarnation=follower.epoch
+        )
+        assert epoch > follower.epoch
+        controller = await start_controller(nursery, members[1].zk, 1, {1, 2, 3})
+        known = controller.context.live_brokers[3]
+        assert (known.epoch, known.incarnation) == (epoch, follower.epoch)
+        assert await read_state(admin, "t", 0) == before
+
+        def told_with_new_epoch() -> bool:
+            return any(
+                request.broker_epoch == epoch
+                and any(
+                    (s.topic_name, s.partition_index, s.leader, s.leader_epoch, tuple(s.isr))
+                    == ("t", 0, before.leader, before.leader_epoch, before.isr)
+                    for s in request.partition_states
+                )
+                for request in follower.fake.leader_and_isr()
+            )
+
+        await wait_until(told_with_new_epoch, "LeaderAndIsr for t-0 with the new broker epoch")
+        assert await read_state(admin, "t", 0) == before
+        nursery.cancel_scope.cancel()
+
+
 # --- controlled shutdown ----------------------------------------------------------------------
 
 

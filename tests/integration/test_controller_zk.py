@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -14,7 +15,12 @@ from client.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller, ControllerMovedError, run_controller
 from controller.state import ControllerContext
-from controller.zk_brokers import BrokerIdInUseError, maintain_registration, register_broker
+from controller.zk_brokers import (
+    BrokerIdInUseError,
+    get_live_brokers,
+    maintain_registration,
+    register_broker,
+)
 from controller.zk_client import (
     BadVersionError,
     CheckOp,
@@ -264,6 +270,53 @@ async def test_registration_returns_after_forced_session_expiry(zk_hosts: str) -
         found = await observer.get(zk_data.broker_path(3))
         assert found is not None and registered == [first_epoch, found[1].czxid]
         assert zk.session_id != old_session
+        nursery.cancel_scope.cancel()
+
+
+async def test_re_registration_keeps_the_incarnation_of_the_first(zk_hosts: str) -> None:
+    """The first registration has Kafka's JSON only (its incarnation is its own czxid);
+    after each forced session expiry the same process re-registers with a new broker epoch,
+    delivered to on_registered, and the first registration's czxid as its incarnation."""
+    async with (
+        zk_session(zk_hosts) as zk,
+        zk_session(zk_hosts) as observer,
+        trio.open_nursery() as nursery,
+    ):
+        registered: list[int] = []
+        first_epoch: int = await nursery.start(
+            functools.partial(
+                maintain_registration, zk, 3, "127.0.0.1", 9999, on_registered=registered.append
+            )
+        )
+        found = await observer.get(zk_data.broker_path(3))
+        assert found is not None
+        assert "incarnation" not in json.loads(found[0])
+        assert zk_data.BrokerRegistration.decode(found[0]).incarnation is None
+        live = await get_live_brokers(observer)
+        assert (live[3].broker_epoch, live[3].incarnation) == (first_epoch, first_epoch)
+
+        for expiry in (1, 2):
+            await zk.force_session_expiry()
+            await wait_until(lambda n=expiry: len(registered) == n + 1, f"re-registration {expiry}")
+            found = await observer.get(zk_data.broker_path(3))
+            assert found is not None
+            data, stat = found
+            assert stat.czxid == registered[-1] > registered[-2]
+            registration = zk_data.BrokerRegistration.decode(data)
+            assert (registration.host, registration.port) == ("127.0.0.1", 9999)
+            assert registration.incarnation == first_epoch
+            live = await get_live_brokers(observer)
+            assert (live[3].broker_epoch, live[3].incarnation) == (stat.czxid, first_epoch)
+        nursery.cancel_scope.cancel()
+
+    # A new process (a new maintain_registration) is a new incarnation.
+    async with zk_session(zk_hosts) as zk, trio.open_nursery() as nursery:
+        epoch: int = await nursery.start(
+            functools.partial(maintain_registration, zk, 3, "127.0.0.1", 9999)
+        )
+        live = await get_live_brokers(zk)
+        assert epoch > registered[-1]
+        assert (live[3].broker_epoch, live[3].incarnation) == (epoch, epoch)
         nursery.cancel_scope.cancel()
 
 

@@ -132,6 +132,9 @@ class SimBroker:
 
     def _reset_process_state(self) -> None:
         self.registered = False  # this process has not registered yet
+        # The broker epoch of this process's first registration, written with every
+        # re-registration (zk_brokers.maintain_registration): the controller's incarnation.
+        self.first_broker_epoch: int | None = None
         self.controller_epoch = -1
         self.logs: dict[TopicPartition, MirroredLog] = {}
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -262,13 +265,20 @@ class SimBroker:
 
     def _register(self) -> None:
         """register_broker: wait for a node left by our previous session to expire."""
-        epoch = self.world.zk.register_broker(self.broker_id, self.session_id or -1)
+        epoch = self.world.zk.register_broker(
+            self.broker_id, self.session_id or -1, self.first_broker_epoch
+        )
         if epoch is None:
             self.after(self.world.config.broker_registration_retry_ms, "register", self._register)
             return
+        if self.first_broker_epoch is None:
+            self.first_broker_epoch = epoch
         self.broker_epoch = epoch
         self.registered = True
-        self.world.trace(f"b{self.broker_id} registered, broker epoch {epoch}")
+        self.world.trace(
+            f"b{self.broker_id} registered, broker epoch {epoch} "
+            f"(this process's first: {self.first_broker_epoch})"
+        )
         from tests.simulation.controller_shell import campaign
 
         campaign(self.world, self)

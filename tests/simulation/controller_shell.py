@@ -81,7 +81,7 @@ def campaign(world: World, broker: SimBroker) -> None:
 
 def live_brokers(world: World) -> dict[int, LiveBroker]:
     return {
-        b: LiveBroker(b, "127.0.0.1", 9090 + b, None, r.epoch)
+        b: LiveBroker(b, "127.0.0.1", 9090 + b, None, r.epoch, r.incarnation)
         for b, r in sorted(world.zk.brokers.items())
     }
 

@@ -20,6 +20,7 @@ import pytest
 
 from tests.simulation.cluster import SimCluster, quiet_logs
 from tests.simulation.config import SimConfig
+from tests.simulation.zk import TopicPartition
 
 TP = ("t", 0)
 NEVER_MS = 10**9
@@ -92,14 +93,14 @@ def done_truncating(cluster: SimCluster, broker_id: int) -> Callable[[], bool]:
     return check
 
 
-def leads(cluster: SimCluster, broker_id: int) -> Callable[[], bool]:
+def leads(cluster: SimCluster, broker_id: int, tp: TopicPartition = TP) -> Callable[[], bool]:
     def check() -> bool:
-        partition = cluster.broker(broker_id).partitions.get(TP)
+        partition = cluster.broker(broker_id).partitions.get(tp)
         return (
-            cluster.leader_of(TP) == broker_id
+            cluster.leader_of(tp) == broker_id
             and partition is not None
             and partition.is_leader
-            and partition.leader_epoch == cluster.world.zk.states[TP][0].leader_epoch
+            and partition.leader_epoch == cluster.world.zk.states[tp][0].leader_epoch
         )
 
     return check
@@ -389,6 +390,73 @@ def test_restarted_broker_must_not_serve_the_controller_before_it_registers(
     cluster.restart(leader)  # its old session (and registration) lives on a while
     # A new controller loads now: the old registration is all ZooKeeper shows of the leader.
     cluster.broker(controller).expire_session()
+    cluster.wait_settled()
+    cluster.check_final()
+    assert cluster.lost_acks() == []
+
+
+def controller_knows_registration(cluster: SimCluster, broker_id: int) -> Callable[[], bool]:
+    """The active controller has handled `broker_id`'s current registration."""
+
+    def check() -> bool:
+        controller_id = cluster.controller_id()
+        found = cluster.world.zk.brokers.get(broker_id)
+        if controller_id is None or found is None:
+            return False
+        controller = cluster.broker(controller_id).controller
+        if controller is None or not controller.context.active:
+            return False
+        known = controller.context.live_brokers.get(broker_id)
+        return known is not None and known.epoch == found.epoch
+
+    return check
+
+
+@pytest.mark.parametrize("seen", ["in-one-read", "at-load"])
+def test_session_expiry_without_restart_keeps_the_follower_in_the_isr(
+    make_cluster: MakeCluster, seen: str
+) -> None:
+    """Seeds 1219 and 2668: a follower's ZooKeeper session expires but its process lives on
+    (its log intact); it re-registers with a new broker epoch. Taken for a restart, it left
+    the ISR, so when the leader then lost its unflushed data in a crash, that leader, the
+    last ISR member, was elected again and the acked records were gone. A re-registration
+    by the same process (same incarnation) is no restart: the follower stays in the ISR
+    and, holding the records, is elected when the leader fails."""
+    cluster = make_cluster(scripted(partitions=3, replication_factor=2))
+    cluster.boot()
+    controller = cluster.controller_id()
+    assert controller is not None
+    # One read: a partition the controller does not host; at load: one the controller
+    # follows (its own session expires, so a controller, maybe itself, loads again).
+    if seen == "in-one-read":
+        tp = next(tp for tp in cluster.partitions() if controller not in cluster.zk_isr(tp))
+    else:
+        tp = next(
+            tp
+            for tp in cluster.partitions()
+            if controller in cluster.zk_isr(tp) and cluster.leader_of(tp) != controller
+        )
+    leader = cluster.leader_of(tp)
+    (follower,) = (b for b in cluster.zk_isr(tp) if b != leader)
+    written = values("a", "b", "c")
+    cluster.produce(tp, *written)
+    cluster.wait_acked(tp, *written)
+
+    old_epoch = cluster.broker(follower).broker_epoch
+    if seen == "in-one-read":
+        cluster.pause_controller()  # busy elsewhere: it will see the new epoch in one read
+    cluster.broker(follower).expire_session()
+    cluster.run_until(registered_again(cluster, follower), 2_000, "the follower to re-register")
+    assert cluster.broker(follower).broker_epoch > old_epoch
+    cluster.pause_controller(False)
+    cluster.run_until(
+        controller_knows_registration(cluster, follower), 5_000, "the controller to see it"
+    )
+    assert follower in cluster.zk_isr(tp)
+
+    cluster.crash(leader, keep="flushed")  # power loss: nothing was flushed
+    cluster.restart(leader)
+    cluster.run_until(leads(cluster, follower, tp), 5_000, "the follower to lead")
     cluster.wait_settled()
     cluster.check_final()
     assert cluster.lost_acks() == []

@@ -1,6 +1,7 @@
 """A simulated ZooKeeper holding what Highwater keeps there, with versions and sessions.
 
-- `/brokers/ids/<id>`: ephemeral registrations; a broker's epoch is its node's czxid.
+- `/brokers/ids/<id>`: ephemeral registrations; a broker's epoch is its node's czxid, its
+  incarnation the czxid of its process's first registration (zk_brokers.RegisteredBroker).
 - `/controller` (ephemeral) and `/controller_epoch` (versioned): the controller election.
 - `/brokers/topics/<t>`: assignments, fixed for a run.
 - `/brokers/topics/<t>/partitions/<p>/state`: PartitionStateZnode + version, written by
@@ -33,6 +34,7 @@ class Registration:
     broker_id: int
     epoch: int  # czxid
     session_id: int
+    incarnation: int  # the czxid of the registering process's first registration
 
 
 class WriteOutcome(Enum):
@@ -97,15 +99,19 @@ class SimZk:
             self.controller = None
             self._fire(self.watches.controller_deleted)
 
-    def register_broker(self, broker_id: int, session_id: int) -> int | None:
-        """Create `/brokers/ids/<id>`; its epoch, or None while an older session holds it."""
+    def register_broker(
+        self, broker_id: int, session_id: int, incarnation: int | None = None
+    ) -> int | None:
+        """Create `/brokers/ids/<id>`; its epoch, or None while an older session holds it.
+        `incarnation`: None for a process's first registration (it is then the new epoch)."""
         if not self.session_alive(session_id):
             return None
         current = self.brokers.get(broker_id)
         if current is not None:
             return current.epoch if current.session_id == session_id else None
         self._zxid += 1
-        self.brokers[broker_id] = Registration(broker_id, self._zxid, session_id)
+        first = self._zxid if incarnation is None else incarnation
+        self.brokers[broker_id] = Registration(broker_id, self._zxid, session_id, first)
         self._fire(self.watches.brokers_changed)
         return self._zxid
 

@@ -35,9 +35,20 @@ CONTROLLER_EPOCH = 5
 EPOCH_ZK_VERSION = 4
 
 
-def live(*ids: int, epochs: Mapping[int, int] | None = None) -> dict[int, LiveBroker]:
+def live(
+    *ids: int,
+    epochs: Mapping[int, int] | None = None,
+    incarnations: Mapping[int, int] | None = None,
+) -> dict[int, LiveBroker]:
+    """Broker i has epoch 100 + i unless overridden; its incarnation is its epoch (a first
+    registration: a new epoch is a restart) unless overridden (a re-registration)."""
     epochs = epochs or {}
-    return {i: LiveBroker(i, f"host{i}", 9000 + i, None, epochs.get(i, 100 + i)) for i in ids}
+    incarnations = incarnations or {}
+    brokers = {}
+    for i in ids:
+        epoch = epochs.get(i, 100 + i)
+        brokers[i] = LiveBroker(i, f"host{i}", 9000 + i, None, epoch, incarnations.get(i, epoch))
+    return brokers
 
 
 def state(leader: int, leader_epoch: int, isr: Sequence[int], version: int = 4) -> PartitionState:

@@ -1,8 +1,11 @@
 """Brokers that restarted behind the controller's back: a bounce seen in one read of
-/brokers/ids, and, at load, a leader or ISR member registered after the partition state was
-written. Both are a failure followed by a startup (Kafka's processBrokerChange): it may have
-lost unflushed data, so it must not keep leading, nor stay in the ISR unless it is the last
-member. Pure: events in, context and effects out."""
+/brokers/ids, and, at load, a leader or ISR member whose process registered after the
+partition state was written. Both are a failure followed by a startup (Kafka's
+processBrokerChange): it may have lost unflushed data, so it must not keep leading, nor stay
+in the ISR unless it is the last member. A broker whose session expired while its process
+lived on re-registers with a new broker epoch but the same incarnation (its first
+registration's czxid): that is no restart, and it keeps its place. Pure: events in, context
+and effects out."""
 
 from __future__ import annotations
 
@@ -13,11 +16,13 @@ import pytest
 from controller.state import (
     UNKNOWN_ZXID,
     BrokersChanged,
+    ControlledShutdownRequested,
     ControllerContext,
     Effect,
     Elected,
     LiveBroker,
     PartitionState,
+    SendLeaderAndIsr,
     WritePartitionStates,
     handle,
 )
@@ -232,3 +237,162 @@ def test_reload_in_the_same_term_also_compares_with_the_epochs_it_knew() -> None
 
 def test_modified_zxid_is_not_part_of_the_state() -> None:
     assert written(state(1, 3, (1,)), 7) == written(state(1, 3, (1,)), 9) == state(1, 3, (1,))
+
+
+# --- a re-registration: a new broker epoch, the same incarnation (its session expired) -------
+
+
+@pytest.mark.parametrize(
+    ("replicas", "before", "live_after", "expected"),
+    [
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (1, 2, 3)),
+            live(1, 2, 3, epochs={2: 500}, incarnations={2: 102}),
+            None,
+            id="follower-stays-in-the-isr",
+        ),
+        pytest.param(
+            (1, 2),
+            state(1, 3, (1, 2)),
+            live(1, 2, epochs={1: 500}, incarnations={1: 101}),
+            None,
+            id="leader-keeps-leading-in-its-epoch",
+        ),
+        pytest.param(
+            (1, 2),
+            state(1, 3, (1,)),
+            live(1, 2, epochs={1: 500, 2: 600}, incarnations={1: 101, 2: 102}),
+            None,
+            id="both-re-registered",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (1, 2, 3)),
+            live(1, 2, 3, epochs={1: 500, 3: 600}, incarnations={3: 103}),
+            (2, 4, (2, 3)),
+            id="restarted-leader-moves-re-registered-follower-stays",
+        ),
+        pytest.param(
+            (1, 2, 3),
+            state(1, 3, (1, 2, 3)),
+            live(1, 2, 3, epochs={1: 500, 2: 600}, incarnations={1: 101}),
+            (1, 4, (1, 3)),
+            id="restarted-follower-leaves-re-registered-leader-stays",
+        ),
+    ],
+)
+def test_re_registration_of_the_same_process_is_no_failure(
+    replicas: tuple[int, ...],
+    before: PartitionState,
+    live_after: dict[int, LiveBroker],
+    expected: Expected,
+) -> None:
+    ctx, _ = elect(live(1, 2, 3), {"t": {0: replicas}}, {TP: before})
+    ctx, effects = handle(ctx, BrokersChanged(live_after), 0)
+    the_write(effects, expected)
+    new_epoch = [b for b in sorted(live_after) if live_after[b].epoch >= 500]
+    restarted = [b for b in new_epoch if live_after[b].incarnation >= 500]
+    reregistered = [b for b in new_epoch if b not in restarted]
+    assert [f["broker_id"] for f in logged(effects, "broker bounced")] == restarted
+    assert [f["broker_id"] for f in logged(effects, "broker session renewed")] == reregistered
+    after = before if expected is None else PartitionState(*expected, CONTROLLER_EPOCH, 5)
+    assert ctx.partition_states[TP] == after
+    # Every one with a new epoch learns its partitions in requests carrying that epoch.
+    requests = {e.broker_id: e.request for e in of_type(effects, SendLeaderAndIsr)}
+    for broker_id in new_epoch:
+        assert requests[broker_id].broker_epoch == live_after[broker_id].epoch
+        assert leader_and_isr(effects)[broker_id][TP] == (
+            after.leader,
+            after.leader_epoch,
+            after.isr,
+            after.partition_epoch,
+            False,
+        )
+
+
+def test_re_registration_keeps_a_controlled_shutdown_a_restart_ends_it() -> None:
+    ctx, _ = elect(live(1, 2, 3), {"t": {0: (1, 2, 3)}}, {TP: state(1, 3, (1, 2, 3))})
+    ctx, _ = handle(ctx, ControlledShutdownRequested(2, 102), 0)
+    assert ctx.shutting_down == frozenset({2})
+    reregistered = live(1, 2, 3, epochs={2: 500}, incarnations={2: 102})
+    ctx, effects = handle(ctx, BrokersChanged(reregistered), 0)
+    assert ctx.shutting_down == frozenset({2})  # the same process, still shutting down
+    assert of_type(effects, WritePartitionStates) == []
+    ctx, _ = handle(ctx, BrokersChanged(live(1, 2, 3, epochs={2: 600})), 0)
+    assert ctx.shutting_down == frozenset()
+
+
+def test_nothing_changed_is_no_event() -> None:
+    brokers = live(1, 2, epochs={2: 500}, incarnations={2: 102})
+    ctx, _ = elect(brokers, {"t": {0: (1, 2)}}, {TP: state(1, 3, (1, 2))})
+    assert handle(ctx, BrokersChanged(dict(brokers)), 0) == (ctx, [])
+
+
+# Broker epochs: 1 -> 101, 2 -> 102, 3 -> 103 unless overridden; the state written at `mzxid`.
+@pytest.mark.parametrize(
+    ("before", "mzxid", "epochs", "incarnations", "expected"),
+    [
+        pytest.param(
+            state(1, 3, (1, 2, 3)),
+            200,
+            {3: 300},
+            {3: 103},
+            None,
+            id="follower-re-registered-since",
+        ),
+        pytest.param(
+            state(1, 3, (1, 2, 3)),
+            200,
+            {1: 300},
+            {1: 101},
+            None,
+            id="leader-re-registered-since",
+        ),
+        pytest.param(
+            state(1, 3, (1, 2, 3)),
+            200,
+            {1: 300, 2: 400},
+            {1: 101, 2: 250},
+            (1, 4, (1, 3)),
+            id="re-registered-leader-stays-follower-restarted-since",
+        ),
+        pytest.param(
+            state(1, 3, (1, 2, 3)),
+            200,
+            {1: 300, 2: 400},
+            {1: 250, 2: 102},
+            (2, 4, (2, 3)),
+            id="restarted-leader-re-registered-since-moves",
+        ),
+    ],
+)
+def test_elected_compares_the_incarnation_with_the_state(
+    before: PartitionState,
+    mzxid: int,
+    epochs: dict[int, int],
+    incarnations: dict[int, int],
+    expected: Expected,
+) -> None:
+    brokers = live(1, 2, 3, epochs=epochs, incarnations=incarnations)
+    ctx, effects = elect(brokers, {"t": {0: (1, 2, 3)}}, {TP: written(before, mzxid)})
+    the_write(effects, expected)
+    restarted = [f["broker_id"] for f in logged(effects, "broker restarted unnoticed")]
+    assert restarted == sorted(b for b in brokers if brokers[b].incarnation > mzxid)
+    after = before if expected is None else PartitionState(*expected, CONTROLLER_EPOCH, 5)
+    assert ctx.partition_states[TP] == after
+    # Everyone live hears the state, in requests carrying its current broker epoch.
+    for effect in of_type(effects, SendLeaderAndIsr):
+        assert effect.request.broker_epoch == brokers[effect.broker_id].epoch
+
+
+def test_reload_in_the_same_term_takes_a_re_registration_as_no_bounce() -> None:
+    assignments = {"t": {0: (1, 2)}}
+    ctx, _ = elect(live(1, 2), assignments, {TP: written(state(1, 3, (1, 2)), 150)})
+    rewritten = {TP: written(state(1, 3, (1, 2), version=5), 600)}
+    brokers = live(1, 2, epochs={1: 500}, incarnations={1: 101})
+    reload = Elected(CONTROLLER_EPOCH, EPOCH_ZK_VERSION, brokers, assignments, rewritten)
+    ctx, effects = handle(ctx, reload, 0)
+    assert of_type(effects, WritePartitionStates) == []
+    assert logged(effects, "broker restarted unnoticed") == []
+    assert leader_and_isr(effects)[1][TP] == (1, 3, (1, 2), 5, False)

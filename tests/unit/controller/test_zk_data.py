@@ -27,6 +27,17 @@ from controller.zk_data import (
             {"version": 1, "host": "h", "port": 9092, "rack": None, "timestamp": "17"},
         ),
         (
+            BrokerRegistration("h", 9092, "r1", 17, incarnation=5),
+            {
+                "version": 1,
+                "host": "h",
+                "port": 9092,
+                "rack": "r1",
+                "timestamp": "17",
+                "incarnation": 5,
+            },
+        ),
+        (
             TopicAssignment({1: (2, 3), 0: (1, 2)}),
             {"version": 1, "partitions": {"0": [1, 2], "1": [2, 3]}},
         ),
@@ -53,6 +64,10 @@ def test_kafka_layout_and_round_trip(znode: Any, expected_json: dict[str, Any]) 
         (BrokerRegistration, b'{"host":"h","port":"9092","timestamp":"1"}'),
         (BrokerRegistration, b'{"host":"h","port":0,"timestamp":"1"}'),
         (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"x"}'),
+        (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","incarnation":"5"}'),
+        (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","incarnation":true}'),
+        (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","incarnation":0}'),
+        (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","incarnation":null}'),
         (TopicAssignment, b'{"partitions":{"x":[1]}}'),
         (TopicAssignment, b'{"partitions":{"0":["1"]}}'),
         (TopicAssignment, b'{"partitions":[]}'),
@@ -67,6 +82,18 @@ def test_kafka_layout_and_round_trip(znode: Any, expected_json: dict[str, Any]) 
 def test_malformed_znodes_raise_zk_data_error(cls: Any, data: bytes) -> None:
     with pytest.raises(ZkDataError):
         cls.decode(data)
+
+
+def test_broker_registration_incarnation() -> None:
+    """Absent (a first registration, or Kafka's own JSON): the znode's czxid. Present: the
+    first registration's czxid, never taken above the znode's own."""
+    kafka = b'{"version":1,"host":"h","port":9092,"rack":null,"timestamp":"17"}'
+    first = BrokerRegistration.decode(kafka)
+    assert first == BrokerRegistration("h", 9092, None, 17)
+    assert first.incarnation is None and first.incarnation_of(40) == 40
+    again = BrokerRegistration.decode(BrokerRegistration("h", 9092, None, 18, 40).encode())
+    assert again.incarnation == 40 and again.incarnation_of(57) == 40
+    assert BrokerRegistration("h", 9092, incarnation=60).incarnation_of(57) == 57
 
 
 def test_controller_from_kafka_without_timestamp() -> None:
