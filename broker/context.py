@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import trio
+
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from broker.replica_manager import ReplicaManager
@@ -42,15 +44,28 @@ class BrokerContext:
     # The highest controller epoch seen in a controller request (STALE_CONTROLLER_EPOCH below).
     controller_epoch: int = -1
     cluster_id: str | None = None
+    _registered: trio.Event = field(default_factory=trio.Event)
 
-    def check_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        """STALE_CONTROLLER_EPOCH for a request from an older controller; STALE_BROKER_EPOCH
-        for one meant for an earlier registration of this broker (-1: not checked), or for
-        any before this process has registered: until then the controller still sees the
-        registration of a previous process (a crashed one, with a longer log), and must not
-        make us act on its behalf (Kafka starts processing requests only after registering)."""
+    def registered(self, broker_epoch: int) -> None:
+        """This process's registration znode exists, with this czxid (again, after a session
+        expiry): controller requests are admitted from now on."""
+        self.broker_epoch = broker_epoch
+        self._registered.set()
+
+    async def admit_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """Wait (bounded) until this process has registered, then check the request's epochs.
+
+        Until registration the controller may still address a previous, crashed process of
+        this broker id (with a longer log): Kafka only starts processing requests once it has
+        registered, and so do we; a request that arrives earlier is held, not refused, so the
+        controller's first LeaderAndIsr to a starting broker is not lost. Then:
+        STALE_CONTROLLER_EPOCH for a request from an older controller; STALE_BROKER_EPOCH for
+        one meant for an earlier registration of this broker (-1: not checked)."""
         if self.broker_epoch < 0:
-            return ErrorCode.STALE_BROKER_EPOCH
+            with trio.move_on_after(self.config.request_timeout_ms / 1000):
+                await self._registered.wait()
+            if self.broker_epoch < 0:
+                return ErrorCode.STALE_BROKER_EPOCH
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if broker_epoch != -1 and broker_epoch < self.broker_epoch:

@@ -60,12 +60,18 @@ async def run_broker(config: BrokerConfig) -> int:
             ctx.cluster_id = await get_or_create_cluster_id(zk)
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(server.run)
+                # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon
+                # as we have registered.
+                ctx.fetchers = ReplicaFetcherManager(ctx)
+                await nursery.start(ctx.fetchers.run)
+                ctx.isr = IsrManager(ctx)
+                await nursery.start(ctx.isr.run)
                 # listeners=...:0 binds any free port; advertise the one actually bound.
                 advertised_port = config.advertised_port or port
                 ctx.broker_epoch = await nursery.start(
                     partial(
                         maintain_registration,
-                        on_registered=partial(setattr, ctx, "broker_epoch"),
+                        on_registered=ctx.registered,
                     ),
                     zk,
                     config.broker_id,
@@ -73,10 +79,6 @@ async def run_broker(config: BrokerConfig) -> int:
                     advertised_port,
                     config.broker_rack,
                 )
-                ctx.fetchers = ReplicaFetcherManager(ctx)
-                await nursery.start(ctx.fetchers.run)
-                ctx.isr = IsrManager(ctx)
-                await nursery.start(ctx.isr.run)
                 ctx.controller = await nursery.start(
                     partial(
                         run_controller,

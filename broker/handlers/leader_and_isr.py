@@ -19,7 +19,7 @@ __all__ = ["handle_leader_and_isr"]
 async def handle_leader_and_isr(
     ctx: BrokerContext, header: RequestHeader, request: LeaderAndIsrRequest
 ) -> LeaderAndIsrResponse:
-    refused = ctx.check_controller_request(request.controller_epoch, request.broker_epoch)
+    refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return LeaderAndIsrResponse(refused)
     topic_configs = {}

@@ -17,7 +17,7 @@ __all__ = ["handle_stop_replica"]
 async def handle_stop_replica(
     ctx: BrokerContext, header: RequestHeader, request: StopReplicaRequest
 ) -> StopReplicaResponse:
-    refused = ctx.check_controller_request(request.controller_epoch, request.broker_epoch)
+    refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return StopReplicaResponse(refused)
     errors = []

@@ -13,7 +13,7 @@ __all__ = ["handle_update_metadata"]
 async def handle_update_metadata(
     ctx: BrokerContext, header: RequestHeader, request: UpdateMetadataRequest
 ) -> UpdateMetadataResponse:
-    refused = ctx.check_controller_request(request.controller_epoch, request.broker_epoch)
+    refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return UpdateMetadataResponse(refused)
     ctx.metadata.update(request)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from broker.config import load_config
 from broker.context import BrokerContext
@@ -860,23 +861,37 @@ async def test_new_connection_refused_after_stop(broker: Broker) -> None:
         await late.aclose()
 
 
-async def test_controller_requests_before_registration_are_rejected(broker: Broker) -> None:
+async def test_controller_requests_wait_for_registration(broker: Broker) -> None:
     """Until this process has registered, the controller may still be addressing a previous
-    (crashed) process of this broker id: refuse with STALE_BROKER_EPOCH, change nothing."""
+    (crashed) process of this broker id. Its requests are held (not refused, or a starting
+    broker would miss its first LeaderAndIsr), then judged by the new broker epoch."""
     broker.ctx.broker_epoch = -1
-    state = LeaderAndIsrPartitionState(
-        topic_name="t",
-        partition_index=0,
-        controller_epoch=CONTROLLER_EPOCH,
-        leader=OTHER,
-        leader_epoch=9,
-        isr=(OTHER, ME),
-        partition_epoch=1,
-        replicas=(ME, OTHER),
-    )
-    lai = await broker.conn.request(
-        LeaderAndIsrRequest(ME, CONTROLLER_EPOCH, 5, (state,), (broker.endpoint,))
-    )
-    assert lai.error_code == ErrorCode.STALE_BROKER_EPOCH
+
+    def leader_and_isr(broker_epoch: int, leader_epoch: int) -> LeaderAndIsrRequest:
+        state = LeaderAndIsrPartitionState(
+            topic_name="t",
+            partition_index=0,
+            controller_epoch=CONTROLLER_EPOCH,
+            leader=ME,
+            leader_epoch=leader_epoch,
+            isr=(ME,),
+            partition_epoch=leader_epoch,
+            replicas=(ME,),
+        )
+        return LeaderAndIsrRequest(ME, CONTROLLER_EPOCH, broker_epoch, (state,), ())
+
+    answers: list[int] = []
+
+    async def send() -> None:
+        answers.append((await broker.conn.request(leader_and_isr(3, 9))).error_code)
+
     partition = broker.ctx.replica_manager.partitions[("t", 0)]
-    assert partition.is_leader and partition.leader_epoch != 9
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send)
+        await trio.testing.wait_all_tasks_blocked()
+        assert answers == [] and partition.leader_epoch != 9  # held
+        broker.ctx.registered(5)
+    assert answers == [ErrorCode.STALE_BROKER_EPOCH]  # meant for the old process
+    assert partition.leader_epoch != 9
+    fresh = await broker.conn.request(leader_and_isr(5, 9))
+    assert fresh.error_code == ErrorCode.NONE and partition.leader_epoch == 9

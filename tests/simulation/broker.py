@@ -307,7 +307,9 @@ class SimBroker:
             raise TypeError(f"unexpected request {payload!r}")
 
     def _check_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        """BrokerContext.check_controller_request."""
+        """BrokerContext.admit_controller_request. The real broker holds a request that
+        arrives before its process registered until it has; here it is refused, a harsher
+        model (the controller does not resend it)."""
         if not self.registered:
             return ErrorCode.STALE_BROKER_EPOCH
         if controller_epoch < self.controller_epoch:
