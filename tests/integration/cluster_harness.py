@@ -3,11 +3,18 @@
 Each cluster gets its own ZooKeeper chroot, so tests can share the session's ZooKeeper server.
 Brokers run as `python -m client.cli broker --config FILE` (the `highwater broker` command),
 with stdout/stderr in `<dir>/broker-N/broker.log`. Waits poll a condition with a deadline.
+
+Failure tools for scenario tests: bounce (SIGTERM + start), hard kill (SIGKILL), pause/resume
+(SIGSTOP/SIGCONT: a broker that is alive but silent, e.g. to let its ZooKeeper session expire),
+and, on a stopped broker, reading its files directly: a partition's batch headers (CRCs) across
+its segments, its leader-epoch-checkpoint and its high-watermark checkpoint, and cutting bytes
+off the end of the active segment (a torn tail: what a power loss leaves).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -21,16 +28,29 @@ from typing import TypeVar
 
 import trio
 
+from broker.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE
+from broker.log.manager import HIGH_WATERMARK_CHECKPOINT_FILE
 from client.network import BrokerConnectionError, connect
 from client.zookeeper_server import free_port
+from protocol.errors import HighwaterError
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.records import BatchHeader, read_header, validate_batch
 
-__all__ = ["BrokerProcess", "Cluster", "eventually", "fetch_metadata", "wait_until"]
+__all__ = [
+    "BrokerProcess",
+    "Cluster",
+    "eventually",
+    "fetch_metadata",
+    "read_batch_headers",
+    "slow_tcp_proxy",
+    "wait_until",
+]
 
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], timeout_s: float, what: str) -> T:
+def wait_until(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
     """Poll `condition` until it returns something truthy; fail after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -42,8 +62,11 @@ def wait_until(condition: Callable[[], T], timeout_s: float, what: str) -> T:
         time.sleep(0.05)
 
 
-async def eventually(condition: Callable[[], Awaitable[T]], timeout_s: float, what: str) -> T:
-    """Await `condition()` until it returns something truthy; fail after `timeout_s`."""
+async def eventually(
+    condition: Callable[[], Awaitable[T | None]], timeout_s: float, what: str
+) -> T:
+    """Await `condition()` until it returns something truthy (returned); fail after
+    `timeout_s`."""
     deadline = trio.current_time() + timeout_s
     while True:
         result = await condition()
@@ -52,6 +75,23 @@ async def eventually(condition: Callable[[], Awaitable[T]], timeout_s: float, wh
         if trio.current_time() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         await trio.sleep(0.05)
+
+
+def read_batch_headers(path: Path) -> list[BatchHeader]:
+    """The valid batches at the start of one segment file, in order. Stops at the first torn
+    or corrupt batch, like recovery would, so a segment being appended to reads as its prefix."""
+    data = path.read_bytes()
+    headers: list[BatchHeader] = []
+    position = 0
+    while position < len(data):
+        try:
+            header = read_header(data, position)
+            validate_batch(data, position, header)
+        except HighwaterError:
+            break
+        headers.append(header)
+        position += header.size
+    return headers
 
 
 async def fetch_metadata(port: int, timeout_ms: int = 2000) -> MetadataResponse | None:
@@ -70,6 +110,49 @@ async def fetch_metadata(port: int, timeout_ms: int = 2000) -> MetadataResponse 
         await conn.aclose()
 
 
+async def slow_tcp_proxy(
+    target_port: int,
+    delay_s: float,
+    *,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Forward loopback connections to `target_port`, delivering everything the target sends
+    `delay_s` late (in order): a slow link, e.g. between one broker and ZooKeeper. Reports
+    its port through task_status; runs until cancelled."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+
+    async def forward(source: trio.SocketStream, sink: trio.SocketStream, delay: float) -> None:
+        send, receive = trio.open_memory_channel[tuple[float, bytes]](math.inf)
+
+        async def deliver() -> None:
+            async for due, data in receive:
+                await trio.sleep_until(due)
+                await sink.send_all(data)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(deliver)
+            async with send:
+                while data := await source.receive_some():
+                    send.send_nowait((trio.current_time() + delay, data))
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await sink.send_eof()
+
+    async def handle(client: trio.SocketStream) -> None:
+        try:
+            async with (
+                client,
+                await trio.open_tcp_stream("127.0.0.1", target_port) as server,
+                trio.open_nursery() as nursery,
+            ):
+                nursery.start_soon(forward, client, server, 0.0)
+                nursery.start_soon(forward, server, client, delay_s)
+        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # one side went away (a killed broker): this connection is over
+
+    await trio.serve_listeners(handle, listeners)
+
+
 @dataclass
 class BrokerProcess:
     broker_id: int
@@ -78,6 +161,7 @@ class BrokerProcess:
     zookeeper_connect: str
     overrides: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
+    paused: bool = False
 
     @property
     def config_path(self) -> Path:
@@ -123,16 +207,36 @@ class BrokerProcess:
         assert self.process is not None
         self.process.send_signal(signum)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process holds its sockets and files but answers nothing (no fetches, no
+        ZooKeeper heartbeats), like a stalled machine or a long GC pause."""
+        assert self.running, f"broker {self.broker_id} is not running"
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT after pause()."""
+        if self.running and self.paused:
+            self.signal(signal.SIGCONT)
+        self.paused = False
+
     def kill(self) -> None:
         """SIGKILL: no clean shutdown, the ZooKeeper session lingers until it times out."""
         if self.running:
             self.signal(signal.SIGKILL)
             assert self.process is not None
             self.process.wait(10)
+        self.paused = False
+
+    def restart(self, timeout_s: float = 30) -> None:
+        """A bounce: SIGTERM (controlled shutdown), wait for the exit, start again."""
+        assert self.stop(timeout_s) == 0, f"broker {self.broker_id} did not stop cleanly"
+        self.start()
 
     def stop(self, timeout_s: float = 30) -> int:
         """SIGTERM and wait; returns the exit status."""
         assert self.process is not None
+        self.resume()  # a stopped process would keep SIGTERM pending forever
         if self.running:
             self.signal(signal.SIGTERM)
         try:
@@ -145,6 +249,40 @@ class BrokerProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    # -- files, read (and cut) directly ----------------------------------------------------
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def segments(self, topic: str, partition: int) -> list[Path]:
+        """The partition's .log files in offset order (names are 20-digit base offsets)."""
+        return sorted(self.partition_dir(topic, partition).glob("*.log"))
+
+    def batch_headers(self, topic: str, partition: int) -> list[BatchHeader]:
+        """Every valid batch of the partition on this broker's disk, in offset order."""
+        return [h for path in self.segments(topic, partition) for h in read_batch_headers(path)]
+
+    def leader_epoch_entries(self, topic: str, partition: int) -> list[EpochEntry]:
+        """The partition's leader-epoch-checkpoint file: (epoch, start offset) entries."""
+        path = self.partition_dir(topic, partition) / LEADER_EPOCH_CHECKPOINT_FILE
+        return LeaderEpochCheckpointFile(path).read()
+
+    def checkpointed_high_watermark(self, topic: str, partition: int) -> int | None:
+        """The partition's entry in the replication-offset-checkpoint (None: no entry)."""
+        path = self.data_dir / HIGH_WATERMARK_CHECKPOINT_FILE
+        return OffsetCheckpointFile(path).read().get((topic, partition))
+
+    def cut_active_segment(self, topic: str, partition: int, cut_bytes: int) -> int:
+        """A torn tail: cut `cut_bytes` off the end of the partition's newest segment, as a
+        power loss would leave it. Only on a stopped broker. Returns the new file size."""
+        assert not self.running, f"broker {self.broker_id} must be stopped to cut its log"
+        active = self.segments(topic, partition)[-1]
+        size = active.stat().st_size
+        assert 0 < cut_bytes <= size, f"cannot cut {cut_bytes} of {size} bytes from {active}"
+        with active.open("r+b") as f:
+            f.truncate(size - cut_bytes)
+        return size - cut_bytes
+
 
 class Cluster:
     def __init__(
@@ -153,12 +291,19 @@ class Cluster:
         directory: Path,
         size: int,
         overrides: dict[str, str] | None = None,
+        broker_overrides: dict[int, dict[str, str]] | None = None,
     ) -> None:
+        """`overrides` apply to every broker, `broker_overrides[id]` to one (on top)."""
         chroot = f"/highwater-test-{uuid.uuid4().hex[:8]}"
         self.zookeeper_connect = f"127.0.0.1:{zookeeper_port}{chroot}"
+        per_broker = broker_overrides or {}
         self.brokers = {
             i: BrokerProcess(
-                i, free_port(), directory / f"broker-{i}", self.zookeeper_connect, overrides or {}
+                i,
+                free_port(),
+                directory / f"broker-{i}",
+                self.zookeeper_connect,
+                {**(overrides or {}), **per_broker.get(i, {})},
             )
             for i in range(1, size + 1)
         }
@@ -167,17 +312,41 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
 
+    @property
+    def live_bootstrap(self) -> str:
+        """The running, unpaused brokers: a client bootstrapping from a paused broker would
+        wait out its request timeout before trying the next."""
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.running_brokers())
+
     def start(self) -> None:
         for broker in self.brokers.values():
             broker.start()
 
+    def running_brokers(self) -> list[BrokerProcess]:
+        """Brokers that run and are not paused (a paused one answers nothing)."""
+        return [b for b in self.brokers.values() if b.running and not b.paused]
+
     def stop(self) -> None:
         for broker in self.brokers.values():
+            broker.resume()
             if broker.running:
                 with contextlib.suppress(AssertionError):
                     broker.stop()
 
-    def logs(self) -> str:
+    def log_marks(self) -> dict[int, int]:
+        """Each broker's log size now: pass to logs(since=...) to see only what came after."""
+        return {b.broker_id: len(b.log_text()) for b in self.brokers.values()}
+
+    def logs(self, tail_chars: int = 4000, since: dict[int, int] | None = None) -> str:
         return "\n".join(
-            f"--- broker {b.broker_id} ---\n{b.log_text()[-4000:]}" for b in self.brokers.values()
+            f"--- broker {b.broker_id} ---\n"
+            f"{b.log_text()[(since or {}).get(b.broker_id, 0) :][-tail_chars:]}"
+            for b in self.brokers.values()
         )
+
+    def ensure_running(self) -> None:
+        """Resume paused brokers and start stopped ones (after a test that failed midway)."""
+        for broker in self.brokers.values():
+            broker.resume()
+            if not broker.running:
+                broker.start()
