@@ -338,6 +338,35 @@ async def test_unclean_leader_election_off(cluster: Cluster) -> None:
 
 
 @pytest.mark.timeout(120)
+async def test_unclean_leader_election_on_converges(cluster: Cluster) -> None:
+    """With the topic's unclean.leader.election.enable=true the out-of-ISR follower leads when
+    it comes back alone (losing "second", as unclean election may), and when the old leader
+    returns it truncates its divergent tail: the replicas still end identical."""
+    topic = "unclean-on"
+    async with zk_view(cluster) as zk:
+        leader, follower = await _pair(cluster, zk)
+        both = [leader.broker_id, follower.broker_id]
+        await create_topic(cluster, topic, [both], {"unclean.leader.election.enable": "true"})
+        await wait_isr(cluster, zk, topic, 0, both)
+        await produce(cluster, topic, 0, [b"first"])
+        await wait_converged([leader, follower], topic, 0, 1)
+        assert follower.stop() == 0
+        await wait_isr(cluster, zk, topic, 0, [leader.broker_id])
+        await produce(cluster, topic, 0, [b"second"])
+        assert leader.stop() == 0
+        await wait_state(zk, topic, 0, lambda s: s.leader == -1, 30, "offline")
+
+        follower.start()
+        await wait_led(cluster, zk, topic, 0, follower.broker_id)
+        assert await produce(cluster, topic, 0, [b"third"]) == [1]
+        leader.start()
+        await wait_isr(cluster, zk, topic, 0, both, leader=follower.broker_id)
+        batches = await wait_converged([leader, follower], topic, 0, 2)
+    assert_epochs_increase(batches)
+    assert await read_committed(cluster, topic, 0) == [b"first", b"third"]
+
+
+@pytest.mark.timeout(120)
 async def test_seed_data_loss_scenario(cluster: Cluster) -> None:
     """Seed 000 §1.4.1 (data loss under HW truncation): follower A holds 5 records but its
     checkpointed HW is 3 when it crashes; it comes back, the leader B crashes, A leads, B
