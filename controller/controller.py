@@ -558,12 +558,14 @@ class Controller:
             for broker_id in effect.broker_ids:
                 channel.send(broker_id, effect.request)
         elif isinstance(effect, LogEvent):
-            if effect.level == "warning":
-                self._log.warning(effect.event, **dict(effect.fields))
-            else:
-                self._log.info(effect.event, **dict(effect.fields))
+            fields = dict(effect.fields)
             if effect.event == UNCLEAN_LEADER_ELECTION:
                 self.unclean_leader_elections += 1  # its ZooKeeper write came first and held
+                fields["unclean_leader_elections"] = self.unclean_leader_elections
+            if effect.level == "warning":
+                self._log.warning(effect.event, **fields)
+            else:
+                self._log.info(effect.event, **fields)
         elif isinstance(effect, ControlledShutdownReply):
             pass  # the caller of _apply answers the request
         elif isinstance(effect, CreatePartitionStates):
