@@ -85,6 +85,13 @@ async def run_broker(config: BrokerConfig) -> int:
                         zk,
                         config.broker_id,
                         unclean_leader_election_enable=config.unclean_leader_election_enable,
+                        auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+                        leader_imbalance_per_broker_percentage=(
+                            config.leader_imbalance_per_broker_percentage
+                        ),
+                        leader_imbalance_check_interval_seconds=(
+                            config.leader_imbalance_check_interval_seconds
+                        ),
                     )
                 )
                 nursery.start_soon(_housekeeping, ctx, log_manager)

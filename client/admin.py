@@ -1,8 +1,13 @@
-"""The admin client: create, delete, list and describe topics; describe the cluster.
+"""The admin client: create, delete, list and describe topics, add partitions; describe the
+cluster; elect leaders (preferred or unclean).
 
 CreateTopics/DeleteTopics go to the controller when the metadata names one (any broker accepts
 them here: it writes ZooKeeper and waits until its metadata shows the change), else to any
 broker.
+
+ElectLeaders goes to the controller only (the one broker that can answer it): a
+NOT_CONTROLLER answer refreshes the metadata and asks the controller it names, once more.
+CreatePartitions goes to the controller like CreateTopics (any broker accepts it).
 
 describe_topics shows replication as it happens: each partition's high watermark (ListOffsets
 latest from its leader, as a consumer: replica id -1) and every replica's log end offset
@@ -25,6 +30,11 @@ from client.errors import HighwaterClientError, UnknownTopicError, error_for_cod
 from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo
 from client.network import BrokerConnectionError
 from protocol.errors import ErrorCode
+from protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+)
 from protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -32,6 +42,12 @@ from protocol.messages.create_topics import (
     CreateTopicsResponse,
 )
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.messages.elect_leaders import (
+    ElectionType,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    TopicPartitions,
+)
 from protocol.messages.fetch import CONSUMER_REPLICA_ID
 from protocol.messages.list_offsets import (
     LATEST_TIMESTAMP,
@@ -46,6 +62,7 @@ __all__ = [
     "DESCRIBE_OFFSETS_TIMEOUT_MS",
     "Admin",
     "ClusterDescription",
+    "ElectionResult",
     "PartitionDescription",
     "TopicDescription",
 ]
@@ -77,6 +94,17 @@ class PartitionDescription:
 class TopicDescription:
     name: str
     partitions: tuple[PartitionDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition's outcome of elect_leaders: NONE (elected), ELECTION_NOT_NEEDED,
+    PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ..."""
+
+    topic: str
+    partition: int
+    error_code: ErrorCode
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +194,80 @@ class Admin:
                     result.error_code, f"delete topic {result.name!r}", result.error_message
                 )
         self.metadata.request_update()
+
+    async def create_partitions(
+        self, name: str, total_partitions: int, *, timeout_ms: int | None = None
+    ) -> None:
+        """Grow topic `name` to `total_partitions` partitions (never fewer); waits until they
+        have leaders. Raises HighwaterClientError named INVALID_PARTITIONS,
+        UNKNOWN_TOPIC_OR_PARTITION..."""
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        request = CreatePartitionsRequest(
+            (CreatePartitionsTopic(name, total_partitions),), timeout_ms=timeout
+        )
+        response: CreatePartitionsResponse = await self._to_controller(request, timeout)
+        for result in response.results:
+            if result.error_code != ErrorCode.NONE:
+                raise error_for_code(
+                    result.error_code, f"add partitions to {result.name!r}", result.error_message
+                )
+        self.metadata.request_update()
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: Iterable[tuple[str, int]] | None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[ElectionResult]:
+        """Kafka's Admin.electLeaders: preferred (or unclean) elections for `partitions` (None:
+        every partition); one result per partition, sorted. Raises HighwaterClientError when
+        the controller refuses the whole request."""
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(set(partitions or ())):
+            by_topic.setdefault(topic, []).append(partition)
+        request = ElectLeadersRequest(
+            int(election_type),
+            None
+            if partitions is None
+            else tuple(TopicPartitions(t, tuple(ps)) for t, ps in by_topic.items()),
+            timeout,
+        )
+        response: ElectLeadersResponse = await self._to_active_controller(request, timeout)
+        if response.error_code == ErrorCode.NOT_CONTROLLER:
+            await self.metadata.refresh()
+            response = await self._to_active_controller(request, timeout)
+        if response.error_code != ErrorCode.NONE:
+            raise error_for_code(response.error_code, "elect leaders")
+        self.metadata.request_update()
+        return sorted(
+            (
+                ElectionResult(t.topic, p.partition_id, ErrorCode(p.error_code), p.error_message)
+                for t in response.replica_election_results
+                for p in t.partition_result
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )
+
+    async def _to_active_controller(self, request: object, timeout_ms: int) -> Any:
+        """Send to the controller the metadata names (refreshing it first if none)."""
+        if self.metadata.controller_id not in self.metadata.brokers:
+            await self.metadata.refresh()
+        controller = self.metadata.controller_id
+        if controller not in self.metadata.brokers:
+            raise HighwaterClientError(
+                "NOT_CONTROLLER: the cluster has no controller right now", ErrorCode.NOT_CONTROLLER
+            )
+        try:
+            return await self.metadata.request(
+                controller, request, timeout_ms=timeout_ms + self.request_timeout_ms
+            )
+        except BrokerConnectionError as exc:
+            self.metadata.request_update()
+            raise HighwaterClientError(
+                f"NETWORK_EXCEPTION: {exc}", ErrorCode.NETWORK_EXCEPTION
+            ) from exc
 
     async def list_topics(self) -> list[str]:
         await self.metadata.refresh(all_topics=True)

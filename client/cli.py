@@ -1,8 +1,9 @@
 """The `highwater` command line: the entry point and the commands too small for a module.
 
-Client commands (topics, produce, consume, cluster describe, perf) live in client/cli_*.py and
-client/perf.py; `dev` (the local cluster) in client/cli_dev.py. `broker` is here because it is
-the one client-side module allowed to import the broker (see pyproject's import contracts).
+Client commands (topics, produce, consume, cluster describe, elect-leaders, perf) live in
+client/cli_*.py and client/perf.py; `dev` (the local cluster) in client/cli_dev.py. `broker` is
+here because it is the one client-side module allowed to import the broker (see pyproject's
+import contracts).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import trio
 from client.cli_common import readable_client_errors
 from client.cli_consume import consume
 from client.cli_dev import dev
+from client.cli_elect import elect_leaders
 from client.cli_perf import perf
 from client.cli_produce import produce
 from client.cli_topics import cluster, topics
@@ -42,6 +44,7 @@ main.add_command(consume)
 main.add_command(cluster)
 main.add_command(perf)
 main.add_command(dev)
+main.add_command(elect_leaders)
 
 
 @main.command()

@@ -1,4 +1,4 @@
-"""`highwater topics create|list|describe|delete` and `highwater cluster describe` (the Admin)."""
+"""`highwater topics create|list|describe|alter|delete`, `highwater cluster describe` (Admin)."""
 
 from __future__ import annotations
 
@@ -167,6 +167,27 @@ def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None
     for topic in described:
         for line in describe_topic_lines(topic):
             click.echo(line)
+
+
+@topics.command("alter")
+@bootstrap_option
+@click.argument("name")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The new number of partitions: more than now (partitions are never removed).",
+)
+def topics_alter(bootstrap: str, name: str, partitions: int) -> None:
+    """Add partitions to topic NAME; wait until the new ones have leaders. Keys hash to other
+    partitions from now on: per-key order holds only within each period."""
+
+    async def alter() -> None:
+        async with _admin(bootstrap) as admin:
+            await admin.create_partitions(name, partitions)
+
+    run_client(bootstrap, alter, timeout_s=ADMIN_TIMEOUT_S)
+    click.echo(f"Topic {name} now has {partitions} partitions.")
 
 
 @topics.command("delete")

@@ -5,13 +5,17 @@ leader (the first replica) evenly, and for partitions sharing a leader, place th
 on different brokers. The first replica of partition p goes to broker (p + start_index) mod n;
 the followers follow at a shift that grows by one every n partitions. Callers pass a random
 `start_index` and `shift` (Kafka draws both at random), so tests can fix them.
+
+Adding partitions to a topic (Kafka's AdminZkClient.addPartitions) continues the round robin:
+partition ids go on from the current count, and the start index is the broker of partition
+0's preferred replica, so the new preferred leaders go on where the old ones left off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["assign_replicas"]
+__all__ = ["assign_new_partitions", "assign_replicas"]
 
 
 def assign_replicas(
@@ -21,6 +25,7 @@ def assign_replicas(
     *,
     start_index: int,
     shift: int,
+    start_partition_id: int = 0,
 ) -> dict[int, tuple[int, ...]]:
     """partition -> replicas (the head is the preferred leader).
 
@@ -42,7 +47,7 @@ def assign_replicas(
     start = start_index % count
     next_shift = shift % count
     assignment: dict[int, tuple[int, ...]] = {}
-    for partition in range(num_partitions):
+    for partition in range(start_partition_id, start_partition_id + num_partitions):
         if partition > 0 and partition % count == 0:
             next_shift += 1
         first = (partition + start) % count
@@ -56,3 +61,32 @@ def assign_replicas(
 def _replica_index(first: int, second_replica_shift: int, replica: int, count: int) -> int:
     shift = 1 + (second_replica_shift + replica) % (count - 1)
     return (first + shift) % count
+
+
+def assign_new_partitions(
+    broker_ids: Iterable[int],
+    existing: Mapping[int, Sequence[int]],
+    total_partitions: int,
+) -> dict[int, tuple[int, ...]]:
+    """The replicas of partitions len(existing)..total_partitions-1, with the existing
+    replication factor. Raises ValueError as assign_replicas does, or when total_partitions
+    does not add any."""
+    if not existing:
+        raise ValueError("the topic has no partitions to add to")
+    count = len(existing)
+    if total_partitions <= count:
+        raise ValueError(
+            f"topic has {count} partitions; the new count must be larger, got {total_partitions}"
+        )
+    brokers = sorted(set(broker_ids))
+    first = existing[min(existing)]
+    # Kafka: the index of the first broker whose id >= partition 0's preferred replica.
+    start = next((i for i, b in enumerate(brokers) if b >= first[0]), 0)
+    return assign_replicas(
+        brokers,
+        total_partitions - count,
+        len(first),
+        start_index=start,
+        shift=start,
+        start_partition_id=count,
+    )

@@ -4,17 +4,20 @@ Election: one multi-op creates the ephemeral /controller and sets /controller_ep
 at the zkVersion just read. NodeExists or BadVersion means someone else won: read the winner,
 watch /controller, and try again when it goes away. A lost session means resigning.
 
-While controller: load brokers, topics (with their unclean.leader.election.enable
-overrides), assignments and partition states, watch /brokers/ids, /brokers/topics,
-/admin/delete_topics, /isr_change_notification (and /controller), turn each change into an
-event for the pure core, and execute the effects in order. ISR change notifications are
-deleted once handled (Kafka's IsrChangeNotificationHandler). ControlledShutdown requests from
-brokers enter the same loop through an inbox, so they are serialised with the ZooKeeper
-events and always see the state the other events left. Every ZooKeeper write is a transaction that
-starts with a check of /controller_epoch's zkVersion, so a controller that has been replaced
-cannot write anything; such a failed check means resigning. Any other failed write (a CAS
-lost against a partition state, a vanished node) means re-loading everything from ZooKeeper.
-Requests to brokers go through the channel (one ordered queue per broker).
+While controller: load brokers, topics (with their unclean.leader.election.enable overrides),
+assignments and partition states, watch /brokers/ids, /brokers/topics (and each topic's znode,
+for added partitions), /admin/delete_topics, /isr_change_notification (and /controller), turn
+each change into an event for the pure core, and execute the effects in order. ISR change
+notifications are deleted once handled (Kafka's IsrChangeNotificationHandler).
+ControlledShutdown requests from brokers enter the same loop through an inbox, so they are
+serialised with the ZooKeeper events and always see the state the other events left; so do
+ElectLeaders requests from operators and, with auto.leader.rebalance.enable, a leader imbalance
+check every leader.imbalance.check.interval.seconds (a tick into the same inbox). Every
+ZooKeeper write is a transaction that starts with a check of /controller_epoch's zkVersion, so a
+controller that has been replaced cannot write anything; such a failed check means resigning.
+Any other failed write (a CAS lost against a partition state, a vanished node) means re-loading
+everything from ZooKeeper. Requests to brokers go through the channel (one ordered queue per
+broker).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import trio
 from controller import zk_data, zk_topics
 from controller.channel import ControllerChannel
 from controller.state import (
+    PREFERRED_REPLICA_IMBALANCE,
     UNCLEAN_LEADER_ELECTION,
     BrokersChanged,
     ControlledShutdownReply,
@@ -41,7 +45,10 @@ from controller.state import (
     DeleteTopicZnodes,
     Effect,
     Elected,
+    ElectLeadersReply,
+    ElectLeadersRequested,
     IsrChanged,
+    LeaderImbalanceCheck,
     LiveBroker,
     LogEvent,
     PartitionState,
@@ -79,6 +86,7 @@ from controller.zk_isr import (
     decode_isr_change_notification,
 )
 from protocol.errors import ErrorCode
+from protocol.messages.elect_leaders import ElectionType
 
 __all__ = ["Controller", "ControllerMovedError", "run_controller"]
 
@@ -117,13 +125,34 @@ class _ShutdownRequest:
     deadline: float  # trio time after which the asker has given up
 
 
-_InboxItem = ZkEvent | _ShutdownRequest
+ElectionResults = dict[TopicPartition, ErrorCode]
+
+
+@dataclass(frozen=True, slots=True)
+class _ElectRequest:
+    """An ElectLeaders waiting for the controller loop; answered on `reply`."""
+
+    election_type: ElectionType
+    partitions: tuple[TopicPartition, ...] | None  # None: every partition
+    reply: trio.MemorySendChannel[ElectionResults]
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class _ImbalanceTick:
+    """Time for a leader imbalance check."""
+
+
+_Request = _ShutdownRequest | _ElectRequest
+_InboxItem = ZkEvent | _ShutdownRequest | _ElectRequest | _ImbalanceTick
 
 
 class Controller:
     """A controller candidate for one broker. `controller_id`/`controller_epoch` show the
     controller this broker last saw (-1 when unknown); `is_active` whether it is us.
-    `unclean_leader_elections` counts unclean elections (Kafka's UncleanLeaderElections)."""
+    `unclean_leader_elections` counts unclean elections (Kafka's UncleanLeaderElections);
+    `preferred_replica_imbalance_count` is the last leader imbalance check's figure (-1: none
+    yet)."""
 
     def __init__(
         self,
@@ -132,8 +161,15 @@ class Controller:
         *,
         request_timeout_ms: int = 30_000,
         unclean_leader_election_enable: bool = False,
+        auto_leader_rebalance_enable: bool = False,
+        leader_imbalance_per_broker_percentage: int = 10,
+        leader_imbalance_check_interval_seconds: int = 300,
     ):
         self.zk = zk
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        self.leader_imbalance_check_interval_seconds = leader_imbalance_check_interval_seconds
+        self.preferred_replica_imbalance_count = -1
         self.broker_id = broker_id
         self.request_timeout_ms = request_timeout_ms
         self.controller_id = -1
@@ -170,6 +206,34 @@ class Controller:
                 except trio.EndOfChannel:
                     return ErrorCode.NOT_CONTROLLER, []
         return ErrorCode.REQUEST_TIMED_OUT, []
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: Iterable[TopicPartition] | None,
+        timeout_ms: int,
+    ) -> ElectionResults:
+        """Preferred or unclean elections (Kafka's ElectLeaders), run in the controller loop:
+        each partition's outcome. Waits at most min(timeout_ms, request_timeout_ms); what is
+        not answered by then is REQUEST_TIMED_OUT (None: no partition could be named)."""
+        wanted = None if partitions is None else tuple(sorted(set(partitions)))
+        inbox = self._inbox
+        if inbox is None or not self.is_active:
+            return dict.fromkeys(wanted or (), ErrorCode.NOT_CONTROLLER)
+        timeout_s = max(0, min(timeout_ms, self.request_timeout_ms)) / 1000
+        reply, answer = trio.open_memory_channel[ElectionResults](1)
+        request = _ElectRequest(election_type, wanted, reply, trio.current_time() + timeout_s)
+        with answer:
+            try:
+                inbox.send_nowait(request)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return dict.fromkeys(wanted or (), ErrorCode.NOT_CONTROLLER)
+            with trio.move_on_after(timeout_s):
+                try:
+                    return await answer.receive()
+                except trio.EndOfChannel:
+                    return dict.fromkeys(wanted or (), ErrorCode.NOT_CONTROLLER)
+        return dict.fromkeys(wanted or (), ErrorCode.REQUEST_TIMED_OUT)
 
     async def run(
         self, *, task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED
@@ -293,7 +357,7 @@ class Controller:
         self._log.info("controller elected", controller_epoch=epoch)
         inbox_send, inbox = trio.open_memory_channel[_InboxItem](math.inf)
         self._inbox = inbox_send
-        pending: list[_ShutdownRequest] = []  # taken from the inbox, not answered yet
+        pending: list[_Request] = []  # taken from the inbox, not answered yet
         try:
             async with trio.open_nursery() as nursery:
                 channel = ControllerChannel(
@@ -302,6 +366,9 @@ class Controller:
                     request_timeout_ms=self.request_timeout_ms,
                 )
                 nursery.start_soon(_forward, events, inbox_send)
+                if self.auto_leader_rebalance_enable:
+                    interval_s = max(1, self.leader_imbalance_check_interval_seconds)
+                    nursery.start_soon(_tick_imbalance_checks, inbox_send, interval_s)
                 try:
                     await self._lead_loop(inbox, pending, channel, epoch, epoch_zk_version)
                 finally:
@@ -310,7 +377,7 @@ class Controller:
         finally:
             self._inbox = None
             inbox_send.close()
-            _refuse_shutdowns(inbox, pending)
+            _refuse_requests(inbox, pending)
             self.context, _ = handle(self.context, Resigned(), _now_ms())
             self.controller_id = -1
             self._log.info("controller resigned", controller_epoch=epoch)
@@ -318,7 +385,7 @@ class Controller:
     async def _lead_loop(
         self,
         inbox: trio.MemoryReceiveChannel[_InboxItem],
-        pending: list[_ShutdownRequest],
+        pending: list[_Request],
         channel: ControllerChannel,
         epoch: int,
         epoch_zk_version: int,
@@ -334,12 +401,15 @@ class Controller:
                     reload_pending = False
                     await self._process_isr_changes(channel)  # those published meanwhile
                 elif pending:  # new, or retried after a re-load
-                    await self._controlled_shutdown(pending[0], channel)
+                    await self._serve(pending[0], channel)
                     pending.pop(0)
                 else:  # idle until ZooKeeper or a broker tells us something
                     item = await inbox.receive()
-                    if isinstance(item, _ShutdownRequest):
+                    if isinstance(item, _ShutdownRequest | _ElectRequest):
                         pending.append(item)
+                    elif isinstance(item, _ImbalanceTick):
+                        percentage = self.leader_imbalance_per_broker_percentage
+                        await self._apply(LeaderImbalanceCheck(percentage), channel)
                     elif _is_isr_change(item):
                         await self._process_isr_changes(channel)
                     else:
@@ -366,7 +436,7 @@ class Controller:
     async def _back_off(
         self,
         inbox: trio.MemoryReceiveChannel[_InboxItem],
-        pending: list[_ShutdownRequest],
+        pending: list[_Request],
         delay_ms: int,
     ) -> None:
         """Wait `delay_ms` before a re-load, still listening: a lost session resigns at once,
@@ -374,7 +444,7 @@ class Controller:
         with trio.move_on_after(delay_ms / 1000):
             while delay_ms > 0:
                 item = await inbox.receive()
-                if isinstance(item, _ShutdownRequest):
+                if isinstance(item, _ShutdownRequest | _ElectRequest):
                     pending.append(item)
                 elif isinstance(item, SessionEvent) and (
                     item.state is SessionState.LOST or item.new_session
@@ -397,9 +467,11 @@ class Controller:
             return None
         if zk_event.path == zk_data.BROKER_IDS_PATH:
             return BrokersChanged(await self._read_brokers())
-        if zk_event.path == zk_data.TOPICS_PATH:
+        if zk_event.path == zk_data.TOPICS_PATH or _is_topic_path(zk_event.path):
+            # A new or deleted topic, or (Kafka's PartitionModificationsHandler) partitions
+            # added to one: re-read every assignment, re-arming each topic's data watch.
             topics = await zk_topics.list_topics(self.zk, watch=True)
-            assignments = await zk_topics.get_assignments(self.zk, topics)
+            assignments = await zk_topics.get_assignments(self.zk, topics, watch=True)
             return TopicsChanged(assignments, await self._read_unclean_overrides(assignments))
         if zk_event.path == zk_data.DELETE_TOPICS_PATH:
             marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
@@ -411,7 +483,7 @@ class Controller:
             raise _Resign
         brokers = await self._read_brokers()
         topics = await zk_topics.list_topics(self.zk, watch=True)
-        assignments = await zk_topics.get_assignments(self.zk, topics)
+        assignments = await zk_topics.get_assignments(self.zk, topics, watch=True)
         overrides = await self._read_unclean_overrides(assignments)
         states = await self._read_partition_states(
             (t, p) for t, partitions in assignments.items() for p in partitions
@@ -507,6 +579,32 @@ class Controller:
             children = await self.zk.get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=True)
         return [c for c in children if c.startswith(ISR_CHANGE_PREFIX)]
 
+    # --- requests from brokers and operators --------------------------------------------
+
+    async def _serve(self, request: _Request, channel: ControllerChannel) -> None:
+        if isinstance(request, _ShutdownRequest):
+            await self._controlled_shutdown(request, channel)
+        else:
+            await self._elect_leaders(request, channel)
+
+    async def _elect_leaders(self, request: _ElectRequest, channel: ControllerChannel) -> None:
+        if trio.current_time() >= request.deadline:
+            _answer_elect(request, {})  # nobody is waiting any more
+            return
+        event = ElectLeadersRequested(request.election_type, request.partitions)
+        effects = await self._apply(event, channel)
+        for effect in effects:
+            if isinstance(effect, ElectLeadersReply):
+                counts: dict[str, int] = {}
+                for code in effect.results.values():
+                    counts[code.name] = counts.get(code.name, 0) + 1
+                self._log.info(
+                    "leader election answered",
+                    election_type=request.election_type.name,
+                    results=counts,
+                )
+                _answer_elect(request, dict(effect.results))
+
     # --- controlled shutdown ------------------------------------------------------------
 
     async def _controlled_shutdown(
@@ -562,11 +660,13 @@ class Controller:
             if effect.event == UNCLEAN_LEADER_ELECTION:
                 self.unclean_leader_elections += 1  # its ZooKeeper write came first and held
                 fields["unclean_leader_elections"] = self.unclean_leader_elections
+            if effect.event == PREFERRED_REPLICA_IMBALANCE:
+                self.preferred_replica_imbalance_count = fields["preferred_replica_imbalance_count"]
             if effect.level == "warning":
                 self._log.warning(effect.event, **fields)
             else:
                 self._log.info(effect.event, **fields)
-        elif isinstance(effect, ControlledShutdownReply):
+        elif isinstance(effect, ControlledShutdownReply | ElectLeadersReply):
             pass  # the caller of _apply answers the request
         elif isinstance(effect, CreatePartitionStates):
             await self._create_partition_states(effect, context)
@@ -635,6 +735,25 @@ async def _forward(
     inbox.close()  # the ZkClient was closed: the loop sees EndOfChannel
 
 
+async def _tick_imbalance_checks(
+    inbox: trio.MemorySendChannel[_InboxItem], interval_s: float
+) -> None:
+    """A leader imbalance check every `interval_s` while leading (Kafka's
+    AutoPreferredReplicaLeaderElection, scheduled at leader.imbalance.check.interval)."""
+    while True:
+        await trio.sleep(interval_s)
+        try:
+            inbox.send_nowait(_ImbalanceTick())
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            return
+
+
+def _is_topic_path(path: str | None) -> bool:
+    """/brokers/topics/<t> itself (its data is the assignment)."""
+    prefix = zk_data.TOPICS_PATH + "/"
+    return path is not None and path.startswith(prefix) and "/" not in path[len(prefix) :]
+
+
 def _is_isr_change(event: ZkEvent) -> bool:
     return isinstance(event, WatchEvent) and event.path == ISR_CHANGE_NOTIFICATION_PATH
 
@@ -647,20 +766,29 @@ def _answer(
     request.reply.close()
 
 
-def _refuse_shutdowns(
-    inbox: trio.MemoryReceiveChannel[_InboxItem], pending: list[_ShutdownRequest]
-) -> None:
+def _answer_elect(request: _ElectRequest, results: ElectionResults) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        request.reply.send_nowait(results)
+    request.reply.close()
+
+
+def _refuse_requests(inbox: trio.MemoryReceiveChannel[_InboxItem], pending: list[_Request]) -> None:
     """No longer controller: whoever still waits hears NOT_CONTROLLER (and asks again)."""
     while True:
         try:
             item = inbox.receive_nowait()
         except (trio.WouldBlock, trio.EndOfChannel):
             break
-        if isinstance(item, _ShutdownRequest):
+        if isinstance(item, _ShutdownRequest | _ElectRequest):
             pending.append(item)
     inbox.close()
     for request in pending:
-        _answer(request, ErrorCode.NOT_CONTROLLER, ())
+        if isinstance(request, _ShutdownRequest):
+            _answer(request, ErrorCode.NOT_CONTROLLER, ())
+        else:
+            _answer_elect(
+                request, dict.fromkeys(request.partitions or (), ErrorCode.NOT_CONTROLLER)
+            )
     pending.clear()
 
 
@@ -695,6 +823,9 @@ async def run_controller(
     *,
     request_timeout_ms: int = 30_000,
     unclean_leader_election_enable: bool = False,
+    auto_leader_rebalance_enable: bool = False,
+    leader_imbalance_per_broker_percentage: int = 10,
+    leader_imbalance_check_interval_seconds: int = 300,
     task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run this broker's controller candidate until cancelled. `await nursery.start(...)`
@@ -704,5 +835,8 @@ async def run_controller(
         broker_id,
         request_timeout_ms=request_timeout_ms,
         unclean_leader_election_enable=unclean_leader_election_enable,
+        auto_leader_rebalance_enable=auto_leader_rebalance_enable,
+        leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
+        leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
     )
     await controller.run(task_status=task_status)

@@ -39,6 +39,13 @@ Kafka's rules mirrored here (KafkaController, PartitionStateMachine, ReplicaStat
   never elected while there; partitions it leads (RF > 1) move to the first live ISR member
   not shutting down, it leaves the ISR of partitions it follows (and gets StopReplica for
   them); the answer lists what it still leads (no other live ISR member: it keeps leading);
+- preferred replica election (an operator's ElectLeaders, or the automatic leader rebalance,
+  Kafka's PreferredReplicaPartitionLeaderElectionStrategy): the assignment's head leads if
+  it is live, not shutting down and in the ISR; the ISR is kept, the leader epoch bumped;
+- unclean election on demand (ElectLeaders with the unclean type): a leaderless partition
+  elects as offline with unclean election allowed (logged and counted as unclean);
+- leader imbalance check (auto.leader.rebalance.enable): log the imbalance count, then a
+  preferred election for the partitions `leader_balance.leader_imbalance` picks;
 - every change: UpdateMetadata with the full live broker list and partition states to all.
 """
 
@@ -54,11 +61,14 @@ from controller.election import (
     LeaderAndIsr,
     elect_controlled_shutdown,
     elect_offline,
+    preferred_replica_leader,
     remove_replicas_from_isr,
 )
+from controller.leader_balance import leader_imbalance
 from controller.zk_data import PartitionStateZnode
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
+from protocol.messages.elect_leaders import ElectionType
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from protocol.messages.stop_replica import (
     StopReplicaPartitionState,
@@ -68,6 +78,7 @@ from protocol.messages.stop_replica import (
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
 
 __all__ = [
+    "PREFERRED_REPLICA_IMBALANCE",
     "UNCLEAN_LEADER_ELECTION",
     "UNKNOWN_BROKER_EPOCH",
     "UNKNOWN_ZXID",
@@ -79,8 +90,11 @@ __all__ = [
     "CreatePartitionStates",
     "DeleteTopicZnodes",
     "Effect",
+    "ElectLeadersReply",
+    "ElectLeadersRequested",
     "Elected",
     "IsrChanged",
+    "LeaderImbalanceCheck",
     "LiveBroker",
     "LogEvent",
     "PartitionState",
@@ -103,6 +117,8 @@ DELETE_PARTITION_LEADER_EPOCH = -2
 UNKNOWN_BROKER_EPOCH = -1
 # The log event of an unclean election; the shell also counts it (UncleanLeaderElections).
 UNCLEAN_LEADER_ELECTION = "unclean leader election"
+# The log event of a leader imbalance check; the shell keeps its count as a metric.
+PREFERRED_REPLICA_IMBALANCE = "preferred replica imbalance"
 # A partition state's mzxid when not read from ZooKeeper (after our own writes).
 UNKNOWN_ZXID = -1
 
@@ -225,6 +241,21 @@ class ControlledShutdownRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class ElectLeadersRequested:
+    """An operator asks for leader elections (Kafka's ElectLeaders); None: every partition."""
+
+    election_type: ElectionType
+    partitions: tuple[TopicPartition, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderImbalanceCheck:
+    """Time for the automatic leader rebalance (every leader.imbalance.check.interval)."""
+
+    percentage: int  # leader.imbalance.per.broker.percentage
+
+
+@dataclass(frozen=True, slots=True)
 class Resigned:
     pass
 
@@ -236,6 +267,8 @@ ControllerEvent = (
     | TopicDeletionRequested
     | IsrChanged
     | ControlledShutdownRequested
+    | ElectLeadersRequested
+    | LeaderImbalanceCheck
     | Resigned
 )
 
@@ -304,6 +337,13 @@ class ControlledShutdownReply:
     remaining_partitions: tuple[TopicPartition, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ElectLeadersReply:
+    """The answer to ElectLeadersRequested, per partition; always the last effect."""
+
+    results: Mapping[TopicPartition, ErrorCode]
+
+
 Effect = (
     CreatePartitionStates
     | WritePartitionStates
@@ -313,6 +353,7 @@ Effect = (
     | SendStopReplica
     | LogEvent
     | ControlledShutdownReply
+    | ElectLeadersReply
 )
 
 
@@ -335,6 +376,8 @@ def handle(
     if not context.active:
         if isinstance(event, ControlledShutdownRequested):
             return context, [ControlledShutdownReply(event.broker_id, ErrorCode.NOT_CONTROLLER)]
+        if isinstance(event, ElectLeadersRequested):
+            return context, [_not_controller(event)]
         return context, []
     if isinstance(event, BrokersChanged):
         return _on_brokers_changed(context, event)
@@ -344,6 +387,10 @@ def handle(
         return _on_isr_changed(context, event)
     if isinstance(event, ControlledShutdownRequested):
         return _on_controlled_shutdown(context, event)
+    if isinstance(event, ElectLeadersRequested):
+        return _on_elect_leaders(context, event)
+    if isinstance(event, LeaderImbalanceCheck):
+        return _on_leader_imbalance_check(context, event)
     return _on_deletion_requested(context, event)
 
 
@@ -686,6 +733,125 @@ def _on_controlled_shutdown(
     )
     effects.append(ControlledShutdownReply(broker_id, ErrorCode.NONE, remaining))
     return ctx, effects
+
+
+def _not_controller(event: ElectLeadersRequested) -> ElectLeadersReply:
+    return ElectLeadersReply(dict.fromkeys(event.partitions or (), ErrorCode.NOT_CONTROLLER))
+
+
+def _on_elect_leaders(
+    context: ControllerContext, event: ElectLeadersRequested
+) -> tuple[ControllerContext, list[Effect]]:
+    partitions = context.partitions() if event.partitions is None else event.partitions
+    ctx, effects, results = _elect_leaders(context, event.election_type, partitions)
+    effects.append(ElectLeadersReply(results))
+    return ctx, effects
+
+
+def _on_leader_imbalance_check(
+    context: ControllerContext, event: LeaderImbalanceCheck
+) -> tuple[ControllerContext, list[Effect]]:
+    states = context.partition_states
+    found = leader_imbalance(
+        context.assignments,
+        {tp: s.leader for tp, s in states.items()},
+        {tp: s.isr for tp, s in states.items()},
+        context.live_brokers.keys(),
+        context.shutting_down,
+        event.percentage,
+    )
+    effects: list[Effect] = [
+        LogEvent(
+            PREFERRED_REPLICA_IMBALANCE,
+            {
+                "preferred_replica_imbalance_count": found.imbalance_count,
+                "imbalanced_brokers": {
+                    str(b): round(r, 3) for b, r in sorted(found.ratios.items()) if r > 0
+                },
+                "partitions_to_elect": len(found.to_elect),
+            },
+        )
+    ]
+    if not found.to_elect:
+        return context, effects
+    ctx, more, _results = _elect_leaders(context, ElectionType.PREFERRED, found.to_elect)
+    return ctx, effects + more
+
+
+def _elect_leaders(
+    ctx: ControllerContext,
+    election_type: ElectionType,
+    partitions: Iterable[TopicPartition],
+) -> tuple[ControllerContext, list[Effect], dict[TopicPartition, ErrorCode]]:
+    """Preferred or unclean elections for `partitions`: the new context, the effects (one
+    write, logs, LeaderAndIsr, UpdateMetadata) and each partition's outcome."""
+    states = dict(ctx.partition_states)
+    updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
+    logs: list[Effect] = []
+    results: dict[TopicPartition, ErrorCode] = {}
+    electable = ctx.live_brokers.keys() - ctx.shutting_down
+    for tp in sorted(set(partitions)):
+        current = states.get(tp)
+        if tp[1] not in ctx.assignments.get(tp[0], {}):
+            results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if current is None:  # not created yet: no replica has been live
+            results[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            continue
+        assignment = _replicas(ctx, tp)
+        before = current.leader_and_isr()
+        if election_type == ElectionType.PREFERRED:
+            code, after = _preferred(before, assignment, electable)
+        else:
+            code, after = _unclean(before, assignment, ctx.live_brokers.keys(), electable)
+        results[tp] = code
+        if after is None:
+            continue
+        new = PartitionState(
+            after.leader,
+            after.leader_epoch,
+            after.isr,
+            ctx.controller_epoch,
+            current.partition_epoch + 1,
+        )
+        states[tp] = new
+        updates[tp] = (new.znode(), current.partition_epoch)
+        if after.leader not in before.isr:
+            logs.append(_unclean_log(tp, before, after))
+        logs.append(_leader_log(tp, new))
+    if not updates:
+        return ctx, logs, results
+    ctx = dataclasses.replace(ctx, partition_states=states)
+    effects: list[Effect] = [WritePartitionStates(updates), *logs]
+    effects += _leader_and_isr_effects(ctx, sorted(updates), ())
+    effects.append(_update_metadata(ctx, ()))
+    return ctx, effects, results
+
+
+def _preferred(
+    before: LeaderAndIsr, assignment: tuple[int, ...], electable: Iterable[int]
+) -> tuple[ErrorCode, LeaderAndIsr | None]:
+    if assignment and before.leader == assignment[0]:
+        return ErrorCode.ELECTION_NOT_NEEDED, None
+    leader = preferred_replica_leader(assignment, before.isr, set(electable))
+    if leader is None:
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, None
+    return ErrorCode.NONE, LeaderAndIsr(leader, before.leader_epoch + 1, before.isr)
+
+
+def _unclean(
+    before: LeaderAndIsr,
+    assignment: tuple[int, ...],
+    live: Iterable[int],
+    electable: Iterable[int],
+) -> tuple[ErrorCode, LeaderAndIsr | None]:
+    """Kafka: an unclean election is only for a partition without a live leader."""
+    if before.leader in set(live):
+        return ErrorCode.ELECTION_NOT_NEEDED, None
+    after = elect_offline(before, assignment, set(electable), unclean=True)
+    if after.leader == NO_LEADER:
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None
+    return ErrorCode.NONE, after
 
 
 # --- helpers ----------------------------------------------------------------------------------

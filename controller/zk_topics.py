@@ -13,12 +13,15 @@ import uuid
 from collections.abc import Mapping
 
 from controller import zk_data
-from controller.zk_client import NodeExistsError, NoNodeError, ZkClient
+from controller.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 
 __all__ = [
+    "AssignmentChangedError",
     "TopicExistsError",
     "UnknownTopicError",
+    "add_partitions",
     "create_topic",
+    "get_assignment",
     "get_assignments",
     "get_or_create_cluster_id",
     "get_topic_config",
@@ -34,6 +37,10 @@ class TopicExistsError(Exception):
 
 class UnknownTopicError(Exception):
     pass
+
+
+class AssignmentChangedError(Exception):
+    """The topic's assignment changed since it was read (someone else added partitions)."""
 
 
 async def create_topic(
@@ -62,6 +69,35 @@ async def create_topic(
         raise TopicExistsError(f"topic {name!r} already exists") from exc
 
 
+async def get_assignment(zk: ZkClient, name: str) -> tuple[dict[int, tuple[int, ...]], int]:
+    """The topic's assignment and its znode version (for add_partitions). Raises
+    UnknownTopicError."""
+    found = await zk.get(zk_data.topic_path(name))
+    if found is None:
+        raise UnknownTopicError(f"topic {name!r} does not exist")
+    return dict(zk_data.TopicAssignment.decode(found[0]).partitions), found[1].version
+
+
+async def add_partitions(
+    zk: ZkClient,
+    name: str,
+    assignment: Mapping[int, tuple[int, ...]],
+    version: int,
+) -> None:
+    """Write the topic's whole new assignment (old partitions unchanged, new ones added) if
+    its znode is still at `version`; the controller's watch on it creates the new partitions.
+    Raises AssignmentChangedError or UnknownTopicError."""
+    if await zk.exists(zk_data.delete_topic_path(name)) is not None:
+        raise UnknownTopicError(f"topic {name!r} is marked for deletion")
+    data = zk_data.TopicAssignment(dict(assignment)).encode()
+    try:
+        await zk.set(zk_data.topic_path(name), data, version=version)
+    except BadVersionError as exc:
+        raise AssignmentChangedError(f"topic {name!r} changed meanwhile") from exc
+    except NoNodeError as exc:
+        raise UnknownTopicError(f"topic {name!r} does not exist") from exc
+
+
 async def mark_topic_for_deletion(zk: ZkClient, name: str) -> None:
     """Ask the controller to delete `name` (idempotent). Raises UnknownTopicError."""
     if await zk.exists(zk_data.topic_path(name)) is None:
@@ -79,11 +115,14 @@ async def topics_marked_for_deletion(zk: ZkClient, *, watch: bool = False) -> li
     return await _children(zk, zk_data.DELETE_TOPICS_PATH, watch=watch)
 
 
-async def get_assignments(zk: ZkClient, topics: list[str]) -> dict[str, dict[int, tuple[int, ...]]]:
-    """topic -> partition -> replicas; topics that vanished meanwhile are left out."""
+async def get_assignments(
+    zk: ZkClient, topics: list[str], *, watch: bool = False
+) -> dict[str, dict[int, tuple[int, ...]]]:
+    """topic -> partition -> replicas; topics that vanished meanwhile are left out. `watch`:
+    also watch each topic's znode (partitions added)."""
     out: dict[str, dict[int, tuple[int, ...]]] = {}
     for topic in topics:
-        found = await zk.get(zk_data.topic_path(topic))
+        found = await zk.get(zk_data.topic_path(topic), watch=watch)
         if found is not None:
             out[topic] = dict(zk_data.TopicAssignment.decode(found[0]).partitions)
     return out

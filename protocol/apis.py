@@ -12,8 +12,10 @@ from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
 )
+from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
@@ -46,6 +48,8 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,8 @@ APIS: Final[dict[int, ApiSpec]] = {
             OffsetForLeaderEpochResponse,
             max_version=1,
         ),
+        _spec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse),
+        _spec(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
     )
 }
 

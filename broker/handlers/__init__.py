@@ -8,8 +8,10 @@ from typing import Any
 from broker.context import BrokerContext
 from broker.handlers.api_versions import handle_api_versions
 from broker.handlers.controlled_shutdown import handle_controlled_shutdown
+from broker.handlers.create_partitions import handle_create_partitions
 from broker.handlers.create_topics import handle_create_topics
 from broker.handlers.delete_topics import handle_delete_topics
+from broker.handlers.elect_leaders import handle_elect_leaders
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.leader_and_isr import handle_leader_and_isr
 from broker.handlers.list_offsets import handle_list_offsets
@@ -38,4 +40,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
 }
