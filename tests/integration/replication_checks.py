@@ -10,11 +10,13 @@ a consumer's ListOffsets the leader's high watermark). Waits poll with a deadlin
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from client.consumer import Consumer
@@ -543,3 +545,46 @@ def truncations_logged(broker: BrokerProcess, topic: str, partition: int) -> lis
         int(e["offset"])
         for e in logged_events(broker, "truncated", topic=topic, partition=partition)
     ]
+
+
+# -- module fixtures ---------------------------------------------------------------------------
+
+FAST_REPLICATION = {
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.wait.max.ms": "100",
+    "replica.fetch.backoff.ms": "200",
+    "isr.change.propagation.interval.ms": "200",
+    "isr.change.propagation.blackout.ms": "300",
+    "controlled.shutdown.retry.backoff.ms": "200",
+    # Leadership moves only when a test moves it (the automatic rebalance has its own tests).
+    "auto.leader.rebalance.enable": "false",
+}
+"""Broker settings that make replication's timers fast enough for tests."""
+
+
+@contextmanager
+def running_cluster(
+    zookeeper_port: int, directory: Path, overrides: Mapping[str, str]
+) -> Iterator[Cluster]:
+    """A whole 3-broker cluster for a test module; on an error it prints the brokers' logs."""
+    cluster = Cluster(zookeeper_port, directory, 3, dict(overrides))
+    cluster.start()
+    try:
+        prepare_cluster(cluster, timeout_s=60)
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def whole_cluster_around(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
+    """For an autouse fixture: every test starts with all brokers up; a failed test prints
+    what the brokers logged while it ran."""
+    prepare_cluster(cluster)
+    marks = cluster.log_marks()
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        print(cluster.logs(tail_chars=20_000, since=marks))

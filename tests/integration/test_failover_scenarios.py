@@ -25,20 +25,22 @@ from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.records import Record, build_batch
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually, slow_tcp_proxy
 from tests.integration.replication_checks import (
+    FAST_REPLICATION,
     ZkView,
     assert_agree_below_high_watermark,
     create_topic,
     log_end_offset,
     logged_events,
-    prepare_cluster,
     produce,
     produce_fails,
     read_committed,
+    running_cluster,
     wait_converged,
     wait_isr,
     wait_led,
     wait_state,
     wait_whole,
+    whole_cluster_around,
     zk_view,
 )
 
@@ -47,13 +49,9 @@ pytestmark = [pytest.mark.integration]
 SESSION_TIMEOUT_MS = 6000
 LAG_TIME_MAX_MS = 2000
 OVERRIDES = {
+    **FAST_REPLICATION,
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
-    "replica.fetch.wait.max.ms": "100",
-    "replica.fetch.backoff.ms": "200",
-    "isr.change.propagation.interval.ms": "200",
-    "isr.change.propagation.blackout.ms": "300",
-    "controlled.shutdown.retry.backoff.ms": "200",
 }
 # ZooKeeper checks sessions once per tick (2 s here): expiry comes up to a tick late.
 SESSION_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 2
@@ -63,27 +61,14 @@ SESSION_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 2
 def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    cluster = Cluster(zookeeper.port, tmp_path_factory.mktemp("failover"), 3, OVERRIDES)
-    cluster.start()
-    try:
-        prepare_cluster(cluster, timeout_s=60)
+    directory = tmp_path_factory.mktemp("failover")
+    with running_cluster(zookeeper.port, directory, OVERRIDES) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(autouse=True)
 def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test starts with all brokers up; a failed test prints what the brokers logged."""
-    prepare_cluster(cluster)
-    marks = cluster.log_marks()
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(cluster.logs(tail_chars=20_000, since=marks))
+    yield from whole_cluster_around(cluster, request)
 
 
 async def _controller(zk: ZkView) -> tuple[int, int]:

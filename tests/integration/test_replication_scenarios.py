@@ -21,6 +21,7 @@ from client.zookeeper_server import ZooKeeperServer
 from protocol.errors import ErrorCode
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.replication_checks import (
+    FAST_REPLICATION,
     BatchId,
     ZkView,
     assert_agree_below_high_watermark,
@@ -30,29 +31,27 @@ from tests.integration.replication_checks import (
     logged_events,
     offset_for_leader_epoch,
     partition_metadata,
-    prepare_cluster,
     produce,
     produce_fails,
     read_committed,
+    running_cluster,
     truncations_logged,
     wait_converged,
     wait_isr,
     wait_led,
     wait_state,
     wait_whole,
+    whole_cluster_around,
     zk_view,
 )
 
 pytestmark = [pytest.mark.integration]
 
 OVERRIDES = {
+    **FAST_REPLICATION,
     "zookeeper.session.timeout.ms": "4000",
     "replica.lag.time.max.ms": "3000",
-    "replica.fetch.wait.max.ms": "100",
-    "replica.fetch.backoff.ms": "200",
-    "isr.change.propagation.interval.ms": "200",
-    "isr.change.propagation.blackout.ms": "300",
-    "controlled.shutdown.retry.backoff.ms": "200",
+    # HW checkpoints stay stale on disk on purpose (the seed stories need it).
     "replica.high.watermark.checkpoint.interval.ms": "3600000",
 }
 
@@ -61,27 +60,15 @@ OVERRIDES = {
 def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    cluster = Cluster(zookeeper.port, tmp_path_factory.mktemp("replication"), 3, OVERRIDES)
-    cluster.start()
-    try:
-        prepare_cluster(cluster, timeout_s=60)
+    with running_cluster(
+        zookeeper.port, tmp_path_factory.mktemp("replication"), OVERRIDES
+    ) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(autouse=True)
 def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test starts with all brokers up; a failed test prints what the brokers logged."""
-    prepare_cluster(cluster)
-    marks = cluster.log_marks()
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(cluster.logs(tail_chars=20_000, since=marks))
+    yield from whole_cluster_around(cluster, request)
 
 
 async def _pair(cluster: Cluster, zk: ZkView) -> tuple[BrokerProcess, BrokerProcess]:

@@ -22,9 +22,10 @@ from client.producer import DeliveryFuture, Producer
 from client.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import BrokerProcess, Cluster
 from tests.integration.replication_checks import (
+    FAST_REPLICATION,
     ZkView,
     create_topic,
-    prepare_cluster,
+    running_cluster,
     wait_isr,
     wait_whole,
     zk_view,
@@ -33,15 +34,7 @@ from tests.integration.replication_checks import (
 pytestmark = [pytest.mark.integration]
 
 SESSION_TIMEOUT_MS = 6000
-OVERRIDES = {
-    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.wait.max.ms": "100",
-    "replica.fetch.backoff.ms": "200",
-    "isr.change.propagation.interval.ms": "200",
-    "isr.change.propagation.blackout.ms": "300",
-    "controlled.shutdown.retry.backoff.ms": "200",
-}
+OVERRIDES = {**FAST_REPLICATION, "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
 SESSION_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 2  # ZooKeeper checks sessions once per tick
 PARTITIONS = 3
 RATE_PER_S = 200
@@ -51,16 +44,9 @@ RATE_PER_S = 200
 def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    cluster = Cluster(zookeeper.port, tmp_path_factory.mktemp("steady"), 3, OVERRIDES)
-    cluster.start()
-    try:
-        prepare_cluster(cluster, timeout_s=60)
+    directory = tmp_path_factory.mktemp("steady")
+    with running_cluster(zookeeper.port, directory, OVERRIDES) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.stop()
 
 
 class Workload:
