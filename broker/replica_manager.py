@@ -6,7 +6,7 @@ partition with Kafka's error code, never raised to the connection.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import structlog
 
@@ -101,6 +101,22 @@ class ReplicaManager:
             self.log_manager.delete_log(tp)
             self._high_watermarks.pop(tp, None)
             self._logger.info("partition deleted", topic=tp[0], partition=tp[1])
+
+    def delete_stray_logs(self, existing_topics: Collection[str]) -> list[TopicPartition]:
+        """Delete the logs of topics that no longer exist and that no LeaderAndIsr gave us.
+
+        Topic deletion reaches a replica through StopReplica, which a replica that was down
+        at the time (or a controller that failed mid-deletion) never delivers; the next full
+        metadata from the controller shows the topic gone, and the data goes then."""
+        stray = [
+            tp
+            for tp in sorted(self.log_manager.logs)
+            if tp[0] not in existing_topics and tp not in self.partitions
+        ]
+        for tp in stray:
+            self.stop_replica(tp, delete=True)
+            self._logger.info("stray log deleted", topic=tp[0], partition=tp[1])
+        return stray
 
     # -- data path -----------------------------------------------------------------------
 

@@ -1,4 +1,8 @@
-"""UpdateMetadata (controller -> every broker): refresh the metadata cache."""
+"""UpdateMetadata (controller -> every broker): refresh the metadata cache.
+
+The controller always sends the whole picture, so a topic missing from it no longer exists:
+its logs here that no LeaderAndIsr claimed are deleted (a replica that missed the topic's
+StopReplica, being down or the controller failing mid-deletion)."""
 
 from __future__ import annotations
 
@@ -17,5 +21,6 @@ async def handle_update_metadata(
     if refused != ErrorCode.NONE:
         return UpdateMetadataResponse(refused)
     ctx.metadata.update(request)
+    ctx.replica_manager.delete_stray_logs({s.topic_name for s in request.partition_states})
     ctx.purgatory.notify(METADATA_KEY)
     return UpdateMetadataResponse(ErrorCode.NONE)

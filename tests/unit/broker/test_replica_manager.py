@@ -278,3 +278,17 @@ def test_deleted_partition_disappears_from_the_checkpoint(tmp_path: Path) -> Non
         assert manager.read_high_watermarks() == {("t", 1): 1}
     finally:
         manager.shutdown(NOW)
+
+
+def test_stray_logs_of_deleted_topics_are_deleted_but_hosted_ones_kept(tmp_path: Path) -> None:
+    manager = open_manager(tmp_path)
+    manager.get_or_create_log(("gone", 0), NOW)  # on disk from before, no LeaderAndIsr
+    manager.get_or_create_log(("kept", 0), NOW)  # its topic still exists
+    rm = ReplicaManager(ME, manager)
+    rm.become_leader_or_follower((state(),), NOW)  # hosts t-0
+    try:
+        assert rm.delete_stray_logs({"kept"}) == [("gone", 0)]
+        assert sorted(manager.logs) == [("kept", 0), ("t", 0)]
+        assert not (tmp_path / "gone-0").exists()
+    finally:
+        manager.shutdown(NOW)
