@@ -10,10 +10,9 @@ metadata shows a leader for every partition.
 
 from __future__ import annotations
 
-import trio
-
-from broker.context import METADATA_KEY, BrokerContext
-from broker.handlers.create_topics import MAX_CREATE_TIMEOUT_MS, MAX_PARTITIONS
+from broker.context import BrokerContext
+from broker.handlers.create_topics import MAX_PARTITIONS
+from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
 from controller.assignment import assign_new_partitions
 from controller.zk_topics import (
     AssignmentChangedError,
@@ -38,10 +37,10 @@ _WRITE_ATTEMPTS = 3
 async def handle_create_partitions(
     ctx: BrokerContext, header: RequestHeader, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
-    deadline = trio.current_time() + min(max(request.timeout_ms, 0), MAX_CREATE_TIMEOUT_MS) / 1000
+    deadline = admin_deadline(request.timeout_ms)
     results: list[CreatePartitionsTopicResult] = []
     seen: set[str] = set()
-    waiting: dict[str, int] = {}  # topic -> its new partition count
+    added: dict[str, int] = {}  # topic -> its new partition count
     for topic in request.topics:
         if topic.name in seen:
             results.append(_failed(topic, ErrorCode.INVALID_REQUEST, "topic named twice"))
@@ -50,13 +49,8 @@ async def handle_create_partitions(
         result = await _create_one(ctx, topic, request.validate_only)
         results.append(result)
         if result.error_code == ErrorCode.NONE and not request.validate_only:
-            waiting[topic.name] = topic.count
-    gave_up = False
-    while True:
-        waiting = {t: n for t, n in waiting.items() if not _has_leaders(ctx, t, n)}
-        if not waiting or gave_up or trio.current_time() >= deadline:
-            break
-        gave_up = not await ctx.purgatory.wait([METADATA_KEY], deadline)
+            added[topic.name] = topic.count
+    waiting = await wait_for_leaders(ctx, added, deadline)
     return CreatePartitionsResponse(
         tuple(
             CreatePartitionsTopicResult(
@@ -66,15 +60,6 @@ async def handle_create_partitions(
             else r
             for r in results
         )
-    )
-
-
-def _has_leaders(ctx: BrokerContext, name: str, count: int) -> bool:
-    partitions = ctx.metadata.topics.get(name)
-    return (
-        partitions is not None
-        and len(partitions) >= count
-        and all(p.leader >= 0 for p in partitions.values())
     )
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import random
 import re
 
-import trio
-
-from broker.context import METADATA_KEY, BrokerContext
+from broker.context import BrokerContext
+from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
 from broker.topic_config import TopicConfigError, validate_topic_config
 from controller.assignment import assign_replicas
 from controller.zk_topics import TopicExistsError, create_topic
@@ -30,7 +29,6 @@ __all__ = ["handle_create_topics", "validate_topic_name"]
 
 MAX_TOPIC_NAME_CHARS = 249
 MAX_PARTITIONS = 10_000
-MAX_CREATE_TIMEOUT_MS = 5 * 60 * 1000
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -50,7 +48,7 @@ def validate_topic_name(name: str) -> str | None:
 async def handle_create_topics(
     ctx: BrokerContext, header: RequestHeader, request: CreateTopicsRequest
 ) -> CreateTopicsResponse:
-    deadline = trio.current_time() + min(max(request.timeout_ms, 0), MAX_CREATE_TIMEOUT_MS) / 1000
+    deadline = admin_deadline(request.timeout_ms)
     results = []
     seen: set[str] = set()
     created: list[CreatableTopic] = []
@@ -63,13 +61,7 @@ async def handle_create_topics(
         results.append(result)
         if result.error_code == ErrorCode.NONE and not request.validate_only:
             created.append(topic)
-    waiting = {t.name for t in created}
-    gave_up = False  # the deadline passed, or the broker is shutting down
-    while True:
-        waiting = {name for name in waiting if not _has_leaders(ctx, name)}
-        if not waiting or gave_up or trio.current_time() >= deadline:
-            break
-        gave_up = not await ctx.purgatory.wait([METADATA_KEY], deadline)
+    waiting = await wait_for_leaders(ctx, dict.fromkeys((t.name for t in created), 0), deadline)
     final = [
         _failed_name(r, ErrorCode.REQUEST_TIMED_OUT, "created, but leaders not yet elected")
         if r.name in waiting
@@ -77,11 +69,6 @@ async def handle_create_topics(
         for r in results
     ]
     return CreateTopicsResponse(tuple(final))
-
-
-def _has_leaders(ctx: BrokerContext, name: str) -> bool:
-    partitions = ctx.metadata.topics.get(name)
-    return partitions is not None and all(p.leader >= 0 for p in partitions.values())
 
 
 async def _create_one(
