@@ -4,23 +4,38 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from broker.metadata_cache import MetadataCache
+from broker.partition import Partition
 from broker.purgatory import Purgatory
 from broker.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
+from protocol.messages.common import BrokerEndpoint
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.isr_manager import IsrManager
-    from broker.replica_fetcher import ReplicaFetcherManager
     from controller.controller import Controller
     from controller.zk_client import ZkClient
 
-__all__ = ["METADATA_KEY", "BrokerContext", "wall_clock_ms"]
+__all__ = ["METADATA_KEY", "BrokerContext", "Fetchers", "IsrUpkeep", "wall_clock_ms"]
+
+
+class Fetchers(Protocol):
+    """What handlers ask of the followers' fetching (broker/replica_fetcher.py)."""
+
+    def follow(self, tp: tuple[str, int], leader: BrokerEndpoint, leader_epoch: int) -> None: ...
+
+    def unfollow(self, tp: tuple[str, int]) -> None: ...
+
+
+class IsrUpkeep(Protocol):
+    """What handlers ask of the leaders' ISR upkeep (broker/isr_manager.py)."""
+
+    def maybe_expand(self, partition: Partition) -> None: ...
+
 
 # Purgatory key notified whenever the metadata cache changes (CreateTopics/DeleteTopics wait on it).
 METADATA_KEY = ("__metadata__",)
@@ -38,8 +53,8 @@ class BrokerContext:
     purgatory: Purgatory = field(default_factory=Purgatory)
     zk: ZkClient | None = None
     controller: Controller | None = None  # this broker's controller candidate
-    fetchers: ReplicaFetcherManager | None = None  # followers' fetching (None: not started)
-    isr: IsrManager | None = None  # leaders' ISR upkeep (None: not started)
+    fetchers: Fetchers | None = None  # followers' fetching (None: not started)
+    isr: IsrUpkeep | None = None  # leaders' ISR upkeep (None: not started)
     broker_epoch: int = -1
     # The highest controller epoch seen in a controller request (STALE_CONTROLLER_EPOCH below).
     controller_epoch: int = -1
