@@ -102,16 +102,24 @@ class ReplicaManager:
             self._high_watermarks.pop(tp, None)
             self._logger.info("partition deleted", topic=tp[0], partition=tp[1])
 
-    def delete_stray_logs(self, existing_topics: Collection[str]) -> list[TopicPartition]:
-        """Delete the logs of topics that no longer exist and that no LeaderAndIsr gave us.
+    def delete_stray_logs(
+        self, assignments: Mapping[TopicPartition, Collection[int]]
+    ) -> list[TopicPartition]:
+        """Delete the logs that the cluster no longer places here and no LeaderAndIsr gave
+        us: their topic is gone, or this broker is not among the partition's replicas.
 
-        Topic deletion reaches a replica through StopReplica, which a replica that was down
-        at the time (or a controller that failed mid-deletion) never delivers; the next full
-        metadata from the controller shows the topic gone, and the data goes then."""
+        Deletion and reassignment reach a replica through StopReplica, which a replica that
+        was down at the time (or a controller that failed mid-way) never gets; the next full
+        metadata from the controller shows it, and the data goes then. `assignments`: every
+        partition in that metadata with its replicas."""
+        topics = {topic for topic, _ in assignments}
         stray = [
             tp
             for tp in sorted(self.log_manager.logs)
-            if tp[0] not in existing_topics and tp not in self.partitions
+            if tp not in self.partitions
+            and (
+                tp[0] not in topics or (tp in assignments and self.broker_id not in assignments[tp])
+            )
         ]
         for tp in stray:
             self.stop_replica(tp, delete=True)

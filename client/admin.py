@@ -1,5 +1,5 @@
 """The admin client: create, delete, list and describe topics, add partitions; describe the
-cluster; elect leaders (preferred or unclean).
+cluster; elect leaders (preferred or unclean); reassign partitions and list reassignments.
 
 CreateTopics/DeleteTopics go to the controller when the metadata names one (any broker accepts
 them here: it writes ZooKeeper and waits until its metadata shows the change), else to any
@@ -8,6 +8,8 @@ broker.
 ElectLeaders goes to the controller only (the one broker that can answer it): a
 NOT_CONTROLLER answer refreshes the metadata and asks the controller it names, once more.
 CreatePartitions goes to the controller like CreateTopics (any broker accepts it).
+AlterPartitionReassignments and ListPartitionReassignments go to the controller only, like
+ElectLeaders.
 
 describe_topics shows replication as it happens: each partition's high watermark (ListOffsets
 latest from its leader, as a consumer: replica id -1) and every replica's log end offset
@@ -30,6 +32,12 @@ from client.errors import HighwaterClientError, UnknownTopicError, error_for_cod
 from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo
 from client.network import BrokerConnectionError
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -56,6 +64,10 @@ from protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 
 __all__ = [
     "DEBUG_REPLICA_ID",
@@ -63,6 +75,7 @@ __all__ = [
     "Admin",
     "ClusterDescription",
     "ElectionResult",
+    "OngoingReassignment",
     "PartitionDescription",
     "TopicDescription",
 ]
@@ -94,6 +107,22 @@ class PartitionDescription:
 class TopicDescription:
     name: str
     partitions: tuple[PartitionDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """A partition reassignment in progress: the current replicas (original + target),
+    those being added and those being removed."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +278,63 @@ class Admin:
             ),
             key=lambda r: (r.topic, r.partition),
         )
+
+    async def alter_partition_reassignments(
+        self,
+        targets: Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[ElectionResult]:
+        """Kafka's Admin.alterPartitionReassignments: per partition the target replicas, or
+        None to cancel; one result per partition (NONE: started or cancelled), sorted.
+        Raises HighwaterClientError when the controller refuses the whole request."""
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        by_topic: dict[str, list[ReassignablePartition]] = {}
+        for (topic, partition), replicas in sorted(targets.items()):
+            by_topic.setdefault(topic, []).append(
+                ReassignablePartition(partition, None if replicas is None else tuple(replicas))
+            )
+        request = AlterPartitionReassignmentsRequest(
+            timeout, tuple(ReassignableTopic(t, tuple(ps)) for t, ps in by_topic.items())
+        )
+        response: AlterPartitionReassignmentsResponse = await self._to_controller_retrying(
+            request, timeout
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise error_for_code(response.error_code, "alter partition reassignments")
+        self.metadata.request_update()
+        return sorted(
+            (
+                ElectionResult(t.name, p.partition_index, ErrorCode(p.error_code), p.error_message)
+                for t in response.responses
+                for p in t.partitions
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )
+
+    async def list_partition_reassignments(self) -> list[OngoingReassignment]:
+        """Kafka's Admin.listPartitionReassignments: every reassignment in progress."""
+        request = ListPartitionReassignmentsRequest(self.request_timeout_ms)
+        response: ListPartitionReassignmentsResponse = await self._to_controller_retrying(
+            request, self.request_timeout_ms
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise error_for_code(response.error_code, "list partition reassignments")
+        return [
+            OngoingReassignment(
+                t.name, p.partition_index, p.replicas, p.adding_replicas, p.removing_replicas
+            )
+            for t in response.topics
+            for p in t.partitions
+        ]
+
+    async def _to_controller_retrying(self, request: object, timeout_ms: int) -> Any:
+        """To the controller; on NOT_CONTROLLER refresh the metadata and ask once more."""
+        response = await self._to_active_controller(request, timeout_ms)
+        if response.error_code == ErrorCode.NOT_CONTROLLER:
+            await self.metadata.refresh()
+            response = await self._to_active_controller(request, timeout_ms)
+        return response
 
     async def _to_active_controller(self, request: object, timeout_ms: int) -> Any:
         """Send to the controller the metadata names (refreshing it first if none)."""

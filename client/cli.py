@@ -20,6 +20,7 @@ from client.cli_dev import dev
 from client.cli_elect import elect_leaders
 from client.cli_perf import perf
 from client.cli_produce import produce
+from client.cli_reassign import reassign
 from client.cli_topics import cluster, topics
 from client.dump_log import dump_file
 
@@ -45,6 +46,7 @@ main.add_command(cluster)
 main.add_command(perf)
 main.add_command(dev)
 main.add_command(elect_leaders)
+main.add_command(reassign)
 
 
 @main.command()

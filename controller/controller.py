@@ -8,7 +8,9 @@ While controller: load brokers, topics (with their unclean.leader.election.enabl
 assignments and partition states, watch /brokers/ids, /brokers/topics (and each topic's znode,
 for added partitions), /admin/delete_topics, /isr_change_notification (and /controller), turn
 each change into an event for the pure core, and execute the effects in order. ISR change
-notifications are deleted once handled (Kafka's IsrChangeNotificationHandler).
+notifications are deleted once handled (Kafka's IsrChangeNotificationHandler). Partition
+reassignments (AlterPartitionReassignments, through the inbox) are kept in
+/admin/reassign_partitions, read back at every load, so a new controller resumes them.
 ControlledShutdown requests from brokers enter the same loop through an inbox, so they are
 serialised with the ZooKeeper events and always see the state the other events left; so do
 ElectLeaders requests from operators and, with auto.leader.rebalance.enable, a leader imbalance
@@ -36,6 +38,7 @@ from controller.channel import ControllerChannel
 from controller.state import (
     PREFERRED_REPLICA_IMBALANCE,
     UNCLEAN_LEADER_ELECTION,
+    AlterReassignmentsReply,
     BrokersChanged,
     ControlledShutdownReply,
     ControlledShutdownRequested,
@@ -52,6 +55,8 @@ from controller.state import (
     LiveBroker,
     LogEvent,
     PartitionState,
+    Reassignment,
+    ReassignmentsRequested,
     Resigned,
     SendLeaderAndIsr,
     SendStopReplica,
@@ -60,6 +65,8 @@ from controller.state import (
     TopicPartition,
     TopicsChanged,
     WritePartitionStates,
+    WriteReassignmentPlan,
+    WriteTopicAssignment,
     handle,
 )
 from controller.zk_brokers import get_live_brokers
@@ -138,13 +145,25 @@ class _ElectRequest:
     deadline: float
 
 
+ReassignmentTargets = dict[TopicPartition, tuple[int, ...] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _ReassignRequest:
+    """An AlterPartitionReassignments waiting for the controller loop; answered on `reply`."""
+
+    targets: ReassignmentTargets
+    reply: trio.MemorySendChannel[ElectionResults]
+    deadline: float
+
+
 @dataclass(frozen=True, slots=True)
 class _ImbalanceTick:
     """Time for a leader imbalance check."""
 
 
-_Request = _ShutdownRequest | _ElectRequest
-_InboxItem = ZkEvent | _ShutdownRequest | _ElectRequest | _ImbalanceTick
+_Request = _ShutdownRequest | _ElectRequest | _ReassignRequest
+_InboxItem = ZkEvent | _ShutdownRequest | _ElectRequest | _ReassignRequest | _ImbalanceTick
 
 
 class Controller:
@@ -234,6 +253,36 @@ class Controller:
                 except trio.EndOfChannel:
                     return dict.fromkeys(wanted or (), ErrorCode.NOT_CONTROLLER)
         return dict.fromkeys(wanted or (), ErrorCode.REQUEST_TIMED_OUT)
+
+    async def alter_reassignments(
+        self, targets: ReassignmentTargets, timeout_ms: int
+    ) -> ElectionResults:
+        """Start, replace or (target None) cancel partition reassignments, run in the
+        controller loop: each partition's outcome (the reassignment itself goes on in the
+        background). Waits at most min(timeout_ms, request_timeout_ms)."""
+        inbox = self._inbox
+        if inbox is None or not self.is_active:
+            return dict.fromkeys(targets, ErrorCode.NOT_CONTROLLER)
+        timeout_s = max(0, min(timeout_ms, self.request_timeout_ms)) / 1000
+        reply, answer = trio.open_memory_channel[ElectionResults](1)
+        request = _ReassignRequest(dict(targets), reply, trio.current_time() + timeout_s)
+        with answer:
+            try:
+                inbox.send_nowait(request)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return dict.fromkeys(targets, ErrorCode.NOT_CONTROLLER)
+            with trio.move_on_after(timeout_s):
+                try:
+                    return await answer.receive()
+                except trio.EndOfChannel:
+                    return dict.fromkeys(targets, ErrorCode.NOT_CONTROLLER)
+        return dict.fromkeys(targets, ErrorCode.REQUEST_TIMED_OUT)
+
+    def list_reassignments(self) -> dict[TopicPartition, Reassignment] | None:
+        """The reassignments in progress (None: not the active controller)."""
+        if not self.is_active:
+            return None
+        return dict(self.context.reassignments)
 
     async def run(
         self, *, task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED
@@ -405,7 +454,7 @@ class Controller:
                     pending.pop(0)
                 else:  # idle until ZooKeeper or a broker tells us something
                     item = await inbox.receive()
-                    if isinstance(item, _ShutdownRequest | _ElectRequest):
+                    if isinstance(item, _ShutdownRequest | _ElectRequest | _ReassignRequest):
                         pending.append(item)
                     elif isinstance(item, _ImbalanceTick):
                         percentage = self.leader_imbalance_per_broker_percentage
@@ -444,7 +493,7 @@ class Controller:
         with trio.move_on_after(delay_ms / 1000):
             while delay_ms > 0:
                 item = await inbox.receive()
-                if isinstance(item, _ShutdownRequest | _ElectRequest):
+                if isinstance(item, _ShutdownRequest | _ElectRequest | _ReassignRequest):
                     pending.append(item)
                 elif isinstance(item, SessionEvent) and (
                     item.state is SessionState.LOST or item.new_session
@@ -489,6 +538,7 @@ class Controller:
             (t, p) for t, partitions in assignments.items() for p in partitions
         )
         marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
+        plan = await self._read_reassignment_plan()
         return Elected(
             epoch,
             epoch_zk_version,
@@ -497,7 +547,21 @@ class Controller:
             states,
             frozenset(marked),
             unclean_overrides=overrides,
+            reassignment_targets=plan.targets,
+            reassignment_originals=plan.originals,
         )
+
+    async def _read_reassignment_plan(self) -> zk_data.ReassignmentPlan:
+        """/admin/reassign_partitions (empty if missing; a malformed plan is logged and
+        ignored, never a re-load loop)."""
+        found = await self.zk.get(zk_data.REASSIGN_PARTITIONS_PATH)
+        if found is None:
+            return zk_data.ReassignmentPlan({})
+        try:
+            return zk_data.ReassignmentPlan.decode(found[0])
+        except zk_data.ZkDataError as exc:
+            self._log.warning("reassignment plan unreadable; ignored", error=str(exc))
+            return zk_data.ReassignmentPlan({})
 
     async def _read_partition_states(
         self, partitions: Iterable[TopicPartition]
@@ -584,8 +648,21 @@ class Controller:
     async def _serve(self, request: _Request, channel: ControllerChannel) -> None:
         if isinstance(request, _ShutdownRequest):
             await self._controlled_shutdown(request, channel)
+        elif isinstance(request, _ReassignRequest):
+            await self._alter_reassignments(request, channel)
         else:
             await self._elect_leaders(request, channel)
+
+    async def _alter_reassignments(
+        self, request: _ReassignRequest, channel: ControllerChannel
+    ) -> None:
+        if trio.current_time() >= request.deadline:
+            _answer_elect(request, {})  # nobody is waiting any more
+            return
+        effects = await self._apply(ReassignmentsRequested(request.targets), channel)
+        for effect in effects:
+            if isinstance(effect, AlterReassignmentsReply):
+                _answer_elect(request, dict(effect.results))
 
     async def _elect_leaders(self, request: _ElectRequest, channel: ControllerChannel) -> None:
         if trio.current_time() >= request.deadline:
@@ -666,7 +743,9 @@ class Controller:
                 self._log.warning(effect.event, **fields)
             else:
                 self._log.info(effect.event, **fields)
-        elif isinstance(effect, ControlledShutdownReply | ElectLeadersReply):
+        elif isinstance(
+            effect, ControlledShutdownReply | ElectLeadersReply | AlterReassignmentsReply
+        ):
             pass  # the caller of _apply answers the request
         elif isinstance(effect, CreatePartitionStates):
             await self._create_partition_states(effect, context)
@@ -676,8 +755,43 @@ class Controller:
                 for (t, p), (znode, expected) in sorted(effect.updates.items())
             ]
             await self._guarded(ops, context)
+        elif isinstance(effect, WriteTopicAssignment):
+            await self._write_topic_assignment(effect, context)
+        elif isinstance(effect, WriteReassignmentPlan):
+            await self._write_reassignment_plan(effect, context)
         else:
             await self._delete_topic_znodes(effect, context)
+
+    async def _write_topic_assignment(
+        self, effect: WriteTopicAssignment, context: ControllerContext
+    ) -> None:
+        """CAS on the topic znode: written only if it still holds what the core expected
+        (otherwise someone changed it meanwhile: re-load)."""
+        path = zk_data.topic_path(effect.topic)
+        found = await self.zk.get(path)
+        if found is None or dict(zk_data.TopicAssignment.decode(found[0]).partitions) != dict(
+            effect.expected
+        ):
+            self._log.warning("topic assignment changed meanwhile; reloading", topic=effect.topic)
+            raise _Reload
+        data = zk_data.TopicAssignment(dict(effect.assignment)).encode()
+        await self._guarded([SetOp(path, data, version=found[1].version)], context)
+
+    async def _write_reassignment_plan(
+        self, effect: WriteReassignmentPlan, context: ControllerContext
+    ) -> None:
+        path = zk_data.REASSIGN_PARTITIONS_PATH
+        exists = await self.zk.exists(path) is not None
+        if not effect.reassignments:
+            if exists:
+                await self._guarded([DeleteOp(path)], context)
+            return
+        plan = zk_data.ReassignmentPlan(
+            {tp: r.target for tp, r in effect.reassignments.items()},
+            {tp: r.original for tp, r in effect.reassignments.items()},
+        ).encode()
+        op: TransactionOp = SetOp(path, plan) if exists else CreateOp(path, plan)
+        await self._guarded([op], context)
 
     async def _create_partition_states(
         self, effect: CreatePartitionStates, context: ControllerContext
@@ -766,7 +880,7 @@ def _answer(
     request.reply.close()
 
 
-def _answer_elect(request: _ElectRequest, results: ElectionResults) -> None:
+def _answer_elect(request: _ElectRequest | _ReassignRequest, results: ElectionResults) -> None:
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
         request.reply.send_nowait(results)
     request.reply.close()
@@ -779,12 +893,14 @@ def _refuse_requests(inbox: trio.MemoryReceiveChannel[_InboxItem], pending: list
             item = inbox.receive_nowait()
         except (trio.WouldBlock, trio.EndOfChannel):
             break
-        if isinstance(item, _ShutdownRequest | _ElectRequest):
+        if isinstance(item, _ShutdownRequest | _ElectRequest | _ReassignRequest):
             pending.append(item)
     inbox.close()
     for request in pending:
         if isinstance(request, _ShutdownRequest):
             _answer(request, ErrorCode.NOT_CONTROLLER, ())
+        elif isinstance(request, _ReassignRequest):
+            _answer_elect(request, dict.fromkeys(request.targets, ErrorCode.NOT_CONTROLLER))
         else:
             _answer_elect(
                 request, dict.fromkeys(request.partitions or (), ErrorCode.NOT_CONTROLLER)

@@ -44,6 +44,13 @@ Kafka's rules mirrored here (KafkaController, PartitionStateMachine, ReplicaStat
   it is live, not shutting down and in the ISR; the ISR is kept, the leader epoch bumped;
 - unclean election on demand (ElectLeaders with the unclean type): a leaderless partition
   elects as offline with unclean election allowed (logged and counted as unclean);
+- partition reassignment (AlterPartitionReassignments, KIP-455 in ZooKeeper mode): the plan
+  goes to /admin/reassign_partitions first, then RS = target + original (a new leader epoch,
+  LeaderAndIsr with adding/removing replicas); when every target replica is in the ISR (an
+  ISR change, or at load) the state gets a leader from the target (Kafka's Reassign
+  strategy) and the ISR within it, then RS = target, then the plan entry goes; removed
+  replicas get StopReplica with deletion. A cancel does the same towards the original
+  replicas. A new controller resumes the plan at load;
 - leader imbalance check (auto.leader.rebalance.enable): log the imbalance count, then a
   preferred election for the partitions `leader_balance.leader_imbalance` picks;
 - every change: UpdateMetadata with the full live broker list and partition states to all.
@@ -62,6 +69,7 @@ from controller.election import (
     elect_controlled_shutdown,
     elect_offline,
     preferred_replica_leader,
+    reassign_leader,
     remove_replicas_from_isr,
 )
 from controller.leader_balance import leader_imbalance
@@ -82,6 +90,7 @@ __all__ = [
     "UNCLEAN_LEADER_ELECTION",
     "UNKNOWN_BROKER_EPOCH",
     "UNKNOWN_ZXID",
+    "AlterReassignmentsReply",
     "BrokersChanged",
     "ControlledShutdownReply",
     "ControlledShutdownRequested",
@@ -98,6 +107,8 @@ __all__ = [
     "LiveBroker",
     "LogEvent",
     "PartitionState",
+    "Reassignment",
+    "ReassignmentsRequested",
     "Resigned",
     "SendLeaderAndIsr",
     "SendStopReplica",
@@ -106,6 +117,8 @@ __all__ = [
     "TopicPartition",
     "TopicsChanged",
     "WritePartitionStates",
+    "WriteReassignmentPlan",
+    "WriteTopicAssignment",
     "handle",
 ]
 
@@ -157,6 +170,27 @@ class PartitionState:
 
 
 @dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition reassignment in progress: RS = target + original (distinct, in that order,
+    as Kafka) until the target replicas are all in the ISR, then RS = target."""
+
+    target: tuple[int, ...]
+    original: tuple[int, ...]
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(self.target + self.original))
+
+    @property
+    def adding(self) -> tuple[int, ...]:
+        return tuple(r for r in self.target if r not in self.original)
+
+    @property
+    def removing(self) -> tuple[int, ...]:
+        return tuple(r for r in self.original if r not in self.target)
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerContext:
     """What the controller knows. Mappings are never mutated: each change makes new ones."""
 
@@ -173,6 +207,8 @@ class ControllerContext:
     # unclean.leader.election.enable: the broker default, and per-topic overrides.
     unclean_leader_election_enable: bool = False
     unclean_overrides: Mapping[str, bool] = field(default_factory=dict)
+    # Partition reassignments in progress (mirrored in /admin/reassign_partitions).
+    reassignments: Mapping[TopicPartition, Reassignment] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -199,6 +235,9 @@ class Elected:
     partition_states: Mapping[TopicPartition, PartitionState]
     topics_to_delete: frozenset[str] = frozenset()
     unclean_overrides: Mapping[str, bool] = field(default_factory=dict)
+    # /admin/reassign_partitions: target replicas, and the original ones where recorded.
+    reassignment_targets: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    reassignment_originals: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +295,14 @@ class LeaderImbalanceCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class ReassignmentsRequested:
+    """An operator's AlterPartitionReassignments: per partition the target replicas, or None
+    to cancel the reassignment in progress."""
+
+    targets: Mapping[TopicPartition, tuple[int, ...] | None]
+
+
+@dataclass(frozen=True, slots=True)
 class Resigned:
     pass
 
@@ -269,6 +316,7 @@ ControllerEvent = (
     | ControlledShutdownRequested
     | ElectLeadersRequested
     | LeaderImbalanceCheck
+    | ReassignmentsRequested
     | Resigned
 )
 
@@ -296,6 +344,23 @@ class DeleteTopicZnodes:
     missing nodes are fine."""
 
     topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTopicAssignment:
+    """Set /brokers/topics/<topic> to `assignment`, if it still holds `expected` (the shell
+    compares and writes at the version it read: a concurrent CreatePartitions is not lost)."""
+
+    topic: str
+    expected: Mapping[int, tuple[int, ...]]
+    assignment: Mapping[int, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReassignmentPlan:
+    """Write /admin/reassign_partitions with these reassignments; empty: delete it."""
+
+    reassignments: Mapping[TopicPartition, Reassignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,9 +409,18 @@ class ElectLeadersReply:
     results: Mapping[TopicPartition, ErrorCode]
 
 
+@dataclass(frozen=True, slots=True)
+class AlterReassignmentsReply:
+    """The answer to ReassignmentsRequested, per partition; always the last effect."""
+
+    results: Mapping[TopicPartition, ErrorCode]
+
+
 Effect = (
     CreatePartitionStates
     | WritePartitionStates
+    | WriteTopicAssignment
+    | WriteReassignmentPlan
     | DeleteTopicZnodes
     | SendLeaderAndIsr
     | SendUpdateMetadata
@@ -354,6 +428,7 @@ Effect = (
     | LogEvent
     | ControlledShutdownReply
     | ElectLeadersReply
+    | AlterReassignmentsReply
 )
 
 
@@ -378,13 +453,20 @@ def handle(
             return context, [ControlledShutdownReply(event.broker_id, ErrorCode.NOT_CONTROLLER)]
         if isinstance(event, ElectLeadersRequested):
             return context, [_not_controller(event)]
+        if isinstance(event, ReassignmentsRequested):
+            codes = dict.fromkeys(event.targets, ErrorCode.NOT_CONTROLLER)
+            return context, [AlterReassignmentsReply(codes)]
         return context, []
     if isinstance(event, BrokersChanged):
         return _on_brokers_changed(context, event)
     if isinstance(event, TopicsChanged):
         return _on_topics_changed(context, event)
     if isinstance(event, IsrChanged):
-        return _on_isr_changed(context, event)
+        ctx, effects = _on_isr_changed(context, event)
+        ctx, more = _complete_reassignments(ctx)
+        return ctx, effects + more
+    if isinstance(event, ReassignmentsRequested):
+        return _on_reassignments_requested(context, event)
     if isinstance(event, ControlledShutdownRequested):
         return _on_controlled_shutdown(context, event)
     if isinstance(event, ElectLeadersRequested):
@@ -433,7 +515,8 @@ def _on_elected(
     if to_delete:
         ctx, more = _on_deletion_requested(ctx, TopicDeletionRequested(to_delete))
         effects += more
-    return ctx, effects
+    ctx, more = _resume_reassignments(ctx, event)
+    return ctx, effects + more
 
 
 def _bounced(old: Mapping[int, LiveBroker], new: Mapping[int, LiveBroker]) -> frozenset[int]:
@@ -975,6 +1058,7 @@ def _leader_and_isr_effects(
         if state is None:
             continue
         replicas = _replicas(ctx, tp)
+        reassignment = ctx.reassignments.get(tp)
         item = LeaderAndIsrPartitionState(
             topic_name=tp[0],
             partition_index=tp[1],
@@ -985,6 +1069,8 @@ def _leader_and_isr_effects(
             partition_epoch=state.partition_epoch,
             replicas=replicas,
             is_new=tp in fresh,
+            adding_replicas=reassignment.adding if reassignment else (),
+            removing_replicas=reassignment.removing if reassignment else (),
         )
         skip = None if excluded is None else excluded.get(tp)
         for replica in replicas:
@@ -1058,3 +1144,236 @@ def _update_metadata(ctx: ControllerContext, deleted_topics: Iterable[str]) -> S
         deleted_topics=tuple(sorted(deleted_topics)),
     )
     return SendUpdateMetadata(tuple(sorted(live)), request)
+
+
+# --- partition reassignment (KIP-455 semantics, Kafka's ZooKeeper-mode controller) -------------
+
+
+def _on_reassignments_requested(
+    context: ControllerContext, event: ReassignmentsRequested
+) -> tuple[ControllerContext, list[Effect]]:
+    """Start (or replace, or cancel) reassignments: RS = target + original in the topic znode,
+    the leader epoch bumped so every replica (the adding ones too) learns the new RS; the
+    adding replicas then follow and join the ISR, and `_complete_reassignments` finishes."""
+    results: dict[TopicPartition, ErrorCode] = {}
+    started: dict[TopicPartition, Reassignment] = {}
+    cancelled: list[TopicPartition] = []
+    for tp, target in sorted(event.targets.items()):
+        if tp[1] not in context.assignments.get(tp[0], {}) or tp not in context.partition_states:
+            results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif target is None:
+            ongoing = tp in context.reassignments
+            results[tp] = ErrorCode.NONE if ongoing else ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+            if ongoing:
+                cancelled.append(tp)
+        elif not _valid_target(target, context.live_brokers.keys()):
+            results[tp] = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        else:
+            results[tp] = ErrorCode.NONE
+            previous = context.reassignments.get(tp)
+            original = previous.original if previous else _replicas(context, tp)
+            if previous is None and target == original:
+                continue  # already there: nothing to move
+            started[tp] = Reassignment(tuple(target), original)
+    ctx, effects = _start_reassignments(context, started)
+    if cancelled:
+        ctx, more = _finish_reassignments(ctx, cancelled, cancel=True)
+        effects += more
+    ctx, more = _complete_reassignments(ctx)
+    effects += more
+    effects.append(AlterReassignmentsReply(results))
+    return ctx, effects
+
+
+def _valid_target(target: tuple[int, ...], live: Iterable[int]) -> bool:
+    """Kafka's rules: non-empty, no duplicates, every replica a registered broker."""
+    known = set(live)
+    return bool(target) and len(set(target)) == len(target) and all(r in known for r in target)
+
+
+def _resume_reassignments(
+    ctx: ControllerContext, event: Elected
+) -> tuple[ControllerContext, list[Effect]]:
+    """A new controller (or a re-load) picks up the plan where the last one left it."""
+    started: dict[TopicPartition, Reassignment] = {}
+    done: dict[TopicPartition, tuple[int, ...]] = {}
+    for tp, target in sorted(event.reassignment_targets.items()):
+        if tp[1] not in ctx.assignments.get(tp[0], {}) or tp not in ctx.partition_states:
+            continue  # the topic is gone: the plan entry is dropped below
+        current = _replicas(ctx, tp)
+        original = event.reassignment_originals.get(tp, current)
+        if current == target and original != target:
+            done[tp] = original  # finished, but the plan was not cleaned up
+        elif current != target:
+            started[tp] = Reassignment(tuple(target), tuple(original))
+    ctx = dataclasses.replace(ctx, reassignments={})
+    ctx, effects = _start_reassignments(ctx, started)
+    for tp, original in sorted(done.items()):
+        removed = [r for r in original if r not in _replicas(ctx, tp)]
+        effects += _delete_replicas(ctx, tp, removed)
+    if set(event.reassignment_targets) != set(ctx.reassignments):
+        effects.append(WriteReassignmentPlan(dict(ctx.reassignments)))
+    ctx, more = _complete_reassignments(ctx)
+    return ctx, effects + more
+
+
+def _start_reassignments(
+    ctx: ControllerContext, started: Mapping[TopicPartition, Reassignment]
+) -> tuple[ControllerContext, list[Effect]]:
+    """Phase one for `started`: plan, RS = target + original, a new leader epoch."""
+    if not started:
+        return ctx, []
+    reassignments = {**ctx.reassignments, **started}
+    assignments = {t: dict(parts) for t, parts in ctx.assignments.items()}
+    states = dict(ctx.partition_states)
+    updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
+    effects: list[Effect] = [WriteReassignmentPlan(reassignments)]
+    dropped: dict[TopicPartition, list[int]] = {}
+    electable = ctx.live_brokers.keys() - ctx.shutting_down
+    for tp, reassignment in sorted(started.items()):
+        rs = reassignment.replicas
+        # A replaced target: replicas of the old one outside the new RS leave it.
+        dropped[tp] = [r for r in assignments[tp[0]][tp[1]] if r not in rs]
+        assignments[tp[0]][tp[1]] = rs
+        current = states[tp]
+        isr = tuple(r for r in current.isr if r in rs) or rs[:1]
+        leader = current.leader
+        if leader != NO_LEADER and leader not in isr:
+            leader = reassign_leader(rs, isr, electable) or NO_LEADER
+        new = PartitionState(
+            leader,
+            current.leader_epoch + 1,
+            isr,
+            ctx.controller_epoch,
+            current.partition_epoch + 1,
+        )
+        states[tp] = new
+        updates[tp] = (new.znode(), current.partition_epoch)
+        effects.append(_reassignment_log("partition reassignment started", tp, reassignment))
+    effects += _topic_writes(ctx.assignments, assignments, {t for t, _ in started})
+    effects.insert(1, WritePartitionStates(updates))
+    ctx = dataclasses.replace(
+        ctx, assignments=assignments, partition_states=states, reassignments=reassignments
+    )
+    effects += _leader_and_isr_effects(ctx, sorted(started), ())
+    for tp in sorted(started):
+        effects += _delete_replicas(ctx, tp, dropped[tp])
+    effects.append(_update_metadata(ctx, ()))
+    return ctx, effects
+
+
+def _complete_reassignments(ctx: ControllerContext) -> tuple[ControllerContext, list[Effect]]:
+    """Phase two for every reassignment whose target replicas are all in the ISR; plan
+    entries of partitions that no longer exist are dropped."""
+    gone = [
+        tp
+        for tp in ctx.reassignments
+        if tp[1] not in ctx.assignments.get(tp[0], {}) or tp not in ctx.partition_states
+    ]
+    ready = sorted(
+        tp
+        for tp, r in ctx.reassignments.items()
+        if tp not in gone and set(r.target) <= set(ctx.partition_states[tp].isr)
+    )
+    if gone and not ready:
+        kept = {tp: r for tp, r in ctx.reassignments.items() if tp not in gone}
+        ctx = dataclasses.replace(ctx, reassignments=kept)
+        return ctx, [WriteReassignmentPlan(kept)]
+    if gone:
+        kept = {tp: r for tp, r in ctx.reassignments.items() if tp not in gone}
+        ctx = dataclasses.replace(ctx, reassignments=kept)
+    return _finish_reassignments(ctx, ready, cancel=False)
+
+
+def _finish_reassignments(
+    ctx: ControllerContext, partitions: list[TopicPartition], *, cancel: bool
+) -> tuple[ControllerContext, list[Effect]]:
+    """RS = target (or, cancelling, the original): a leader from it (Kafka's Reassign
+    strategy), the ISR shrunk to it, a new leader epoch; the partition state first, then
+    the topic znode, then the plan (so a failover in between redoes this step); then
+    LeaderAndIsr to the remaining replicas and StopReplica (delete) to the removed ones."""
+    if not partitions:
+        return ctx, []
+    electable = ctx.live_brokers.keys() - ctx.shutting_down
+    assignments = {t: dict(parts) for t, parts in ctx.assignments.items()}
+    states = dict(ctx.partition_states)
+    reassignments = dict(ctx.reassignments)
+    updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
+    removed: dict[TopicPartition, list[int]] = {}
+    logs: list[Effect] = []
+    for tp in partitions:
+        reassignment = reassignments.pop(tp)
+        final = reassignment.original if cancel else reassignment.target
+        current = states[tp]
+        isr = tuple(r for r in current.isr if r in final)
+        leader = current.leader
+        if leader not in final or leader not in isr or leader not in electable:
+            leader = reassign_leader(final, isr, electable) or NO_LEADER
+        if not isr:  # cancelling with no original replica in sync: never an empty ISR
+            isr = final[:1]
+        new = PartitionState(
+            leader, current.leader_epoch + 1, isr, ctx.controller_epoch, current.partition_epoch + 1
+        )
+        states[tp] = new
+        updates[tp] = (new.znode(), current.partition_epoch)
+        removed[tp] = [r for r in assignments[tp[0]][tp[1]] if r not in final]
+        assignments[tp[0]][tp[1]] = final
+        event = "partition reassignment cancelled" if cancel else "partition reassignment completed"
+        logs.append(_reassignment_log(event, tp, reassignment))
+        logs.append(_leader_log(tp, new))
+    effects: list[Effect] = [WritePartitionStates(updates)]
+    effects += _topic_writes(ctx.assignments, assignments, {t for t, _ in partitions})
+    effects.append(WriteReassignmentPlan(reassignments))
+    effects += logs
+    ctx = dataclasses.replace(
+        ctx, assignments=assignments, partition_states=states, reassignments=reassignments
+    )
+    effects += _leader_and_isr_effects(ctx, partitions, ())
+    for tp in partitions:
+        effects += _delete_replicas(ctx, tp, removed[tp])
+    effects.append(_update_metadata(ctx, ()))
+    return ctx, effects
+
+
+def _topic_writes(old: Assignments, new: Assignments, topics: Iterable[str]) -> list[Effect]:
+    return [
+        WriteTopicAssignment(t, dict(old[t]), dict(new[t]))
+        for t in sorted(set(topics))
+        if dict(old[t]) != dict(new[t])
+    ]
+
+
+def _delete_replicas(
+    ctx: ControllerContext, tp: TopicPartition, replicas: Iterable[int]
+) -> list[Effect]:
+    """StopReplica with deletion to the live removed replicas (Kafka: OfflineReplica, then
+    ReplicaDeletionStarted); a removed replica that is down keeps its log for now."""
+    effects: list[Effect] = []
+    epoch = ctx.partition_states[tp].leader_epoch
+    for broker_id in replicas:
+        if broker_id not in ctx.live_brokers:
+            continue
+        request = StopReplicaRequest(
+            controller_id=ctx.broker_id,
+            controller_epoch=ctx.controller_epoch,
+            broker_epoch=ctx.live_brokers[broker_id].epoch,
+            topic_states=(
+                StopReplicaTopicState(
+                    tp[0], (StopReplicaPartitionState(tp[1], epoch, delete_partition=True),)
+                ),
+            ),
+        )
+        effects.append(SendStopReplica(broker_id, request))
+    return effects
+
+
+def _reassignment_log(event: str, tp: TopicPartition, reassignment: Reassignment) -> LogEvent:
+    fields = {
+        "topic": tp[0],
+        "partition": tp[1],
+        "target_replicas": list(reassignment.target),
+        "original_replicas": list(reassignment.original),
+        "adding_replicas": list(reassignment.adding),
+        "removing_replicas": list(reassignment.removing),
+    }
+    return LogEvent(event, fields)

@@ -19,11 +19,13 @@ __all__ = [
     "CONTROLLER_PATH",
     "DELETE_TOPICS_PATH",
     "INITIAL_CONTROLLER_EPOCH",
+    "REASSIGN_PARTITIONS_PATH",
     "TOPICS_PATH",
     "BrokerRegistration",
     "ClusterIdZnode",
     "ControllerZnode",
     "PartitionStateZnode",
+    "ReassignmentPlan",
     "TopicAssignment",
     "TopicConfigZnode",
     "ZkDataError",
@@ -44,6 +46,7 @@ CONFIG_TOPICS_PATH = "/config/topics"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 CLUSTER_ID_PATH = "/cluster/id"
 INITIAL_CONTROLLER_EPOCH = 0  # Kafka's: the first elected controller gets epoch 1
 
@@ -319,3 +322,51 @@ class ClusterIdZnode:
         if not isinstance(cluster_id, str) or not cluster_id:
             raise ZkDataError(f"cluster id: bad id {cluster_id!r}")
         return cls(cluster_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentPlan:
+    """`/admin/reassign_partitions`: Kafka's plan JSON, {"version":1,"partitions":[{"topic",
+    "partition","replicas"}]}: the reassignments in progress and their target replicas.
+
+    Highwater adds "original_replicas" to an entry once the controller started it: after a
+    failover the new controller knows what to revert to on a cancel (Kafka keeps this in the
+    topic znode's adding/removing replicas instead). Entries without it (a plan written by
+    hand) start from the partition's current replicas."""
+
+    targets: Mapping[tuple[str, int], tuple[int, ...]]
+    originals: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        entries: list[dict[str, Any]] = []
+        for (topic, partition), replicas in sorted(self.targets.items()):
+            entry: dict[str, Any] = {
+                "topic": topic,
+                "partition": partition,
+                "replicas": list(replicas),
+            }
+            original = self.originals.get((topic, partition))
+            if original is not None:
+                entry["original_replicas"] = list(original)
+            entries.append(entry)
+        return _encode({"version": 1, "partitions": entries})
+
+    @classmethod
+    def decode(cls, data: bytes) -> ReassignmentPlan:
+        what = "reassignment plan"
+        obj = _decode_object(data, what)
+        raw = obj.get("partitions")
+        if not isinstance(raw, list):
+            raise ZkDataError(f"{what}: 'partitions' must be a list")
+        targets: dict[tuple[str, int], tuple[int, ...]] = {}
+        originals: dict[tuple[str, int], tuple[int, ...]] = {}
+        for entry in raw:
+            if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+                raise ZkDataError(f"{what}: bad entry {entry!r}")
+            tp = (entry["topic"], _int(entry, "partition", what))
+            targets[tp] = _int_list(entry, "replicas", what)
+            if not targets[tp] or len(set(targets[tp])) != len(targets[tp]):
+                raise ZkDataError(f"{what}: bad replicas for {tp}: {list(targets[tp])}")
+            if "original_replicas" in entry:
+                originals[tp] = _int_list(entry, "original_replicas", what)
+        return cls(targets, originals)

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from protocol.errors import UnsupportedVersionError
+from protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
@@ -20,6 +24,10 @@ from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -50,6 +58,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +105,16 @@ APIS: Final[dict[int, ApiSpec]] = {
         ),
         _spec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse),
         _spec(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
+        _spec(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+        ),
+        _spec(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+        ),
     )
 }
 

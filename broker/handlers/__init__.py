@@ -17,6 +17,10 @@ from broker.handlers.leader_and_isr import handle_leader_and_isr
 from broker.handlers.list_offsets import handle_list_offsets
 from broker.handlers.metadata import handle_metadata
 from broker.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
+from broker.handlers.partition_reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from broker.handlers.produce import handle_produce
 from broker.handlers.stop_replica import handle_stop_replica
 from broker.handlers.update_metadata import handle_update_metadata
@@ -42,4 +46,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
 }

@@ -1,8 +1,9 @@
 """UpdateMetadata (controller -> every broker): refresh the metadata cache.
 
-The controller always sends the whole picture, so a topic missing from it no longer exists:
-its logs here that no LeaderAndIsr claimed are deleted (a replica that missed the topic's
-StopReplica, being down or the controller failing mid-deletion)."""
+The controller always sends the whole picture, so a partition it no longer places on this
+broker (topic deleted, or replica moved away) has no business here: its log goes unless a
+LeaderAndIsr claimed it (a replica that missed its StopReplica, being down or the
+controller failing mid-way)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ async def handle_update_metadata(
     if refused != ErrorCode.NONE:
         return UpdateMetadataResponse(refused)
     ctx.metadata.update(request)
-    ctx.replica_manager.delete_stray_logs({s.topic_name for s in request.partition_states})
+    ctx.replica_manager.delete_stray_logs(
+        {(s.topic_name, s.partition_index): s.replicas for s in request.partition_states}
+    )
     ctx.purgatory.notify(METADATA_KEY)
     return UpdateMetadataResponse(ErrorCode.NONE)

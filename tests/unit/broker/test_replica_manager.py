@@ -283,12 +283,15 @@ def test_deleted_partition_disappears_from_the_checkpoint(tmp_path: Path) -> Non
 def test_stray_logs_of_deleted_topics_are_deleted_but_hosted_ones_kept(tmp_path: Path) -> None:
     manager = open_manager(tmp_path)
     manager.get_or_create_log(("gone", 0), NOW)  # on disk from before, no LeaderAndIsr
-    manager.get_or_create_log(("kept", 0), NOW)  # its topic still exists
+    manager.get_or_create_log(("kept", 0), NOW)  # its topic still exists, with us in it
+    manager.get_or_create_log(("moved", 0), NOW)  # reassigned away from us meanwhile
+    manager.get_or_create_log(("moved", 1), NOW)  # partition not in the metadata: kept
     rm = ReplicaManager(ME, manager)
     rm.become_leader_or_follower((state(),), NOW)  # hosts t-0
     try:
-        assert rm.delete_stray_logs({"kept"}) == [("gone", 0)]
-        assert sorted(manager.logs) == [("kept", 0), ("t", 0)]
+        placed = {("kept", 0): (ME, OTHER), ("moved", 0): (OTHER,), ("t", 0): (OTHER,)}
+        assert rm.delete_stray_logs(placed) == [("gone", 0), ("moved", 0)]
+        assert sorted(manager.logs) == [("kept", 0), ("moved", 1), ("t", 0)]
         assert not (tmp_path / "gone-0").exists()
     finally:
         manager.shutdown(NOW)

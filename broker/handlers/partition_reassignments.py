@@ -1,0 +1,89 @@
+"""AlterPartitionReassignments and ListPartitionReassignments (admin -> controller).
+
+Only the active controller answers (NOT_CONTROLLER otherwise: the admin client refreshes its
+metadata and asks the controller). Alter is serialised with the controller's other events and
+answers per partition once the reassignment has started (or been cancelled): NONE,
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, duplicates, or a broker that
+is not registered), NO_REASSIGNMENT_IN_PROGRESS (a cancel with nothing to cancel). The moves
+themselves go on in the background; List shows what is still in progress.
+"""
+
+from __future__ import annotations
+
+from broker.context import BrokerContext
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
+from protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+)
+
+__all__ = ["handle_alter_partition_reassignments", "handle_list_partition_reassignments"]
+
+_MESSAGES = {
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: (
+        "target replicas must be non-empty, distinct and registered brokers"
+    ),
+    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: "no reassignment in progress to cancel",
+}
+
+
+async def handle_alter_partition_reassignments(
+    ctx: BrokerContext, header: RequestHeader, request: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    controller = ctx.controller
+    if controller is None or not controller.is_active:
+        return AlterPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
+    targets: dict[tuple[str, int], tuple[int, ...] | None] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            targets[(topic.name, p.partition_index)] = (
+                None if p.replicas is None else tuple(p.replicas)
+            )
+    results = await controller.alter_reassignments(targets, request.timeout_ms)
+    if results and all(code == ErrorCode.NOT_CONTROLLER for code in results.values()):
+        return AlterPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
+    for tp in targets:
+        results.setdefault(tp, ErrorCode.REQUEST_TIMED_OUT)
+    by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
+    for (name, partition), code in sorted(results.items()):
+        by_topic.setdefault(name, []).append(
+            ReassignablePartitionResponse(partition, code, _MESSAGES.get(code))
+        )
+    return AlterPartitionReassignmentsResponse(
+        ErrorCode.NONE,
+        responses=tuple(ReassignableTopicResponse(t, tuple(ps)) for t, ps in by_topic.items()),
+    )
+
+
+async def handle_list_partition_reassignments(
+    ctx: BrokerContext, header: RequestHeader, request: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
+    controller = ctx.controller
+    ongoing = None if controller is None else controller.list_reassignments()
+    if ongoing is None:
+        return ListPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
+    wanted = (
+        None
+        if request.topics is None
+        else {(t.name, p) for t in request.topics for p in t.partition_indexes}
+    )
+    by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
+    for (topic, partition), r in sorted(ongoing.items()):
+        if wanted is not None and (topic, partition) not in wanted:
+            continue
+        by_topic.setdefault(topic, []).append(
+            OngoingPartitionReassignment(partition, r.replicas, r.adding, r.removing)
+        )
+    return ListPartitionReassignmentsResponse(
+        ErrorCode.NONE,
+        topics=tuple(OngoingTopicReassignment(t, tuple(ps)) for t, ps in by_topic.items()),
+    )
