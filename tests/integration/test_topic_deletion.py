@@ -1,18 +1,22 @@
-"""Topic deletion reaches replicas that were down when it happened.
+"""Topic deletion reaches replicas that were down when it happened, and survives a
+controller failover.
 
 StopReplica goes only to live replicas; a replica that was down keeps the topic's log until
-it is back and the controller's next (full) UpdateMetadata shows the topic gone.
+it is back and the controller's next (full) UpdateMetadata shows the topic gone. A pending
+deletion is a znode under /admin/delete_topics, so the next controller finishes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from client.admin import Admin
 from client.zookeeper_server import ZooKeeperServer
-from tests.integration.cluster_harness import Cluster, wait_until
+from controller import zk_data
+from tests.integration.cluster_harness import Cluster, eventually, wait_until
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
     create_topic,
@@ -41,6 +45,10 @@ def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[
     yield from whole_cluster_around(cluster, request)
 
 
+def _gone(path: Path) -> Callable[[], bool]:
+    return lambda: not path.exists()
+
+
 @pytest.mark.timeout(90)
 async def test_a_replica_down_during_deletion_deletes_the_log_when_back(cluster: Cluster) -> None:
     topic = "deleted-while-down"
@@ -56,8 +64,7 @@ async def test_a_replica_down_during_deletion_deletes_the_log_when_back(cluster:
     async with Admin(cluster.live_bootstrap) as admin:
         await admin.delete_topic(topic)
     for broker in replicas[:-1]:
-        gone = broker.partition_dir(topic, 0)
-        wait_until(lambda gone=gone: not gone.exists(), 30, "deleted on a live replica")
+        wait_until(_gone(broker.partition_dir(topic, 0)), 30, "deleted on a live replica")
     async with zk_view(cluster) as zk:
         assert await zk.partition_state(topic, 0) is None, "the topic's znodes are gone"
     assert down.partition_dir(topic, 0).exists(), "the stopped replica still has it"
@@ -65,3 +72,35 @@ async def test_a_replica_down_during_deletion_deletes_the_log_when_back(cluster:
     down.start()
     await wait_whole(cluster)
     wait_until(lambda: not down.partition_dir(topic, 0).exists(), 30, "the stray log deleted")
+
+
+@pytest.mark.timeout(90)
+async def test_deletion_requested_while_the_controller_is_down_completes(cluster: Cluster) -> None:
+    """The controller fails with a deletion pending (the marker under /admin/delete_topics is
+    all that is written): the next controller finds it at load and finishes the deletion,
+    and the old controller's replica deletes its log when it is back."""
+    topic = "deleted-across-failover"
+    ids = sorted(cluster.brokers)
+    await create_topic(cluster, topic, [ids])
+    await produce(cluster, topic, 0, [b"a"])
+    await wait_converged([cluster.brokers[b] for b in ids], topic, 0, 1)
+    async with zk_view(cluster) as zk:
+        found = await zk.controller()
+        assert found is not None
+        old_controller = cluster.brokers[found[0]]
+        old_controller.kill()
+        # What a DeleteTopics leaves for the controller, written while there is none.
+        await zk.zk.create(zk_data.delete_topic_path(topic), makepath=True)
+
+        async def deleted() -> bool:
+            return await zk.partition_state(topic, 0) is None
+
+        await eventually(deleted, 60, "the next controller to delete the topic")
+        assert await zk.zk.exists(zk_data.delete_topic_path(topic)) is None
+    for broker in cluster.brokers.values():
+        if broker is not old_controller:
+            wait_until(_gone(broker.partition_dir(topic, 0)), 30, "deleted on a live replica")
+    old_controller.start()
+    await wait_whole(cluster)
+    gone = old_controller.partition_dir(topic, 0)
+    wait_until(lambda: not gone.exists(), 30, "deleted on the old controller when back")
