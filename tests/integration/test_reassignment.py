@@ -233,31 +233,36 @@ async def _new_controller(zk: ZkView, old: int) -> bool:
 @pytest.mark.timeout(60)
 async def test_list_and_cancel_a_stalled_reassignment(cluster: Cluster) -> None:
     topic = "moving-cancelled"
-    await create_topic(cluster, topic, [(1, 2)])
     async with zk_view(cluster) as zk:
-        # The adding replica is paused (briefly: well within its session timeout), so the
-        # reassignment cannot finish before it is cancelled.
-        cluster.brokers[3].pause()
+        # Move from (controller, a) to (a, b) and pause b, the adding replica (briefly: well
+        # within its session timeout), so the reassignment cannot finish before it is
+        # cancelled. The paused broker must not be the controller, which answers the admin.
+        found = await zk.controller()
+        assert found is not None
+        controller = found[0]
+        a, b = sorted(set(cluster.brokers) - {controller})
+        await create_topic(cluster, topic, [(controller, a)])
+        cluster.brokers[b].pause()
         try:
             async with Admin(cluster.live_bootstrap) as admin:
-                started = await admin.alter_partition_reassignments({(topic, 0): (2, 3)})
+                started = await admin.alter_partition_reassignments({(topic, 0): (a, b)})
                 assert [r.error_code for r in started] == [ErrorCode.NONE]
                 (ongoing,) = await admin.list_partition_reassignments()
                 assert (ongoing.topic, ongoing.partition) == (topic, 0)
-                assert ongoing.replicas == (2, 3, 1)
-                assert (ongoing.adding_replicas, ongoing.removing_replicas) == ((3,), (1,))
+                assert ongoing.replicas == (a, b, controller)
+                assert (ongoing.adding_replicas, ongoing.removing_replicas) == ((b,), (controller,))
                 cancelled = await admin.alter_partition_reassignments({(topic, 0): None})
                 assert [r.error_code for r in cancelled] == [ErrorCode.NONE]
                 again = await admin.alter_partition_reassignments({(topic, 0): None})
                 assert [r.error_code for r in again] == [ErrorCode.NO_REASSIGNMENT_IN_PROGRESS]
                 assert await admin.list_partition_reassignments() == []
         finally:
-            cluster.brokers[3].resume()
-        assert await assignment(zk, topic) == {0: (1, 2)}
+            cluster.brokers[b].resume()
+        assert await assignment(zk, topic) == {0: (controller, a)}
         assert not await plan_exists(zk)
 
         async def added_replica_deleted() -> bool:
-            return not cluster.brokers[3].partition_dir(topic, 0).exists()
+            return not cluster.brokers[b].partition_dir(topic, 0).exists()
 
         await eventually(added_replica_deleted, 20, "the cancelled replica's log deleted")
     listed = run_cli(cluster, "reassign", "--list")
