@@ -855,9 +855,11 @@ def _on_leader_imbalance_check(
             },
         )
     ]
-    if not found.to_elect:
+    # As Kafka: partitions being reassigned are left alone until the move is done.
+    to_elect = [tp for tp in found.to_elect if tp not in context.reassignments]
+    if not to_elect:
         return context, effects
-    ctx, more, _results = _elect_leaders(context, ElectionType.PREFERRED, found.to_elect)
+    ctx, more, _results = _elect_leaders(context, ElectionType.PREFERRED, to_elect)
     return ctx, effects + more
 
 

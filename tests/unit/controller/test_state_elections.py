@@ -3,6 +3,8 @@ added to a topic: the controller's pure core."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from controller.leader_balance import leader_imbalance
 from controller.state import (
     PREFERRED_REPLICA_IMBALANCE,
@@ -17,6 +19,7 @@ from controller.state import (
     LeaderImbalanceCheck,
     LogEvent,
     PartitionState,
+    Reassignment,
     SendUpdateMetadata,
     TopicsChanged,
     WritePartitionStates,
@@ -148,6 +151,16 @@ def test_imbalance_check_after_a_bounce_restores_preferred_leaders() -> None:
     (log,) = [e for e in of_type(effects, LogEvent) if e.event == PREFERRED_REPLICA_IMBALANCE]
     assert log.fields["preferred_replica_imbalance_count"] == 0
     assert not of_type(effects, WritePartitionStates)
+
+
+def test_imbalance_check_leaves_partitions_being_reassigned_alone() -> None:
+    assignments = {T: {0: (1, 2)}}
+    ctx, _ = elect(live(1, 2), assignments, {(T, 0): state(2, 1, [2, 1])})
+    moving = dataclasses.replace(ctx, reassignments={(T, 0): Reassignment((1, 2), (1, 2))})
+    _, effects = handle(moving, LeaderImbalanceCheck(0), 0)
+    assert not of_type(effects, WritePartitionStates)
+    ctx, effects = handle(ctx, LeaderImbalanceCheck(0), 0)  # the same without the move
+    assert ctx.partition_states[(T, 0)].leader == 1
 
 
 def test_partitions_added_to_a_topic_get_states_and_leaders() -> None:
