@@ -19,7 +19,8 @@ import trio
 from client.admin import Admin, PartitionDescription
 from client.producer import Producer
 from client.zookeeper_server import ZooKeeperServer
-from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
+from tests.integration.cluster_harness import Cluster, eventually
+from tests.integration.replication_checks import running_cluster, wait_whole
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -30,32 +31,13 @@ RECORDS = 20
 def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    cluster = Cluster(zookeeper.port, tmp_path_factory.mktemp("cluster"), 3)
-    cluster.start()
-    try:
-        trio.run(_wait_whole, cluster)
+    with running_cluster(zookeeper.port, tmp_path_factory.mktemp("cluster"), {}) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.stop()
-
-
-async def _wait_whole(cluster: Cluster, timeout_s: float = 60) -> None:
-    async def whole() -> bool:
-        for broker in cluster.brokers.values():
-            meta = await fetch_metadata(broker.port)
-            if meta is None or len(meta.brokers) != len(cluster.brokers) or meta.controller_id < 0:
-                return False
-        return True
-
-    await eventually(whole, timeout_s, "all brokers registered with a controller")
 
 
 @pytest.fixture
 async def admin(cluster: Cluster) -> AsyncIterator[Admin]:
-    await _wait_whole(cluster)
+    await wait_whole(cluster)
     async with Admin(cluster.bootstrap) as admin:
         yield admin
 
@@ -127,4 +109,4 @@ async def test_a_down_replica_shows_no_log_end_offset(cluster: Cluster, admin: A
         assert down.replica_log_end_offsets[p.leader] == RECORDS
     finally:
         cluster.brokers[follower].start()
-    await _wait_whole(cluster)
+    await wait_whole(cluster)
