@@ -68,11 +68,9 @@ async def run_broker(config: BrokerConfig) -> int:
                 await nursery.start(ctx.isr.run)
                 # listeners=...:0 binds any free port; advertise the one actually bound.
                 advertised_port = config.advertised_port or port
-                ctx.broker_epoch = await nursery.start(
-                    partial(
-                        maintain_registration,
-                        on_registered=ctx.registered,
-                    ),
+                # ctx.registered records the broker epoch (again after a session expiry).
+                await nursery.start(
+                    partial(maintain_registration, on_registered=ctx.registered),
                     zk,
                     config.broker_id,
                     config.advertised_host,
