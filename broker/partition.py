@@ -60,6 +60,9 @@ class Partition:
     controller_epoch: int = -1
     isr: tuple[int, ...] = ()
     replicas: tuple[int, ...] = ()
+    # A reassignment in progress: the replicas being added, and the bytes/s they may copy at.
+    adding_replicas: tuple[int, ...] = ()
+    replication_throttle_bytes_per_sec: int = -1
     high_watermark: int = 0
     min_insync_replicas: int | None = None  # the topic's override of the broker default
     remotes: dict[int, RemoteReplica] = field(default_factory=dict)  # leader only
@@ -109,6 +112,8 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.isr = tuple(state.isr)
         self.replicas = tuple(state.replicas)
+        self.adding_replicas = tuple(state.adding_replicas)
+        self.replication_throttle_bytes_per_sec = state.replication_throttle_bytes_per_sec
         self.pending_isr = None  # the controller's write supersedes ours
         if self.is_leader:
             if new_epoch or not was_leader:

@@ -7,6 +7,12 @@ where its own latest leader epoch ends, truncates as `replication.truncation_for
 (asking again while the leader answers with an epoch it does not have), and only then fetches
 from its LEO. Every response is checked against the partition's current role and epoch
 before it is applied, because LeaderAndIsr may have changed them while the request was out.
+
+A reassignment's throttle applies here, on the follower side: while this broker is an adding
+replica still behind the leader's HW, the partition's fetched bytes count against one
+broker-wide quota, and while that quota is exceeded the partition sits out (Kafka's
+`shouldFollowerThrottle`). Caught-up replicas are never throttled, so a throttle cannot push
+an in-sync replica out of the ISR.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import trio
 
 from broker.partition import Partition
 from broker.replication import truncation_for
+from broker.replication_quota import ReplicationQuota
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.common import BrokerEndpoint
@@ -45,6 +52,7 @@ __all__ = ["ReplicaFetcherManager"]
 TopicPartition = tuple[str, int]
 _LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
 _BATCH_LENGTH = struct.Struct(">i")
+_THROTTLED_RETRY_S = 0.1  # how soon a partition held back by the throttle is looked at again
 MAX_TRUNCATION_ROUNDS = 100  # KIP-279 iterations per partition before backing off
 
 
@@ -53,6 +61,7 @@ class _FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0  # trio clock; a partition error backs the partition off
+    leader_high_watermark: int = -1  # from the last response: are we still catching up?
 
 
 class ReplicaFetcherManager:
@@ -62,6 +71,8 @@ class ReplicaFetcherManager:
         self._ctx = ctx
         self._nursery: trio.Nursery | None = None
         self._fetchers: dict[BrokerEndpoint, _ReplicaFetcher] = {}
+        # One quota for all throttled partitions of this broker, across its fetchers.
+        self.throttle_quota = ReplicationQuota()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -82,7 +93,7 @@ class ReplicaFetcherManager:
             return
         fetcher = self._fetchers.get(leader)
         if fetcher is None:
-            fetcher = _ReplicaFetcher(self._ctx, leader)
+            fetcher = _ReplicaFetcher(self._ctx, leader, self.throttle_quota)
             self._fetchers[leader] = fetcher
             self._nursery.start_soon(fetcher.run)
         fetcher.add(tp, leader_epoch)
@@ -103,9 +114,10 @@ class ReplicaFetcherManager:
 
 
 class _ReplicaFetcher:
-    def __init__(self, ctx: BrokerContext, leader: BrokerEndpoint) -> None:
+    def __init__(self, ctx: BrokerContext, leader: BrokerEndpoint, quota: ReplicationQuota) -> None:
         self._ctx = ctx
         self.leader = leader
+        self._quota = quota
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._changed = trio.Event()
         self._scope = trio.CancelScope()
@@ -264,18 +276,28 @@ class _ReplicaFetcher:
         config = self._ctx.config
         states = {tp: self.partitions[tp] for tp in tps}
         offsets: dict[TopicPartition, int] = {}
+        throttled: set[TopicPartition] = set()
         by_topic: dict[str, list[FetchPartition]] = {}
+        now_ms = self._ctx.now_ms()
         for tp, state in states.items():
             partition = self._partition(tp, state)
             if partition is None:
                 self._drop_stale(tp, state)
                 continue
+            max_bytes = config.replica_fetch_max_bytes
+            throttle = _throttle_for(partition, state)
+            if throttle > 0:
+                if self._quota.exceeded(throttle, now_ms):
+                    state.delayed_until = trio.current_time() + _THROTTLED_RETRY_S
+                    continue
+                throttled.add(tp)
+                max_bytes = min(max_bytes, throttle)  # smaller steps keep the rate even
             offsets[tp] = partition.log_end_offset
             by_topic.setdefault(tp[0], []).append(
                 FetchPartition(
                     tp[1],
                     offsets[tp],
-                    config.replica_fetch_max_bytes,
+                    max_bytes,
                     current_leader_epoch=state.leader_epoch,
                     log_start_offset=partition.log.log_start_offset,
                 )
@@ -304,6 +326,9 @@ class _ReplicaFetcher:
                 state = found
                 if partition.log_end_offset != offsets[tp]:
                     continue  # truncated meanwhile; this data may not continue our log
+                if tp in throttled:
+                    self._quota.record(len(data.records), now_ms)
+                state.leader_high_watermark = data.high_watermark
                 self._apply(tp, state, partition, data, now_ms)
 
     def _apply(
@@ -356,6 +381,16 @@ class _ReplicaFetcher:
             )
         else:
             state.truncating = True
+
+
+def _throttle_for(partition: Partition, state: _FetchState) -> int:
+    """The throttle on this follower's fetches of `partition` (-1: none): set while it is an
+    adding replica of a throttled reassignment and behind the leader's HW."""
+    if partition.broker_id not in partition.adding_replicas:
+        return -1
+    if 0 <= state.leader_high_watermark <= partition.log_end_offset:
+        return -1
+    return partition.replication_throttle_bytes_per_sec
 
 
 def _whole_batches(records: bytes) -> bytes:

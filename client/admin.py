@@ -284,10 +284,13 @@ class Admin:
         targets: Mapping[tuple[str, int], Sequence[int] | None],
         *,
         timeout_ms: int | None = None,
+        throttle_bytes_per_sec: int | None = None,
     ) -> list[ElectionResult]:
         """Kafka's Admin.alterPartitionReassignments: per partition the target replicas, or
         None to cancel; one result per partition (NONE: started or cancelled), sorted.
-        Raises HighwaterClientError when the controller refuses the whole request."""
+        `throttle_bytes_per_sec` caps how fast the adding replicas of the moves started here
+        copy (per broker). Raises HighwaterClientError when the controller refuses the whole
+        request."""
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         by_topic: dict[str, list[ReassignablePartition]] = {}
         for (topic, partition), replicas in sorted(targets.items()):
@@ -295,7 +298,9 @@ class Admin:
                 ReassignablePartition(partition, None if replicas is None else tuple(replicas))
             )
         request = AlterPartitionReassignmentsRequest(
-            timeout, tuple(ReassignableTopic(t, tuple(ps)) for t, ps in by_topic.items())
+            timeout,
+            tuple(ReassignableTopic(t, tuple(ps)) for t, ps in by_topic.items()),
+            replication_throttle_bytes_per_sec=throttle_bytes_per_sec or -1,
         )
         response: AlterPartitionReassignmentsResponse = await self._to_controller_retrying(
             request, timeout

@@ -3,12 +3,15 @@ kafka-reassign-partitions.sh, through the Admin's AlterPartitionReassignments an
 ListPartitionReassignments).
 
 --generate --topics T[,T] --broker-list 1,2,3  print the current and a proposed plan
---execute --plan FILE                         start the plan's reassignments
+--execute --plan FILE [--throttle B]          start the plan's reassignments
 --verify --plan FILE                          per partition: completed, in progress, or not
 --list                                        the reassignments in progress
 --cancel --plan FILE                          revert the plan's reassignments in progress
 
-No replication throttle: new replicas copy at full speed.
+--throttle B caps, in bytes/s per broker, how fast the new replicas copy while they catch
+up (Kafka's --throttle; followers only, see docs/operations.md). It ends with the move: there
+is no throttle config to remove afterwards. Re-running --execute with another --throttle
+restarts the plan's moves under the new figure.
 """
 
 from __future__ import annotations
@@ -57,16 +60,24 @@ def _int_list(text: str) -> list[int]:
 @click.option("--topics", help="Comma-separated topics to move (--generate).")
 @click.option("--broker-list", help="Comma-separated broker ids to move to (--generate).")
 @click.option("--plan", "plan_path", help="A plan file in Kafka's JSON format.")
+@click.option(
+    "--throttle",
+    type=click.IntRange(min=1),
+    help="Replication throttle in bytes/s for the moving replicas (--execute).",
+)
 def reassign(
     bootstrap: str,
     mode: str | None,
     topics: str | None,
     broker_list: str | None,
     plan_path: str | None,
+    throttle: int | None,
 ) -> None:
     """Reassign partitions to other brokers (Kafka's kafka-reassign-partitions)."""
     if mode is None:
         fail("give one of --generate, --execute, --verify, --list, --cancel", exit_code=2)
+    if throttle is not None and mode != "execute":
+        fail("--throttle goes with --execute", exit_code=2)
     if mode == "generate":
         if not topics or not broker_list:
             fail("--generate needs --topics and --broker-list", exit_code=2)
@@ -80,7 +91,7 @@ def reassign(
         targets: dict[tuple[str, int], tuple[int, ...] | None] = (
             dict(plan) if mode == "execute" else dict.fromkeys(plan)
         )
-        _alter(bootstrap, targets, cancel=mode == "cancel")
+        _alter(bootstrap, targets, cancel=mode == "cancel", throttle=throttle)
 
 
 def _lister(bootstrap: str) -> Callable[[], Awaitable[list[OngoingReassignment]]]:
@@ -113,14 +124,22 @@ def _generate(bootstrap: str, topics: list[str], brokers: list[int]) -> None:
 
 
 def _alter(
-    bootstrap: str, targets: dict[tuple[str, int], tuple[int, ...] | None], *, cancel: bool
+    bootstrap: str,
+    targets: dict[tuple[str, int], tuple[int, ...] | None],
+    *,
+    cancel: bool,
+    throttle: int | None,
 ) -> None:
     async def alter() -> list[ElectionResult]:
         async with Admin(bootstrap, client_id="highwater-cli") as admin:
-            return await admin.alter_partition_reassignments(targets)
+            return await admin.alter_partition_reassignments(
+                targets, throttle_bytes_per_sec=throttle
+            )
 
     results = run_client(bootstrap, alter, timeout_s=ADMIN_TIMEOUT_S)
     verb = "cancelled" if cancel else "started"
+    if throttle is not None:
+        click.echo(f"throttle: {throttle} B/s per broker while the new replicas catch up")
     failed = False
     for r in results:
         if r.error_code == ErrorCode.NONE:

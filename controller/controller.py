@@ -155,6 +155,7 @@ class _ReassignRequest:
     targets: ReassignmentTargets
     reply: trio.MemorySendChannel[ElectionResults]
     deadline: float
+    throttle_bytes_per_sec: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,17 +256,19 @@ class Controller:
         return dict.fromkeys(wanted or (), ErrorCode.REQUEST_TIMED_OUT)
 
     async def alter_reassignments(
-        self, targets: ReassignmentTargets, timeout_ms: int
+        self, targets: ReassignmentTargets, timeout_ms: int, throttle_bytes_per_sec: int = -1
     ) -> ElectionResults:
         """Start, replace or (target None) cancel partition reassignments, run in the
         controller loop: each partition's outcome (the reassignment itself goes on in the
-        background). Waits at most min(timeout_ms, request_timeout_ms)."""
+        background). Waits at most min(timeout_ms, request_timeout_ms). The throttle (-1:
+        none) applies to the partitions started or restarted by this request."""
         inbox = self._inbox
         if inbox is None or not self.is_active:
             return dict.fromkeys(targets, ErrorCode.NOT_CONTROLLER)
         timeout_s = max(0, min(timeout_ms, self.request_timeout_ms)) / 1000
         reply, answer = trio.open_memory_channel[ElectionResults](1)
-        request = _ReassignRequest(dict(targets), reply, trio.current_time() + timeout_s)
+        deadline = trio.current_time() + timeout_s
+        request = _ReassignRequest(dict(targets), reply, deadline, throttle_bytes_per_sec)
         with answer:
             try:
                 inbox.send_nowait(request)
@@ -549,6 +552,7 @@ class Controller:
             unclean_overrides=overrides,
             reassignment_targets=plan.targets,
             reassignment_originals=plan.originals,
+            reassignment_throttles=plan.throttles,
         )
 
     async def _read_reassignment_plan(self) -> zk_data.ReassignmentPlan:
@@ -659,7 +663,8 @@ class Controller:
         if trio.current_time() >= request.deadline:
             _answer_elect(request, {})  # nobody is waiting any more
             return
-        effects = await self._apply(ReassignmentsRequested(request.targets), channel)
+        event = ReassignmentsRequested(request.targets, request.throttle_bytes_per_sec)
+        effects = await self._apply(event, channel)
         for effect in effects:
             if isinstance(effect, AlterReassignmentsReply):
                 _answer_elect(request, dict(effect.results))
@@ -789,6 +794,7 @@ class Controller:
         plan = zk_data.ReassignmentPlan(
             {tp: r.target for tp, r in effect.reassignments.items()},
             {tp: r.original for tp, r in effect.reassignments.items()},
+            {tp: r.throttle_bytes_per_sec for tp, r in effect.reassignments.items()},
         ).encode()
         op: TransactionOp = SetOp(path, plan) if exists else CreateOp(path, plan)
         await self._guarded([op], context)

@@ -176,6 +176,8 @@ class Reassignment:
 
     target: tuple[int, ...]
     original: tuple[int, ...]
+    # Bytes/s the adding replicas may copy at (per broker, follower side); -1: unthrottled.
+    throttle_bytes_per_sec: int = -1
 
     @property
     def replicas(self) -> tuple[int, ...]:
@@ -238,6 +240,7 @@ class Elected:
     # /admin/reassign_partitions: target replicas, and the original ones where recorded.
     reassignment_targets: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     reassignment_originals: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    reassignment_throttles: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +303,7 @@ class ReassignmentsRequested:
     to cancel the reassignment in progress."""
 
     targets: Mapping[TopicPartition, tuple[int, ...] | None]
+    throttle_bytes_per_sec: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -1073,6 +1077,9 @@ def _leader_and_isr_effects(
             is_new=tp in fresh,
             adding_replicas=reassignment.adding if reassignment else (),
             removing_replicas=reassignment.removing if reassignment else (),
+            replication_throttle_bytes_per_sec=(
+                reassignment.throttle_bytes_per_sec if reassignment else -1
+            ),
         )
         skip = None if excluded is None else excluded.get(tp)
         for replica in replicas:
@@ -1176,7 +1183,7 @@ def _on_reassignments_requested(
             original = previous.original if previous else _replicas(context, tp)
             if previous is None and target == original:
                 continue  # already there: nothing to move
-            started[tp] = Reassignment(tuple(target), original)
+            started[tp] = Reassignment(tuple(target), original, event.throttle_bytes_per_sec)
     ctx, effects = _start_reassignments(context, started)
     if cancelled:
         ctx, more = _finish_reassignments(ctx, cancelled, cancel=True)
@@ -1207,7 +1214,8 @@ def _resume_reassignments(
         if current == target and original != target:
             done[tp] = original  # finished, but the plan was not cleaned up
         elif current != target:
-            started[tp] = Reassignment(tuple(target), tuple(original))
+            throttle = event.reassignment_throttles.get(tp, -1)
+            started[tp] = Reassignment(tuple(target), tuple(original), throttle)
     ctx = dataclasses.replace(ctx, reassignments={})
     ctx, effects = _start_reassignments(ctx, started)
     for tp, original in sorted(done.items()):

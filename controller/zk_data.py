@@ -332,10 +332,13 @@ class ReassignmentPlan:
     Highwater adds "original_replicas" to an entry once the controller started it: after a
     failover the new controller knows what to revert to on a cancel (Kafka keeps this in the
     topic znode's adding/removing replicas instead). Entries without it (a plan written by
-    hand) start from the partition's current replicas."""
+    hand) start from the partition's current replicas. "throttle_bytes_per_sec" (Highwater's
+    too) keeps the move's replication throttle across a failover (Kafka keeps it in dynamic
+    configs)."""
 
     targets: Mapping[tuple[str, int], tuple[int, ...]]
     originals: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    throttles: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         entries: list[dict[str, Any]] = []
@@ -348,6 +351,9 @@ class ReassignmentPlan:
             original = self.originals.get((topic, partition))
             if original is not None:
                 entry["original_replicas"] = list(original)
+            throttle = self.throttles.get((topic, partition), -1)
+            if throttle > 0:
+                entry["throttle_bytes_per_sec"] = throttle
             entries.append(entry)
         return _encode({"version": 1, "partitions": entries})
 
@@ -360,6 +366,7 @@ class ReassignmentPlan:
             raise ZkDataError(f"{what}: 'partitions' must be a list")
         targets: dict[tuple[str, int], tuple[int, ...]] = {}
         originals: dict[tuple[str, int], tuple[int, ...]] = {}
+        throttles: dict[tuple[str, int], int] = {}
         for entry in raw:
             if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
                 raise ZkDataError(f"{what}: bad entry {entry!r}")
@@ -369,4 +376,6 @@ class ReassignmentPlan:
                 raise ZkDataError(f"{what}: bad replicas for {tp}: {list(targets[tp])}")
             if "original_replicas" in entry:
                 originals[tp] = _int_list(entry, "original_replicas", what)
-        return cls(targets, originals)
+            if "throttle_bytes_per_sec" in entry:
+                throttles[tp] = _int(entry, "throttle_bytes_per_sec", what)
+        return cls(targets, originals, throttles)

@@ -89,7 +89,7 @@ APIS: Final[dict[int, ApiSpec]] = {
         _spec(ApiKey.FETCH, FetchRequest, FetchResponse),
         _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse),
         _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, max_version=1),
-        _spec(ApiKey.LEADER_AND_ISR, LeaderAndIsrRequest, LeaderAndIsrResponse),
+        _spec(ApiKey.LEADER_AND_ISR, LeaderAndIsrRequest, LeaderAndIsrResponse, max_version=1),
         _spec(ApiKey.STOP_REPLICA, StopReplicaRequest, StopReplicaResponse),
         _spec(ApiKey.UPDATE_METADATA, UpdateMetadataRequest, UpdateMetadataResponse),
         _spec(ApiKey.CONTROLLED_SHUTDOWN, ControlledShutdownRequest, ControlledShutdownResponse),
@@ -109,6 +109,7 @@ APIS: Final[dict[int, ApiSpec]] = {
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             AlterPartitionReassignmentsRequest,
             AlterPartitionReassignmentsResponse,
+            max_version=1,
         ),
         _spec(
             ApiKey.LIST_PARTITION_REASSIGNMENTS,

@@ -5,7 +5,8 @@ metadata and asks the controller). Alter is serialised with the controller's oth
 answers per partition once the reassignment has started (or been cancelled): NONE,
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, duplicates, or a broker that
 is not registered), NO_REASSIGNMENT_IN_PROGRESS (a cancel with nothing to cancel). The moves
-themselves go on in the background; List shows what is still in progress.
+themselves go on in the background; List shows what is still in progress. A throttle
+(bytes/s, v1) caps how fast the adding replicas of the partitions it starts copy.
 """
 
 from __future__ import annotations
@@ -42,13 +43,20 @@ async def handle_alter_partition_reassignments(
     controller = ctx.controller
     if controller is None or not controller.is_active:
         return AlterPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
+    throttle = request.replication_throttle_bytes_per_sec
+    if throttle != -1 and throttle <= 0:
+        return AlterPartitionReassignmentsResponse(
+            ErrorCode.INVALID_REQUEST, "the replication throttle must be positive (or -1: none)"
+        )
     targets: dict[tuple[str, int], tuple[int, ...] | None] = {}
     for topic in request.topics:
         for p in topic.partitions:
             targets[(topic.name, p.partition_index)] = (
                 None if p.replicas is None else tuple(p.replicas)
             )
-    results = await controller.alter_reassignments(targets, request.timeout_ms)
+    results = await controller.alter_reassignments(
+        targets, request.timeout_ms, request.replication_throttle_bytes_per_sec
+    )
     if results and all(code == ErrorCode.NOT_CONTROLLER for code in results.values()):
         return AlterPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
     for tp in targets:

@@ -6,8 +6,9 @@ Per partition the target replicas, or nil to cancel a reassignment in progress (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from protocol.schema import Int16, Int32
+from protocol.schema import Int16, Int32, Int64, Since
 
 __all__ = [
     "AlterPartitionReassignmentsRequest",
@@ -35,6 +36,8 @@ class ReassignableTopic:
 class AlterPartitionReassignmentsRequest:
     timeout_ms: Int32
     topics: tuple[ReassignableTopic, ...]
+    # v1: cap, in bytes/s per broker, on how fast the adding replicas copy (-1: no throttle).
+    replication_throttle_bytes_per_sec: Annotated[Int64, Since(1)] = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from protocol.messages.common import BrokerEndpoint
-from protocol.schema import Int16, Int32, Int64
+from protocol.schema import Int16, Int32, Int64, Since
 
 __all__ = [
     "LeaderAndIsrPartitionError",
@@ -28,6 +29,8 @@ class LeaderAndIsrPartitionState:
     adding_replicas: tuple[Int32, ...] = ()
     removing_replicas: tuple[Int32, ...] = ()
     is_new: bool = False
+    # v1: a reassignment's throttle on its adding replicas' catch-up (-1: none).
+    replication_throttle_bytes_per_sec: Annotated[Int64, Since(1)] = -1
 
 
 @dataclass(frozen=True, slots=True)

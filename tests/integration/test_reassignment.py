@@ -21,6 +21,7 @@ import trio
 
 from client.admin import Admin
 from client.consumer import Consumer
+from client.producer import Producer
 from client.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from protocol.errors import ErrorCode
@@ -267,3 +268,65 @@ async def test_list_and_cancel_a_stalled_reassignment(cluster: Cluster) -> None:
         await eventually(added_replica_deleted, 20, "the cancelled replica's log deleted")
     listed = run_cli(cluster, "reassign", "--list")
     assert listed.stdout.strip() == "No partition reassignments in progress."
+
+
+THROTTLE_BYTES_PER_SEC = 1_000_000
+
+
+@pytest.mark.timeout(90)
+async def test_a_throttled_reassignment_copies_no_faster_than_the_throttle(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Move a single-replica partition holding ~5 MB to (a, b) with --throttle 1 MB/s: the
+    new replica's catch-up, and so the move, takes at least the time the throttle allows
+    (less the first windows' allowance), and the copy is complete and whole afterwards."""
+    topic = "moving-throttled"
+    async with zk_view(cluster) as zk:
+        controller = await controller_id(zk)
+        a, b = sorted(set(cluster.brokers) - {controller})
+        await create_topic(cluster, topic, [(a,)])
+        async with Producer(cluster.live_bootstrap, acks=1, linger_ms=20) as producer:
+            value = os.urandom(1000)
+            for i in range(5000):
+                await producer.send(topic, value, key=str(i).encode(), partition=0)
+        copied_bytes = sum(p.stat().st_size for p in cluster.brokers[a].segments(topic, 0))
+        assert copied_bytes > 4_500_000
+
+        plan = {0: (a, b)}
+        plan_file = write_plan(tmp_path / "plan.json", topic, plan)
+        started = trio.current_time()
+        executed = await trio.to_thread.run_sync(
+            lambda: run_cli(
+                cluster,
+                *("reassign", "--execute", "--plan", plan_file),
+                *("--throttle", str(THROTTLE_BYTES_PER_SEC)),
+            )
+        )
+        assert executed.returncode == 0, executed.stderr
+        assert f"throttle: {THROTTLE_BYTES_PER_SEC} B/s" in executed.stdout
+        (state,) = [ZkPlanState.read(await zk.zk.get(zk_data.REASSIGN_PARTITIONS_PATH))]
+        assert state == {(topic, 0): THROTTLE_BYTES_PER_SEC}, "the throttle is kept in the plan"
+
+        async def moved() -> bool:
+            found = await zk.partition_state(topic, 0)
+            return (
+                await assignment(zk, topic) == plan
+                and not await plan_exists(zk)
+                and found is not None
+                and set(found.isr) == {a, b}
+            )
+
+        await eventually(moved, 60, f"{topic} reassigned to {plan}")
+        elapsed_s = trio.current_time() - started
+    # Kafka's quota lets roughly one window's worth through before it bites.
+    floor_s = (copied_bytes - 2 * THROTTLE_BYTES_PER_SEC) / THROTTLE_BYTES_PER_SEC
+    assert elapsed_s >= floor_s, f"{copied_bytes} B moved in {elapsed_s:.1f} s"
+    new_copy = sum(p.stat().st_size for p in cluster.brokers[b].segments(topic, 0))
+    assert new_copy == copied_bytes
+
+
+class ZkPlanState:
+    @staticmethod
+    def read(found: tuple[bytes, object] | None) -> dict[tuple[str, int], int]:
+        assert found is not None, "the plan znode exists while the move runs"
+        return dict(zk_data.ReassignmentPlan.decode(found[0]).throttles)

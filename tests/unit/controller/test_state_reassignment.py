@@ -202,6 +202,7 @@ def failover(ctx: ControllerContext, plan: ReassignmentPlan) -> tuple[Controller
         ctx.partition_states,
         reassignment_targets=plan.targets,
         reassignment_originals=plan.originals,
+        reassignment_throttles=plan.throttles,
     )
     return handle(ControllerContext(CONTROLLER_ID), event, 0)
 
@@ -262,3 +263,36 @@ def test_plan_znode_round_trip_and_errors() -> None:
     ):
         with pytest.raises(ZkDataError):
             ReassignmentPlan.decode(bad)
+
+
+def test_the_throttle_reaches_every_replica_and_survives_a_failover() -> None:
+    ctx, _ = elect(live(1, 2, 3), {T: {0: (1, 2)}}, {TP: state(1, 7, [1, 2])})
+    ctx, effects = handle(ctx, ReassignmentsRequested({TP: (2, 3)}, 500_000), 0)
+    assert ctx.reassignments[TP].throttle_bytes_per_sec == 500_000
+    items = lai_items(effects)
+    assert sorted(items) == [1, 2, 3]
+    assert {i.replication_throttle_bytes_per_sec for i in items.values()} == {500_000}
+    assert items[3].adding_replicas == (3,)
+    (written,) = of_type(effects, WriteReassignmentPlan)
+    plan = ReassignmentPlan(
+        {tp: r.target for tp, r in written.reassignments.items()},
+        {tp: r.original for tp, r in written.reassignments.items()},
+        {tp: r.throttle_bytes_per_sec for tp, r in written.reassignments.items()},
+    )
+    decoded = ReassignmentPlan.decode(plan.encode())
+    assert decoded.throttles == {TP: 500_000}
+    new, effects = failover(ctx, decoded)
+    assert new.reassignments[TP].throttle_bytes_per_sec == 500_000
+    assert {i.replication_throttle_bytes_per_sec for i in lai_items(effects).values()} == {500_000}
+    # Done: the final LeaderAndIsr carries no throttle.
+    current = new.partition_states[TP]
+    isr_changed = IsrChanged({TP: state(1, current.leader_epoch, [1, 2, 3], version=9)})
+    done, effects = handle(new, isr_changed, 0)
+    assert TP not in done.reassignments
+    assert {i.replication_throttle_bytes_per_sec for i in lai_items(effects).values()} <= {-1}
+
+
+def test_an_unthrottled_plan_has_no_throttle_field() -> None:
+    encoded = ReassignmentPlan({TP: (2, 3)}, {TP: (1, 2)}, {TP: -1}).encode()
+    assert b"throttle" not in encoded
+    assert ReassignmentPlan.decode(encoded).throttles == {}
