@@ -78,6 +78,8 @@ KNOWN_KEYS: Final = frozenset(
         "replica.fetch.max.bytes",
         "replica.fetch.backoff.ms",
         "replica.high.watermark.checkpoint.interval.ms",
+        "producer.id.expiration.ms",
+        "producer.id.expiration.check.interval.ms",
         # Highwater: Kafka hard-codes these (ReplicaManager's isr-change-propagation); they
         # are settings here so tests can run the damping fast.
         "isr.change.propagation.interval.ms",
@@ -174,6 +176,13 @@ class BrokerConfig:
     replica_high_watermark_checkpoint_interval_ms: int = field(
         default=5000, metadata=_key("replica.high.watermark.checkpoint.interval.ms")
     )
+    # How long an idle idempotent producer's state is kept (KIP-854), and how often to look.
+    producer_id_expiration_ms: int = field(
+        default=86_400_000, metadata=_key("producer.id.expiration.ms")
+    )
+    producer_id_expiration_check_interval_ms: int = field(
+        default=600_000, metadata=_key("producer.id.expiration.check.interval.ms")
+    )
     isr_change_propagation_interval_ms: int = field(
         default=2500, metadata=_key("isr.change.propagation.interval.ms")
     )
@@ -224,6 +233,7 @@ class BrokerConfig:
             flush_messages=self.log_flush_interval_messages,
             flush_ms=self.log_flush_interval_ms,
             max_message_bytes=self.message_max_bytes,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 
 
@@ -526,6 +536,10 @@ def _build(r: _Reader) -> BrokerConfig:
         replica_fetch_backoff_ms=r.integer("replica.fetch.backoff.ms", 1000),
         replica_high_watermark_checkpoint_interval_ms=r.long(
             "replica.high.watermark.checkpoint.interval.ms", 5000, minimum=1
+        ),
+        producer_id_expiration_ms=r.long("producer.id.expiration.ms", 86_400_000, minimum=1),
+        producer_id_expiration_check_interval_ms=r.long(
+            "producer.id.expiration.check.interval.ms", 600_000, minimum=1
         ),
         isr_change_propagation_interval_ms=r.long(
             "isr.change.propagation.interval.ms", 2500, minimum=1

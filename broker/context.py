@@ -17,6 +17,7 @@ from protocol.messages.common import BrokerEndpoint
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.producer_id_manager import ProducerIdManager
     from controller.controller import Controller
     from controller.zk_client import ZkClient
 
@@ -55,6 +56,7 @@ class BrokerContext:
     controller: Controller | None = None  # this broker's controller candidate
     fetchers: Fetchers | None = None  # followers' fetching (None: not started)
     isr: IsrUpkeep | None = None  # leaders' ISR upkeep (None: not started)
+    producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
     broker_epoch: int = -1
     # The highest controller epoch seen in a controller request (STALE_CONTROLLER_EPOCH below).
     controller_epoch: int = -1

@@ -24,6 +24,7 @@ from broker.controlled_shutdown import controlled_shutdown
 from broker.isr_manager import IsrManager
 from broker.log.manager import LogManager
 from broker.logging_setup import bind_broker, configure_logging
+from broker.producer_id_manager import ProducerIdManager
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
@@ -57,6 +58,7 @@ async def run_broker(config: BrokerConfig) -> int:
         )
         try:
             ctx.zk = zk
+            ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
             ctx.cluster_id = await get_or_create_cluster_id(zk)
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(server.run)
@@ -118,6 +120,7 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
         "flush": config.log_flush_scheduler_interval_ms,
         "high_watermarks": config.replica_high_watermark_checkpoint_interval_ms,
         "recovery_points": RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
+        "producer_expiry": config.producer_id_expiration_check_interval_ms,
     }
     due_ms = {name: wall_clock_ms() + interval for name, interval in intervals_ms.items()}
     log = structlog.get_logger("highwater.housekeeping")
@@ -137,5 +140,9 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
                 log_manager.flush_dirty(now_ms)
             elif name == "high_watermarks":
                 ctx.replica_manager.checkpoint_high_watermarks()
+            elif name == "producer_expiry":
+                expired = log_manager.remove_expired_producers(now_ms)
+                if expired:
+                    log.info("expired idle producer ids", producers=expired)
             else:
                 log_manager.checkpoint(now_ms)

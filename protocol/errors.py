@@ -13,8 +13,10 @@ __all__ = [
     "ErrorCode",
     "FrameError",
     "HighwaterError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidRequestError",
+    "OutOfOrderSequenceError",
     "UnsupportedVersionError",
 ]
 
@@ -34,6 +36,7 @@ class ErrorCode(enum.IntEnum):
     MESSAGE_TOO_LARGE = 10
     STALE_CONTROLLER_EPOCH = 11
     NETWORK_EXCEPTION = 13
+    COORDINATOR_NOT_AVAILABLE = 15
     INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
@@ -76,6 +79,7 @@ _RETRIABLE = frozenset(
         ErrorCode.LEADER_NOT_AVAILABLE,
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
         ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
         ErrorCode.REPLICA_NOT_AVAILABLE,
         ErrorCode.NETWORK_EXCEPTION,
         ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -138,3 +142,17 @@ class InvalidRecordError(HighwaterError):
     """A record batch that is intact but breaks a rule (base offset, record count, ...)."""
 
     code = ErrorCode.INVALID_RECORD
+
+
+class OutOfOrderSequenceError(HighwaterError):
+    """An idempotent producer's batch whose sequence does not follow the last one the broker
+    has for that producer and epoch (a gap, or a new epoch not starting at 0)."""
+
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(HighwaterError):
+    """An idempotent producer's batch from an epoch older than the producer's current one
+    (a zombie producer instance that has been fenced)."""
+
+    code = ErrorCode.INVALID_PRODUCER_EPOCH

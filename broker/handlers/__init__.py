@@ -13,6 +13,7 @@ from broker.handlers.create_topics import handle_create_topics
 from broker.handlers.delete_topics import handle_delete_topics
 from broker.handlers.elect_leaders import handle_elect_leaders
 from broker.handlers.fetch import handle_fetch
+from broker.handlers.init_producer_id import handle_init_producer_id
 from broker.handlers.leader_and_isr import handle_leader_and_isr
 from broker.handlers.list_offsets import handle_list_offsets
 from broker.handlers.metadata import handle_metadata
@@ -48,4 +49,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
 }

@@ -24,6 +24,7 @@ class LogConfig:
     flush_messages: int = _NEVER  # flush.messages (log.flush.interval.messages)
     flush_ms: int = _NEVER  # flush.ms (log.flush.interval.ms)
     max_message_bytes: int = 1024 * 1024 + 12  # message.max.bytes: the largest batch accepted
+    producer_id_expiration_ms: int = _DAY_MS  # producer.id.expiration.ms (broker-wide)
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 128:

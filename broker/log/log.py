@@ -1,10 +1,17 @@
-"""One partition's log: a sequence of segments, its log start offset, LEO, recovery point and
-leader-epoch cache.
+"""One partition's log: a sequence of segments, its log start offset, LEO, recovery point,
+leader-epoch cache and producer state.
 
 The leader appends producer batches (`append_as_leader`): it checks each batch's header and
 CRC, stamps base offset and partition leader epoch into the first 16 bytes and writes the rest
 of the bytes as they came. Followers append the leader's batches as they are
 (`append_as_follower`). Reads return file slices. Nothing here decodes records.
+
+Producer state (the idempotent producer's dedupe window, broker/log/producer_state.py) is
+kept in step with the log: the leader checks a produce request against it before appending
+(a resent batch gets its original offsets and nothing is written); every appended batch, the
+leader's or a follower's, updates it, reading only batch headers. A snapshot is written at
+each segment roll and at close (`<offset>.snapshot`); opening, and truncating, load the newest
+valid snapshot at or below the log end and replay the batch headers after it.
 
 The high watermark is not kept here: it is replication state (the replica layer passes it in
 as `max_offset` when a consumer reads).
@@ -31,6 +38,14 @@ from broker.log.errors import (
     RecordListTooLargeError,
 )
 from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.producer_snapshot import (
+    delete_snapshots_below,
+    list_snapshot_offsets,
+    load_latest_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
+from broker.log.producer_state import DuplicateBatch, ProducerStateManager, has_producer_id
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from protocol.compression import check_supported
 from protocol.errors import HighwaterError, InvalidRecordError
@@ -38,6 +53,7 @@ from protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     LOG_OVERHEAD_BYTES,
+    NO_PRODUCER_ID,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
@@ -60,6 +76,7 @@ class LogAppendInfo(NamedTuple):
     record_count: int
     byte_count: int
     log_append_time_ms: int = -1  # CreateTime only: the producer's timestamps are kept
+    duplicate: bool = False  # an idempotent producer's resend: nothing was appended
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +112,8 @@ class Log:
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
         self._logger = structlog.get_logger("highwater.log").bind(log=directory.name)
+        self.producer_state = ProducerStateManager()
+        self._load_producer_state()
 
     # -- opening and recovery --------------------------------------------------------------
 
@@ -190,12 +209,47 @@ class Log:
     def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
         """Validate producer batches, assign offsets from the LEO, stamp `leader_epoch`, append.
 
-        A request with any bad batch is rejected whole: nothing is written.
+        A request with any bad batch is rejected whole: nothing is written. A resend of one of
+        an idempotent producer's last batches appends nothing and reports the original offsets;
+        a sequence gap or a fenced epoch is refused (OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_PRODUCER_EPOCH) before anything is written.
         """
         headers = self._validate(records, from_producer=True)
+        idempotent = (
+            headers[0][1].producer_id != NO_PRODUCER_ID
+            if len(headers) == 1  # the common case, kept cheap: this runs per produce
+            else any(h.producer_id != NO_PRODUCER_ID for _, h in headers)
+        )
+        if idempotent:
+            duplicate = self.producer_state.check_leader_append([h for _, h in headers])
+            if duplicate is not None:
+                return self._duplicate_info(duplicate)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, self._segments[-1].next_offset)
-        return self._append(records, headers, leader_epoch, now_ms)
+        info = self._append(records, headers, leader_epoch, now_ms)
+        if idempotent:
+            offset = info.first_offset
+            for _, header in headers:
+                self.producer_state.update(header._replace(base_offset=offset))
+                offset += header.record_count
+        return info
+
+    def _duplicate_info(self, duplicate: DuplicateBatch) -> LogAppendInfo:
+        self._logger.info(
+            "duplicate batch from an idempotent producer; not appended",
+            first_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+        )
+        return LogAppendInfo(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.max_timestamp,
+            self.log_start_offset,
+            0,
+            0,
+            0,
+            duplicate=True,
+        )
 
     def append_as_follower(self, records: bytes, now_ms: int) -> LogAppendInfo:
         """Append the leader's batches as they are; they must continue exactly at the LEO."""
@@ -210,7 +264,12 @@ class Log:
         for _, header in headers:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        return self._append(records, headers, None, now_ms)
+        info = self._append(records, headers, None, now_ms)
+        # Followers keep producer state too, so a new leader deduplicates retries.
+        for _, header in headers:
+            if has_producer_id(header):
+                self.producer_state.update(header)
+        return info
 
     def _validate(self, records: bytes, *, from_producer: bool) -> list[tuple[int, BatchHeader]]:
         """(position, header) of every batch, or an error for the first bad one."""
@@ -280,8 +339,48 @@ class Log:
         self._bases.append(new.base_offset)
         old.flush()
         self.recovery_point = max(self.recovery_point, new.base_offset)
+        # After the flush: the snapshot never describes batches a crash could still lose.
+        self._take_producer_snapshot()
         self._logger.info("rolled segment", base=new.base_offset)
         return new
+
+    # -- producer state --------------------------------------------------------------------
+
+    def _take_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the LEO; keep the two newest snapshots."""
+        offset = self.log_end_offset
+        write_snapshot(self.directory, offset, self.producer_state.snapshot_entries())
+        delete_snapshots_below(self.directory, offset, keep=2)
+
+    def _load_producer_state(self) -> None:
+        """The newest valid snapshot at or below the LEO, then every batch after it (headers
+        only). Snapshots above the LEO (a truncated tail) are deleted on the way."""
+        log_end_offset = self.log_end_offset
+        entries, offset = load_latest_snapshot(self.directory, log_end_offset, self._logger)
+        start = max(offset, self.log_start_offset)
+        self.producer_state.reset(entries, start)
+        replayed = 0
+        for segment in self._segments:
+            if segment.next_offset <= start:
+                continue
+            for _, header in segment.iter_headers(0, validate=False):
+                if header.base_offset >= start:
+                    self.producer_state.update(header)
+                    replayed += 1
+        self.producer_state.map_end_offset = log_end_offset
+        if replayed:
+            self._logger.info(
+                "producer state rebuilt from the log",
+                snapshot_offset=offset,
+                batches_replayed=replayed,
+                producers=len(self.producer_state.producers),
+            )
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget producers idle longer than producer.id.expiration.ms; how many."""
+        return len(
+            self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
+        )
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -349,6 +448,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(new_end)
         self.recovery_point = min(self.recovery_point, new_end)
         self._logger.info("truncated", to_offset=offset, log_end_offset=new_end)
+        self._load_producer_state()
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int, now_ms: int) -> None:
@@ -360,6 +460,9 @@ class Log:
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
         self.leader_epoch_cache.clear()
+        for offset in list_snapshot_offsets(self.directory):
+            snapshot_path(self.directory, offset).unlink(missing_ok=True)
+        self.producer_state.reset([], new_offset)
         self._logger.info("truncated fully", start_offset=new_offset)
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
@@ -443,12 +546,21 @@ class Log:
         return False
 
     def close(self) -> None:
+        """Close the files, after a producer state snapshot at the LEO (a clean restart then
+        replays nothing)."""
+        try:
+            self._take_producer_snapshot()
+        except OSError as exc:
+            self._logger.warning("producer snapshot failed at close", error=str(exc))
+        self._close_segments()
+
+    def _close_segments(self) -> None:
         for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
         """Remove the whole partition directory."""
-        self.close()
+        self._close_segments()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

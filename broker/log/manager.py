@@ -185,6 +185,10 @@ class LogManager:
         """Retention: delete expired or excess segments. Returns segments deleted."""
         return sum(log.delete_retention_breached_segments(now_ms) for log in self.logs.values())
 
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget idle idempotent producers in every log; how many."""
+        return sum(log.remove_expired_producers(now_ms) for log in self.logs.values())
+
     def flush_dirty(self, now_ms: int) -> int:
         """The flush.ms policy across all logs. Returns how many logs were flushed."""
         return sum(1 for log in self.logs.values() if log.maybe_flush(now_ms))
