@@ -1,0 +1,275 @@
+"""The idempotent producer against real brokers and a real ZooKeeper (seed 003: a produce whose
+acknowledgement is lost is retried, and must not be written twice).
+
+These tests speak the wire protocol directly, so each step is exact: send a batch and drop the
+connection before the answer, SIGKILL the leader after its followers copied the batch, SIGKILL
+and restart a single replica, then resend the very same bytes. Outcomes are read from the
+replicas' files: one copy of every batch, at the offset first given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from client.network import BrokerConnection, connect
+from client.zookeeper_server import ZooKeeperServer
+from controller import zk_producer_ids
+from protocol.errors import ErrorCode
+from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from protocol.messages.produce import (
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicData,
+)
+from protocol.records import BatchHeader, Record, build_batch
+from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
+from tests.integration.replication_checks import (
+    FAST_REPLICATION,
+    ZkView,
+    create_topic,
+    log_end_offset,
+    running_cluster,
+    wait_converged,
+    wait_whole,
+    whole_cluster_around,
+    zk_view,
+)
+
+pytestmark = [pytest.mark.integration]
+
+OVERRIDES = {**FAST_REPLICATION, "zookeeper.session.timeout.ms": "4000"}
+
+
+@pytest.fixture(scope="module")
+def idempotence_cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    with running_cluster(zookeeper.port, tmp_path_factory.mktemp("idempotence"), OVERRIDES) as c:
+        yield c
+
+
+@pytest.fixture
+def cluster(idempotence_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    for _ in whole_cluster_around(idempotence_cluster, request):
+        yield idempotence_cluster
+
+
+# -- wire helpers -------------------------------------------------------------------------
+
+
+async def init_producer_id(broker: BrokerProcess) -> tuple[int, int]:
+    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
+    try:
+        response: InitProducerIdResponse = await conn.request(
+            InitProducerIdRequest(60_000), timeout_ms=10_000
+        )
+    finally:
+        await conn.aclose()
+    assert response.error_code == ErrorCode.NONE, ErrorCode(response.error_code).name
+    return response.producer_id, response.producer_epoch
+
+
+def idempotent_batch(pid: int, epoch: int, seq: int, count: int = 2) -> bytes:
+    records = [Record(f"{pid}/{epoch}/{seq + i}".encode()) for i in range(count)]
+    return build_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def produce_request(topic: str, batch: bytes, acks: int = -1) -> ProduceRequest:
+    return ProduceRequest(
+        acks=acks,
+        timeout_ms=10_000,
+        topic_data=(ProduceTopicData(topic, (ProducePartitionData(0, batch),)),),
+    )
+
+
+async def produce_to(
+    broker: BrokerProcess, topic: str, batch: bytes, acks: int = -1
+) -> ProducePartitionResponse:
+    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
+    try:
+        response: ProduceResponse = await conn.request(
+            produce_request(topic, batch, acks), timeout_ms=15_000
+        )
+    finally:
+        await conn.aclose()
+    return response.responses[0].partition_responses[0]
+
+
+async def send_and_drop(broker: BrokerProcess, topic: str, batch: bytes) -> BrokerConnection:
+    """Send the produce and never read its answer (the caller closes the connection)."""
+    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
+    await conn.request(produce_request(topic, batch), expect_response=False)
+    return conn
+
+
+async def leader_of(zk: ZkView, topic: str) -> int:
+    state = await zk.partition_state(topic, 0)
+    assert state is not None
+    return state.leader
+
+
+def copies(headers: list[BatchHeader], pid: int, seq: int) -> list[int]:
+    """Base offsets of the stored batches with this producer id and base sequence."""
+    return [h.base_offset for h in headers if (h.producer_id, h.base_sequence) == (pid, seq)]
+
+
+async def wait_log_end(broker: BrokerProcess, topic: str, wanted: int) -> None:
+    async def reached() -> bool:
+        found = await log_end_offset(broker, topic, 0)
+        return found is not None and found >= wanted
+
+    await eventually(reached, 20, f"broker {broker.broker_id} LEO >= {wanted}")
+
+
+# -- tests --------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+async def test_a_produce_whose_answer_is_lost_is_stored_once(cluster: Cluster) -> None:
+    topic = "idem-lost-ack"
+    await create_topic(cluster, topic, [(1, 2, 3)])
+    async with zk_view(cluster) as zk:
+        leader = cluster.brokers[await leader_of(zk, topic)]
+    pid, epoch = await init_producer_id(leader)
+    first = await produce_to(leader, topic, idempotent_batch(pid, epoch, 0))
+    assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
+
+    lost = idempotent_batch(pid, epoch, 2)
+    conn = await send_and_drop(leader, topic, lost)
+    await wait_log_end(leader, topic, 4)  # appended...
+    conn.close_now()  # ...and the answer never arrives
+    retry = await produce_to(leader, topic, lost)
+    assert (retry.error_code, retry.base_offset) == (ErrorCode.NONE, 2)
+    after = await produce_to(leader, topic, idempotent_batch(pid, epoch, 4))
+    assert (after.error_code, after.base_offset) == (ErrorCode.NONE, 4)
+
+    await wait_converged(list(cluster.brokers.values()), topic, 0, 6)
+    for broker in cluster.brokers.values():
+        headers = broker.batch_headers(topic, 0)
+        assert copies(headers, pid, 2) == [2], f"broker {broker.broker_id}"
+        assert len(headers) == 3
+
+
+@pytest.mark.timeout(90)
+async def test_a_retry_after_the_leader_is_killed_is_deduplicated_by_the_new_leader(
+    cluster: Cluster,
+) -> None:
+    """The batch reached every follower, then the leader died before answering; the producer
+    resends to the new leader, which knows the batch from replication."""
+    topic = "idem-leader-killed"
+    async with zk_view(cluster) as zk:
+        found = await zk.controller()
+        assert found is not None
+        # The leader is not the controller: killing it must not also move the controller.
+        old_id = next(b for b in sorted(cluster.brokers) if b != found[0])
+        others = [b for b in sorted(cluster.brokers) if b != old_id]
+        await create_topic(cluster, topic, [(old_id, *others)])
+        old = cluster.brokers[old_id]
+        pid, epoch = await init_producer_id(old)
+        for seq in (0, 2):
+            answer = await produce_to(old, topic, idempotent_batch(pid, epoch, seq))
+            assert answer.error_code == ErrorCode.NONE
+        unacked = idempotent_batch(pid, epoch, 4)
+        conn = await send_and_drop(old, topic, unacked)
+        for follower in others:
+            await wait_log_end(cluster.brokers[follower], topic, 6)
+        old.kill()
+        conn.close_now()
+
+        async def new_leader() -> int | None:
+            leader = await leader_of(zk, topic)
+            return leader if leader in others else None
+
+        successor = cluster.brokers[await eventually(new_leader, 30, "a new leader")]
+
+        async def retried() -> ProducePartitionResponse | None:
+            answer = await produce_to(successor, topic, unacked)
+            return answer if answer.error_code == ErrorCode.NONE else None
+
+        retry = await eventually(retried, 30, "the retry accepted by the new leader")
+        assert retry.base_offset == 4, "the original offset, not a second copy"
+        old.start()
+        await wait_whole(cluster)
+        replicas = list(cluster.brokers.values())
+        await wait_converged(replicas, topic, 0, 6)
+        for broker in replicas:
+            assert copies(broker.batch_headers(topic, 0), pid, 4) == [4], broker.broker_id
+
+
+@pytest.mark.timeout(90)
+async def test_a_restarted_single_replica_rebuilds_producer_state_from_its_log(
+    cluster: Cluster,
+) -> None:
+    """SIGKILL (no snapshot at close): the restarted broker replays its log's batch headers
+    and still recognises the last batch when it is resent."""
+    topic = "idem-single-restart"
+    broker = cluster.brokers[3]
+    await create_topic(cluster, topic, [(3,)])
+    pid, epoch = await init_producer_id(broker)
+    for seq in range(0, 10, 2):
+        answer = await produce_to(broker, topic, idempotent_batch(pid, epoch, seq), acks=1)
+        assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, seq)
+    broker.kill()
+    broker.start()
+    await wait_whole(cluster)
+
+    async def resent() -> ProducePartitionResponse | None:
+        answer = await produce_to(broker, topic, idempotent_batch(pid, epoch, 8), acks=1)
+        return answer if answer.error_code == ErrorCode.NONE else None
+
+    retry = await eventually(resent, 30, "the resend answered")
+    assert retry.base_offset == 8
+    gap = await produce_to(broker, topic, idempotent_batch(pid, epoch, 14), acks=1)
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    headers = broker.batch_headers(topic, 0)
+    assert [h.base_sequence for h in headers] == [0, 2, 4, 6, 8]
+
+
+@pytest.mark.timeout(60)
+async def test_the_error_matrix_over_the_wire(cluster: Cluster) -> None:
+    topic = "idem-errors"
+    await create_topic(cluster, topic, [(1, 2)])
+    async with zk_view(cluster) as zk:
+        leader = cluster.brokers[await leader_of(zk, topic)]
+    pid, _ = await init_producer_id(leader)
+
+    async def send(epoch: int, seq: int) -> tuple[ErrorCode, int]:
+        answer = await produce_to(leader, topic, idempotent_batch(pid, epoch, seq))
+        return ErrorCode(answer.error_code), answer.base_offset
+
+    assert await send(0, 0) == (ErrorCode.NONE, 0)
+    assert await send(0, 2) == (ErrorCode.NONE, 2)
+    assert await send(0, 0) == (ErrorCode.NONE, 0), "a duplicate: its original offset"
+    assert (await send(0, 6))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "a gap"
+    assert await send(1, 0) == (ErrorCode.NONE, 4), "a new epoch starts at 0"
+    assert (await send(0, 4))[0] == ErrorCode.INVALID_PRODUCER_EPOCH, "fenced"
+    assert (await send(2, 5))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "new epoch not at 0"
+    assert await send(1, 2) == (ErrorCode.NONE, 6)
+    assert await log_end_offset(leader, topic, 0) == 8, "the refused batches wrote nothing"
+
+
+@pytest.mark.timeout(60)
+async def test_producer_ids_are_unique_across_the_cluster(cluster: Cluster) -> None:
+    brokers = list(cluster.brokers.values())
+    ids: list[int] = []
+    async with trio.open_nursery() as nursery:
+
+        async def ask(broker: BrokerProcess) -> None:
+            for _ in range(20):
+                pid, epoch = await init_producer_id(broker)
+                assert epoch == 0
+                ids.append(pid)
+
+        for broker in brokers:
+            nursery.start_soon(ask, broker)
+    assert len(ids) == 60 and len(set(ids)) == 60
+    async with zk_view(cluster) as zk:
+        found = await zk.zk.get(zk_producer_ids.PRODUCER_ID_BLOCK_PATH)
+    assert found is not None
+    block = zk_producer_ids.ProducerIdBlock.decode(found[0])
+    assert max(ids) <= block.block_end
