@@ -26,6 +26,7 @@ from tests.integration.replication_checks import (
     ZkView,
     create_topic,
     logged_events,
+    produce,
     read_committed,
     running_cluster,
     wait_isr,
@@ -288,3 +289,37 @@ async def test_partitions_added_to_a_live_topic_receive_data(manual: Cluster) ->
         assert "INVALID_PARTITIONS" in refused.stderr
     # Every acked record is there, each partition in the order it was acknowledged.
     await assert_no_acked_record_lost(manual, topic, log, 4)
+
+
+@pytest.mark.timeout(90)
+async def test_unclean_election_on_demand_brings_an_offline_partition_back(
+    manual: Cluster,
+) -> None:
+    """Leader a and follower b; b dies and leaves the ISR, then a dies: offline, and with
+    unclean.leader.election.enable=false b coming back does not lead. The operator's
+    `elect-leaders --election-type unclean` makes b leader, with a warning first."""
+    topic = "unclean-on-demand"
+    async with zk_view(manual) as zk:
+        controller = await controller_id(zk)
+        a, b = (x for x in sorted(manual.brokers) if x != controller)
+        await create_topic(manual, topic, [(a, b)])
+        await produce(manual, topic, 0, [b"before"])
+        manual.brokers[b].kill()
+        await wait_isr(manual, zk, topic, 0, [a], leader=a)
+        manual.brokers[a].kill()
+        manual.brokers[b].start()
+
+        async def offline_with_b_back() -> bool:
+            state = await zk.partition_state(topic, 0)
+            registered = await zk.broker_registration(b)
+            return state is not None and state.leader == -1 and registered is not None
+
+        await eventually(offline_with_b_back, 30, f"{topic}-0 offline, broker {b} back")
+        one = ["--topic", topic, "--partition", "0"]
+        elected = run_cli(manual, "elect-leaders", "--election-type", "unclean", *one)
+        assert elected.returncode == 0, elected.stdout + elected.stderr
+        assert "unclean" in elected.stderr.lower()  # the warning
+        assert elected.stdout.splitlines() == [f"{topic}-0: elected"]
+        state = await wait_led(manual, zk, topic, 0, b)
+        assert state.isr == (b,)
+        assert await produce(manual, topic, 0, [b"after"]) == [1]
