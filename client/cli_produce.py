@@ -19,7 +19,7 @@ from client.cli_format import (
     split_key,
     split_lines,
 )
-from client.errors import HighwaterClientError, UnknownTopicError
+from client.errors import HighwaterClientError, ProducerFatalError, UnknownTopicError
 from client.producer import DeliveryFuture, Producer, RecordMetadata
 
 __all__ = ["ACKS", "produce"]
@@ -116,7 +116,12 @@ async def _report(
 
 
 async def _produce(
-    bootstrap: str, options: _Options, acks: int, compression: str, stdin: BinaryIO
+    bootstrap: str,
+    options: _Options,
+    acks: int,
+    compression: str,
+    stdin: BinaryIO,
+    idempotence: bool,
 ) -> _Outcome:
     outcome = _Outcome()
     results_in, results_out = trio.open_memory_channel[_Sent | _BadLine](_MAX_PENDING_RECORDS)
@@ -124,6 +129,8 @@ async def _produce(
         Producer(
             bootstrap,
             acks=acks,
+            # None: on unless --acks conflicts (Kafka's default); never forced on here.
+            enable_idempotence=None if idempotence else False,
             compression=compression,
             max_block_ms=MAX_BLOCK_MS,
             client_id="highwater-cli",
@@ -160,7 +167,7 @@ async def _send_lines(
                 headers=record.headers,
                 timestamp_ms=record.timestamp_ms,
             )
-        except UnknownTopicError:
+        except (UnknownTopicError, ProducerFatalError):
             raise  # every record would fail the same way: one line, not one per record
         except HighwaterClientError as exc:
             await results.send(_BadLine(line_number, str(exc)))
@@ -183,9 +190,17 @@ async def _send_lines(
 @click.option(
     "--acks",
     type=click.Choice(list(ACKS)),
-    default="1",
+    default="all",
     show_default=True,
-    help="Acknowledgements the leader waits for (all = -1).",
+    help="Acknowledgements the leader waits for (all = -1). Idempotence needs all: with 0 or 1 "
+    "it is off.",
+)
+@click.option(
+    "--no-idempotence",
+    "no_idempotence",
+    is_flag=True,
+    help="Send without producer id and sequence numbers: a retry after a lost acknowledgement "
+    "may store a record twice.",
 )
 @click.option(
     "--compression",
@@ -214,8 +229,12 @@ def produce(
     compression: str,
     json_input: bool,
     print_offsets: bool,
+    no_idempotence: bool,
 ) -> None:
-    """Produce one record per line of stdin to TOPIC; exit 1 if any record failed."""
+    """Produce one record per line of stdin to TOPIC; exit 1 if any record failed.
+
+    The producer is idempotent (acks all, each record stored once even when a request is
+    retried) unless --no-idempotence or --acks 0/1."""
     if key_separator is not None and json_input:
         raise click.UsageError("-K and --json cannot be combined (the envelope holds the key)")
     if key_separator == "":
@@ -229,7 +248,15 @@ def produce(
     )
     stdin = sys.stdin.buffer
     outcome = run_client(
-        bootstrap, _produce, bootstrap, options, ACKS[acks], compression, stdin, timeout_s=None
+        bootstrap,
+        _produce,
+        bootstrap,
+        options,
+        ACKS[acks],
+        compression,
+        stdin,
+        not no_idempotence,
+        timeout_s=None,
     )
     if outcome.failed:
         fail(f"{outcome.failed} of {outcome.sent + outcome.failed} records failed")

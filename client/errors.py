@@ -4,6 +4,9 @@ Every failure a caller sees is a `HighwaterClientError`. Broker-reported failure
 error code (`.code`) and start their message with its name (`NOT_LEADER_OR_FOLLOWER: ...`), so a
 CLI can print one line and a program can branch on the code. Client-side failures (no broker
 reachable, a wait that ran out) have `.code` None unless a Kafka code fits them exactly.
+
+`ProducerFatalError` and its subclasses end an idempotent producer: once one is raised, every
+record still pending in that Producer fails with it, and so does every later `send()`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ __all__ = [
     "LogTruncationError",
     "NoBrokersAvailable",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerFatalError",
+    "ProducerFencedError",
+    "UnknownProducerIdError",
     "UnknownTopicError",
     "error_for_code",
 ]
@@ -93,6 +100,54 @@ class LogTruncationError(HighwaterClientError):
         self.divergent_offset = divergent_offset
 
 
+class ProducerFatalError(HighwaterClientError):
+    """The idempotent producer can no longer promise "each record once, in order per partition"
+    (a sequence or epoch error, or a batch whose fate the broker never told us). The batch that
+    hit it, every other pending record and every later `send()` fail with it: close this
+    Producer and create a new one. (Kafka recovers from some of these by bumping the producer
+    epoch; Highwater stops instead.) `.code` is the broker's code when it sent one."""
+
+    def __init__(self, message: str, code: ErrorCode | None = None) -> None:
+        super().__init__(message, code)
+
+
+class OutOfOrderSequenceError(ProducerFatalError):
+    """The partition leader saw a gap in the producer's sequence numbers for the batch that was
+    next in sequence: records were lost between producer and log (Kafka's
+    OutOfOrderSequenceException)."""
+
+    def __init__(
+        self, message: str, code: ErrorCode | None = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    ) -> None:
+        super().__init__(message, code)
+
+
+class ProducerFencedError(ProducerFatalError):
+    """The broker knows a newer epoch of this producer id (INVALID_PRODUCER_EPOCH)."""
+
+    def __init__(
+        self, message: str, code: ErrorCode | None = ErrorCode.INVALID_PRODUCER_EPOCH
+    ) -> None:
+        super().__init__(message, code)
+
+
+class UnknownProducerIdError(ProducerFatalError):
+    """The partition leader no longer has this producer's state (it expired): it cannot tell a
+    retry from a new batch any more (UNKNOWN_PRODUCER_ID)."""
+
+    def __init__(
+        self, message: str, code: ErrorCode | None = ErrorCode.UNKNOWN_PRODUCER_ID
+    ) -> None:
+        super().__init__(message, code)
+
+
+_CLASS_FOR_CODE: dict[ErrorCode, type[ProducerFatalError]] = {
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: OutOfOrderSequenceError,
+    ErrorCode.INVALID_PRODUCER_EPOCH: ProducerFencedError,
+    ErrorCode.UNKNOWN_PRODUCER_ID: UnknownProducerIdError,
+}
+
+
 def error_for_code(
     code: int, context: str, broker_message: str | None = None
 ) -> HighwaterClientError:
@@ -106,4 +161,7 @@ def error_for_code(
         message += f" ({broker_message})"
     if error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         return UnknownTopicError(message)
+    fatal = _CLASS_FOR_CODE.get(error_code)
+    if fatal is not None:
+        return fatal(message)
     return HighwaterClientError(message, error_code)

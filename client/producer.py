@@ -13,15 +13,46 @@ One sender task drains the accumulator: a partition's head batch is *ready* when
 lingered linger_ms, or a flush/close is in progress. For each broker leading a ready partition it
 sends one Produce request carrying the ready batches of every partition that broker leads (up to
 max_request_size), with at most max_in_flight_requests_per_connection requests outstanding per
-broker. Retriable errors (and connection errors/timeouts) put the batch back at the head of its
-partition after retry_backoff_ms and ask for a metadata refresh, until `retries` or
+broker. Retriable errors (and connection errors/timeouts) put the batch back in its partition's
+queue after retry_backoff_ms and ask for a metadata refresh, until `retries` or
 delivery_timeout_ms run out; anything else fails the batch's futures with the Kafka error name.
+A batch is encoded once, at its first drain; a retry resends the identical bytes.
 
-Ordering: with more than one request in flight a retried batch can land after a later one, as in
-Kafka without idempotence; max_in_flight_requests_per_connection=1 keeps order (the partition is
-muted while its batch is in flight). Idempotence comes later: `ProducerBatch.base_sequence`
-and `Producer._producer_id/_producer_epoch` are where it plugs in; encoded bytes are kept across
-retries so a retry resends the identical batch.
+Idempotence (KIP-98, on by default as in Kafka 3.x; needs acks="all", retries > 0 and at most 5
+requests in flight per connection: `enable_idempotence=None` turns it off silently when another
+setting conflicts, `True` raises ValueError). Before its first Produce the sender gets a
+producer id and epoch with InitProducerId from any broker (retriable errors retried every
+retry_backoff_ms, at most max_block_ms; then the queued records fail and a later send tries
+again). Each partition's batches get consecutive sequence numbers when first drained (wrapping
+at 2**31-1 to 0), stamped into the encoded bytes and kept across retries, so the leader stores
+a resent batch once and answers it with the original offset. Order per partition is kept across
+retries as in Kafka: at most 5 unacknowledged batches per partition (the leader dedupes against
+its last 5; only 1 until the partition's first acknowledgement, since a leader takes a producer
+it does not know at any sequence); a retried batch goes back into its queue in sequence order,
+and while a partition has retried batches only its lowest unacknowledged one is sent, alone
+for its partition in its request (a leader answers a request holding a resend with the resent
+batch's offset and appends nothing of it). OUT_OF_ORDER_SEQUENCE_NUMBER for a batch with an
+unacknowledged predecessor is retried (that predecessor failed first).
+
+What stops an idempotent producer (a `ProducerFatalError`; Kafka bumps the epoch instead in
+some cases): OUT_OF_ORDER_SEQUENCE_NUMBER for the batch that is next in sequence
+(`OutOfOrderSequenceError`), INVALID_PRODUCER_EPOCH (`ProducerFencedError`),
+UNKNOWN_PRODUCER_ID (`UnknownProducerIdError`), and a batch that fails (delivery_timeout_ms,
+retries or an error code that does not say "not appended") after an attempt whose outcome is
+unknown (a connection error, a timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND...): its sequence is
+unresolved, so no later batch of the partition can be numbered safely. That batch fails with its
+own error, every other pending record of the producer (queued or in flight) fails with the
+fatal error, and every later `send()` raises it: nothing is dropped or duplicated silently.
+A batch the broker refused outright (MESSAGE_TOO_LARGE, NOT_ENOUGH_REPLICAS until it
+expired, ...) fails alone: its sequence numbers are given back and the partition's later batches
+renumbered (Kafka's adjustSequencesDueToFailedBatch). A queued batch expiring while earlier
+batches of its partition are in flight is the same: if it was never sent, or every attempt was
+refused, it fails alone; if an attempt's outcome is unknown, the producer stops.
+
+Without idempotence (producer id -1): with more than one request in flight a retried batch can
+land after a later one, and a retry after a lost acknowledgement duplicates its records;
+max_in_flight_requests_per_connection=1 keeps order (the partition is muted while its batch is
+in flight).
 """
 
 from __future__ import annotations
@@ -42,6 +73,9 @@ from client.errors import (
     ClientClosedError,
     HighwaterClientError,
     HighwaterTimeoutError,
+    NoBrokersAvailable,
+    OutOfOrderSequenceError,
+    ProducerFatalError,
     error_for_code,
 )
 from client.metadata import ClusterMetadata
@@ -49,6 +83,7 @@ from client.network import BrokerConnectionError
 from client.partitioner import StickyPartitioner, partition_for_key
 from protocol.compression import Compression
 from protocol.errors import ErrorCode
+from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.produce import (
     ProducePartitionData,
     ProduceRequest,
@@ -65,12 +100,16 @@ from protocol.records import (
 )
 
 __all__ = [
+    "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",
     "DeliveryFuture",
+    "IdempotenceState",
+    "PartitionSequences",
     "Producer",
     "ProducerBatch",
     "RecordAccumulator",
     "RecordMetadata",
     "estimate_record_bytes",
+    "increment_sequence",
 ]
 
 COMPRESSIONS: Final = {
@@ -91,6 +130,24 @@ METADATA_ERRORS: Final = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
     }
 )
+# Idempotence: a partition leader keeps the last 5 batches per producer to answer resends.
+MAX_IN_FLIGHT_BATCHES_PER_PARTITION: Final = 5
+_MAX_SEQUENCE: Final = 0x7FFFFFFF  # sequences wrap from 2**31-1 to 0
+_TRANSACTION_TIMEOUT_MS: Final = 60_000  # Kafka's transaction.timeout.ms (no transactions here)
+# Answers after which a batch may be in the log even though it failed: a resend would be
+# deduplicated, but giving its sequence numbers to another batch would not be safe.
+_MAYBE_APPENDED: Final = frozenset(
+    {
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+# The coordinator errors Kafka retries for InitProducerId, whether or not protocol.errors names
+# them: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+_COORDINATOR_RETRIABLE_CODES: Final = frozenset({14, 15, 16})
 _RECORD_OVERHEAD_BYTES: Final = 16  # msgpack array, deltas and bin headers of one record
 _NETWORK_TIMEOUT_MARGIN_MS: Final = 1_000  # the broker answers its own timeout first
 
@@ -214,10 +271,12 @@ class ProducerBatch:
         "estimated_bytes",
         "last_error",
         "max_timestamp",
+        "maybe_appended",
         "partition",
         "record_count",
         "result",
         "retry_at_ms",
+        "sent_sequence",
         "topic",
     )
 
@@ -235,7 +294,11 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at_ms = 0.0
         self.encoded: bytes | None = None  # built once at first drain; retries resend it
-        self.base_sequence = NO_SEQUENCE  # the idempotent producer sets this (later issue)
+        # Idempotence: assigned at first drain (inside `encoded`); lowered only when an earlier
+        # batch of the partition is refused and gives its numbers back (then re-encoded).
+        self.base_sequence = NO_SEQUENCE
+        self.sent_sequence = NO_SEQUENCE  # base_sequence in the bytes of the latest attempt
+        self.maybe_appended = False  # an attempt ended without a clear "not appended"
         self.last_error: HighwaterClientError | None = None
 
     @property
@@ -289,16 +352,110 @@ class ProducerBatch:
             fn(future)
 
 
+def increment_sequence(sequence: int, increment: int) -> int:
+    """`sequence + increment` as Kafka counts sequences: from 2**31-1 on to 0 (also backwards)."""
+    return (sequence + increment) & _MAX_SEQUENCE
+
+
+class PartitionSequences:
+    """One partition's sequence bookkeeping (Kafka's TransactionManager.TopicPartitionEntry)."""
+
+    __slots__ = ("acknowledged", "next_sequence", "unacked")
+
+    def __init__(self) -> None:
+        self.next_sequence = 0
+        # Sequenced batches not completed yet (queued for a retry or in flight), in sequence
+        # order: unacked[0] is the one the leader expects next.
+        self.unacked: list[ProducerBatch] = []
+        self.acknowledged = False  # the leader acknowledged a batch of ours: it knows us
+
+
+class IdempotenceState:
+    """The idempotent producer's bookkeeping: producer id, epoch and per-partition sequences,
+    and the rules that keep a partition's batches in order (Kafka's TransactionManager without
+    transactions). Pure: no IO, no clock."""
+
+    def __init__(self) -> None:
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.partitions: dict[TopicPartition, PartitionSequences] = {}
+
+    def sendable(self, batch: ProducerBatch) -> bool:
+        """Whether a partition's head batch may be drained now (Kafka's
+        shouldStopDrainBatchesForPartition, inverted)."""
+        entry = self.partitions.get(batch.tp)
+        if batch.base_sequence == NO_SEQUENCE:
+            if entry is None:
+                return True
+            limit = MAX_IN_FLIGHT_BATCHES_PER_PARTITION if entry.acknowledged else 1
+            return len(entry.unacked) < limit
+        # Sequenced: encoded but never sent (goes as a new batch would), or being retried
+        # (only the lowest unacknowledged batch goes until it succeeds: nextBatchBySequence).
+        return batch.attempts == 0 or (
+            entry is not None and bool(entry.unacked) and entry.unacked[0] is batch
+        )
+
+    def assign(self, batch: ProducerBatch) -> None:
+        """Give a batch its partition's next sequence numbers (once: retries keep them)."""
+        if batch.base_sequence != NO_SEQUENCE:
+            return
+        entry = self.partitions.get(batch.tp)
+        if entry is None:
+            entry = self.partitions[batch.tp] = PartitionSequences()
+        batch.base_sequence = entry.next_sequence
+        entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
+        entry.unacked.append(batch)
+
+    def is_next(self, batch: ProducerBatch) -> bool:
+        """Whether every earlier batch of the partition is acknowledged, i.e. base_sequence is
+        the last acknowledged sequence + 1 (Kafka's isNextSequence)."""
+        entry = self.partitions.get(batch.tp)
+        return entry is not None and bool(entry.unacked) and entry.unacked[0] is batch
+
+    def acknowledge(self, batch: ProducerBatch) -> None:
+        entry = self.partitions[batch.tp]
+        entry.unacked.remove(batch)
+        entry.acknowledged = True
+
+    def release(self, batch: ProducerBatch) -> None:
+        """`batch` failed and is certainly not in the log: give its sequence numbers back, so
+        the partition's later batches move down and are re-encoded before they next go
+        (Kafka's adjustSequencesDueToFailedBatch)."""
+        entry = self.partitions.get(batch.tp)
+        if entry is None or batch not in entry.unacked:
+            return
+        index = entry.unacked.index(batch)
+        del entry.unacked[index]
+        for later in entry.unacked[index:]:
+            later.base_sequence = increment_sequence(later.base_sequence, -batch.record_count)
+            later.encoded = None
+        entry.next_sequence = increment_sequence(entry.next_sequence, -batch.record_count)
+
+    def retry_goes_before(self, batch: ProducerBatch) -> Callable[[ProducerBatch], bool]:
+        """For re-enqueueing `batch` in sequence order: whether a queued batch comes after it."""
+        order = self.partitions[batch.tp].unacked
+        rank = order.index(batch)
+        return lambda queued: queued.base_sequence == NO_SEQUENCE or order.index(queued) > rank
+
+
 class RecordAccumulator:
     """Per-partition queues of batches; pure bookkeeping, time passed in (no IO, no clock)."""
 
     def __init__(
-        self, *, batch_size: int, linger_ms: float, delivery_timeout_ms: float, muting: bool
+        self,
+        *,
+        batch_size: int,
+        linger_ms: float,
+        delivery_timeout_ms: float,
+        muting: bool,
+        sendable: Callable[[ProducerBatch], bool] | None = None,
     ) -> None:
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         self.muting = muting  # one batch in flight per partition (max in flight 1: keeps order)
+        # Idempotence: whether a partition's head batch may go now (IdempotenceState.sendable).
+        self.sendable = sendable
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.muted: set[TopicPartition] = set()
         self.incomplete: set[ProducerBatch] = set()  # queued or in flight
@@ -379,8 +536,9 @@ class RecordAccumulator:
         nodes: set[int] = set()
         next_ms = math.inf
         unknown_leader = False
+        sendable = self.sendable
         for tp, queue in self.batches.items():
-            if not queue or tp in self.muted:
+            if not queue or tp in self.muted or (sendable is not None and not sendable(queue[0])):
                 continue
             leader = leader_for(*tp)
             if leader is None:
@@ -403,7 +561,11 @@ class RecordAccumulator:
     ) -> list[ProducerBatch]:
         """Take batches for partitions led by `node`: every non-backing-off head batch (as Kafka:
         once a broker is ready, all its partitions ride along) and further full batches, up to
-        max_bytes (at least one batch). Starts at a rotating partition so none starves."""
+        max_bytes (at least one batch). Starts at a rotating partition so none starves. A batch
+        is encoded (and closed) at its first drain, even if it then waits for the next request.
+        With idempotence, `sendable` decides which heads may go, and a retried batch goes alone
+        for its partition (a leader answers a resend in a request only when it is the
+        partition's first batch there)."""
         tps = [
             tp
             for tp, queue in self.batches.items()
@@ -415,31 +577,53 @@ class RecordAccumulator:
         self._drain_index[node] = start + 1
         drained: list[ProducerBatch] = []
         size = 0
+        sendable = self.sendable
         for tp in tps[start:] + tps[:start]:
             queue = self.batches[tp]
             while queue:
                 head = queue[0]
                 if head.attempts > 0 and head.retry_at_ms > now_ms:
                     break
+                if sendable is not None and not sendable(head):
+                    break
                 if drained and drained[-1].tp == tp and self._head_ready_at(queue, now_ms) > now_ms:
                     break  # a later, still-filling batch of the same partition: let it fill
-                data = head.encoded if head.encoded is not None else encode(head)
+                data = head.encoded
+                if data is None:
+                    data = head.encoded = encode(head)
+                    if self._open.get(tp) is head:
+                        del self._open[tp]  # its bytes are final: new records go elsewhere
                 if drained and size + len(data) > max_bytes:
                     return drained
-                head.encoded = data
-                if self._open.get(tp) is head:
-                    del self._open[tp]
                 queue.popleft()
                 drained.append(head)
                 size += len(data)
                 if self.muting:
                     self.muted.add(tp)
                     break
+                if sendable is not None and head.attempts > 0:
+                    break  # idempotence: a retry goes alone, so a resend is one whole batch
         return drained
 
-    def reenqueue(self, batch: ProducerBatch, now_ms: float, backoff_ms: float) -> None:
+    def reenqueue(
+        self,
+        batch: ProducerBatch,
+        now_ms: float,
+        backoff_ms: float,
+        goes_before: Callable[[ProducerBatch], bool] | None = None,
+    ) -> None:
+        """Put a batch back for a retry: at the head of its partition's queue, or (idempotence)
+        before the first queued batch that `goes_before` says comes after it."""
         batch.retry_at_ms = now_ms + backoff_ms
-        self.batches.setdefault(batch.tp, deque()).appendleft(batch)
+        queue = self.batches.setdefault(batch.tp, deque())
+        if goes_before is None:
+            queue.appendleft(batch)
+            return
+        for index, queued in enumerate(queue):
+            if goes_before(queued):
+                queue.insert(index, batch)
+                return
+        queue.append(batch)
 
     def expire(self, now_ms: float) -> list[ProducerBatch]:
         """Remove and return queued batches older than delivery_timeout_ms."""
@@ -464,13 +648,19 @@ class RecordAccumulator:
 
 
 class Producer:
-    """`async with Producer("h:p,h:p", acks=1) as producer: fut = await producer.send(...)`."""
+    """`async with Producer("h:p,h:p") as producer: fut = await producer.send(...)`.
+
+    Defaults as Kafka 3.x: acks="all" and idempotence on (`enable_idempotence=None`: on unless
+    acks, retries or max_in_flight_requests_per_connection conflict; True: ValueError then;
+    False: off). See the module docstring for what idempotence guarantees and when it stops.
+    """
 
     def __init__(
         self,
         bootstrap: str | Sequence[str],
         *,
-        acks: int | str = 1,
+        acks: int | str = "all",
+        enable_idempotence: bool | None = None,
         linger_ms: float = 5,
         batch_size: int = 16_384,
         compression: str = "none",
@@ -494,6 +684,9 @@ class Producer:
             raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
         if batch_size <= 0 or max_in_flight_requests_per_connection <= 0 or buffer_memory <= 0:
             raise ValueError("batch_size, buffer_memory and max in flight must be positive")
+        self.enable_idempotence = _idempotence_enabled(
+            enable_idempotence, int(acks), retries, max_in_flight_requests_per_connection
+        )
         self.acks = int(acks)
         self.compression = COMPRESSIONS[compression]
         self.retries = retries
@@ -511,20 +704,21 @@ class Producer:
             retry_backoff_ms=int(retry_backoff_ms),
             metadata_max_age_ms=metadata_max_age_ms,
         )
+        self._idempotence = IdempotenceState() if self.enable_idempotence else None
         self._accumulator = RecordAccumulator(
             batch_size=batch_size,
             linger_ms=linger_ms,
             delivery_timeout_ms=delivery_timeout_ms,
             muting=max_in_flight_requests_per_connection == 1,
+            sendable=self._idempotence.sendable if self._idempotence is not None else None,
         )
         self._partitioner = partitioner or StickyPartitioner(batch_size)
         # send's fast path reads a plain StickyPartitioner's state (not a subclass's)
         self._plain_sticky = type(self._partitioner) is StickyPartitioner
         self._sticky = self._partitioner._sticky
         self._sticky_bytes = self._partitioner._batch_size
-        # The idempotent producer (later issue) sets these from InitProducerId.
-        self._producer_id = NO_PRODUCER_ID
-        self._producer_epoch = NO_PRODUCER_EPOCH
+        self._initializing = False  # an InitProducerId task is running
+        self._fatal_error: ProducerFatalError | None = None  # set: the producer has stopped
 
         self._buffer_used = 0
         self._memory_freed = trio.Event()
@@ -544,6 +738,15 @@ class Producer:
         self._closed = False
         self._sender_done = trio.Event()
         self._background_scope = trio.CancelScope()
+
+    @property
+    def producer_id(self) -> int:
+        """The id from InitProducerId (-1 before it, or without idempotence)."""
+        return NO_PRODUCER_ID if self._idempotence is None else self._idempotence.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return NO_PRODUCER_EPOCH if self._idempotence is None else self._idempotence.producer_epoch
 
     # ----- lifecycle -----------------------------------------------------------------------
 
@@ -663,7 +866,7 @@ class Producer:
         worth of records) so the sender can run; `await send(...)` does that by itself.
         """
         if not self._accepting:
-            raise ClientClosedError("producer is closed or not started (use `async with`)")
+            raise self._not_accepting_error()
         partitions = self._topic_partitions.get(topic)
         if not partitions:
             raise trio.WouldBlock
@@ -730,6 +933,16 @@ class Producer:
             self._yield_due = True
         return future
 
+    def _not_accepting_error(self) -> HighwaterClientError:
+        fatal = self._fatal_error
+        if fatal is None:
+            return ClientClosedError("producer is closed or not started (use `async with`)")
+        return type(fatal)(
+            f"{fatal.name}: the producer stopped after a fatal error and takes no more "
+            f"records; create a new Producer (the error: {fatal})",
+            fatal.code,
+        )
+
     def _choose_sticky(self, topic: str, num_partitions: int, size: int) -> int:
         partitioner = self._partitioner
         available = self._available.get(topic)
@@ -754,7 +967,7 @@ class Producer:
         """send's slow path: wait (each at most max_block_ms) for metadata, then memory."""
         while True:
             if not self._accepting:
-                raise ClientClosedError("producer is closed or not started (use `async with`)")
+                raise self._not_accepting_error()
             if not self.metadata.partition_count(topic):
                 await self.metadata.wait_for_topic(topic, self.max_block_ms)
             size = estimate_record_bytes(key, value, headers)
@@ -810,13 +1023,19 @@ class Producer:
         self._wakeup.set()
 
     def _encode(self, batch: ProducerBatch) -> bytes:
+        idempotence = self._idempotence
+        if idempotence is None:
+            producer_id, producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        else:
+            idempotence.assign(batch)
+            producer_id, producer_epoch = idempotence.producer_id, idempotence.producer_epoch
         return build_batch_from_entries(
             batch.entries,
             base_timestamp=batch.base_timestamp,
             max_timestamp=batch.max_timestamp,
             compression=self.compression,
-            producer_id=self._producer_id,
-            producer_epoch=self._producer_epoch,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
             base_sequence=batch.base_sequence,
         )
 
@@ -829,7 +1048,7 @@ class Producer:
                 self._wakeup = trio.Event()
                 now = _now_ms()
                 for batch in accumulator.expire(now):
-                    self._finish(batch, error=self._expiry_error(batch, now))
+                    self._fail(batch, self._expiry_error(batch, now))
                 nodes, next_ms, unknown_leader = accumulator.ready(metadata.leader_for, now)
                 if unknown_leader:
                     metadata.request_update()
@@ -840,6 +1059,9 @@ class Producer:
                 ):
                     self._refreshing = True
                     self._nursery.start_soon(self._refresh_metadata)
+                if self._needs_producer_id():
+                    nodes = set()  # nothing goes before the producer id is known
+                drained = False
                 for node in nodes:
                     if self._in_flight.get(node, 0) >= self.max_in_flight:
                         continue
@@ -847,10 +1069,17 @@ class Producer:
                         node, metadata.leader_for, self.max_request_size, now, self._encode
                     )
                     if batches:
+                        drained = True
+                        request = self._produce_request(batches)
                         self._in_flight[node] = self._in_flight.get(node, 0) + 1
-                        self._nursery.start_soon(self._send_produce, node, batches)
+                        self._nursery.start_soon(self._send_produce, node, batches, request)
                 if self._closed:
                     return
+                if drained and self._idempotence is not None:
+                    # A retry goes alone and max_request_size may cut a drain short: look
+                    # again before waiting.
+                    await trio.lowlevel.checkpoint()
+                    continue
                 if accumulator.has_queued():
                     oldest = min(b[0].created_ms for b in accumulator.batches.values() if b)
                     next_ms = min(next_ms, oldest + self.delivery_timeout_ms - now)
@@ -861,6 +1090,61 @@ class Producer:
         finally:
             self._sender_done.set()
 
+    def _needs_producer_id(self) -> bool:
+        """Idempotence without a producer id yet: start InitProducerId if records wait."""
+        idempotence = self._idempotence
+        if idempotence is None or idempotence.producer_id != NO_PRODUCER_ID:
+            return False
+        if not self._initializing and self._fatal_error is None and self._accumulator.has_queued():
+            assert self._nursery is not None
+            self._initializing = True
+            self._nursery.start_soon(self._init_producer_id)
+        return True
+
+    async def _init_producer_id(self) -> None:
+        """InitProducerId from any broker (Kafka's Sender.maybeWaitForProducerId): retriable
+        errors retried every retry_backoff_ms for at most max_block_ms; then the records queued
+        fail with a timeout (a later send tries again). Other errors stop the producer."""
+        assert self._idempotence is not None
+        deadline = trio.current_time() + self.max_block_ms / 1000
+        last_error = "no answer"
+        try:
+            while trio.current_time() < deadline:
+                with trio.move_on_at(deadline):
+                    try:
+                        response = await self._request_producer_id()
+                    except (BrokerConnectionError, NoBrokersAvailable) as exc:
+                        last_error = str(exc)
+                    else:
+                        code = response.error_code
+                        if code == ErrorCode.NONE:
+                            self._idempotence.producer_id = response.producer_id
+                            self._idempotence.producer_epoch = response.producer_epoch
+                            return
+                        error = error_for_code(code, "InitProducerId")
+                        if not (error.retriable or code in _COORDINATOR_RETRIABLE_CODES):
+                            self._stop(ProducerFatalError(str(error), error.code))
+                            return
+                        last_error = str(error)
+                    await trio.sleep(self.retry_backoff_ms / 1000)
+            timeout = HighwaterTimeoutError(
+                f"no producer id (InitProducerId) within max_block_ms {self.max_block_ms:.0f}: "
+                f"{last_error}"
+            )
+            for batch in self._accumulator.abort_all():
+                self._finish(batch, error=timeout)
+        finally:
+            self._initializing = False
+            self._wake()
+
+    async def _request_producer_id(self) -> InitProducerIdResponse:
+        conn = await self.metadata.any_connection()
+        response: InitProducerIdResponse = await conn.request(
+            InitProducerIdRequest(transaction_timeout_ms=_TRANSACTION_TIMEOUT_MS),
+            timeout_ms=self.request_timeout_ms + _NETWORK_TIMEOUT_MARGIN_MS,
+        )
+        return response
+
     async def _refresh_metadata(self) -> None:
         try:
             await self.metadata.maybe_refresh()
@@ -868,26 +1152,33 @@ class Producer:
             self._refreshing = False
             self._wake()
 
-    async def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
-        try:
-            by_topic: dict[str, dict[int, list[bytes]]] = {}
-            for batch in batches:
-                assert batch.encoded is not None
-                batch.attempts += 1
-                by_topic.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(
-                    batch.encoded
-                )
-            request = ProduceRequest(
-                acks=self.acks,
-                timeout_ms=self.request_timeout_ms,
-                topic_data=tuple(
-                    ProduceTopicData(
-                        topic,
-                        tuple(ProducePartitionData(p, b"".join(data)) for p, data in parts.items()),
-                    )
-                    for topic, parts in by_topic.items()
-                ),
+    def _produce_request(self, batches: list[ProducerBatch]) -> ProduceRequest:
+        """The request for drained batches, built at once: their bytes are final only now (a
+        batch refused meanwhile may renumber the later ones)."""
+        by_topic: dict[str, dict[int, list[bytes]]] = {}
+        for batch in batches:
+            assert batch.encoded is not None
+            batch.attempts += 1
+            batch.sent_sequence = batch.base_sequence
+            by_topic.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(
+                batch.encoded
             )
+        return ProduceRequest(
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=tuple(
+                ProduceTopicData(
+                    topic,
+                    tuple(ProducePartitionData(p, b"".join(data)) for p, data in parts.items()),
+                )
+                for topic, parts in by_topic.items()
+            ),
+        )
+
+    async def _send_produce(
+        self, node: int, batches: list[ProducerBatch], request: ProduceRequest
+    ) -> None:
+        try:
             try:
                 response = await self.metadata.request(
                     node,
@@ -930,38 +1221,119 @@ class Producer:
                     f"broker {node} did not answer {batch.tp}",
                 )
                 continue
-            if answer.error_code != ErrorCode.NONE:
+            code = answer.error_code
+            if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self._idempotence is not None:
+                code = ErrorCode.NONE  # as Kafka: already in the log, its offset forgotten
+            if code != ErrorCode.NONE:
                 self._retry_or_fail(
-                    batch,
-                    answer.error_code,
-                    f"{batch.topic}-{batch.partition}",
-                    answer.error_message,
+                    batch, code, f"{batch.topic}-{batch.partition}", answer.error_message
                 )
                 continue
             # Several batches of one partition were appended back to back.
             base = next_offset.get(batch.tp, answer.base_offset)
             next_offset[batch.tp] = base + batch.record_count
-            self._finish(batch, base_offset=base, log_append_time_ms=answer.log_append_time_ms)
+            self._acknowledged(batch, base, answer.log_append_time_ms)
+
+    def _acknowledged(
+        self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int
+    ) -> None:
+        idempotence = self._idempotence
+        if idempotence is None or batch not in self._accumulator.incomplete:
+            self._finish(batch, base_offset=base_offset, log_append_time_ms=log_append_time_ms)
+            return
+        idempotence.acknowledge(batch)
+        self._finish(batch, base_offset=base_offset, log_append_time_ms=log_append_time_ms)
+        if batch.sent_sequence != batch.base_sequence:
+            # Appended under the numbers it had when sent, which an earlier refused batch then
+            # gave back: the leader's sequence and ours now differ for this partition.
+            self._stop(
+                OutOfOrderSequenceError(
+                    f"OUT_OF_ORDER_SEQUENCE_NUMBER: {batch.topic}-{batch.partition}: a batch "
+                    f"was appended with sequence {batch.sent_sequence} after an earlier batch "
+                    f"was refused; the leader's sequence no longer matches the producer's"
+                )
+            )
 
     def _retry_or_fail(
         self, batch: ProducerBatch, code: int, context: str, broker_message: str | None = None
     ) -> None:
+        if batch not in self._accumulator.incomplete:
+            return  # failed meanwhile: the producer stopped
         error = error_for_code(code, context, broker_message)
         batch.last_error = error
         now = _now_ms()
         if code in METADATA_ERRORS:
             self.metadata.request_update()
+        if code in _MAYBE_APPENDED or code not in ErrorCode._value2member_map_:
+            batch.maybe_appended = True
+        retriable = error.retriable
+        idempotence = self._idempotence
+        if idempotence is not None and isinstance(error, ProducerFatalError):
+            # A gap before the batch the leader expects next is fatal; before a later one,
+            # it only means an earlier batch failed first: retry in order.
+            retriable = code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
+                not idempotence.is_next(batch) or batch.sent_sequence != batch.base_sequence
+            )
+            if not retriable:
+                self._stop(error, batch)
+                return
         if (
-            error.retriable
+            retriable
             and batch.attempts <= self.retries
             and not self._closed
             and now - batch.created_ms < self.delivery_timeout_ms
         ):
-            self._accumulator.reenqueue(batch, now, self.retry_backoff_ms)
+            goes_before = None if idempotence is None else idempotence.retry_goes_before(batch)
+            self._accumulator.reenqueue(batch, now, self.retry_backoff_ms, goes_before)
             return
-        if error.retriable and now - batch.created_ms >= self.delivery_timeout_ms:
+        if retriable and now - batch.created_ms >= self.delivery_timeout_ms:
             error = self._expiry_error(batch, now)
-        self._finish(batch, error=error)
+        self._fail(batch, error)
+
+    def _fail(self, batch: ProducerBatch, error: HighwaterClientError) -> None:
+        """Fail one batch. With idempotence, a batch that may be in the log leaves its
+        partition's sequence unresolved: the producer stops; one certainly not in the log gives
+        its sequence numbers back."""
+        idempotence = self._idempotence
+        if idempotence is None or batch.base_sequence == NO_SEQUENCE:
+            self._finish(batch, error=error)
+        elif batch.maybe_appended and not self._closed:
+            self._stop(
+                ProducerFatalError(
+                    f"the outcome of a batch of {batch.topic}-{batch.partition} is unknown "
+                    f"(sequence {batch.base_sequence}; {error}): later batches cannot be "
+                    f"numbered safely"
+                ),
+                batch,
+                error,
+            )
+        else:
+            idempotence.release(batch)
+            self._finish(batch, error=error)
+
+    def _stop(
+        self,
+        fatal: ProducerFatalError,
+        batch: ProducerBatch | None = None,
+        batch_error: HighwaterClientError | None = None,
+    ) -> None:
+        """The idempotent producer's fatal state: `batch` fails (with `batch_error`, default
+        `fatal`), every other pending record with `fatal`, and later sends raise it."""
+        if self._fatal_error is not None:
+            return
+        self._fatal_error = fatal
+        self._accepting = False
+        if batch is not None:
+            self._finish(batch, error=batch_error or fatal)
+        others = type(fatal)(
+            f"{fatal.name}: not delivered (if it was already sent: outcome unknown), the "
+            f"producer stopped: {fatal}",
+            fatal.code,
+        )
+        self._accumulator.abort_all()
+        for pending in list(self._accumulator.incomplete):
+            self._finish(pending, error=others)
+        self._wake()
 
     def _expiry_error(self, batch: ProducerBatch, now: float) -> HighwaterTimeoutError:
         last = f"; last error {batch.last_error}" if batch.last_error else ""
@@ -988,6 +1360,28 @@ class Producer:
             batch.fail(error)
         else:
             batch.complete(base_offset, log_append_time_ms)
+
+
+def _idempotence_enabled(
+    enable_idempotence: bool | None, acks: int, retries: int, max_in_flight: int
+) -> bool:
+    """Kafka 3.x: idempotence is on unless asked off; when not asked for explicitly, settings
+    it cannot work with turn it off silently; asked for explicitly, they are an error."""
+    if enable_idempotence is False:
+        return False
+    conflicts = []
+    if acks != -1:
+        conflicts.append(f"acks={acks} (idempotence needs acks='all')")
+    if retries <= 0:
+        conflicts.append(f"retries={retries} (idempotence needs retries > 0)")
+    if max_in_flight > MAX_IN_FLIGHT_BATCHES_PER_PARTITION:
+        conflicts.append(
+            f"max_in_flight_requests_per_connection={max_in_flight} (idempotence needs at most "
+            f"{MAX_IN_FLIGHT_BATCHES_PER_PARTITION})"
+        )
+    if conflicts and enable_idempotence:
+        raise ValueError("enable_idempotence=True conflicts with " + "; ".join(conflicts))
+    return not conflicts
 
 
 def _now_ms() -> float:

@@ -10,15 +10,27 @@ which every replica answers with its own log end offset (`replica_log_end_offset
 the leader's). The leader epoch is checked as KIP-320 says, so leader moves are visible to
 clients; OffsetForLeaderEpoch answers from the epochs stamped in the stored batches (KIP-279).
 
-Fault switches: `fail_next(api, code, topic, partition, times)`, `drop_next(api)` (close the
-connection instead of answering), `delay_ms[api]`, `stalled` ((broker, api) pairs read but
-never answered), `move_leader(...)`, `bump_leader_epoch(...)`, `truncate_to(...)`,
-`truncate_fetch=True` (cut fetch data exactly at partition_max_bytes, leaving a partial batch
-at the end).
+Idempotent producers: InitProducerId (any broker) hands out producer ids from 1000, epoch 0.
+Each partition keeps, per producer id, its epoch and last 5 batches, as a Kafka leader does:
+an exact duplicate (same epoch, base and last sequence as a cached batch) is answered NONE with
+its original base offset and nothing of that request is appended; a sequence gap ->
+OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch -> INVALID_PRODUCER_EPOCH; a newer epoch must start
+at sequence 0; a producer id the partition does not know is taken at any sequence; a refused
+request appends nothing. `produce_log` records each partition answer as (topic, partition,
+base sequence of each batch, error code).
+
+Fault switches: `fail_next(api, code, topic, partition, times)` (`clear_injected()` forgets
+those left), `drop_next(api)` (close the
+connection instead of answering), `drop_after_append(times)` (append a produce, then close the
+connection instead of answering: a lost acknowledgement), `delay_ms[api]`, `stalled`
+((broker, api) pairs read but never answered), `move_leader(...)`, `bump_leader_epoch(...)`,
+`truncate_to(...)`, `truncate_fetch=True` (cut fetch data exactly at partition_max_bytes,
+leaving a partial batch at the end).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -47,6 +59,7 @@ from protocol.messages.fetch import (
     FetchResponse,
     FetchTopicResponse,
 )
+from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -71,9 +84,48 @@ from protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
-from protocol.records import decode_batch, iter_batch_headers, stamp_prefix
+from protocol.records import BatchHeader, decode_batch, iter_batch_headers, stamp_prefix
 
-__all__ = ["FakeCluster", "FakePartition"]
+__all__ = ["FakeCluster", "FakePartition", "FakeProducerState"]
+
+_PRODUCER_BATCHES_KEPT = 5  # as Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+_FIRST_PRODUCER_ID = 1000
+
+
+@dataclass
+class FakeProducerState:
+    """One producer id's state on a partition: its epoch and last batches (Kafka's
+    ProducerStateEntry): (base sequence, last sequence, base offset) each."""
+
+    epoch: int
+    batches: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def duplicate_of(self, header: BatchHeader) -> int | None:
+        """The original base offset if `header` is a resend of a kept batch."""
+        for base_sequence, last_sequence, base_offset in self.batches:
+            if header.producer_epoch == self.epoch and (base_sequence, last_sequence) == (
+                header.base_sequence,
+                header.last_sequence,
+            ):
+                return base_offset
+        return None
+
+    def check(self, header: BatchHeader) -> int:
+        """The error code for a batch that is not a resend (0: it may be appended)."""
+        if header.producer_epoch < self.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if header.producer_epoch > self.epoch:
+            return 0 if header.base_sequence == 0 else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        if self.batches and header.base_sequence != (self.batches[-1][1] + 1) & 0x7FFFFFFF:
+            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        return 0
+
+    def appended(self, header: BatchHeader, base_offset: int) -> None:
+        if header.producer_epoch != self.epoch:
+            self.epoch = header.producer_epoch
+            self.batches = []
+        self.batches.append((header.base_sequence, header.last_sequence, base_offset))
+        del self.batches[:-_PRODUCER_BATCHES_KEPT]
 
 
 @dataclass
@@ -90,6 +142,7 @@ class FakePartition:
     replica_log_end_offsets: dict[int, int] = field(default_factory=dict)  # followers' LEOs
     # The leader's OffsetForLeaderEpoch answer (epoch, end offset) for every epoch, if set.
     epoch_end_override: tuple[int, int] | None = None
+    producers: dict[int, FakeProducerState] = field(default_factory=dict)  # by producer id
 
     @property
     def hw(self) -> int:
@@ -151,7 +204,11 @@ class FakeCluster:
         self.stalled: set[tuple[int, int]] = set()  # (broker id, api key): read, never answered
         self._injected: list[_Injected] = []
         self._drop: dict[int, int] = {}
+        self._drop_after_append = 0
         self._appended = trio.Event()
+        self._next_producer_id = _FIRST_PRODUCER_ID
+        # (topic, partition, base sequence of each batch, error code) per produce answer
+        self.produce_log: list[tuple[str, int, tuple[int, ...], int]] = []
 
     # ----- setup and faults ----------------------------------------------------------------
 
@@ -221,12 +278,21 @@ class FakeCluster:
     def drop_next(self, api: int, times: int = 1) -> None:
         self._drop[api] = self._drop.get(api, 0) + times
 
+    def clear_injected(self) -> None:
+        """Forget the `fail_next` errors not used yet."""
+        self._injected.clear()
+
+    def drop_after_append(self, times: int = 1) -> None:
+        """The next `times` produce requests are appended, then their connection is closed
+        instead of answering (the acknowledgement is lost)."""
+        self._drop_after_append += times
+
     def count(self, api: type) -> int:
         return sum(1 for _, body in self.requests if isinstance(body, api))
 
     def records(self, topic: str, partition: int) -> list[Any]:
         """Every stored record of a partition, decoded."""
-        out = []
+        out: list[Any] = []
         for _, data in self.topics[topic][partition].batches:
             out.extend(decode_batch(data).records)
         return out
@@ -268,6 +334,9 @@ class FakeCluster:
                         if delay:
                             await trio.sleep(delay / 1000)
                         body = await self._answer(broker_id, request.body)
+                        if isinstance(request.body, ProduceRequest) and self._drop_after_append:
+                            self._drop_after_append -= 1
+                            return
                         if body is None:
                             continue  # acks=0
                         await stream.send_all(
@@ -297,6 +366,8 @@ class FakeCluster:
             return self._create_topics(body)
         if isinstance(body, DeleteTopicsRequest):
             return self._delete_topics(body)
+        if isinstance(body, InitProducerIdRequest):
+            return self._init_producer_id()
         raise AssertionError(f"fake broker: unexpected {type(body).__name__}")
 
     def _metadata(self, request: MetadataRequest) -> MetadataResponse:
@@ -361,32 +432,66 @@ class FakeCluster:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return 0
 
+    def _init_producer_id(self) -> InitProducerIdResponse:
+        code = self._take_injected(ApiKey.INIT_PRODUCER_ID, "", -1)
+        if code:
+            return InitProducerIdResponse(code)
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return InitProducerIdResponse(0, producer_id, 0)
+
     def _produce(self, broker_id: int, request: ProduceRequest) -> ProduceResponse | None:
         responses = []
         for topic in request.topic_data:
             answers = []
             for data in topic.partition_data:
+                headers = list(iter_batch_headers(data.records))
+                sequences = tuple(h.base_sequence for _, h in headers)
                 code = self._partition_error(ApiKey.PRODUCE, broker_id, topic.name, data.index)
-                if code:
-                    answers.append(ProducePartitionResponse(data.index, code))
-                    continue
-                part = self.topics[topic.name][data.index]
-                base = part.log_end_offset
-                for pos, header in iter_batch_headers(data.records):
-                    raw = data.records[pos : pos + header.size]
-                    stamped = (
-                        stamp_prefix(part.log_end_offset, header.batch_length, part.leader_epoch)
-                        + raw[16:]
-                    )
-                    part.batches.append((part.log_end_offset, stamped))
-                    part.log_end_offset += header.record_count
-                answers.append(ProducePartitionResponse(data.index, 0, base_offset=base))
+                base = -1
+                if not code:
+                    part = self.topics[topic.name][data.index]
+                    code, base = self._append(part, data.records, headers)
+                self.produce_log.append((topic.name, data.index, sequences, code))
+                answers.append(ProducePartitionResponse(data.index, code, base_offset=base))
             responses.append(ProduceTopicResponse(topic.name, tuple(answers)))
         self._appended.set()
         self._appended = trio.Event()
         if request.acks == 0:
             return None
         return ProduceResponse(tuple(responses))
+
+    def _append(
+        self, part: FakePartition, records: bytes, headers: list[tuple[int, BatchHeader]]
+    ) -> tuple[int, int]:
+        """(error code, base offset), as a Kafka leader: the batches are checked in order
+        against the producer state first, so a refused request appends nothing, and a request
+        holding a resend appends nothing and is answered with the resent batch's offset."""
+        pending = {pid: copy.deepcopy(state) for pid, state in part.producers.items()}
+        offset = part.log_end_offset
+        for _, header in headers:
+            if header.producer_id >= 0:
+                applied = part.producers.get(header.producer_id)
+                duplicate = None if applied is None else applied.duplicate_of(header)
+                if duplicate is not None:
+                    return 0, duplicate
+                state = pending.get(header.producer_id)
+                if state is None:  # a producer id the partition does not know: any sequence
+                    state = pending[header.producer_id] = FakeProducerState(header.producer_epoch)
+                elif code := state.check(header):
+                    return code, -1
+                state.appended(header, offset)
+            offset += header.record_count
+        part.producers = pending
+        base = part.log_end_offset
+        for pos, header in headers:
+            raw = records[pos : pos + header.size]
+            stamped = (
+                stamp_prefix(part.log_end_offset, header.batch_length, part.leader_epoch) + raw[16:]
+            )
+            part.batches.append((part.log_end_offset, stamped))
+            part.log_end_offset += header.record_count
+        return 0, base
 
     def _fetch_partition(self, broker_id: int, topic: str, p: Any) -> FetchPartitionData:
         code = self._partition_error(
