@@ -9,13 +9,17 @@ replicas' files: one copy of every batch, at the offset first given.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import trio
 
+from client.consumer import Consumer
 from client.network import BrokerConnection, connect
-from client.zookeeper_server import ZooKeeperServer
+from client.producer import Producer
+from client.zookeeper_server import ZooKeeperServer, free_port
 from controller import zk_producer_ids
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -28,6 +32,7 @@ from protocol.messages.produce import (
 )
 from protocol.records import BatchHeader, Record, build_batch
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
+from tests.integration.lossy_proxy import LossyProxy
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
     ZkView,
@@ -273,3 +278,76 @@ async def test_producer_ids_are_unique_across_the_cluster(cluster: Cluster) -> N
     assert found is not None
     block = zk_producer_ids.ProducerIdBlock.decode(found[0])
     assert max(ids) <= block.block_end
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "not-idempotent"])
+async def test_lost_acks_duplicate_records_only_without_idempotence(
+    zookeeper: ZooKeeperServer, tmp_path: Path, idempotent: bool
+) -> None:
+    """The client's own retries through a link that loses answers (seed 003). The producer
+    reaches its broker only through a LossyProxy (the broker advertises the proxy's port); a
+    consumer then reads everything back. Idempotent: every value exactly once, in order.
+    Without idempotence the same losses must show up as duplicates, or this test could not
+    tell the two apart."""
+    proxy_port = free_port()
+    single = Cluster(
+        zookeeper.port,
+        tmp_path,
+        1,
+        {**OVERRIDES, "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}"},
+    )
+    proxy = LossyProxy(single.brokers[1].port, drop_probability=0.2, seed=LOSSY_SEED)
+    values = [f"v{i:05d}".encode() for i in range(LOSSY_RECORDS)]
+    single.start()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(proxy.serve, proxy_port)
+            await wait_whole(single)
+            await create_topic(single, "lossy", [(1,)])
+            proxy.armed = True
+            async with Producer(
+                f"127.0.0.1:{proxy_port}",
+                enable_idempotence=idempotent,
+                acks="all",
+                linger_ms=2,
+                batch_size=400,
+                retry_backoff_ms=20,
+                request_timeout_ms=3_000,
+            ) as producer:
+                futures = [await producer.send("lossy", v, partition=0) for v in values]
+                offsets = [(await f).offset for f in futures]
+            proxy.armed = False
+            assert proxy.drops > 0, "the proxy lost no answers: the test proves nothing"
+            got = await _read_all(single, "lossy", proxy_port)
+            nursery.cancel_scope.cancel()
+    finally:
+        single.stop()
+    counts = Counter(got)
+    assert set(counts) == set(values), "every acknowledged value is stored"
+    duplicated = sorted(v for v, n in counts.items() if n > 1)
+    print(f"seed {LOSSY_SEED}: {proxy.drops} answers lost, {len(duplicated)} values duplicated")
+    if idempotent:
+        assert duplicated == [], f"seed {LOSSY_SEED}: duplicates {duplicated[:5]}"
+        assert got == values, "in send order"
+        assert offsets == list(range(len(values))), "each ack is the record's one offset"
+    else:
+        assert duplicated, f"seed {LOSSY_SEED}: {proxy.drops} lost answers but no duplicate"
+
+
+LOSSY_SEED = 3
+LOSSY_RECORDS = 2_000
+
+
+async def _read_all(cluster: Cluster, topic: str, port: int) -> list[bytes | None]:
+    async with Consumer(
+        f"127.0.0.1:{port}", auto_offset_reset="earliest", fetch_max_wait_ms=100
+    ) as consumer:
+        tp = (topic, 0)
+        consumer.assign([tp])
+        got: list[bytes | None] = []
+        with trio.fail_after(30):
+            end = (await consumer.end_offsets([tp]))[tp]
+            while await consumer.position(tp) < end:
+                got += [r.value for r in await consumer.poll(timeout_ms=500)]
+    return got
