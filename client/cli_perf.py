@@ -38,6 +38,12 @@ def perf() -> None:
     show_default=True,
 )
 @click.option(
+    "--no-idempotence",
+    "no_idempotence",
+    is_flag=True,
+    help="Send without producer ids and sequences (with --acks all; acks 0/1 never use them).",
+)
+@click.option(
     "--target",
     type=click.FloatRange(min=0),
     default=perf_tools.TARGET_RATIO,
@@ -54,6 +60,7 @@ def perf_produce(
     batch_size: int,
     linger_ms: float,
     compression: str,
+    no_idempotence: bool,
     target: float,
 ) -> None:
     """Send records and print records/s, MB/s and latency percentiles; then the build-only
@@ -70,6 +77,7 @@ def perf_produce(
             batch_size=batch_size,
             linger_ms=linger_ms,
             compression=compression,
+            enable_idempotence=False if no_idempotence else None,
             echo=click.echo,
         ),
         timeout_s=None,
@@ -127,8 +135,15 @@ def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> 
 @click.option("--record-size", type=click.IntRange(min=8), default=100, show_default=True)
 @click.option("--throughput", type=click.FloatRange(min=1), default=10_000, show_default=True)
 @click.option("--acks", type=click.Choice(list(ACKS)), default="all", show_default=True)
+@click.option("--no-idempotence", "no_idempotence", is_flag=True, help="Plain producer.")
 def perf_end_to_end(
-    bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float, acks: str
+    bootstrap: str,
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    acks: str,
+    no_idempotence: bool,
 ) -> None:
     """Produce at a fixed rate while consuming, and print produce-to-consume latency
     percentiles (Kafka's EndToEndLatency, without its one-record-at-a-time lockstep)."""
@@ -141,6 +156,7 @@ def perf_end_to_end(
             record_size=record_size,
             throughput=throughput,
             acks=ACKS[acks],
+            enable_idempotence=False if no_idempotence else None,
         ),
         timeout_s=None,
     )

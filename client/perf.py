@@ -249,6 +249,7 @@ async def run_produce_perf(
     batch_size: int = 16_384,
     linger_ms: float = 5,
     compression: str = "none",
+    enable_idempotence: bool | None = None,
     echo: Echo = print,
 ) -> ProduceResult:
     """Send num_records records of record_size bytes as fast as allowed; time every delivery.
@@ -271,6 +272,7 @@ async def run_produce_perf(
         batch_size=batch_size,
         linger_ms=linger_ms,
         compression=compression,
+        enable_idempotence=enable_idempotence,
         client_id="highwater-perf",
     ) as producer:
         await producer.partitions_for(topic)  # metadata first: not part of the measurement
@@ -437,6 +439,7 @@ async def run_end_to_end_perf(
     acks: int = -1,
     linger_ms: float = 0,
     timeout_s: float = 120,
+    enable_idempotence: bool | None = None,
 ) -> list[float]:
     """Produce at a fixed rate to partition 0 while a consumer in the same process reads it;
     return each record's produce-to-consume latency in ms (sorted). The consumer sees a record
@@ -447,7 +450,13 @@ async def run_end_to_end_perf(
     latencies: list[float] = []
     clock = time.perf_counter
     async with (
-        Producer(bootstrap, acks=acks, linger_ms=linger_ms, client_id="highwater-e2e") as producer,
+        Producer(
+            bootstrap,
+            acks=acks,
+            linger_ms=linger_ms,
+            enable_idempotence=enable_idempotence,
+            client_id="highwater-e2e",
+        ) as producer,
         Consumer(bootstrap, client_id="highwater-e2e") as consumer,
     ):
         await producer.partitions_for(topic)

@@ -149,6 +149,9 @@ _MAYBE_APPENDED: Final = frozenset(
 # them: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
 _COORDINATOR_RETRIABLE_CODES: Final = frozenset({14, 15, 16})
 _RECORD_OVERHEAD_BYTES: Final = 16  # msgpack array, deltas and bin headers of one record
+# The most a backlogged idempotent partition's batch grows to: 5 of them in flight keep a
+# replicated partition's pipeline full, and each stays well under message.max.bytes (1 MiB).
+_MAX_BACKLOG_BATCH_BYTES: Final = 256 * 1024
 _NETWORK_TIMEOUT_MARGIN_MS: Final = 1_000  # the broker answers its own timeout first
 
 TopicPartition = tuple[str, int]
@@ -265,6 +268,7 @@ class ProducerBatch:
         "attempts",
         "base_sequence",
         "base_timestamp",
+        "capacity",
         "created_ms",
         "encoded",
         "entries",
@@ -280,10 +284,13 @@ class ProducerBatch:
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int, created_ms: float) -> None:
+    def __init__(
+        self, topic: str, partition: int, created_ms: float, capacity: int = 16_384
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.created_ms = created_ms
+        self.capacity = capacity  # estimated bytes at which the batch is full
         # msgpack-ready tuples (packed as arrays; tuples of scalars escape the cyclic GC)
         self.entries: list[tuple[Any, ...]] = []
         self.record_count = 0
@@ -449,8 +456,13 @@ class RecordAccumulator:
         delivery_timeout_ms: float,
         muting: bool,
         sendable: Callable[[ProducerBatch], bool] | None = None,
+        backlog_batch_size: int | None = None,
     ) -> None:
         self.batch_size = batch_size
+        # A partition with two full batches already waiting fills its next batch up to this
+        # (None: never): the idempotent producer may have only 5 batches of a partition
+        # unacknowledged, so when it falls behind, bigger batches keep its throughput.
+        self.backlog_batch_size = backlog_batch_size
         self.linger_ms = linger_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         self.muting = muting  # one batch in flight per partition (max in flight 1: keeps order)
@@ -495,7 +507,7 @@ class RecordAccumulator:
         """`append` without a Record object: the producer's hot path."""
         tp = (topic, partition)
         batch = self._open.get(tp)
-        if batch is not None and batch.estimated_bytes + size <= self.batch_size:
+        if batch is not None and batch.estimated_bytes + size <= batch.capacity:
             # The common case, ProducerBatch.add inlined (an open batch is never encoded).
             index = batch.record_count
             if timestamp_ms > batch.max_timestamp:
@@ -503,19 +515,24 @@ class RecordAccumulator:
             batch.entries.append((timestamp_ms - batch.base_timestamp, index, key, value, headers))
             batch.record_count = index + 1
             estimated = batch.estimated_bytes = batch.estimated_bytes + size
-            return DeliveryFuture(batch.result, index, timestamp_ms), (estimated >= self.batch_size)
+            return DeliveryFuture(batch.result, index, timestamp_ms), (estimated >= batch.capacity)
         wake = False
-        if batch is None or batch.estimated_bytes + size > self.batch_size:
-            batch = ProducerBatch(topic, partition, now_ms() if callable(now_ms) else now_ms)
+        if batch is None or batch.estimated_bytes + size > batch.capacity:
             queue = self.batches.get(tp)
             if queue is None:
                 queue = self.batches[tp] = deque()
+            capacity = self.batch_size
+            if self.backlog_batch_size is not None and len(queue) >= 2:
+                capacity = self.backlog_batch_size
+            batch = ProducerBatch(
+                topic, partition, now_ms() if callable(now_ms) else now_ms, capacity
+            )
             queue.append(batch)
             self.incomplete.add(batch)
             self._open[tp] = batch
             wake = True
         future = batch.add(timestamp_ms, key, value, headers, size)
-        if batch.estimated_bytes >= self.batch_size:
+        if batch.estimated_bytes >= batch.capacity:
             wake = True
         return future, wake
 
@@ -711,6 +728,11 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms,
             muting=max_in_flight_requests_per_connection == 1,
             sendable=self._idempotence.sendable if self._idempotence is not None else None,
+            backlog_batch_size=(
+                max(batch_size, min(max_request_size, _MAX_BACKLOG_BATCH_BYTES))
+                if self._idempotence is not None
+                else None
+            ),
         )
         self._partitioner = partitioner or StickyPartitioner(batch_size)
         # send's fast path reads a plain StickyPartitioner's state (not a subclass's)
@@ -912,7 +934,7 @@ class Producer:
             timestamp_ms = _time_ns() // 1_000_000
         # RecordAccumulator.append_fields, inlined for the common case: room in the open batch.
         batch = self._open_batches.get((topic, partition))
-        if batch is not None and batch.estimated_bytes + size <= self._batch_size:
+        if batch is not None and batch.estimated_bytes + size <= batch.capacity:
             index = batch.record_count
             if timestamp_ms > batch.max_timestamp:
                 batch.max_timestamp = timestamp_ms
@@ -920,7 +942,7 @@ class Producer:
             batch.record_count = index + 1
             estimated = batch.estimated_bytes = batch.estimated_bytes + size
             future = DeliveryFuture(batch.result, index, timestamp_ms)
-            wake = estimated >= self._batch_size
+            wake = estimated >= batch.capacity
         else:
             future, wake = self._accumulator.append_fields(
                 topic, partition, timestamp_ms, key, value, headers, size, _now_ms

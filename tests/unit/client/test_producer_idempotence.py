@@ -534,3 +534,37 @@ def test_accumulator_with_idempotence_keeps_the_window_and_sends_retries_alone()
     state.acknowledge(in_flight[1])
     assert acc.ready(leader, 0)[0] == {1}
     assert [b.base_sequence for b in acc.drain(1, leader, 1_000_000, 0, encode)] == [3]
+
+
+def test_a_backlogged_partition_fills_bigger_batches_up_to_the_cap() -> None:
+    """Only 5 batches of a partition may be unacknowledged, so when two full batches already
+    wait, the next one fills to backlog_batch_size instead of batch_size; never beyond it."""
+    header = 61  # estimated_bytes counts the batch header
+
+    def counts(backlog: int | None) -> list[int]:
+        acc = RecordAccumulator(
+            batch_size=header + 2 * 50,
+            linger_ms=0,
+            delivery_timeout_ms=10_000,
+            muting=False,
+            backlog_batch_size=backlog,
+        )
+        for _ in range(40):
+            acc.append_fields("t", 0, 0, None, b"x" * 10, (), 50, 0)
+        return [b.record_count for b in acc.batches[("t", 0)]]
+
+    assert counts(header + 8 * 50) == [2, 2, 8, 8, 8, 8, 4]
+    assert counts(None) == [2] * 20
+
+
+async def test_the_idempotent_producer_grows_backlogged_batches_and_keeps_order(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, batch_size=1_000, linger_ms=1) as producer:
+        await producer.partitions_for("t")
+        futures = [producer.send_nowait("t", value(i), partition=0) for i in range(5_000)]
+        await producer.flush()
+    assert [f.result().offset for f in futures] == list(range(5_000))
+    assert stored_values(cluster) == [value(i) for i in range(5_000)]
+    assert max(h.size for h in stored_headers(cluster)) > 1_000  # some batches grew
