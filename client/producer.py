@@ -32,7 +32,10 @@ it does not know at any sequence); a retried batch goes back into its queue in s
 and while a partition has retried batches only its lowest unacknowledged one is sent, alone
 for its partition in its request (a leader answers a request holding a resend with the resent
 batch's offset and appends nothing of it). OUT_OF_ORDER_SEQUENCE_NUMBER for a batch with an
-unacknowledged predecessor is retried (that predecessor failed first).
+unacknowledged predecessor is retried (that predecessor failed first). Because only 5 batches
+of a partition may be out at once, a partition that falls behind (two full batches waiting)
+fills its next batches up to 256 KiB instead of batch_size: with acks=all on a replicated
+partition, 5 batches of 16 KiB per round trip would otherwise halve throughput.
 
 What stops an idempotent producer (a `ProducerFatalError`; Kafka bumps the epoch instead in
 some cases): OUT_OF_ORDER_SEQUENCE_NUMBER for the batch that is next in sequence
