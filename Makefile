@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 
-.PHONY: up down status test lint typecheck imports unit integration sim bench bench-replication zookeeper venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication zookeeper venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
@@ -58,6 +58,10 @@ bench: venv
 
 sim: venv
 	$(BIN)/pytest -q tests/simulation
+
+# One chaos run by hand, e.g. make chaos ARGS="--seed 7 --duration-s 300 --nemeses kill,lose-acks"
+chaos: venv zookeeper
+	$(BIN)/python -m tests.chaos.run $(ARGS)
 
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication

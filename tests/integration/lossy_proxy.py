@@ -4,8 +4,9 @@ Connections accepted while the proxy is armed forward the client's bytes to the 
 they come; after forwarding a chunk, with probability `drop_probability` (a seeded RNG), the
 proxy stops passing the broker's answer back and closes the connection a moment later. The
 request was delivered, the broker acted on it, the client never hears back: it retries, and
-only an idempotent producer's retry is not written twice. Connections accepted before arming
-(a controller's own channel through an advertised address) are never touched.
+only an idempotent producer's retry is not written twice. By default connections accepted
+before arming (a controller's own channel through an advertised address) are never touched;
+with `arm_existing` every connection is lossy while the proxy is armed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class LossyProxy:
     drop_probability: float
     seed: int
     armed: bool = False
+    arm_existing: bool = False
     drops: int = 0
     _rng: random.Random = field(init=False)
 
@@ -41,7 +43,7 @@ class LossyProxy:
         await trio.serve_listeners(self._handle, listeners)
 
     async def _handle(self, client: trio.SocketStream) -> None:
-        lossy = self.armed
+        accepted_armed = self.armed
         lost = trio.Event()  # set once this connection's answers are being thrown away
         try:
             async with (
@@ -53,6 +55,7 @@ class LossyProxy:
                 async def upstream() -> None:
                     while data := await client.receive_some():
                         await server.send_all(data)
+                        lossy = self.armed and (accepted_armed or self.arm_existing)
                         if lossy and self._rng.random() < self.drop_probability:
                             self.drops += 1
                             lost.set()

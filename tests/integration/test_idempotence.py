@@ -315,8 +315,15 @@ async def test_lost_acks_duplicate_records_only_without_idempotence(
                 retry_backoff_ms=20,
                 request_timeout_ms=3_000,
             ) as producer:
-                futures = [await producer.send("lossy", v, partition=0) for v in values]
-                offsets = [(await f).offset for f in futures]
+                # Groups of 10, each awaited: one request per group, so the proxy has a few
+                # hundred requests to lose answers of (however large batches may grow).
+                offsets: list[int] = []
+                for start in range(0, len(values), 10):
+                    group = [
+                        await producer.send("lossy", v, partition=0)
+                        for v in values[start : start + 10]
+                    ]
+                    offsets += [(await f).offset for f in group]
             proxy.armed = False
             assert proxy.drops > 0, "the proxy lost no answers: the test proves nothing"
             got = await _read_all(single, "lossy", proxy_port)

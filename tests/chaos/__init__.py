@@ -1,0 +1,1 @@
+"""Chaos runs: a workload against a real cluster under injected faults, and a checker."""

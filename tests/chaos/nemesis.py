@@ -1,0 +1,114 @@
+"""The nemesis: faults injected into real broker processes, one at a time, each healed.
+
+Kinds (each bounded in time, chosen and timed by a seeded RNG):
+- kill: SIGKILL a broker, leave it down 0.5-3 s, start it again (a hard bounce);
+- pause: SIGSTOP a broker for 0.3-1.5 s, then SIGCONT (a stall shorter than its session);
+- expire: SIGSTOP a broker for longer than its ZooKeeper session timeout, then SIGCONT: the
+  session expires, its ephemeral znodes vanish, it re-registers (scenario 9's outcome);
+- bounce: SIGTERM (controlled shutdown), wait for the exit, start it again;
+- lose-acks: for 1-3 s every new connection through the brokers' LossyProxy (runs with lossy
+  links only) may deliver a request and lose its answer: seed 003's lost acknowledgement.
+Targets: a random broker, the controller, or the leader of partition 0. Between faults the
+nemesis waits (bounded) for the cluster to be whole again, so at most one broker is faulty at a
+time: with RF=3 and min.insync.replicas=2 acks=all writes can go on through every fault.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import trio
+
+from tests.integration.cluster_harness import BrokerProcess, Cluster, fetch_metadata
+from tests.integration.lossy_proxy import LossyProxy
+from tests.integration.replication_checks import wait_whole
+
+__all__ = ["KINDS", "Nemesis"]
+
+KINDS = ("kill", "pause", "expire", "bounce", "lose-acks")
+
+
+@dataclass
+class Nemesis:
+    cluster: Cluster
+    rng: random.Random
+    kinds: Sequence[str]
+    topic: str
+    session_timeout_ms: int
+    interval_s: tuple[float, float] = (1.0, 3.0)
+    proxies: Sequence[LossyProxy] = ()
+    faults: Counter[str] = field(default_factory=Counter)
+    log: list[str] = field(default_factory=list)
+
+    async def run(self, stop: trio.Event) -> None:
+        """Inject faults until `stop`; every fault is healed before this returns."""
+        while not stop.is_set():
+            with trio.move_on_after(self.rng.uniform(*self.interval_s)):
+                await stop.wait()
+            if stop.is_set():
+                break
+            kind = self.rng.choice(list(self.kinds))
+            broker = await self._target()
+            self.log.append(f"{kind} broker {broker.broker_id}")
+            await self._apply(kind, broker)
+            self.faults[kind] += 1
+            with trio.move_on_after(60):
+                await wait_whole(self.cluster, timeout_s=60)
+
+    async def _target(self) -> BrokerProcess:
+        brokers = self.cluster.brokers
+        choice = self.rng.choice(["any", "controller", "leader"])
+        meta = await fetch_metadata(self.rng.choice(list(brokers.values())).port)
+        if meta is not None and choice == "controller" and meta.controller_id in brokers:
+            return brokers[meta.controller_id]
+        if meta is not None and choice == "leader":
+            for topic in meta.topics:
+                for p in topic.partitions:
+                    if (
+                        topic.name == self.topic
+                        and p.partition_index == 0
+                        and p.leader_id in brokers
+                    ):
+                        return brokers[p.leader_id]
+        return brokers[self.rng.choice(sorted(brokers))]
+
+    async def _apply(self, kind: str, broker: BrokerProcess) -> None:
+        if kind == "kill":
+            await trio.to_thread.run_sync(broker.kill)
+            await trio.sleep(self.rng.uniform(0.5, 3.0))
+            broker.start()
+        elif kind == "pause":
+            broker.pause()
+            try:
+                await trio.sleep(self.rng.uniform(0.3, 1.5))
+            finally:
+                broker.resume()
+        elif kind == "expire":
+            broker.pause()
+            try:
+                await trio.sleep(self.session_timeout_ms / 1000 + self.rng.uniform(0.5, 1.5))
+            finally:
+                broker.resume()
+        elif kind == "lose-acks":
+            if not self.proxies:
+                raise ValueError("lose-acks needs lossy links (the brokers behind LossyProxy)")
+            for proxy in self.proxies:
+                proxy.armed = True
+            try:
+                await trio.sleep(self.rng.uniform(1.0, 3.0))
+            finally:
+                for proxy in self.proxies:
+                    proxy.armed = False
+        elif kind == "bounce":
+            status = await trio.to_thread.run_sync(broker.stop)
+            self.log.append(f"broker {broker.broker_id} exited {status} after SIGTERM")
+            broker.start()
+        else:
+            raise ValueError(f"unknown nemesis {kind!r}; known: {', '.join(KINDS)}")
+
+    def heal(self) -> None:
+        """Everything running and unpaused (a cancelled fault may have left one down)."""
+        self.cluster.ensure_running()

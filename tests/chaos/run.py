@@ -1,0 +1,246 @@
+"""One chaos run: ZooKeeper and N real brokers, the workload, the nemesis, then the checker.
+
+    python -m tests.chaos.run --seed 7 --duration-s 60 --nemeses kill,pause,expire,bounce
+
+Prints the seed, the faults injected by kind, the send outcomes and the checker's anomaly table;
+exits 1 on any anomaly, on replicas that disagree after healing, or on a consumer that met a log
+truncation. The same seed picks the same faults, targets and timings (the cluster's own timing
+still varies from run to run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from client.admin import Admin
+from client.zookeeper_server import ZooKeeperServer, free_port
+from tests.chaos.checker import CheckReport, check
+from tests.chaos.nemesis import KINDS, Nemesis
+from tests.chaos.workload import History, consume, produce, read_partition
+from tests.integration.cluster_harness import Cluster
+from tests.integration.lossy_proxy import LossyProxy
+from tests.integration.replication_checks import (
+    FAST_REPLICATION,
+    log_end_offset,
+    wait_converged,
+    wait_whole,
+)
+
+__all__ = ["ChaosConfig", "ChaosResult", "chaos_run", "main"]
+
+TOPIC = "chaos"
+SESSION_TIMEOUT_MS = 4000
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    seed: int
+    duration_s: float = 30
+    nemeses: tuple[str, ...] = ("kill", "pause", "expire", "bounce")
+    brokers: int = 3
+    partitions: int = 3
+    producers: int = 2
+    consumers: int = 2
+    rate_per_s: float = 100  # per producer
+    idempotent: bool = True
+    # Each broker behind a LossyProxy (advertised to clients and peers): needed by lose-acks.
+    lossy_links: bool = False
+
+
+@dataclass
+class ChaosResult:
+    config: ChaosConfig
+    report: CheckReport
+    history: History
+    faults: Counter[str] = field(default_factory=Counter)
+    fault_log: list[str] = field(default_factory=list)
+    replicas_agree: bool = True
+    replica_problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and self.replicas_agree and not self.history.truncations
+
+    def summary(self) -> str:
+        c = self.config
+        faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
+        lines = [
+            f"chaos run: seed {c.seed}, {c.duration_s:g} s, {c.brokers} brokers, "
+            f"{c.partitions} partitions RF={c.brokers} min.insync.replicas=2, "
+            f"{c.producers} producers x {c.rate_per_s:g}/s "
+            f"({'idempotent' if c.idempotent else 'NOT idempotent'}), {c.consumers} consumers",
+            f"faults injected: {faults}",
+            f"sends: {self.report.acked} acked, {self.report.failed} failed, "
+            f"{self.report.unknown} unknown; producer restarts {self.history.producer_restarts}",
+            f"records: {self.report.final_records} in the final read, "
+            f"{self.report.polled} polled by consumers",
+            f"replicas identical after healing: {'yes' if self.replicas_agree else 'NO'} "
+            f"{self.replica_problem}",
+            f"consumer log truncations: {len(self.history.truncations)}",
+            self.report.table(),
+            f"result: {'OK' if self.ok else 'ANOMALIES FOUND'} (seed {c.seed})",
+        ]
+        return "\n".join(lines)
+
+
+async def chaos_run(config: ChaosConfig, zookeeper_port: int, directory: Path) -> ChaosResult:
+    overrides = {
+        **FAST_REPLICATION,
+        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        "min.insync.replicas": "2",
+        "controlled.shutdown.max.retries": "3",
+    }
+    brokers = range(1, config.brokers + 1)
+    proxy_ports = {b: free_port() for b in brokers} if config.lossy_links else {}
+    advertised = {
+        b: {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+        for b, port in proxy_ports.items()
+    }
+    cluster = Cluster(zookeeper_port, directory, config.brokers, overrides, advertised)
+    rng = random.Random(config.seed)
+    proxies = {
+        b: LossyProxy(cluster.brokers[b].port, 0.2, rng.randrange(1 << 31), arm_existing=True)
+        for b in proxy_ports
+    }
+    nemesis = Nemesis(
+        cluster, rng, config.nemeses, TOPIC, SESSION_TIMEOUT_MS, proxies=list(proxies.values())
+    )
+    # Clients go where the brokers advertise: through the proxies when links are lossy.
+    bootstrap = ",".join(f"127.0.0.1:{port}" for port in proxy_ports.values()) or cluster.bootstrap
+    async with trio.open_nursery() as links:
+        for b, proxy in proxies.items():
+            await links.start(proxy.serve, proxy_ports[b])
+        cluster.start()
+        try:
+            return await _run(config, cluster, nemesis, bootstrap)
+        finally:
+            nemesis.heal()
+            cluster.stop()
+            links.cancel_scope.cancel()
+
+
+async def _run(
+    config: ChaosConfig, cluster: Cluster, nemesis: Nemesis, bootstrap: str
+) -> ChaosResult:
+    history = History()
+    stop_producing, stop_consuming = trio.Event(), trio.Event()
+    ends: dict[int, int] = {}  # per partition, where consumers must reach before stopping
+    consumers_done = trio.Semaphore(0)
+
+    async def consumer(i: int) -> None:
+        await consume(bootstrap, TOPIC, config.partitions, i, history, stop_consuming, ends)
+        consumers_done.release()
+
+    async def producer(i: int) -> None:
+        await produce(
+            bootstrap,
+            TOPIC,
+            i,
+            history,
+            stop_producing,
+            rate_per_s=config.rate_per_s,
+            idempotent=config.idempotent,
+        )
+
+    await wait_whole(cluster, timeout_s=60)
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic(
+            TOPIC, partitions=config.partitions, replication_factor=config.brokers
+        )
+    async with trio.open_nursery() as consumers:
+        for i in range(config.consumers):
+            consumers.start_soon(consumer, i)
+        async with trio.open_nursery() as workload:
+            for i in range(config.producers):
+                workload.start_soon(producer, i)
+            workload.start_soon(nemesis.run, stop_producing)
+            await trio.sleep(config.duration_s)
+            stop_producing.set()
+        nemesis.heal()
+        await wait_whole(cluster, timeout_s=60)
+        final = {
+            p: await read_partition(cluster.bootstrap, TOPIC, p) for p in range(config.partitions)
+        }
+        ends.update({p: len(v) for p, v in final.items()})
+        stop_consuming.set()
+        with trio.move_on_after(60):
+            for _ in range(config.consumers):
+                await consumers_done.acquire()
+        consumers.cancel_scope.cancel()
+    result = ChaosResult(config, CheckReport(), history, nemesis.faults, nemesis.log)
+    ran_to_end = range(config.consumers)
+    result.report = check(history.sends, history.polls, final, consumers_ran_to_end=ran_to_end)
+    await _compare_replicas(cluster, config, result)
+    return result
+
+
+async def _compare_replicas(cluster: Cluster, config: ChaosConfig, result: ChaosResult) -> None:
+    brokers = list(cluster.brokers.values())
+    for partition in range(config.partitions):
+        ends = {await log_end_offset(b, TOPIC, partition) for b in brokers}
+        log_end = max((e for e in ends if e is not None), default=0)
+        try:
+            await wait_converged(brokers, TOPIC, partition, log_end, timeout_s=30)
+        except AssertionError as exc:
+            result.replicas_agree = False
+            result.replica_problem += f"partition {partition}: {exc}; "
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
+    parser.add_argument("--duration-s", type=float, default=60)
+    parser.add_argument(
+        "--nemeses", default="kill,pause,expire,bounce", help=f"any of {', '.join(KINDS)}"
+    )
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--consumers", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=100, help="records/s per producer")
+    parser.add_argument("--no-idempotence", action="store_true")
+    parser.add_argument(
+        "--lossy-links", action="store_true", help="brokers behind LossyProxy (for lose-acks)"
+    )
+    parser.add_argument("--dir", type=Path, help="keep the run's files here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    nemeses = tuple(n for n in args.nemeses.split(",") if n)
+    unknown = sorted(set(nemeses) - set(KINDS))
+    if unknown:
+        parser.error(f"unknown nemeses {unknown}; known: {', '.join(KINDS)}")
+    config = ChaosConfig(
+        seed=args.seed,
+        duration_s=args.duration_s,
+        nemeses=nemeses,
+        brokers=args.brokers,
+        partitions=args.partitions,
+        producers=args.producers,
+        consumers=args.consumers,
+        rate_per_s=args.rate,
+        idempotent=not args.no_idempotence,
+        lossy_links=args.lossy_links or "lose-acks" in nemeses,
+    )
+    with tempfile.TemporaryDirectory(prefix="highwater-chaos-") as tmp:
+        directory = args.dir or Path(tmp)
+        zookeeper = ZooKeeperServer(directory / "zookeeper", free_port())
+        zookeeper.start()
+        try:
+            result = trio.run(chaos_run, config, zookeeper.port, directory / "cluster")
+        finally:
+            zookeeper.stop()
+    print(result.summary())
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
