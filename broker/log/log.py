@@ -103,8 +103,8 @@ class Log:
     ) -> None:
         assert segments, "a log always has an active segment"
         self.directory = directory
-        self.config = config
         self._segments = segments
+        self.config = config
         self._bases = [s.base_offset for s in segments]
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
@@ -179,6 +179,19 @@ class Log:
         return cls(directory, config, segments, start, log_end_offset, epoch_cache, now_ms)
 
     # -- state -----------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic's config (it arrives after the log was opened with the broker's defaults,
+        e.g. at start-up) applies to the open segments too: the active one rolls at the
+        topic's segment.bytes / segment.ms, not at the defaults it was opened with."""
+        self._config = config
+        for segment in self._segments:
+            segment.config = config
 
     @property
     def log_end_offset(self) -> int:

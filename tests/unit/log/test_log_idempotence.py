@@ -163,3 +163,16 @@ def test_truncate_fully_drops_producer_state_and_snapshots(tmp_path: Path) -> No
     log.truncate_fully_and_start_at(100, T0)
     assert list_snapshot_offsets(directory) == []
     assert leader_append(log, idem(18)) == (100, 101, False)
+
+
+def test_a_new_config_reaches_the_open_segments(tmp_path: Path) -> None:
+    """The broker opens logs with its defaults at start-up; the topic's config arrives later.
+    The active segment must then roll at the topic's segment.bytes, not the default."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory)  # default: 1 GiB segments
+    leader_append(log, idem(0))
+    log.config = LogConfig(segment_bytes=200)
+    for seq in range(2, 12, 2):
+        leader_append(log, idem(seq))
+    assert len(log.segments) > 1
+    assert all(s.config.segment_bytes == 200 for s in log.segments)
