@@ -59,6 +59,8 @@ KNOWN_KEYS: Final = frozenset(
         "default.replication.factor",
         "message.max.bytes",
         "socket.request.max.bytes",
+        "connections.max.idle.ms",
+        "max.connections",
         "log.segment.bytes",
         "log.roll.ms",
         "log.roll.hours",
@@ -148,6 +150,11 @@ class BrokerConfig:
     socket_request_max_bytes: int = field(
         default=104857600, metadata=_key("socket.request.max.bytes")
     )
+    # A connection that sends nothing this long is closed (Kafka's 10 min).
+    connections_max_idle_ms: int = field(default=600_000, metadata=_key("connections.max.idle.ms"))
+    # Connections beyond this are closed as soon as they are accepted (Kafka: unlimited by
+    # default; here a bound, so idle sockets cannot use up the broker's file descriptors).
+    max_connections: int = field(default=10_000, metadata=_key("max.connections"))
     log_segment_bytes: int = field(default=1073741824, metadata=_key("log.segment.bytes"))
     log_roll_ms: int = field(default=168 * _MS_PER_HOUR, metadata=_key("log.roll.ms"))
     log_index_size_max_bytes: int = field(
@@ -515,6 +522,8 @@ def _build(r: _Reader) -> BrokerConfig:
         default_replication_factor=r.integer("default.replication.factor", 1, minimum=1),
         message_max_bytes=r.integer("message.max.bytes", 1048588, minimum=1),
         socket_request_max_bytes=r.integer("socket.request.max.bytes", 104857600, minimum=1),
+        connections_max_idle_ms=r.long("connections.max.idle.ms", 600_000, minimum=1),
+        max_connections=r.integer("max.connections", 10_000, minimum=1),
         # Minimums below are LogConfig's, so log_config() cannot fail on a loaded config.
         log_segment_bytes=r.integer("log.segment.bytes", 1073741824, minimum=128),
         log_roll_ms=_roll_ms(r),

@@ -11,6 +11,7 @@ with it).
 
 from __future__ import annotations
 
+import resource
 import signal
 from functools import partial
 from pathlib import Path
@@ -54,7 +55,12 @@ async def run_broker(config: BrokerConfig) -> int:
             timeout_ms=config.zookeeper_connection_timeout_ms,
         )
         server = BrokerServer(
-            ctx, config.listener_host, config.listener_port, config.socket_request_max_bytes
+            ctx,
+            config.listener_host,
+            config.listener_port,
+            config.socket_request_max_bytes,
+            idle_timeout_s=config.connections_max_idle_ms / 1000,
+            max_connections=_connection_limit(config.max_connections, log),
         )
         try:
             ctx.zk = zk
@@ -112,6 +118,35 @@ async def run_broker(config: BrokerConfig) -> int:
     return 0
 
 
+# Descriptors kept back from client connections: segments and indexes, ZooKeeper, fetchers.
+_RESERVED_FILE_DESCRIPTORS = 256
+
+
+def _connection_limit(max_connections: int, log: structlog.typing.FilteringBoundLogger) -> int:
+    """Raise the open-file limit to its hard maximum (as Kafka's docs ask of operators), then
+    keep max.connections below it: idle sockets must never leave the broker without a
+    descriptor for its own files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, _MAX_OPEN_FILES)
+    if wanted > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit", error=str(exc))
+    limit = max(1, min(max_connections, soft - _RESERVED_FILE_DESCRIPTORS))
+    if limit < max_connections:
+        log.warning(
+            "max.connections lowered to fit the open-file limit",
+            max_connections=limit,
+            open_file_limit=soft,
+        )
+    return limit
+
+
+_MAX_OPEN_FILES = 1 << 20
+
+
 async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
     """Kafka's scheduler: retention, time-based flushes and checkpoints, each on its interval."""
     config = ctx.config
@@ -132,17 +167,33 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
             if at_ms > now_ms:
                 continue
             due_ms[name] = now_ms + intervals_ms[name]
-            if name == "retention":
-                deleted = log_manager.cleanup(now_ms)
-                if deleted:
-                    log.info("retention deleted segments", segments=deleted)
-            elif name == "flush":
-                log_manager.flush_dirty(now_ms)
-            elif name == "high_watermarks":
-                ctx.replica_manager.checkpoint_high_watermarks()
-            elif name == "producer_expiry":
-                expired = log_manager.remove_expired_producers(now_ms)
-                if expired:
-                    log.info("expired idle producer ids", producers=expired)
-            else:
-                log_manager.checkpoint(now_ms)
+            try:
+                _housekeeping_task(name, ctx, log_manager, now_ms, log)
+            except OSError as exc:
+                # E.g. EMFILE while clients hold every descriptor: skip this round, try again
+                # at the next interval; the broker keeps serving.
+                log.warning("housekeeping failed; will retry", task=name, error=str(exc))
+
+
+def _housekeeping_task(
+    name: str,
+    ctx: BrokerContext,
+    log_manager: LogManager,
+    now_ms: int,
+    log: structlog.typing.FilteringBoundLogger,
+) -> None:
+    """One of Kafka's scheduled tasks, by name."""
+    if name == "retention":
+        deleted = log_manager.cleanup(now_ms)
+        if deleted:
+            log.info("retention deleted segments", segments=deleted)
+    elif name == "flush":
+        log_manager.flush_dirty(now_ms)
+    elif name == "high_watermarks":
+        ctx.replica_manager.checkpoint_high_watermarks()
+    elif name == "producer_expiry":
+        expired = log_manager.remove_expired_producers(now_ms)
+        if expired:
+            log.info("expired idle producer ids", producers=expired)
+    else:
+        log_manager.checkpoint(now_ms)

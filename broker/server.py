@@ -2,7 +2,13 @@
 
 Like Kafka, a connection is served one request at a time (Kafka mutes the channel while a
 request is in flight), so a client may pipeline and still get responses in order. A frame
-that is too large or a request that cannot be decoded closes that connection only.
+that is too large or a request that cannot be decoded closes that connection only; so does a
+response that cannot be encoded or a handler that fails (a bug: logged with its traceback),
+never the broker. ApiVersions at a version this broker does not speak is answered at v0 with
+UNSUPPORTED_VERSION and the supported ranges, as Kafka does, so a client can find a common
+version. Limits: `connections.max.idle.ms` without a byte closes a connection; beyond
+`max.connections` a new connection is closed at once; a response not taken by the client
+within 30 s + 1 s per MiB closes it.
 
 Shutdown (`stop`): stop accepting, close idle connections, let busy ones finish the request in
 hand (bounded by `drain_timeout_s`), then return.
@@ -10,22 +16,28 @@ hand (bounded by `drain_timeout_s`), then return.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 import trio
 
 from broker.context import BrokerContext
 from broker.handlers import HANDLERS
-from protocol.codec import RequestDecodeError, decode_request, encode_response
-from protocol.errors import FrameError
+from protocol.apis import ApiKey, supported_versions
+from protocol.codec import RequestDecodeError, RequestHeader, decode_request, encode_response
+from protocol.errors import ErrorCode, FrameError, HighwaterError
 from protocol.framing import NEED_DATA, FrameDecoder
+from protocol.messages.api_versions import ApiVersionsResponse
 
 __all__ = ["BrokerServer"]
 
 _RECEIVE_BYTES = 256 * 1024
-IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
+IDLE_TIMEOUT_S = 600.0  # connections.max.idle.ms's default
+MAX_CONNECTIONS = 10_000  # max.connections's default
+_MESSAGE_CHARS = 1000  # an error message cut to this when the whole response is too big
 
 
 @dataclass(eq=False)
@@ -36,11 +48,22 @@ class _Connection:
 
 
 class BrokerServer:
-    def __init__(self, ctx: BrokerContext, host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        host: str,
+        port: int,
+        max_frame_bytes: int,
+        *,
+        idle_timeout_s: float | None = None,
+        max_connections: int | None = None,
+    ) -> None:
         self.ctx = ctx
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
+        self.idle_timeout_s = idle_timeout_s  # None: IDLE_TIMEOUT_S
+        self.max_connections = max_connections  # None: MAX_CONNECTIONS
         self._connections: set[_Connection] = set()
         self._accepting = trio.CancelScope()
         self._stopping = False
@@ -78,6 +101,11 @@ class BrokerServer:
             peer = f"{host}:{port}"
         except OSError:
             return
+        limit = MAX_CONNECTIONS if self.max_connections is None else self.max_connections
+        if len(self._connections) >= limit:
+            self._logger.warning("closing connection: max.connections reached", peer=peer)
+            await trio.aclose_forcefully(stream)
+            return
         conn = _Connection(peer)
         self._connections.add(conn)
         try:
@@ -103,7 +131,8 @@ class BrokerServer:
                 log.warning("closing connection: bad frame", error=str(exc))
                 return
             if frame_body is NEED_DATA:
-                with trio.move_on_after(IDLE_TIMEOUT_S) as idle:
+                idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
+                with trio.move_on_after(idle_s) as idle:
                     data = await stream.receive_some(_RECEIVE_BYTES)
                 if idle.cancelled_caught or not data:
                     return
@@ -113,6 +142,10 @@ class BrokerServer:
             try:
                 request = decode_request(frame_body)
             except RequestDecodeError as exc:
+                if _unsupported_api_versions(exc.header, exc.code):
+                    assert exc.header is not None
+                    await self._send(stream, _api_versions_fallback(exc.header))
+                    continue
                 log.warning("closing connection: bad request", error=str(exc))
                 return
             header = request.header
@@ -127,12 +160,58 @@ class BrokerServer:
                 log.exception("request handler failed", api_key=header.api_key)
                 return
             if response is not None:
-                data = encode_response(
-                    header.correlation_id, header.api_key, header.api_version, response
-                )
-                with trio.fail_after(_send_timeout_s(len(data))):
-                    await stream.send_all(data)
+                try:
+                    data = _encode(header, response)
+                except Exception:
+                    # A bug in that handler, which must not take the broker down.
+                    log.exception("response could not be encoded", api_key=header.api_key)
+                    return
+                await self._send(stream, data)
             conn.busy = False
+
+    async def _send(self, stream: trio.SocketStream, data: bytes) -> None:
+        with trio.fail_after(_send_timeout_s(len(data))):
+            await stream.send_all(data)
+
+
+def _encode(header: RequestHeader, response: object) -> bytes:
+    """Encode; if that fails, again with every error_message cut short: a message quoting a
+    client's oversized input (a 32 KiB topic name) must not cost the client its answer."""
+    try:
+        return encode_response(header.correlation_id, header.api_key, header.api_version, response)
+    except HighwaterError:
+        short = _short_messages(response)
+        return encode_response(header.correlation_id, header.api_key, header.api_version, short)
+
+
+def _short_messages(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_short_messages(v) for v in value)
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        if f.name == "error_message" and isinstance(item, str) and len(item) > _MESSAGE_CHARS:
+            changes[f.name] = item[:_MESSAGE_CHARS] + "..."
+        elif isinstance(item, tuple) or dataclasses.is_dataclass(item):
+            changes[f.name] = _short_messages(item)
+    return dataclasses.replace(value, **changes) if changes else value
+
+
+def _unsupported_api_versions(header: RequestHeader | None, code: int) -> bool:
+    return (
+        header is not None
+        and header.api_key == ApiKey.API_VERSIONS
+        and code == ErrorCode.UNSUPPORTED_VERSION
+    )
+
+
+def _api_versions_fallback(header: RequestHeader) -> bytes:
+    """Kafka's answer to ApiVersions at a version it does not speak: v0, UNSUPPORTED_VERSION,
+    and the supported ranges."""
+    body = ApiVersionsResponse(ErrorCode.UNSUPPORTED_VERSION, supported_versions())
+    return encode_response(header.correlation_id, ApiKey.API_VERSIONS, 0, body)
 
 
 def _send_timeout_s(size: int) -> float:

@@ -11,7 +11,7 @@ metadata shows a leader for every partition.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.handlers.create_topics import MAX_PARTITIONS
+from broker.handlers.create_topics import MAX_PARTITIONS, validate_topic_name
 from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
 from controller.assignment import assign_new_partitions
 from controller.zk_topics import (
@@ -83,6 +83,9 @@ async def _try_create(
 ) -> CreatePartitionsTopicResult:
     if ctx.zk is None:
         return _failed(topic, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
+    bad_name = validate_topic_name(topic.name)
+    if bad_name is not None:  # no such topic can exist; never a ZooKeeper path built from it
+        return _failed(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, bad_name)
     try:
         existing, version = await get_assignment(ctx.zk, topic.name)
     except UnknownTopicError as exc:
