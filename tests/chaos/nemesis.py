@@ -6,6 +6,10 @@ Kinds (each bounded in time, chosen and timed by a seeded RNG):
 - expire: SIGSTOP a broker for longer than its ZooKeeper session timeout, then SIGCONT: the
   session expires, its ephemeral znodes vanish, it re-registers (scenario 9's outcome);
 - bounce: SIGTERM (controlled shutdown), wait for the exit, start it again;
+- corrupt: SIGKILL a broker, then damage one partition of the stopped broker the way a crash
+  or a bad disk does (cut the active segment at a random byte, flip bits in its last batch,
+  append garbage, delete the .index files), start it again: it must recover a valid prefix and
+  copy the rest from the leader;
 - lose-acks: for 1-3 s every new connection through the brokers' LossyProxy (runs with lossy
   links only) may deliver a request and lose its answer: seed 003's lost acknowledgement.
 Targets: a random broker, the controller, or the leader of partition 0. Between faults the
@@ -22,13 +26,14 @@ from dataclasses import dataclass, field
 
 import trio
 
+from tests.integration import disk_faults
 from tests.integration.cluster_harness import BrokerProcess, Cluster, fetch_metadata
 from tests.integration.lossy_proxy import LossyProxy
 from tests.integration.replication_checks import wait_whole
 
 __all__ = ["KINDS", "Nemesis"]
 
-KINDS = ("kill", "pause", "expire", "bounce", "lose-acks")
+KINDS = ("kill", "pause", "expire", "bounce", "corrupt", "lose-acks")
 
 
 @dataclass
@@ -40,6 +45,7 @@ class Nemesis:
     session_timeout_ms: int
     interval_s: tuple[float, float] = (1.0, 3.0)
     proxies: Sequence[LossyProxy] = ()
+    partitions: int = 1  # of `topic`, for the corrupt nemesis
     faults: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
 
@@ -92,6 +98,10 @@ class Nemesis:
                 await trio.sleep(self.session_timeout_ms / 1000 + self.rng.uniform(0.5, 1.5))
             finally:
                 broker.resume()
+        elif kind == "corrupt":
+            await trio.to_thread.run_sync(broker.kill)
+            self.log.append(f"broker {broker.broker_id}: {self._damage(broker)}")
+            broker.start()
         elif kind == "lose-acks":
             if not self.proxies:
                 raise ValueError("lose-acks needs lossy links (the brokers behind LossyProxy)")
@@ -108,6 +118,29 @@ class Nemesis:
             broker.start()
         else:
             raise ValueError(f"unknown nemesis {kind!r}; known: {', '.join(KINDS)}")
+
+    def _damage(self, broker: BrokerProcess) -> str:
+        partition_dir = broker.partition_dir(self.topic, self.rng.randrange(self.partitions))
+        segments = disk_faults.segment_files(partition_dir)
+        if not segments or segments[-1].stat().st_size == 0:
+            return f"{partition_dir.name}: nothing to damage"
+        active = segments[-1]
+        size = active.stat().st_size
+        how = self.rng.choice(["cut", "flip", "garbage", "index"])
+        if how == "cut":
+            at = self.rng.randrange(size)
+            disk_faults.cut_at(active, at)
+            return f"{active.name} cut at byte {at} of {size}"
+        if how == "flip":
+            spans, _ = disk_faults.batch_spans(active)
+            start = spans[-1][0] + 16 if spans else 0  # bytes the CRC protects
+            bits = disk_faults.flip_bits(active, start, size, self.rng, count=3)
+            return f"{active.name} bits flipped at {bits}"
+        if how == "garbage":
+            disk_faults.append_garbage(active, self.rng.randrange(1, 200), self.rng)
+            return f"{active.name} garbage appended"
+        deleted = disk_faults.delete_index_files(partition_dir, ".index")
+        return f"{partition_dir.name}: {len(deleted)} .index files deleted"
 
     def heal(self) -> None:
         """Everything running and unpaused (a cancelled fault may have left one down)."""

@@ -44,7 +44,7 @@ SESSION_TIMEOUT_MS = 4000
 class ChaosConfig:
     seed: int
     duration_s: float = 30
-    nemeses: tuple[str, ...] = ("kill", "pause", "expire", "bounce")
+    nemeses: tuple[str, ...] = ("kill", "pause", "expire", "bounce", "corrupt")
     brokers: int = 3
     partitions: int = 3
     producers: int = 2
@@ -111,7 +111,13 @@ async def chaos_run(config: ChaosConfig, zookeeper_port: int, directory: Path) -
         for b in proxy_ports
     }
     nemesis = Nemesis(
-        cluster, rng, config.nemeses, TOPIC, SESSION_TIMEOUT_MS, proxies=list(proxies.values())
+        cluster,
+        rng,
+        config.nemeses,
+        TOPIC,
+        SESSION_TIMEOUT_MS,
+        proxies=list(proxies.values()),
+        partitions=config.partitions,
     )
     # Clients go where the brokers advertise: through the proxies when links are lossy.
     bootstrap = ",".join(f"127.0.0.1:{port}" for port in proxy_ports.values()) or cluster.bootstrap
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
     parser.add_argument("--duration-s", type=float, default=60)
     parser.add_argument(
-        "--nemeses", default="kill,pause,expire,bounce", help=f"any of {', '.join(KINDS)}"
+        "--nemeses", default="kill,pause,expire,bounce,corrupt", help=f"any of {', '.join(KINDS)}"
     )
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=3)
