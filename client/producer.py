@@ -283,6 +283,7 @@ class ProducerBatch:
         "record_count",
         "result",
         "retry_at_ms",
+        "sent_behind",
         "sent_sequence",
         "topic",
     )
@@ -308,6 +309,11 @@ class ProducerBatch:
         # batch of the partition is refused and gives its numbers back (then re-encoded).
         self.base_sequence = NO_SEQUENCE
         self.sent_sequence = NO_SEQUENCE  # base_sequence in the bytes of the latest attempt
+        # The latest attempt went while an earlier batch of the partition was unacknowledged:
+        # a gap the leader reports for it may be that batch's, even if it is acknowledged by
+        # the time the answer is handled (answers to pipelined requests are handled in any
+        # order).
+        self.sent_behind = False
         self.maybe_appended = False  # an attempt ended without a clear "not appended"
         self.last_error: HighwaterClientError | None = None
 
@@ -1185,6 +1191,8 @@ class Producer:
             assert batch.encoded is not None
             batch.attempts += 1
             batch.sent_sequence = batch.base_sequence
+            idempotence = self._idempotence
+            batch.sent_behind = idempotence is not None and not idempotence.is_next(batch)
             by_topic.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(
                 batch.encoded
             )
@@ -1297,7 +1305,9 @@ class Producer:
             # A gap before the batch the leader expects next is fatal; before a later one,
             # it only means an earlier batch failed first: retry in order.
             retriable = code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
-                not idempotence.is_next(batch) or batch.sent_sequence != batch.base_sequence
+                not idempotence.is_next(batch)
+                or batch.sent_behind
+                or batch.sent_sequence != batch.base_sequence
             )
             if not retriable:
                 self._stop(error, batch)

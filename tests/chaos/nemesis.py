@@ -10,6 +10,9 @@ Kinds (each bounded in time, chosen and timed by a seeded RNG):
   or a bad disk does (cut the active segment at a random byte, flip bits in its last batch,
   append garbage, delete the .index files), start it again: it must recover a valid prefix and
   copy the rest from the leader;
+- partition: cut a broker off the network (brokers in network namespaces only) for 1-3 s, or
+  past its ZooKeeper session timeout (its session expires; if it led, a new leader is
+  elected; it must truncate and rejoin after healing), then heal;
 - lose-acks: for 1-3 s every new connection through the brokers' LossyProxy (runs with lossy
   links only) may deliver a request and lose its answer: seed 003's lost acknowledgement.
 Targets: a random broker, the controller, or the leader of partition 0. Between faults the
@@ -29,11 +32,12 @@ import trio
 from tests.integration import disk_faults
 from tests.integration.cluster_harness import BrokerProcess, Cluster, fetch_metadata
 from tests.integration.lossy_proxy import LossyProxy
+from tests.integration.netns import NetworkLab
 from tests.integration.replication_checks import wait_whole
 
 __all__ = ["KINDS", "Nemesis"]
 
-KINDS = ("kill", "pause", "expire", "bounce", "corrupt", "lose-acks")
+KINDS = ("kill", "pause", "expire", "bounce", "corrupt", "partition", "lose-acks")
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Nemesis:
     interval_s: tuple[float, float] = (1.0, 3.0)
     proxies: Sequence[LossyProxy] = ()
     partitions: int = 1  # of `topic`, for the corrupt nemesis
+    lab: NetworkLab | None = None  # brokers in network namespaces: the partition nemesis
     faults: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
 
@@ -67,7 +72,8 @@ class Nemesis:
     async def _target(self) -> BrokerProcess:
         brokers = self.cluster.brokers
         choice = self.rng.choice(["any", "controller", "leader"])
-        meta = await fetch_metadata(self.rng.choice(list(brokers.values())).port)
+        asked = self.rng.choice(list(brokers.values()))
+        meta = await fetch_metadata(asked.port, host=asked.host)
         if meta is not None and choice == "controller" and meta.controller_id in brokers:
             return brokers[meta.controller_id]
         if meta is not None and choice == "leader":
@@ -98,6 +104,20 @@ class Nemesis:
                 await trio.sleep(self.session_timeout_ms / 1000 + self.rng.uniform(0.5, 1.5))
             finally:
                 broker.resume()
+        elif kind == "partition":
+            if self.lab is None:
+                raise ValueError("partition needs brokers in network namespaces (--netns)")
+            long = self.rng.random() < 0.5
+            cut_s = (
+                self.session_timeout_ms / 1000 + self.rng.uniform(0.5, 2.0)
+                if long
+                else self.rng.uniform(1.0, 3.0)
+            )
+            self.lab.cut(broker.broker_id)
+            try:
+                await trio.sleep(cut_s)
+            finally:
+                self.lab.heal(broker.broker_id)
         elif kind == "corrupt":
             await trio.to_thread.run_sync(broker.kill)
             self.log.append(f"broker {broker.broker_id}: {self._damage(broker)}")
@@ -143,5 +163,9 @@ class Nemesis:
         return f"{partition_dir.name}: {len(deleted)} .index files deleted"
 
     def heal(self) -> None:
-        """Everything running and unpaused (a cancelled fault may have left one down)."""
+        """Everything running, unpaused and connected (a cancelled fault may have left one
+        down)."""
+        if self.lab is not None:
+            for broker_id in self.cluster.brokers:
+                self.lab.heal(broker_id)
         self.cluster.ensure_running()

@@ -11,11 +11,13 @@ still varies from run to run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -27,6 +29,7 @@ from tests.chaos.nemesis import KINDS, Nemesis
 from tests.chaos.workload import History, consume, produce, read_partition
 from tests.integration.cluster_harness import Cluster
 from tests.integration.lossy_proxy import LossyProxy
+from tests.integration.netns import NetnsBrokerProcess, NetworkLab
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
     log_end_offset,
@@ -37,6 +40,7 @@ from tests.integration.replication_checks import (
 __all__ = ["ChaosConfig", "ChaosResult", "chaos_run", "main"]
 
 TOPIC = "chaos"
+NETNS_BROKER_PORT = 9092  # each broker has an address of its own in its namespace
 SESSION_TIMEOUT_MS = 4000
 
 
@@ -80,6 +84,7 @@ class ChaosResult:
             f"faults injected: {faults}",
             f"sends: {self.report.acked} acked, {self.report.failed} failed, "
             f"{self.report.unknown} unknown; producer restarts {self.history.producer_restarts}",
+            *(f"  producer stopped: {e[:300]}" for e in self.history.producer_errors[:5]),
             f"records: {self.report.final_records} in the final read, "
             f"{self.report.polled} polled by consumers",
             f"replicas identical after healing: {'yes' if self.replicas_agree else 'NO'} "
@@ -91,7 +96,15 @@ class ChaosResult:
         return "\n".join(lines)
 
 
-async def chaos_run(config: ChaosConfig, zookeeper_port: int, directory: Path) -> ChaosResult:
+async def chaos_run(
+    config: ChaosConfig,
+    zookeeper_port: int,
+    directory: Path,
+    *,
+    lab: NetworkLab | None = None,
+) -> ChaosResult:
+    """With `lab`, each broker runs in its own network namespace (ZooKeeper must listen on
+    the lab's hub address), and the `partition` nemesis can cut it off."""
     overrides = {
         **FAST_REPLICATION,
         "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -105,6 +118,10 @@ async def chaos_run(config: ChaosConfig, zookeeper_port: int, directory: Path) -
         for b, port in proxy_ports.items()
     }
     cluster = Cluster(zookeeper_port, directory, config.brokers, overrides, advertised)
+    if lab is not None:
+        if proxy_ports:
+            raise ValueError("lossy links and network namespaces do not go together here")
+        _move_into_namespaces(cluster, lab, zookeeper_port)
     rng = random.Random(config.seed)
     proxies = {
         b: LossyProxy(cluster.brokers[b].port, 0.2, rng.randrange(1 << 31), arm_existing=True)
@@ -118,6 +135,7 @@ async def chaos_run(config: ChaosConfig, zookeeper_port: int, directory: Path) -
         SESSION_TIMEOUT_MS,
         proxies=list(proxies.values()),
         partitions=config.partitions,
+        lab=lab,
     )
     # Clients go where the brokers advertise: through the proxies when links are lossy.
     bootstrap = ",".join(f"127.0.0.1:{port}" for port in proxy_ports.values()) or cluster.bootstrap
@@ -188,6 +206,23 @@ async def _run(
     return result
 
 
+def _move_into_namespaces(cluster: Cluster, lab: NetworkLab, zookeeper_port: int) -> None:
+    chroot = cluster.zookeeper_connect.split("/", 1)[1]
+    cluster.zookeeper_connect = f"{lab.hub_address}:{zookeeper_port}/{chroot}"
+    cluster.brokers = {
+        b: NetnsBrokerProcess(
+            b,
+            NETNS_BROKER_PORT,
+            broker.directory,
+            cluster.zookeeper_connect,
+            broker.overrides,
+            host=lab.address(b),
+            namespace=lab.namespace(b),
+        )
+        for b, broker in cluster.brokers.items()
+    }
+
+
 async def _compare_replicas(cluster: Cluster, config: ChaosConfig, result: ChaosResult) -> None:
     brokers = list(cluster.brokers.values())
     for partition in range(config.partitions):
@@ -218,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lossy-links", action="store_true", help="brokers behind LossyProxy (for lose-acks)"
     )
+    parser.add_argument(
+        "--netns", action="store_true", help="each broker in a network namespace (for partition)"
+    )
     parser.add_argument("--dir", type=Path, help="keep the run's files here (default: a temp dir)")
     args = parser.parse_args(argv)
     nemeses = tuple(n for n in args.nemeses.split(",") if n)
@@ -236,14 +274,18 @@ def main(argv: list[str] | None = None) -> int:
         idempotent=not args.no_idempotence,
         lossy_links=args.lossy_links or "lose-acks" in nemeses,
     )
+    netns = args.netns or "partition" in nemeses
     with tempfile.TemporaryDirectory(prefix="highwater-chaos-") as tmp:
         directory = args.dir or Path(tmp)
-        zookeeper = ZooKeeperServer(directory / "zookeeper", free_port())
-        zookeeper.start()
-        try:
-            result = trio.run(chaos_run, config, zookeeper.port, directory / "cluster")
-        finally:
-            zookeeper.stop()
+        with contextlib.ExitStack() as stack:
+            lab = stack.enter_context(NetworkLab(config.brokers)) if netns else None
+            host = lab.hub_address if lab is not None else "127.0.0.1"
+            zookeeper = ZooKeeperServer(directory / "zookeeper", free_port(host), host=host)
+            zookeeper.start()
+            stack.callback(zookeeper.stop)
+            result = trio.run(
+                partial(chaos_run, config, zookeeper.port, directory / "cluster", lab=lab)
+            )
     print(result.summary())
     return 0 if result.ok else 1
 

@@ -31,6 +31,7 @@ class History:
     polls: list[Poll] = field(default_factory=list)
     truncations: list[str] = field(default_factory=list)  # KIP-320 divergences consumers met
     producer_restarts: int = 0
+    producer_errors: list[str] = field(default_factory=list)
 
 
 def _outcome(value: bytes, future: DeliveryFuture) -> SendOutcome:
@@ -80,8 +81,10 @@ async def produce(
                     await trio.sleep(1 / rate_per_s)
                 with trio.move_on_after(30):
                     await producer.flush()
-        except HighwaterClientError:
+        except* HighwaterClientError as group:
+            # A fatal error (the producer stopped) surfaces from its nursery: a new producer.
             history.producer_restarts += 1
+            history.producer_errors += [str(e) for e in group.exceptions]
         for value, future in pending:
             if future.done():
                 history.sends.append(_outcome(value, future))

@@ -94,9 +94,11 @@ def read_batch_headers(path: Path) -> list[BatchHeader]:
     return headers
 
 
-async def fetch_metadata(port: int, timeout_ms: int = 2000) -> MetadataResponse | None:
+async def fetch_metadata(
+    port: int, timeout_ms: int = 2000, host: str = "127.0.0.1"
+) -> MetadataResponse | None:
     try:
-        conn = await connect("127.0.0.1", port, timeout_ms=timeout_ms)
+        conn = await connect(host, port, timeout_ms=timeout_ms)
     except BrokerConnectionError:
         return None
     try:
@@ -162,6 +164,7 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
+    host: str = "127.0.0.1"  # the address it listens on (its own, in a network namespace)
 
     @property
     def config_path(self) -> Path:
@@ -179,7 +182,7 @@ class BrokerProcess:
         self.directory.mkdir(parents=True, exist_ok=True)
         settings = {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.session.timeout.ms": "6000",
             "log.dirs": str(self.data_dir),
@@ -310,13 +313,13 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
+        return ",".join(f"{b.host}:{b.port}" for b in self.brokers.values())
 
     @property
     def live_bootstrap(self) -> str:
         """The running, unpaused brokers: a client bootstrapping from a paused broker would
         wait out its request timeout before trying the next."""
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.running_brokers())
+        return ",".join(f"{b.host}:{b.port}" for b in self.running_brokers())
 
     def start(self) -> None:
         for broker in self.brokers.values():

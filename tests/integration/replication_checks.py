@@ -158,7 +158,7 @@ async def wait_whole(cluster: Cluster, timeout_s: float = 60) -> None:
 
     async def whole() -> bool:
         for broker in cluster.running_brokers():
-            meta = await fetch_metadata(broker.port)
+            meta = await fetch_metadata(broker.port, host=broker.host)
             if meta is None or {b.node_id for b in meta.brokers} != running:
                 return False
             if meta.controller_id not in running:
@@ -173,7 +173,7 @@ async def _not_whole(cluster: Cluster) -> list[BrokerProcess]:
     running = {b.broker_id for b in cluster.running_brokers()}
     lacking = []
     for broker in cluster.running_brokers():
-        meta = await fetch_metadata(broker.port)
+        meta = await fetch_metadata(broker.port, host=broker.host)
         if (
             meta is None
             or {b.node_id for b in meta.brokers} != running
@@ -207,7 +207,7 @@ async def create_topic(
         configs=tuple(CreatableTopicConfig(k, v) for k, v in sorted((config or {}).items())),
     )
     broker = cluster.running_brokers()[0]
-    conn = await connect("127.0.0.1", broker.port)
+    conn = await connect(broker.host, broker.port)
     try:
         response: CreateTopicsResponse = await conn.request(
             CreateTopicsRequest((topic,), int(timeout_s * 1000)), timeout_ms=int(timeout_s * 2000)
@@ -231,7 +231,7 @@ async def create_topic(
 async def partition_metadata(
     broker: BrokerProcess, topic: str, partition: int
 ) -> MetadataPartition | None:
-    meta = await fetch_metadata(broker.port)
+    meta = await fetch_metadata(broker.port, host=broker.host)
     if meta is None:
         return None
     for t in meta.topics:
@@ -325,7 +325,7 @@ async def _list_latest(
         (ListOffsetsTopic(topic, (ListOffsetsPartition(partition, LATEST_TIMESTAMP),)),),
     )
     try:
-        conn = await connect("127.0.0.1", broker.port, timeout_ms=2000)
+        conn = await connect(broker.host, broker.port, timeout_ms=2000)
     except BrokerConnectionError:
         return None
     try:
@@ -363,7 +363,7 @@ async def offset_for_leader_epoch(
             ),
         )
     )
-    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
+    conn = await connect(broker.host, broker.port, timeout_ms=5000)
     try:
         response: OffsetForLeaderEpochResponse = await conn.request(request, timeout_ms=5000)
     finally:

@@ -2,8 +2,10 @@
 
 A real ZooKeeper and 3 real brokers, 2 idempotent acks=all producers and 2 consumers over 3
 partitions (RF=3, min.insync.replicas=2), while the nemesis kills, pauses, expires sessions,
-bounces and loses acknowledgements. The checker must find no anomaly; and without idempotence
-the same lost acknowledgements must show up as duplicates, or the checker could not see them.
+bounces, corrupts files, loses acknowledgements, and (brokers in network namespaces, where
+this machine allows them) cuts brokers off the network. The checker must find no anomaly, and
+no idempotent producer may stop on a sequence error; without idempotence the same lost
+acknowledgements must show up as duplicates, or the checker could not see them.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from client.zookeeper_server import ZooKeeperServer
+from client.zookeeper_server import ZooKeeperServer, free_port
 from tests.chaos.nemesis import KINDS
 from tests.chaos.run import ChaosConfig, chaos_run
+from tests.integration import netns
 
 pytestmark = [pytest.mark.integration]
 
@@ -29,6 +32,7 @@ async def test_a_short_chaos_run_with_every_nemesis_finds_no_anomaly(
     assert sum(result.faults.values()) >= 5, result.fault_log
     assert result.report.acked > 1000
     assert result.ok, result.summary()
+    assert result.history.producer_restarts == 0, result.history.producer_errors
 
 
 @pytest.mark.timeout(240)
@@ -45,3 +49,24 @@ async def test_without_idempotence_lost_acks_show_up_as_duplicates(
     others = {k: n for k, n in result.report.counts.items() if k != "duplicate"}
     assert not any(others.values()), result.summary()
     assert result.replicas_agree, result.replica_problem
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(not netns.available(), reason="network namespaces need root (ip netns)")
+async def test_a_chaos_run_with_network_partitions_finds_no_anomaly(tmp_path: Path) -> None:
+    """Each broker in its own network namespace; the nemesis cuts brokers off (shorter and
+    longer than their ZooKeeper session) and kills them."""
+    config = ChaosConfig(seed=9, duration_s=30, nemeses=("partition", "kill"))
+    with netns.NetworkLab(config.brokers) as lab:
+        server = ZooKeeperServer(
+            tmp_path / "zookeeper", free_port(lab.hub_address), host=lab.hub_address
+        )
+        server.start()
+        try:
+            result = await chaos_run(config, server.port, tmp_path / "cluster", lab=lab)
+        finally:
+            server.stop()
+    print(result.summary())
+    assert result.faults["partition"] >= 1, result.fault_log
+    assert result.ok, result.summary()
+    assert result.history.producer_restarts == 0, result.history.producer_errors

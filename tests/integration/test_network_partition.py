@@ -77,7 +77,8 @@ def cluster(lab: NetworkLab, hub_zookeeper: int, tmp_path: Path) -> Iterator[Clu
             BROKER_PORT,
             tmp_path / f"broker-{i}",
             connect,
-            {**overrides, "listeners": f"PLAINTEXT://{lab.address(i)}:{BROKER_PORT}"},
+            overrides,
+            host=lab.address(i),
             namespace=lab.namespace(i),
         )
         for i in (1, 2, 3)

@@ -568,3 +568,37 @@ async def test_the_idempotent_producer_grows_backlogged_batches_and_keeps_order(
     assert [f.result().offset for f in futures] == list(range(5_000))
     assert stored_values(cluster) == [value(i) for i in range(5_000)]
     assert max(h.size for h in stored_headers(cluster)) > 1_000  # some batches grew
+
+
+async def test_a_gap_reported_for_a_batch_sent_behind_an_unacked_one_is_retried() -> None:
+    """Answers to pipelined requests may be handled in any order: batch 1 went while batch 0
+    was unacknowledged, the leader answered it OUT_OF_ORDER (batch 0 not there yet), and
+    batch 0's acknowledgement was handled first. Batch 1 is next in sequence by then, but
+    the gap was batch 0's: retry, do not stop the producer."""
+    producer = Producer("127.0.0.1:1", linger_ms=0)
+    state = producer._idempotence
+    assert state is not None
+    accumulator = producer._accumulator
+    now_ms = trio.current_time() * 1000
+    first, _ = accumulator.append_fields("t", 0, 0, None, b"a", (), 10, now_ms)
+    (a,) = accumulator.batches[("t", 0)]
+    a.capacity = 0  # full: the next record opens batch b
+    accumulator.append_fields("t", 0, 0, None, b"b", (), 10, now_ms)
+    b = accumulator.batches[("t", 0)][1]
+    b.capacity = 0
+    leader = lambda topic, partition: 1  # noqa: E731
+
+    def encode(batch: ProducerBatch) -> bytes:
+        state.assign(batch)
+        return b"x"
+
+    state.partitions.setdefault(("t", 0), PartitionSequences()).acknowledged = True
+    drained = accumulator.drain(1, leader, 1_000_000, now_ms, encode)
+    assert drained == [a, b]
+    producer._produce_request(drained)  # both sent: b behind a
+    assert b.sent_behind and not a.sent_behind
+    producer._acknowledged(a, 0, -1)
+    producer._retry_or_fail(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "t-0")
+    assert producer._fatal_error is None
+    assert list(accumulator.batches[("t", 0)]) == [b]  # queued for its retry
+    assert first.done() and first.result().offset == 0
