@@ -46,19 +46,10 @@ from broker.log.manager import (
 )
 from client.admin import Admin
 from client.errors import HighwaterClientError, ProducerFatalError
-from client.network import connect
 from client.producer import DeliveryFuture, Producer
 from client.zookeeper_server import ZooKeeperServer
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
-from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from protocol.messages.produce import (
-    ProducePartitionData,
-    ProducePartitionResponse,
-    ProduceRequest,
-    ProduceResponse,
-    ProduceTopicData,
-)
 from protocol.records import Record, build_batch
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.disk_faults import (
@@ -94,6 +85,7 @@ from tests.integration.replication_checks import (
     zk_view,
 )
 from tests.integration.test_leader_balance import controller_id, soon
+from tests.integration.wire import init_producer_id, produce_to
 
 pytestmark = [pytest.mark.integration]
 
@@ -205,18 +197,6 @@ async def wait_segments(broker: BrokerProcess, topic: str, count: int) -> None:
 # -- an idempotent producer over the wire, batch by batch (to resend exact batches) ----------
 
 
-async def init_producer_id(broker: BrokerProcess) -> tuple[int, int]:
-    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
-    try:
-        response: InitProducerIdResponse = await conn.request(
-            InitProducerIdRequest(60_000), timeout_ms=10_000
-        )
-    finally:
-        await conn.aclose()
-    assert response.error_code == ErrorCode.NONE, ErrorCode(response.error_code).name
-    return response.producer_id, response.producer_epoch
-
-
 def side_values(pid: int, seq: int) -> list[bytes]:
     return [f"side/{pid}/{seq + i}".encode() for i in range(2)]
 
@@ -225,22 +205,6 @@ def side_batch(pid: int, epoch: int, seq: int) -> bytes:
     """Two records at sequences seq and seq + 1 (a resend carries the same sequences)."""
     records = [Record(v) for v in side_values(pid, seq)]
     return build_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
-
-
-async def produce_batch(
-    broker: BrokerProcess, topic: str, batch: bytes
-) -> ProducePartitionResponse:
-    request = ProduceRequest(
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=(ProduceTopicData(topic, (ProducePartitionData(0, batch),)),),
-    )
-    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
-    try:
-        response: ProduceResponse = await conn.request(request, timeout_ms=15_000)
-    finally:
-        await conn.aclose()
-    return response.responses[0].partition_responses[0]
 
 
 # -- faults: each damages the stopped victim's files and says what it did ---------------------
@@ -575,14 +539,14 @@ async def test_corrupt_producer_snapshot_still_deduplicates_retries(
         acked = AckedRecords()
         first_offsets: dict[int, int] = {}
         for seq in range(0, 10, 2):
-            answer = await produce_batch(victim, topic, side_batch(pid, epoch, seq))
+            answer = await produce_to(victim, topic, side_batch(pid, epoch, seq))
             assert answer.error_code == ErrorCode.NONE
             first_offsets[seq] = answer.base_offset
             acked.acked += enumerate(side_values(pid, seq), start=answer.base_offset)
         crash = await crash_and_restart(cluster, zk, topic, replicas, victim, fault, rng, acked)
         await lead_again(cluster, zk, topic, victim)
         for seq, offset in first_offsets.items():
-            answer = await produce_batch(victim, topic, side_batch(pid, epoch, seq))
+            answer = await produce_to(victim, topic, side_batch(pid, epoch, seq))
             assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, offset), seq
         await assert_recovered(cluster, zk, topic, replicas, crash, fault, acked)
         for broker_id in replicas:

@@ -22,13 +22,8 @@ from client.producer import Producer
 from client.zookeeper_server import ZooKeeperServer, free_port
 from controller import zk_producer_ids
 from protocol.errors import ErrorCode
-from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.produce import (
-    ProducePartitionData,
     ProducePartitionResponse,
-    ProduceRequest,
-    ProduceResponse,
-    ProduceTopicData,
 )
 from protocol.records import BatchHeader, Record, build_batch
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
@@ -44,6 +39,7 @@ from tests.integration.replication_checks import (
     whole_cluster_around,
     zk_view,
 )
+from tests.integration.wire import init_producer_id, produce_request, produce_to
 
 pytestmark = [pytest.mark.integration]
 
@@ -67,42 +63,9 @@ def cluster(idempotence_cluster: Cluster, request: pytest.FixtureRequest) -> Ite
 # -- wire helpers -------------------------------------------------------------------------
 
 
-async def init_producer_id(broker: BrokerProcess) -> tuple[int, int]:
-    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
-    try:
-        response: InitProducerIdResponse = await conn.request(
-            InitProducerIdRequest(60_000), timeout_ms=10_000
-        )
-    finally:
-        await conn.aclose()
-    assert response.error_code == ErrorCode.NONE, ErrorCode(response.error_code).name
-    return response.producer_id, response.producer_epoch
-
-
 def idempotent_batch(pid: int, epoch: int, seq: int, count: int = 2) -> bytes:
     records = [Record(f"{pid}/{epoch}/{seq + i}".encode()) for i in range(count)]
     return build_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
-
-
-def produce_request(topic: str, batch: bytes, acks: int = -1) -> ProduceRequest:
-    return ProduceRequest(
-        acks=acks,
-        timeout_ms=10_000,
-        topic_data=(ProduceTopicData(topic, (ProducePartitionData(0, batch),)),),
-    )
-
-
-async def produce_to(
-    broker: BrokerProcess, topic: str, batch: bytes, acks: int = -1
-) -> ProducePartitionResponse:
-    conn = await connect("127.0.0.1", broker.port, timeout_ms=5000)
-    try:
-        response: ProduceResponse = await conn.request(
-            produce_request(topic, batch, acks), timeout_ms=15_000
-        )
-    finally:
-        await conn.aclose()
-    return response.responses[0].partition_responses[0]
 
 
 async def send_and_drop(broker: BrokerProcess, topic: str, batch: bytes) -> BrokerConnection:
