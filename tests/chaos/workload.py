@@ -150,20 +150,24 @@ async def _reached(consumer: Consumer, tps: list[tuple[str, int]], ends: dict[in
     return True
 
 
-async def read_partition(bootstrap: str, topic: str, partition: int) -> list[bytes | None]:
-    """Everything committed in the partition now, from offset 0 (index = offset)."""
+async def read_partition(
+    bootstrap: str, topic: str, partition: int, timeout_s: float = 30
+) -> list[bytes | None]:
+    """Everything committed in the partition now, from offset 0 (index = offset); offsets
+    must be dense from 0. Bounded by `timeout_s`."""
     tp = (topic, partition)
     async with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
         c.assign([tp])
         c.seek(tp, 0)
-        end = (await c.end_offsets([tp]))[TopicPartition(*tp)]
         got: list[bytes | None] = []
         offsets: list[int] = []
-        while await c.position(tp) < end:
-            for r in await c.poll(timeout_ms=500):
-                if r.offset < end:
-                    offsets.append(r.offset)
-                    got.append(r.value)
+        with trio.fail_after(timeout_s):
+            end = (await c.end_offsets([tp]))[TopicPartition(*tp)]
+            while await c.position(tp) < end:
+                for r in await c.poll(timeout_ms=500):
+                    if r.offset < end:
+                        offsets.append(r.offset)
+                        got.append(r.value)
     if offsets != list(range(len(offsets))):
         raise AssertionError(f"partition {partition}: final read offsets not dense from 0")
     return got

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from client.consumer import Consumer, TopicPartition
 from client.network import BrokerConnection, connect
 from client.producer import Producer
 from client.zookeeper_server import ZooKeeperServer, free_port
@@ -26,6 +25,7 @@ from protocol.messages.produce import (
     ProducePartitionResponse,
 )
 from protocol.records import BatchHeader, Record, build_batch
+from tests.chaos.workload import read_partition
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.lossy_proxy import LossyProxy
 from tests.integration.replication_checks import (
@@ -289,7 +289,7 @@ async def test_lost_acks_duplicate_records_only_without_idempotence(
                     offsets += [(await f).offset for f in group]
             proxy.armed = False
             assert proxy.drops > 0, "the proxy lost no answers: the test proves nothing"
-            got = await _read_all(single, "lossy", proxy_port)
+            got = await read_partition(f"127.0.0.1:{proxy_port}", "lossy", 0)
             nursery.cancel_scope.cancel()
     finally:
         single.stop()
@@ -307,17 +307,3 @@ async def test_lost_acks_duplicate_records_only_without_idempotence(
 
 LOSSY_SEED = 3
 LOSSY_RECORDS = 2_000
-
-
-async def _read_all(cluster: Cluster, topic: str, port: int) -> list[bytes | None]:
-    async with Consumer(
-        f"127.0.0.1:{port}", auto_offset_reset="earliest", fetch_max_wait_ms=100
-    ) as consumer:
-        tp = (topic, 0)
-        consumer.assign([tp])
-        got: list[bytes | None] = []
-        with trio.fail_after(30):
-            end = (await consumer.end_offsets([tp]))[TopicPartition(*tp)]
-            while await consumer.position(tp) < end:
-                got += [r.value for r in await consumer.poll(timeout_ms=500)]
-    return got

@@ -24,11 +24,11 @@ import pytest
 import trio
 
 from client.admin import Admin
-from client.consumer import Consumer, TopicPartition
 from client.errors import HighwaterClientError
 from client.producer import Producer
 from client.zookeeper_server import ZooKeeperServer, free_port
 from controller.zk_client import ZkClient
+from tests.chaos.workload import read_partition
 from tests.integration.cluster_harness import Cluster, eventually
 from tests.integration.netns import NetnsBrokerProcess, NetworkLab, available
 from tests.integration.replication_checks import FAST_REPLICATION, ZkView
@@ -163,7 +163,7 @@ async def test_a_cut_off_replica_leaves_the_isr_and_rejoins_after_healing(
     print(f"{role} out of the ISR {shrink_s:.2f} s after the cut (lag time {LAG_MS} ms)")
     if role == "follower":
         assert shrink_s <= 1.5 * LAG_MS / 1000 + 1.0, f"ISR shrank only after {shrink_s:.1f} s"
-    stored = await _read_all(bootstrap)
+    stored = await read_partition(bootstrap, TOPIC, 0)
     for offset, value in acked:
         assert offset < len(stored) and stored[offset] == value, (offset, value)
     assert len(set(stored)) == len(stored), "no record twice"
@@ -203,16 +203,3 @@ async def _produce_until(bootstrap: str, acked: list[tuple[int, bytes]], stop: t
                 continue  # not acknowledged: no promise made
             acked.append((meta.offset, value))
             await trio.sleep(0.01)
-
-
-async def _read_all(bootstrap: str) -> list[bytes | None]:
-    tp = (TOPIC, 0)
-    async with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
-        c.assign([tp])
-        c.seek(tp, 0)
-        got: list[bytes | None] = []
-        with trio.fail_after(30):
-            end = (await c.end_offsets([tp]))[TopicPartition(*tp)]
-            while await c.position(tp) < end:
-                got += [r.value for r in await c.poll(timeout_ms=500) if r.offset < end]
-    return got
