@@ -84,6 +84,12 @@ async def _create_one(
     except TopicConfigError as exc:
         return _failed(topic, ErrorCode.INVALID_CONFIG, str(exc))
     live = ctx.metadata.live_broker_ids()
+    if not live:
+        # Just started: the controller's first UpdateMetadata has not arrived. A retriable
+        # error, not INVALID_REPLICATION_FACTOR, which would blame the request.
+        return _failed(
+            topic, ErrorCode.NOT_CONTROLLER, "this broker has no cluster metadata yet: retry"
+        )
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             return _failed(

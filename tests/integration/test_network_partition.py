@@ -31,7 +31,7 @@ from controller.zk_client import ZkClient
 from tests.chaos.workload import read_partition
 from tests.integration.cluster_harness import Cluster, eventually
 from tests.integration.netns import NetnsBrokerProcess, NetworkLab, available
-from tests.integration.replication_checks import FAST_REPLICATION, ZkView
+from tests.integration.replication_checks import FAST_REPLICATION, ZkView, wait_whole
 
 pytestmark = [
     pytest.mark.integration,
@@ -104,12 +104,9 @@ async def test_a_cut_off_replica_leaves_the_isr_and_rejoins_after_healing(
     zk = await ZkClient.connect(cluster.zookeeper_connect, 10_000)
     view = ZkView(zk)
     try:
-
-        async def registered() -> bool:
-            ids = await zk.get_children("/brokers/ids") if await zk.exists("/brokers/ids") else []
-            return sorted(ids) == ["1", "2", "3"] and await view.controller() is not None
-
-        await eventually(registered, 60, "three brokers registered and a controller")
+        # Registered in ZooKeeper is not enough: a broker answers CreateTopics from its
+        # metadata cache, which the controller's UpdateMetadata fills a moment later.
+        await wait_whole(cluster, timeout_s=60)
         async with Admin(bootstrap) as admin:
             await admin.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
 
