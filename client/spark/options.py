@@ -1,0 +1,268 @@
+"""The Spark source's and sink's options, parsed and checked (pure: no pyspark, no IO).
+
+Names follow Spark's Kafka source (connector/kafka-0-10-sql). Spark hands options over
+case-insensitively, so keys are compared lower-cased; an unknown or conflicting option is an
+OptionError that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
+
+__all__ = [
+    "OptionError",
+    "SinkOptions",
+    "SourceOptions",
+    "parse_offsets_json",
+    "parse_sink_options",
+    "parse_source_options",
+]
+
+DEFAULT_POLL_TIMEOUT_MS: Final = 120_000
+_MAX_PARTITIONS_JSON_CHARS: Final = 1_000_000
+
+# Options Spark itself may pass through to a source or sink: accepted and ignored.
+_SPARK_OWN: Final = frozenset({"path", "checkpointlocation", "queryname"})
+
+
+class OptionError(ValueError):
+    """A bad, unknown or conflicting option; the message names it."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    bootstrap_servers: str
+    subscribe: tuple[str, ...] | None = None
+    subscribe_pattern: str | None = None
+    assign: tuple[TopicPartition, ...] | None = None
+    # "earliest" | "latest" | explicit offsets (-2 earliest, -1 latest per partition)
+    starting_offsets: str | PartitionOffsets = "latest"
+    starting_timestamp_ms: int | None = None
+    ending_offsets: str | PartitionOffsets = "latest"
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+
+    def matches(self, topic: str) -> bool:
+        """Whether a topic belongs to the subscription (assign: its topics)."""
+        if self.subscribe is not None:
+            return topic in self.subscribe
+        if self.subscribe_pattern is not None:
+            return re.fullmatch(self.subscribe_pattern, topic) is not None
+        return any(tp.topic == topic for tp in self.assign or ())
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str
+    topic: str | None = None
+
+
+_SOURCE_KEYS: Final = frozenset(
+    {
+        "bootstrap.servers",
+        "kafka.bootstrap.servers",
+        "subscribe",
+        "subscribepattern",
+        "assign",
+        "startingoffsets",
+        "startingtimestamp",
+        "endingoffsets",
+        "maxoffsetspertrigger",
+        "minpartitions",
+        "failondataloss",
+        "includeheaders",
+        "kafkaconsumer.polltimeoutms",
+    }
+)
+_SINK_KEYS: Final = frozenset({"bootstrap.servers", "kafka.bootstrap.servers", "topic"})
+
+
+def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Check the options of `spark.read` (streaming=False) or `spark.readStream`."""
+    options = _lowered(raw, _SOURCE_KEYS)
+    bootstrap = _bootstrap(options)
+    chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in options]
+    if len(chosen) != 1:
+        raise OptionError(
+            "give exactly one of the options 'subscribe', 'subscribePattern', 'assign'"
+            + (f" (got {', '.join(chosen)})" if chosen else "")
+        )
+    subscribe = pattern = assign = None
+    if "subscribe" in options:
+        subscribe = tuple(t.strip() for t in options["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise OptionError("option 'subscribe': no topic named")
+    elif "subscribepattern" in options:
+        pattern = options["subscribepattern"].strip()
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError(f"option 'subscribePattern': bad regular expression: {exc}") from exc
+        if not pattern:
+            raise OptionError("option 'subscribePattern' is empty")
+    else:
+        assign = _parse_assign(options["assign"])
+
+    if "startingoffsets" in options and "startingtimestamp" in options:
+        raise OptionError("give 'startingOffsets' or 'startingTimestamp', not both")
+    starting = _parse_bound(
+        options.get("startingoffsets", "latest" if streaming else "earliest"),
+        "startingOffsets",
+        allow="earliest",
+    )
+    starting_timestamp = None
+    if "startingtimestamp" in options:
+        starting_timestamp = _int(options["startingtimestamp"], "startingTimestamp", minimum=0)
+    if streaming and "endingoffsets" in options:
+        raise OptionError("option 'endingOffsets' is for batch queries only (spark.read)")
+    ending = _parse_bound(options.get("endingoffsets", "latest"), "endingOffsets", allow="latest")
+    if assign is not None:
+        for name, bound in (("startingOffsets", starting), ("endingOffsets", ending)):
+            if isinstance(bound, dict) and set(bound) != set(assign):
+                raise OptionError(f"option {name!r} must name exactly the assigned partitions")
+    max_offsets = None
+    if "maxoffsetspertrigger" in options:
+        if not streaming:
+            raise OptionError("option 'maxOffsetsPerTrigger' is for streaming queries only")
+        max_offsets = _int(options["maxoffsetspertrigger"], "maxOffsetsPerTrigger", minimum=1)
+    min_partitions = None
+    if "minpartitions" in options:
+        min_partitions = _int(options["minpartitions"], "minPartitions", minimum=1)
+    return SourceOptions(
+        bootstrap_servers=bootstrap,
+        subscribe=subscribe,
+        subscribe_pattern=pattern,
+        assign=assign,
+        starting_offsets=starting,
+        starting_timestamp_ms=starting_timestamp,
+        ending_offsets=ending,
+        max_offsets_per_trigger=max_offsets,
+        min_partitions=min_partitions,
+        fail_on_data_loss=_bool(options.get("failondataloss", "true"), "failOnDataLoss"),
+        include_headers=_bool(options.get("includeheaders", "false"), "includeHeaders"),
+        poll_timeout_ms=_int(
+            options.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS)),
+            "kafkaConsumer.pollTimeoutMs",
+            minimum=1,
+        ),
+    )
+
+
+def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
+    options = _lowered(raw, _SINK_KEYS)
+    topic = options.get("topic")
+    if topic is not None and not topic.strip():
+        raise OptionError("option 'topic' is empty")
+    return SinkOptions(_bootstrap(options), topic.strip() if topic else None)
+
+
+def parse_offsets_json(text: str, option: str) -> PartitionOffsets:
+    """Spark's Kafka offsets JSON, `{"topic": {"0": 23, "1": -2}}`: -2 earliest, -1 latest."""
+    if len(text) > _MAX_PARTITIONS_JSON_CHARS:
+        raise OptionError(f"option {option!r}: JSON longer than {_MAX_PARTITIONS_JSON_CHARS}")
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(f"option {option!r}: not JSON: {exc}") from exc
+    if not isinstance(parsed, dict) or not parsed:
+        raise OptionError(f'option {option!r}: expected {{"topic": {{"partition": offset}}}}')
+    offsets: dict[TopicPartition, int] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict) or not partitions:
+            raise OptionError(f"option {option!r}: topic {topic!r} needs a partition map")
+        for partition, offset in partitions.items():
+            tp = TopicPartition(topic, _int(str(partition), option, minimum=0))
+            if type(offset) is not int or offset < LATEST - 1:
+                raise OptionError(
+                    f"option {option!r}: {tp}: offset must be an integer >= 0, or -2 (earliest) "
+                    f"or -1 (latest), not {offset!r}"
+                )
+            offsets[tp] = offset
+    return offsets
+
+
+# ----- helpers ---------------------------------------------------------------------------------
+
+
+def _lowered(raw: Mapping[str, str], known: frozenset[str]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for key, value in raw.items():
+        lowered = key.lower()
+        if lowered in _SPARK_OWN:
+            continue
+        if lowered not in known:
+            raise OptionError(f"unknown option {key!r}")
+        options[lowered] = str(value)
+    return options
+
+
+def _bootstrap(options: Mapping[str, str]) -> str:
+    given = {
+        k: options[k] for k in ("bootstrap.servers", "kafka.bootstrap.servers") if k in options
+    }
+    if not given:
+        raise OptionError("option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required")
+    if len(set(given.values())) > 1:
+        raise OptionError("options 'bootstrap.servers' and 'kafka.bootstrap.servers' disagree")
+    value = next(iter(given.values())).strip()
+    if not value:
+        raise OptionError("option 'bootstrap.servers' is empty")
+    return value
+
+
+def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
+    """`{"topicA": [0, 1], "topicB": [2]}`."""
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(f"option 'assign': not JSON: {exc}") from exc
+    if not isinstance(parsed, dict) or not parsed:
+        raise OptionError("option 'assign': expected {\"topic\": [partition, ...]}")
+    found: list[TopicPartition] = []
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, list) or not partitions:
+            raise OptionError(f"option 'assign': topic {topic!r} needs a list of partitions")
+        for p in partitions:
+            if type(p) is not int or p < 0:
+                raise OptionError(f"option 'assign': {topic!r}: bad partition {p!r}")
+            found.append(TopicPartition(topic, p))
+    return tuple(sorted(set(found)))
+
+
+def _parse_bound(text: str, option: str, *, allow: str) -> str | PartitionOffsets:
+    """ "earliest"/"latest" (only `allow` of the two, as Spark) or offsets JSON."""
+    word = text.strip().lower()
+    if word in ("earliest", "latest"):
+        if word != allow and option == "endingOffsets":
+            raise OptionError(f"option {option!r} cannot be {word!r}")
+        return word
+    offsets = parse_offsets_json(text, option)
+    if option == "endingOffsets" and EARLIEST in offsets.values():
+        raise OptionError(f"option {option!r}: -2 (earliest) is not allowed")
+    return offsets
+
+
+def _int(text: str, option: str, *, minimum: int) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise OptionError(f"option {option!r} must be an integer, not {text!r}") from None
+    if value < minimum:
+        raise OptionError(f"option {option!r} must be >= {minimum}, not {value}")
+    return value
+
+
+def _bool(text: str, option: str) -> bool:
+    word = text.strip().lower()
+    if word not in ("true", "false"):
+        raise OptionError(f"option {option!r} must be true or false, not {text!r}")
+    return word == "true"
