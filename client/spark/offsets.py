@@ -90,7 +90,8 @@ def rate_limit(
     )
     for tp in by_remainder[:spare]:
         granted[tp] += 1
-    return {tp: start.get(tp, end) + granted[tp] for tp, end in latest.items()}
+    # min(): a partition truncated below its start (backlog 0) ends at its new end.
+    return {tp: min(start.get(tp, end), end) + granted[tp] for tp, end in latest.items()}
 
 
 def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
@@ -103,7 +104,8 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
     total = sum(r.size for r in nonempty)
     out: list[OffsetRange] = []
     for r in nonempty:
-        pieces = min(r.size, max(1, round(r.size * min_partitions / total)))
+        share = r.size * min_partitions / total
+        pieces = min(r.size, max(1, int(share + 0.5)))  # half up, as Java's Math.round
         for i in range(pieces):
             lo = r.start + r.size * i // pieces
             hi = r.start + r.size * (i + 1) // pieces

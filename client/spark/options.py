@@ -117,14 +117,17 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
     starting = _parse_bound(
         options.get("startingoffsets", "latest" if streaming else "earliest"),
         "startingOffsets",
-        allow="earliest",
+        # A batch read from "latest" would read nothing: Spark refuses it, so do we.
+        refuse=None if streaming else "latest",
     )
     starting_timestamp = None
     if "startingtimestamp" in options:
         starting_timestamp = _int(options["startingtimestamp"], "startingTimestamp", minimum=0)
     if streaming and "endingoffsets" in options:
         raise OptionError("option 'endingOffsets' is for batch queries only (spark.read)")
-    ending = _parse_bound(options.get("endingoffsets", "latest"), "endingOffsets", allow="latest")
+    ending = _parse_bound(
+        options.get("endingoffsets", "latest"), "endingOffsets", refuse="earliest"
+    )
     if assign is not None:
         for name, bound in (("startingOffsets", starting), ("endingOffsets", ending)):
             if isinstance(bound, dict) and set(bound) != set(assign):
@@ -207,13 +210,15 @@ def _lowered(raw: Mapping[str, str], known: frozenset[str]) -> dict[str, str]:
 
 def _bootstrap(options: Mapping[str, str]) -> str:
     given = {
-        k: options[k] for k in ("bootstrap.servers", "kafka.bootstrap.servers") if k in options
+        k: options[k].strip()
+        for k in ("bootstrap.servers", "kafka.bootstrap.servers")
+        if k in options
     }
     if not given:
         raise OptionError("option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required")
     if len(set(given.values())) > 1:
         raise OptionError("options 'bootstrap.servers' and 'kafka.bootstrap.servers' disagree")
-    value = next(iter(given.values())).strip()
+    value = next(iter(given.values()))
     if not value:
         raise OptionError("option 'bootstrap.servers' is empty")
     return value
@@ -238,16 +243,18 @@ def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
     return tuple(sorted(set(found)))
 
 
-def _parse_bound(text: str, option: str, *, allow: str) -> str | PartitionOffsets:
-    """ "earliest"/"latest" (only `allow` of the two, as Spark) or offsets JSON."""
+def _parse_bound(text: str, option: str, *, refuse: str | None) -> str | PartitionOffsets:
+    """ "earliest", "latest" or offsets JSON; `refuse` names the word (and its number, -2 or
+    -1) the option may not take."""
     word = text.strip().lower()
+    refused = {"earliest": EARLIEST, "latest": LATEST}.get(refuse or "")
     if word in ("earliest", "latest"):
-        if word != allow and option == "endingOffsets":
-            raise OptionError(f"option {option!r} cannot be {word!r}")
+        if word == refuse:
+            raise OptionError(f"option {option!r} cannot be {word!r} here")
         return word
     offsets = parse_offsets_json(text, option)
-    if option == "endingOffsets" and EARLIEST in offsets.values():
-        raise OptionError(f"option {option!r}: -2 (earliest) is not allowed")
+    if refused is not None and refused in offsets.values():
+        raise OptionError(f"option {option!r}: {refused} ({refuse}) is not allowed here")
     return offsets
 
 

@@ -1,23 +1,24 @@
 """Records to Arrow and back: the Spark source's rows and the sink's input columns.
 
-The source's schema is Spark's Kafka source schema. Rows leave the reader as Arrow record
-batches (Spark takes them without a per-row Python conversion).
+The source's schema is Spark's Kafka source schema; columns.ColumnBuilder fills it. Rows leave
+the reader as Arrow record batches (Spark takes them without a per-row Python conversion).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 
-from client.consumer import ConsumerRecord
-
 __all__ = [
+    "HEADER_TYPE",
     "SINK_COLUMNS",
+    "SOURCE_NAMES",
+    "TIMESTAMP_MS",
+    "TIMESTAMP_US",
     "SinkRow",
-    "records_to_batch",
     "sink_rows",
     "source_schema",
 ]
@@ -27,10 +28,10 @@ _BASE_DDL: Final = (
     "timestamp timestamp, timestampType int"
 )
 _HEADERS_DDL: Final = "headers array<struct<key: string, value: binary>>"
-_HEADER_TYPE: Final = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-_NAMES: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
-_TIMESTAMP_MS: Final = pa.timestamp("ms", tz="UTC")
-_TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
+HEADER_TYPE: Final = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+SOURCE_NAMES: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+TIMESTAMP_MS: Final = pa.timestamp("ms", tz="UTC")
+TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
 
 SINK_COLUMNS: Final = frozenset({"key", "value", "topic", "partition", "headers"})
 
@@ -38,33 +39,6 @@ SINK_COLUMNS: Final = frozenset({"key", "value", "topic", "partition", "headers"
 def source_schema(include_headers: bool) -> str:
     """The source's schema as a Spark DDL string."""
     return f"{_BASE_DDL}, {_HEADERS_DDL}" if include_headers else _BASE_DDL
-
-
-def records_to_batch(records: Sequence[ConsumerRecord], include_headers: bool) -> pa.RecordBatch:
-    """Consumed records (all from one partition) as one Arrow batch in the source's schema."""
-    count = len(records)
-    topic = records[0].topic if count else ""
-    partition = records[0].partition if count else 0
-    columns: list[Any] = [
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([topic] * count, pa.string()),
-        pa.array([partition] * count, pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp for r in records], pa.int64())
-        .cast(_TIMESTAMP_MS)
-        .cast(_TIMESTAMP_US),
-        pa.array([r.timestamp_type for r in records], pa.int32()),
-    ]
-    names = list(_NAMES)
-    if include_headers:
-        columns.append(
-            pa.array(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records], _HEADER_TYPE
-            )
-        )
-        names.append("headers")
-    return pa.RecordBatch.from_arrays(columns, names=names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +51,17 @@ class SinkRow:
 
 
 def sink_rows(batch: pa.RecordBatch, default_topic: str | None) -> Iterator[SinkRow]:
-    """The records a sink batch asks to write. Strings are sent as UTF-8 (as Spark's Kafka sink
-    does). ValueError naming the row when a row has no topic."""
-    names = set(batch.schema.names)
+    """The records a sink batch asks to write: to `default_topic` (the topic option) if given,
+    else to the row's topic column. Strings are sent as UTF-8 (as Spark's Kafka sink does).
+    ValueError naming the row when a row has no topic."""
+    # Column names match case-insensitively, as Spark's do (and as check_sink_schema checks).
+    index = {name.lower(): i for i, name in enumerate(batch.schema.names)}
     count = batch.num_rows
 
     def column(name: str) -> list[Any]:
-        if name not in names:
+        if name not in index:
             return [None] * count
-        return list(batch.column(name).to_pylist())
+        return list(batch.column(index[name]).to_pylist())
 
     values = column("value")
     keys = column("key")
@@ -93,7 +69,8 @@ def sink_rows(batch: pa.RecordBatch, default_topic: str | None) -> Iterator[Sink
     partitions = column("partition")
     headers = column("headers")
     for i in range(count):
-        topic = topics[i] if topics[i] is not None else default_topic
+        # The topic option, when given, overrides the column (as in Spark's Kafka sink).
+        topic = default_topic if default_topic is not None else topics[i]
         if topic is None:
             raise ValueError(f"row {i} has no topic: give a 'topic' column or the 'topic' option")
         row_headers = headers[i] or ()

@@ -1,8 +1,9 @@
 """`df.write.format("highwater")` and `df.writeStream.format("highwater")`: the sink.
 
 Columns as Spark's Kafka sink: `value` (binary or string, required), `key` (binary or string),
-`topic` (string; else the `topic` option), `partition` (int; else the producer's
-partitioner), `headers` (array<struct<key string, value binary>>). Other columns are ignored.
+`topic` (string; the `topic` option, when given, overrides it), `partition` (int; else the
+producer's partitioner), `headers` (array<struct<key string, value binary>>). Other columns
+are ignored.
 
 Each Spark task sends its rows with one idempotent producer (acks=all) and returns only when
 every row is acknowledged, or fails. What a retry can duplicate: the producer's own retries

@@ -43,7 +43,7 @@ from client.spark.offsets import (
     to_json,
 )
 from client.spark.options import OptionError, SourceOptions, parse_source_options
-from client.spark.partition_reader import read_range, report_data_loss
+from client.spark.partition_reader import ReadSettings, read_range, report_data_loss
 from client.spark.rows import source_schema
 from client.spark.sink import HighwaterBatchWriter, HighwaterStreamWriter, check_sink_schema
 
@@ -101,16 +101,16 @@ def _input_partitions(
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     assert isinstance(partition, HighwaterInputPartition)
-    task = OffsetRange(
-        TopicPartition(partition.topic, partition.partition), partition.start, partition.end
-    )
-    yield from read_range(
+    settings = ReadSettings(
         options.bootstrap_servers,
-        task,
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
     )
+    task = OffsetRange(
+        TopicPartition(partition.topic, partition.partition), partition.start, partition.end
+    )
+    return read_range(settings, task)
 
 
 def _starting_offsets(options: SourceOptions) -> PartitionOffsets:
