@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication zookeeper venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
@@ -65,6 +65,9 @@ chaos: venv zookeeper
 
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication
+
+bench-spark: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.spark
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

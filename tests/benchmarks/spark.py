@@ -1,0 +1,152 @@
+"""Spark benchmark (issue 8): the source against Parquet, and the sink, in one run.
+
+Run: `make bench-spark` (or `.venv/bin/python -m tests.benchmarks.spark`).
+Starts its own local cluster (ZooKeeper + 3 brokers on ports that are not the defaults) and
+one SparkSession (`local[2]`), then:
+- produces N 100-byte records (default 1M) into a topic with 2 partitions (RF=1: the read
+  path is the subject, not replication);
+- source: an availableNow streaming query from `format("highwater")` into Spark's `noop`
+  sink; rate = N / wall time from start() to termination;
+- ceiling: Spark reading the same rows (key, value, topic, partition, offset, timestamp,
+  timestampType) from a local Parquet file into `noop`, timed the same way, in the same run;
+- sink: `df.write.format("highwater")` of the N rows from that Parquet file (acks=all,
+  idempotent), rate = N / wall time.
+Each timed step runs `--runs` times (default 3) and reports the median. Everything shares
+this machine's cores: the brokers, ZooKeeper, the JVM and Spark's Python workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.benchmarks.replication import highwater
+
+FLOOR = 0.2
+RECORD_BYTES = 100
+
+
+def _timed(action: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--base-port", type=int, default=39192)
+    parser.add_argument("--zk-port", type=int, default=32281)
+    args = parser.parse_args()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from client.spark import register
+
+    bootstrap = f"127.0.0.1:{args.base_port}"
+    with tempfile.TemporaryDirectory(prefix="hw-bench-spark-") as root:
+        directory = str(Path(root) / "cluster")
+        highwater(
+            "dev", "up", "--dir", directory,
+            "--base-port", str(args.base_port), "--zk-port", str(args.zk_port),
+        )  # fmt: skip
+        try:
+            for topic in ("bench-spark", "bench-spark-sink"):
+                highwater(
+                    "topics", "create", topic, "--partitions", "2",
+                    "--replication-factor", "1", bootstrap=bootstrap,
+                )  # fmt: skip
+            highwater(
+                "perf", "produce", "--topic", "bench-spark",
+                "--num-records", str(args.records), "--record-size", str(RECORD_BYTES),
+                bootstrap=bootstrap,
+            )  # fmt: skip
+            spark = (
+                SparkSession.builder.master("local[2]")
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            register(spark)
+            run(spark, bootstrap, Path(root), args.records, args.runs)
+            spark.stop()
+        finally:
+            highwater("dev", "down", "--dir", directory)
+
+
+def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> None:
+    from pyspark.sql import SparkSession
+
+    assert isinstance(spark, SparkSession)
+    source = (
+        spark.read.format("highwater")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "bench-spark")
+    )
+    parquet = str(root / "records.parquet")
+    source.load().write.parquet(parquet)  # also warms up the Python workers
+    count = spark.read.parquet(parquet).count()
+    assert count == records, f"Parquet holds {count} rows, expected {records}"
+
+    def stream_once(index: int) -> None:
+        query = (
+            spark.readStream.format("highwater")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", "bench-spark")
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(root / f"checkpoint-{index}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        read = sum(p["numInputRows"] for p in query.recentProgress)
+        assert read == records, f"the stream read {read} rows, expected {records}"
+
+    def parquet_once() -> None:
+        spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()
+
+    def sink_once() -> None:
+        (
+            spark.read.parquet(parquet)
+            .select("key", "value")
+            .write.format("highwater")
+            .option("bootstrap.servers", bootstrap)
+            .option("topic", "bench-spark-sink")
+            .mode("append")
+            .save()
+        )
+
+    stream_s, parquet_s = [], []
+    for index in range(runs):  # interleaved, so both see the same machine weather
+        stream_s.append(_timed(lambda i=index: stream_once(i)))  # type: ignore[misc]
+        parquet_s.append(_timed(parquet_once))
+    sink_s = [_timed(sink_once) for _ in range(runs)]
+    stream_rate = records / statistics.median(stream_s)
+    parquet_rate = records / statistics.median(parquet_s)
+    sink_rate = records / statistics.median(sink_s)
+    ratio = stream_rate / parquet_rate
+    print(f"{records} records of {RECORD_BYTES} bytes, 2 partitions, local[2], medians of {runs}")
+    print(f"source, availableNow -> noop: {stream_rate:12,.0f} rec/s  ({_runs(stream_s)})")
+    print(f"Parquet -> noop (ceiling):    {parquet_rate:12,.0f} rec/s  ({_runs(parquet_s)})")
+    verdict = "meets" if ratio >= FLOOR else "BELOW"
+    print(f"ratio source/Parquet: {ratio:.2f} ({verdict} the {FLOOR} floor)")
+    print(f"sink, Parquet -> highwater (acks=all): {sink_rate:12,.0f} rec/s  ({_runs(sink_s)})")
+
+
+def _runs(seconds: list[float]) -> str:
+    return ", ".join(f"{s:.2f} s" for s in seconds)
+
+
+if __name__ == "__main__":
+    main()
