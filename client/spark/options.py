@@ -84,6 +84,25 @@ _SOURCE_KEYS: Final = frozenset(
     }
 )
 _SINK_KEYS: Final = frozenset({"bootstrap.servers", "kafka.bootstrap.servers", "topic"})
+_SPELLED: Final = {
+    name.lower(): name
+    for name in (
+        "bootstrap.servers",
+        "kafka.bootstrap.servers",
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "startingTimestamp",
+        "endingOffsets",
+        "maxOffsetsPerTrigger",
+        "minPartitions",
+        "failOnDataLoss",
+        "includeHeaders",
+        "kafkaConsumer.pollTimeoutMs",
+        "topic",
+    )
+}
 
 
 def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -203,7 +222,11 @@ def _lowered(raw: Mapping[str, str], known: frozenset[str]) -> dict[str, str]:
         if lowered in _SPARK_OWN:
             continue
         if lowered not in known:
-            raise OptionError(f"unknown option {key!r}")
+            # Spark lower-cases option names before a source sees them: list the known ones.
+            raise OptionError(
+                f"unknown option {key!r} (names are case-insensitive; known: "
+                f"{', '.join(_SPELLED[k] for k in sorted(known))})"
+            )
         options[lowered] = str(value)
     return options
 
