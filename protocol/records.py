@@ -41,6 +41,7 @@ from protocol.errors import CorruptRecordError, InvalidRecordError
 
 __all__ = [
     "BATCH_HEADER_BYTES",
+    "BATCH_PREFIX",
     "LOG_OVERHEAD_BYTES",
     "MAGIC_V2",
     "NO_PARTITION_LEADER_EPOCH",
@@ -81,9 +82,14 @@ TRANSACTIONAL_BIT: Final = 0x10
 CONTROL_BIT: Final = 0x20
 
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
-_PREFIX: Final = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
+# The first 16 bytes, the ones the leader stamps: base_offset, batch_length, partition_leader_epoch.
+BATCH_PREFIX: Final = struct.Struct(">qii")
 _OFFSET_AND_LENGTH: Final = struct.Struct(">qi")
 _MAGIC_AND_CRC: Final = struct.Struct(">bI")
+# Bound once: check_batches runs per produce and per replicated fetch.
+_HEADER_UNPACK_FROM: Final = _HEADER.unpack_from
+_crc: Final = _crc32c.crc32c
+_tuple_new: Final = tuple.__new__
 
 
 class TimestampType:
@@ -191,21 +197,35 @@ def check_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchH
     The broker runs this on every produce and replicated fetch, so the good path is one
     inlined pass; anything odd is handed to read_header/validate_batch for the exact error.
     """
+    size = len(buf)
+    unpack_from = _HEADER_UNPACK_FROM
+    if size >= BATCH_HEADER_BYTES:
+        # One batch filling the buffer (the usual produce request): no loop, no list growth.
+        fields = unpack_from(buf, 0)
+        if fields[1] + LOG_OVERHEAD_BYTES == size:
+            # batch_length is then at least a header's worth, since size >= a header.
+            view = buf if type(buf) is memoryview else memoryview(buf)  # the log passes a view
+            if (
+                fields[3] != MAGIC_V2
+                or _crc(view[CRC_START:]) != fields[4]
+                or fields[12] <= 0
+                or fields[6] != fields[12] - 1
+            ):
+                validate_batch(buf, 0, read_header(buf, 0))  # raises the precise error
+            return [(0, _tuple_new(BatchHeader, fields))]
     checked = []
     pos = 0
-    size = len(buf)
     view = memoryview(buf)
-    unpack_from = _HEADER.unpack_from
     while pos < size:
         if size - pos < BATCH_HEADER_BYTES:
             read_header(buf, pos)  # raises, naming the short tail
-        header: BatchHeader = tuple.__new__(BatchHeader, unpack_from(buf, pos))
+        header: BatchHeader = _tuple_new(BatchHeader, unpack_from(buf, pos))
         end = pos + header.batch_length + LOG_OVERHEAD_BYTES
         if (
             header.magic != MAGIC_V2
             or header.batch_length < BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES
             or end > size
-            or _crc32c.crc32c(view[pos + CRC_START : end]) != header.crc
+            or _crc(view[pos + CRC_START : end]) != header.crc
             or header.record_count <= 0
             or header.last_offset_delta != header.record_count - 1
         ):
@@ -236,7 +256,7 @@ def iter_batch_headers(
 
 def stamp_prefix(base_offset: int, batch_length: int, partition_leader_epoch: int) -> bytes:
     """The first 16 bytes of a batch with a new base offset and leader epoch (CRC unaffected)."""
-    return _PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
+    return BATCH_PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,7 +353,7 @@ def build_batch_from_entries(
         + section
     )
     return (
-        _PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
+        BATCH_PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
         + _MAGIC_AND_CRC.pack(MAGIC_V2, _crc32c.crc32c(tail))
         + tail
     )

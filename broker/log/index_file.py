@@ -34,6 +34,9 @@ class IndexFile:
         self.max_entries = max(1, max_bytes // entry.size)
         self.keys: array[int] = array("q")
         self.values: array[int] = array("q")
+        # len(keys) >= max_entries, kept by every change: a plain attribute, because the
+        # segment's roll check reads it on every append.
+        self.is_full = False
         self._persisted = 0  # entries already in the file
         self._file: BinaryIO = open(path, "a+b")  # noqa: SIM115 - lives as long as the segment
 
@@ -54,6 +57,7 @@ class IndexFile:
             values.append(value)
         self._check(keys, values)
         self.keys, self.values = keys, values
+        self.is_full = len(keys) >= self.max_entries
         self._persisted = len(keys)
 
     def _check(self, keys: array[int], values: array[int]) -> None:
@@ -64,10 +68,6 @@ class IndexFile:
     def __len__(self) -> int:
         return len(self.keys)
 
-    @property
-    def is_full(self) -> bool:
-        return len(self.keys) >= self.max_entries
-
     def floor(self, key: int) -> int:
         """Index of the last entry with entry key <= key, or -1."""
         return bisect.bisect_right(self.keys, key) - 1
@@ -75,8 +75,10 @@ class IndexFile:
     # -- changes -------------------------------------------------------------------------
 
     def _append(self, key: int, value: int) -> None:
-        self.keys.append(key)
+        keys = self.keys
+        keys.append(key)
         self.values.append(value)
+        self.is_full = len(keys) >= self.max_entries
 
     def _write_pending(self) -> None:
         pack = self._entry.pack
@@ -93,6 +95,7 @@ class IndexFile:
         # file still has the bytes that failed the check.
         del self.keys[count:]
         del self.values[count:]
+        self.is_full = len(self.keys) >= self.max_entries
         self._persisted = min(self._persisted, count)
         self._file.flush()
         self._file.truncate(self._persisted * self._entry.size)

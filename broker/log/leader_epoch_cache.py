@@ -27,6 +27,9 @@ class LeaderEpochCache:
     def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None) -> None:
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
+        # The newest entry, or None: read-only for callers (Log.append_as_leader reads it per
+        # append to skip assign() when the epoch is unchanged). Set wherever _entries is.
+        self.latest: EpochEntry | None = None
         if checkpoint is not None:
             entries = checkpoint.read()
             for i in range(1, len(entries)):
@@ -41,6 +44,7 @@ class LeaderEpochCache:
                         "entries must be strictly increasing in epoch and start offset",
                     )
             self._entries = entries
+            self.latest = entries[-1] if entries else None
 
     def entries(self) -> list[EpochEntry]:
         """A copy of the entries, ascending."""
@@ -50,7 +54,7 @@ class LeaderEpochCache:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
     def latest_entry(self) -> EpochEntry | None:
-        return self._entries[-1] if self._entries else None
+        return self.latest
 
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
@@ -67,7 +71,7 @@ class LeaderEpochCache:
             raise ValueError(
                 f"epoch and start offset must be non-negative, got {epoch} and {start_offset}"
             )
-        latest = self.latest_entry()
+        latest = self.latest
         if latest is not None and epoch == latest.epoch and start_offset >= latest.start_offset:
             return
         kept = list(self._entries)
@@ -140,3 +144,4 @@ class LeaderEpochCache:
         if self._checkpoint is not None:
             self._checkpoint.write(entries)
         self._entries = entries
+        self.latest = entries[-1] if entries else None

@@ -25,7 +25,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, NoReturn
 
 import structlog
 
@@ -65,6 +65,7 @@ __all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "FetchDataInfo", "Log", "LogAppendInf
 LEADER_EPOCH_CHECKPOINT_FILE: Final = "leader-epoch-checkpoint"
 _STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
 _UNSUPPORTED_ATTRIBUTES: Final = CONTROL_BIT | TRANSACTIONAL_BIT | TIMESTAMP_TYPE_BIT
+_tuple_new: Final = tuple.__new__
 
 
 class LogAppendInfo(NamedTuple):
@@ -227,12 +228,75 @@ class Log:
         a sequence gap or a fenced epoch is refused (OUT_OF_ORDER_SEQUENCE_NUMBER,
         INVALID_PRODUCER_EPOCH) before anything is written.
         """
-        headers = self._validate(records, from_producer=True)
-        idempotent = (
-            headers[0][1].producer_id != NO_PRODUCER_ID
-            if len(headers) == 1  # the common case, kept cheap: this runs per produce
-            else any(h.producer_id != NO_PRODUCER_ID for _, h in headers)
+        # One batch is the usual produce request: it takes the steps of _validate,
+        # _append_batches_as_leader and _append, in the same order, without their loops,
+        # lists and extra calls (this runs per produce). Other requests take those.
+        config = self._config
+        byte_count = len(records)
+        if not byte_count or byte_count > config.segment_bytes:
+            _raise_bad_request_size(records, config)
+        view = memoryview(records)  # one view for the CRC check and the write
+        headers = check_batches(view)
+        if len(headers) != 1:
+            _check_headers(headers, config, from_producer=True)
+            return self._append_batches_as_leader(records, headers, leader_epoch, now_ms)
+        header = headers[0][1]
+        if header.batch_length > config.max_message_bytes - LOG_OVERHEAD_BYTES:
+            _raise_batch_too_large(0, header, config)
+        if header.base_offset or header.attributes:
+            _check_producer_batch(0, header)
+        idempotent = header.producer_id != NO_PRODUCER_ID
+        if idempotent:
+            duplicate = self.producer_state.check_leader_append([header])
+            if duplicate is not None:
+                return self._duplicate_info(duplicate)
+        segment = self._segments[-1]
+        first_offset = segment.next_offset
+        if leader_epoch >= 0:
+            # assign() is a no-op for the latest epoch at a later offset: skip the call.
+            latest = self.leader_epoch_cache.latest
+            if latest is None or leader_epoch != latest.epoch or first_offset < latest.start_offset:
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        record_count = header.record_count
+        if record_count - 1 > MAX_RELATIVE_OFFSET:
+            raise RecordListTooLargeError(f"{record_count} offsets in one request")
+        last_offset = first_offset + record_count - 1
+        max_timestamp = header.max_timestamp
+        if segment.should_roll(byte_count, max_timestamp, last_offset, now_ms):
+            segment = self.roll(now_ms)
+        segment.append(view, 0, header, leader_epoch)
+        unflushed_records = self._unflushed_records + record_count
+        self._unflushed_records = unflushed_records
+        if unflushed_records >= config.flush_messages:
+            self.flush(now_ms)
+        if idempotent:
+            self.producer_state.update(header._replace(base_offset=first_offset))
+        # tuple.__new__ skips the NamedTuple's Python-level __new__; the last two fields are
+        # LogAppendInfo's defaults (CreateTime, not a duplicate).
+        return _tuple_new(
+            LogAppendInfo,
+            (
+                first_offset,
+                last_offset,
+                max_timestamp,
+                self.log_start_offset,
+                1,
+                record_count,
+                byte_count,
+                -1,
+                False,
+            ),
         )
+
+    def _append_batches_as_leader(
+        self,
+        records: bytes,
+        headers: list[tuple[int, BatchHeader]],
+        leader_epoch: int,
+        now_ms: int,
+    ) -> LogAppendInfo:
+        """append_as_leader of a request holding several batches (validated)."""
+        idempotent = any(h.producer_id != NO_PRODUCER_ID for _, h in headers)
         if idempotent:
             duplicate = self.producer_state.check_leader_append([h for _, h in headers])
             if duplicate is not None:
@@ -286,23 +350,11 @@ class Log:
 
     def _validate(self, records: bytes, *, from_producer: bool) -> list[tuple[int, BatchHeader]]:
         """(position, header) of every batch, or an error for the first bad one."""
-        if not records:
-            raise InvalidRecordError("no record batches")
-        if len(records) > self.config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"{len(records)} bytes in one request, over log.segment.bytes "
-                f"{self.config.segment_bytes}"
-            )
+        config = self._config  # not the property: this runs per append
+        if not records or len(records) > config.segment_bytes:
+            _raise_bad_request_size(records, config)
         headers = check_batches(records)
-        max_bytes = self.config.max_message_bytes
-        for position, header in headers:
-            if header.batch_length + LOG_OVERHEAD_BYTES > max_bytes:
-                raise MessageTooLargeError(
-                    f"batch at byte {position} is {header.size} bytes, "
-                    f"over message.max.bytes {max_bytes}"
-                )
-            if from_producer and (header.base_offset or header.attributes):
-                _check_producer_batch(position, header)
+        _check_headers(headers, config, from_producer=from_producer)
         return headers
 
     def _append(
@@ -315,31 +367,42 @@ class Log:
         """Write validated batches at the LEO; `leader_epoch` None keeps their offsets/epochs."""
         segment = self._segments[-1]
         first_offset = segment.next_offset
-        if len(headers) == 1:  # the common case, kept loop-free: this runs per produce
-            record_count = headers[0][1].record_count
-            max_timestamp = headers[0][1].max_timestamp
+        batch_count = len(headers)
+        if batch_count == 1:  # the common case, kept loop-free: this runs per produce
+            header = headers[0][1]
+            record_count = header.record_count
+            max_timestamp = header.max_timestamp
         else:
             record_count = sum(header.record_count for _, header in headers)
             max_timestamp = max(header.max_timestamp for _, header in headers)
         if record_count - 1 > MAX_RELATIVE_OFFSET:
             # One request must fit one segment's int32 relative offsets.
             raise RecordListTooLargeError(f"{record_count} offsets in one request")
-        next_offset = first_offset + record_count
-        if segment.should_roll(len(records), max_timestamp, next_offset - 1, now_ms):
+        last_offset = first_offset + record_count - 1
+        byte_count = len(records)
+        if segment.should_roll(byte_count, max_timestamp, last_offset, now_ms):
             segment = self.roll(now_ms)
         for position, header in headers:
             segment.append(records, position, header, leader_epoch)
-        self._unflushed_records += record_count
-        if self._unflushed_records >= self.config.flush_messages:
+        unflushed_records = self._unflushed_records + record_count
+        self._unflushed_records = unflushed_records
+        if unflushed_records >= self._config.flush_messages:
             self.flush(now_ms)
-        return LogAppendInfo(
-            first_offset,
-            next_offset - 1,
-            max_timestamp,
-            self.log_start_offset,
-            len(headers),
-            record_count,
-            len(records),
+        # tuple.__new__ skips the NamedTuple's Python-level __new__; the last two fields are
+        # LogAppendInfo's defaults (CreateTime, not a duplicate).
+        return _tuple_new(
+            LogAppendInfo,
+            (
+                first_offset,
+                last_offset,
+                max_timestamp,
+                self.log_start_offset,
+                batch_count,
+                record_count,
+                byte_count,
+                -1,
+                False,
+            ),
         )
 
     def roll(self, now_ms: int) -> LogSegment:
@@ -575,6 +638,33 @@ class Log:
         """Remove the whole partition directory."""
         self._close_segments()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _raise_bad_request_size(records: bytes, config: LogConfig) -> NoReturn:
+    if not records:
+        raise InvalidRecordError("no record batches")
+    raise RecordListTooLargeError(
+        f"{len(records)} bytes in one request, over log.segment.bytes {config.segment_bytes}"
+    )
+
+
+def _check_headers(
+    headers: list[tuple[int, BatchHeader]], config: LogConfig, *, from_producer: bool
+) -> None:
+    """Per-batch rules after the CRC check: size, and a producer's batch fields."""
+    max_batch_length = config.max_message_bytes - LOG_OVERHEAD_BYTES
+    for position, header in headers:
+        if header.batch_length > max_batch_length:
+            _raise_batch_too_large(position, header, config)
+        if from_producer and (header.base_offset or header.attributes):
+            _check_producer_batch(position, header)
+
+
+def _raise_batch_too_large(position: int, header: BatchHeader, config: LogConfig) -> NoReturn:
+    raise MessageTooLargeError(
+        f"batch at byte {position} is {header.size} bytes, "
+        f"over message.max.bytes {config.max_message_bytes}"
+    )
 
 
 def _check_producer_batch(position: int, header: BatchHeader) -> None:

@@ -34,6 +34,7 @@ class OffsetIndex(IndexFile):
             raise ValueError(f"index entry ({offset}, {position}) not after the last one")
         keys.append(offset)
         self.values.append(position)
+        self.is_full = len(keys) >= self.max_entries
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below `offset`; (base, 0) if none."""

@@ -20,11 +20,11 @@ from broker.log.time_index import TimeIndex
 from protocol.errors import HighwaterError
 from protocol.records import (
     BATCH_HEADER_BYTES,
+    BATCH_PREFIX,
     LOG_OVERHEAD_BYTES,
     BatchHeader,
     decode_batch,
     read_header,
-    stamp_prefix,
     validate_batch,
 )
 
@@ -33,6 +33,7 @@ __all__ = ["MAX_RELATIVE_OFFSET", "FileSlice", "LogSegment", "segment_file_name"
 _SCAN_CHUNK_BYTES: Final = 64 * 1024
 MAX_RELATIVE_OFFSET: Final = (1 << 31) - 1
 _INDEX_SUFFIXES: Final = (".index", ".timeindex")
+_pack_prefix: Final = BATCH_PREFIX.pack  # stamp_prefix without a Python call: runs per append
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -149,58 +150,88 @@ class LogSegment:
         self, incoming_bytes: int, incoming_max_timestamp: int, last_offset: int, now_ms: int
     ) -> bool:
         """Kafka's roll rules: size, full index, time (by batch timestamps), offset overflow."""
-        if self.size == 0:
+        # Runs per append: plain attribute reads only (is_full is one too).
+        size = self.size
+        if size == 0:
             return False
-        if self.size + incoming_bytes > self.config.segment_bytes:
+        config = self.config
+        if size + incoming_bytes > config.segment_bytes:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
         if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             return True
-        if self.rolling_base_timestamp is not None:
-            waited_ms = incoming_max_timestamp - self.rolling_base_timestamp
+        rolling_base_timestamp = self.rolling_base_timestamp
+        if rolling_base_timestamp is not None:
+            waited_ms = incoming_max_timestamp - rolling_base_timestamp
         else:
             waited_ms = now_ms - self.created_ms
-        return waited_ms > self.config.segment_ms
+        return waited_ms > config.segment_ms
 
     def append(
-        self, records: bytes, position: int, header: BatchHeader, leader_epoch: int | None
+        self,
+        records: bytes | memoryview,
+        position: int,
+        header: BatchHeader,
+        leader_epoch: int | None,
     ) -> None:
         """Append the batch at `position` of `records` at this segment's next offset.
 
         With a `leader_epoch` (leader append) the first 16 bytes are replaced by the assigned
         base offset and epoch, written with one writev alongside the untouched rest (the CRC
         does not cover them). Without one (follower append) the bytes go as they are.
+        `records` may be a memoryview already (the leader's: it is not wrapped again).
         """
         base_offset = self.next_offset
-        size = header.batch_length + LOG_OVERHEAD_BYTES
+        batch_length = header.batch_length
+        size = batch_length + LOG_OVERHEAD_BYTES
         whole = position == 0 and size == len(records)
+        parts: tuple[bytes | memoryview, ...]
         if leader_epoch is None:
-            parts: list[bytes | memoryview] = [
-                records if whole else memoryview(records)[position : position + size]
-            ]
+            parts = (records if whole else memoryview(records)[position : position + size],)
         else:
-            prefix = stamp_prefix(base_offset, header.batch_length, leader_epoch)
-            view = memoryview(records)
-            parts = [prefix, view[16:] if whole else view[position + 16 : position + size]]
+            view = records if type(records) is memoryview else memoryview(records)
+            parts = (
+                _pack_prefix(base_offset, batch_length, leader_epoch),
+                view[16:] if whole else view[position + 16 : position + size],
+            )
         written = os.writev(self.fd, parts)
         while written < size:  # short writes are rare on regular files, but allowed
             written += os.write(self.fd, b"".join(parts)[written:])
-        self._index_batch(self.size, base_offset, header)
-        self.size += size
-
-    def _index_batch(self, position: int, base_offset: int, header: BatchHeader) -> None:
+        # _index_batch(self.size, base_offset, header), inlined: this runs per append.
+        file_position = self.size
         max_timestamp = header.max_timestamp
         if self.rolling_base_timestamp is None:
             self.rolling_base_timestamp = max_timestamp
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = base_offset
-        if self._bytes_since_index_entry > self.config.index_interval_bytes:
+        bytes_since_index_entry = self._bytes_since_index_entry
+        if bytes_since_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(base_offset, file_position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            bytes_since_index_entry = 0
+        self._bytes_since_index_entry = bytes_since_index_entry + size
+        self.next_offset = base_offset + header.last_offset_delta + 1
+        self.size = file_position + size
+
+    def _index_batch(self, position: int, base_offset: int, header: BatchHeader) -> None:
+        """Account for a batch at `position` in the indexes and offsets. `append` has this
+        inlined (it runs per append): keep the two in step."""
+        max_timestamp = header.max_timestamp
+        if self.rolling_base_timestamp is None:
+            self.rolling_base_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        bytes_since_index_entry = self._bytes_since_index_entry
+        if bytes_since_index_entry > self.config.index_interval_bytes:
             self.offset_index.append(base_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += header.batch_length + LOG_OVERHEAD_BYTES
+            bytes_since_index_entry = 0
+        self._bytes_since_index_entry = (
+            bytes_since_index_entry + header.batch_length + LOG_OVERHEAD_BYTES
+        )
         self.next_offset = base_offset + header.last_offset_delta + 1
 
     # -- reading -------------------------------------------------------------------------

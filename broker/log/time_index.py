@@ -33,11 +33,16 @@ class TimeIndex(IndexFile):
             raise CorruptIndexError(f"{self.path}: negative relative offset")
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        if self.keys and timestamp <= self.keys[-1]:
+        keys = self.keys
+        if keys and timestamp <= keys[-1]:
             return
-        if self.values and offset - self.base_offset < self.values[-1]:
+        values = self.values
+        relative = offset - self.base_offset
+        if values and relative < values[-1]:
             raise ValueError(f"time index offset {offset} goes backwards")
-        self._append(timestamp, offset - self.base_offset)
+        keys.append(timestamp)
+        values.append(relative)
+        self.is_full = len(keys) >= self.max_entries
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the last entry at or below `timestamp`; (-1, base) if none."""

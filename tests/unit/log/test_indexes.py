@@ -147,6 +147,30 @@ def test_offset_index_is_full_at_max_bytes(tmp_path: Path) -> None:
     idx.close()
 
 
+def test_offset_index_is_full_follows_truncation_reset_and_reload(tmp_path: Path) -> None:
+    # is_full is a plain attribute (read on every append): every change must keep it current.
+    idx = offset_index(tmp_path, max_bytes=24)  # 3 entries
+    for i in range(3):
+        idx.append(101 + i, 10 * (i + 1))
+    assert idx.is_full
+    idx.truncate_to(103)
+    assert not idx.is_full
+    idx.append(103, 30)
+    assert idx.is_full
+    idx.close()
+    again = offset_index(tmp_path, max_bytes=24)
+    assert not again.is_full
+    again.load()
+    assert again.is_full
+    again.reset()
+    assert not again.is_full
+    again.close()
+    smaller = offset_index(tmp_path, max_bytes=8)  # a file holding more than max entries
+    smaller.append(101, 10)
+    assert smaller.is_full
+    smaller.close()
+
+
 @pytest.mark.parametrize("size", [1, 7, 9, 15, 17])
 def test_offset_index_load_rejects_partial_entry(tmp_path: Path, size: int) -> None:
     path = tmp_path / "00000000000000000100.index"
@@ -295,6 +319,23 @@ def test_time_index_is_full_at_max_bytes(tmp_path: Path) -> None:
         idx.maybe_append(1000 + i, 100 + i)
     assert idx.is_full
     idx.close()
+
+
+def test_time_index_is_full_follows_truncation_and_reload(tmp_path: Path) -> None:
+    idx = time_index(tmp_path, max_bytes=24)  # 2 entries
+    idx.maybe_append(1000, 101)
+    idx.maybe_append(1000, 102)  # not a new largest timestamp: no entry
+    assert not idx.is_full
+    idx.maybe_append(2000, 103)
+    assert idx.is_full
+    idx.truncate_to(103)
+    assert not idx.is_full
+    idx.maybe_append(3000, 104)
+    idx.close()
+    again = time_index(tmp_path, max_bytes=24)
+    again.load()
+    assert again.is_full
+    again.close()
 
 
 @pytest.mark.parametrize("size", [1, 11, 13, 23, 25])

@@ -307,6 +307,7 @@ def test_loads_existing_checkpoint(tmp_path: Path) -> None:
     path.write_bytes(b"0\n2\n3 100\n5 250\n")
     cache = LeaderEpochCache(LeaderEpochCheckpointFile(path))
     assert cache.entries() == [E(3, 100), E(5, 250)]
+    assert cache.latest == E(5, 250)
     assert cache.end_offset_for(3, 300) == (3, 250)
 
 
@@ -410,6 +411,7 @@ def test_invariants_hold_after_any_operations(ops: list[tuple[str, int, int]]) -
             else:
                 cache.clear()
             entries = cache.entries()
+            assert cache.latest == (entries[-1] if entries else None)
             for prev, cur in itertools.pairwise(entries):
                 assert prev.epoch < cur.epoch
                 assert prev.start_offset < cur.start_offset
