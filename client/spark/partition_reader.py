@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
-import structlog
 import trio
 
 from client.errors import NoBrokersAvailable, error_for_code
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
 from client.spark.columns import ColumnBuilder
+from client.spark.data_loss import report_data_loss
 from client.spark.offsets import OffsetRange
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import (
@@ -43,9 +43,7 @@ from protocol.messages.fetch import (
 )
 from protocol.records import LOG_OVERHEAD_BYTES
 
-__all__ = ["DataLossError", "ReadSettings", "read_range", "report_data_loss"]
-
-log = structlog.get_logger(__name__)
+__all__ = ["ReadSettings", "read_range"]
 
 FETCH_BYTES: Final = 4 * 1024 * 1024
 MAX_FETCH_BYTES: Final = 64 * 1024 * 1024  # a single batch larger than this is an error
@@ -73,21 +71,6 @@ _LEADER_ERRORS: Final = frozenset(
 
 class _ReaderGone(Exception):
     """The reading side stopped (Spark closed the iterator): the fetch loop ends."""
-
-
-class DataLossError(RuntimeError):
-    """Records the query needs are gone (failOnDataLoss=true)."""
-
-
-def report_data_loss(fail_on_data_loss: bool, message: str) -> None:
-    """Raise (failOnDataLoss=true) or log a warning: Spark's Kafka source does the same."""
-    if fail_on_data_loss:
-        raise DataLossError(
-            f"{message}. Some data may have been lost because they are not available any "
-            "more: deleted by retention or truncated away by an unclean leader election. If "
-            "you want the query to go on, set the source option 'failOnDataLoss' to 'false'."
-        )
-    log.warning("data_loss", detail=message)
 
 
 @dataclass(frozen=True)

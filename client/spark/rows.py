@@ -12,6 +12,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from client.spark.schema import SOURCE_NAMES, source_schema
+
 __all__ = [
     "HEADER_TYPE",
     "SINK_COLUMNS",
@@ -23,22 +25,11 @@ __all__ = [
     "source_schema",
 ]
 
-_BASE_DDL: Final = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
-)
-_HEADERS_DDL: Final = "headers array<struct<key: string, value: binary>>"
 HEADER_TYPE: Final = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-SOURCE_NAMES: Final = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 TIMESTAMP_MS: Final = pa.timestamp("ms", tz="UTC")
 TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
 
 SINK_COLUMNS: Final = frozenset({"key", "value", "topic", "partition", "headers"})
-
-
-def source_schema(include_headers: bool) -> str:
-    """The source's schema as a Spark DDL string."""
-    return f"{_BASE_DDL}, {_HEADERS_DDL}" if include_headers else _BASE_DDL
 
 
 @dataclass(frozen=True, slots=True)

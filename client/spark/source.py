@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import structlog
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -31,6 +29,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from client.spark import cluster
+from client.spark.data_loss import report_data_loss
 from client.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -43,13 +42,12 @@ from client.spark.offsets import (
     to_json,
 )
 from client.spark.options import OptionError, SourceOptions, parse_source_options
-from client.spark.partition_reader import ReadSettings, read_range, report_data_loss
-from client.spark.rows import source_schema
-from client.spark.sink import HighwaterBatchWriter, HighwaterStreamWriter, check_sink_schema
+from client.spark.schema import source_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["HighwaterDataSource", "HighwaterInputPartition"]
-
-log = structlog.get_logger(__name__)
 
 
 class HighwaterDataSource(DataSource):
@@ -70,10 +68,17 @@ class HighwaterDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return HighwaterStreamReader(parse_source_options(self.options, streaming=True))
 
+    # The sink and the executor's read path are imported where used: Spark's streaming source
+    # runner imports this module in a fresh process before each query, and waits for it.
+
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from client.spark.sink import HighwaterBatchWriter, check_sink_schema
+
         return HighwaterBatchWriter(check_sink_schema(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from client.spark.sink import HighwaterStreamWriter, check_sink_schema
+
         return HighwaterStreamWriter(check_sink_schema(self.options, schema))
 
 
@@ -100,6 +105,8 @@ def _input_partitions(
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    from client.spark.partition_reader import ReadSettings, read_range
+
     assert isinstance(partition, HighwaterInputPartition)
     settings = ReadSettings(
         options.bootstrap_servers,
