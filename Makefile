@@ -17,12 +17,13 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# ZooKeeper comes from Debian's package; installed only where missing.
+# ZooKeeper comes from Debian's package (which brings a Java runtime, also what Spark needs);
+# installed only where missing.
 zookeeper:
-	@if [ ! -f $(ZK_JAR) ]; then \
-		echo "installing ZooKeeper from apt"; \
+	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null 2>&1; then \
+		echo "installing ZooKeeper and a Java runtime from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper default-jre-headless; \
 	fi
 
 up: venv zookeeper
