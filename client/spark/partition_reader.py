@@ -26,6 +26,7 @@ from typing import Final
 import pyarrow as pa
 import trio
 
+from client.consumer import LEADER_ERRORS
 from client.errors import NoBrokersAvailable, error_for_code
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
@@ -54,19 +55,6 @@ RETRY_BACKOFF_MAX_MS: Final = 1_000
 ROWS_PER_BATCH: Final = 65_536  # Arrow batches handed to Spark hold at most about this many
 QUEUED_BATCHES: Final = 4  # bounds the memory a task holds ahead of Spark
 _DONE: Final = object()
-
-_LEADER_ERRORS: Final = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.REPLICA_NOT_AVAILABLE,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        ErrorCode.OFFSET_NOT_AVAILABLE,
-    }
-)
 
 
 class _ReaderGone(Exception):
@@ -150,7 +138,7 @@ async def _fetch_loop(
                 )
                 return
             data = await _fetch(metadata, topic, partition, position, fetch_bytes)
-            if data is None or data.error_code in _LEADER_ERRORS:
+            if data is None or data.error_code in LEADER_ERRORS:
                 metadata.request_update()
                 failures += 1
                 delay_ms = min(RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS * 2 ** min(failures, 10))

@@ -564,10 +564,16 @@ FAST_REPLICATION = {
 
 @contextmanager
 def running_cluster(
-    zookeeper_port: int, directory: Path, overrides: Mapping[str, str]
+    zookeeper_port: int,
+    directory: Path,
+    overrides: Mapping[str, str],
+    broker_overrides: dict[int, dict[str, str]] | None = None,
 ) -> Iterator[Cluster]:
-    """A whole 3-broker cluster for a test module; on an error it prints the brokers' logs."""
-    cluster = Cluster(zookeeper_port, directory, 3, dict(overrides))
+    """A whole 3-broker cluster for a test module; on an error it prints the brokers' logs.
+    `broker_overrides[id]` apply to one broker, on top of `overrides`."""
+    cluster = Cluster(
+        zookeeper_port, directory, 3, dict(overrides), broker_overrides=broker_overrides
+    )
     cluster.start()
     try:
         prepare_cluster(cluster, timeout_s=60)

@@ -14,7 +14,6 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from tests.integration.replication_checks import (
     create_topic,
     high_watermark,
     log_end_offset,
-    prepare_cluster,
+    running_cluster,
     wait_isr,
     whole_cluster_around,
     zk_view,
@@ -58,27 +57,13 @@ EARLIEST, LATEST = -2, -1
 QUERY_TIMEOUT_S = 90
 
 
-@contextmanager
-def running_cluster(zookeeper_port: int, directory: Path) -> Iterator[Cluster]:
-    cluster = Cluster(
-        zookeeper_port, directory, 3, OVERRIDES, broker_overrides={2: LONG_SESSION, 3: LONG_SESSION}
-    )
-    cluster.start()
-    try:
-        prepare_cluster(cluster, timeout_s=60)
-        yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.stop()
-
-
 @pytest.fixture(scope="module")
 def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    with running_cluster(zookeeper.port, tmp_path_factory.mktemp("spark-source")) as cluster:
+    directory = tmp_path_factory.mktemp("spark-source")
+    broker_overrides = {2: LONG_SESSION, 3: LONG_SESSION}
+    with running_cluster(zookeeper.port, directory, OVERRIDES, broker_overrides) as cluster:
         yield cluster
 
 
