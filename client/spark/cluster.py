@@ -28,10 +28,6 @@ class OffsetSnapshot:
     latest: PartitionOffsets
     earliest: PartitionOffsets = field(default_factory=dict)
 
-    @property
-    def partitions(self) -> tuple[TopicPartition, ...]:
-        return tuple(sorted(self.latest))
-
 
 def snapshot(
     options: SourceOptions,
@@ -44,11 +40,9 @@ def snapshot(
     return trio.run(_snapshot, options, wanted)
 
 
-def offsets_for_timestamp(
-    options: SourceOptions, timestamp_ms: int
-) -> tuple[PartitionOffsets, PartitionOffsets]:
-    """(offsets, high watermarks): per partition, the first offset whose record timestamp is
-    at or after `timestamp_ms`, or the HW when there is none."""
+def offsets_for_timestamp(options: SourceOptions, timestamp_ms: int) -> PartitionOffsets:
+    """Per partition, the first offset whose record timestamp is at or after `timestamp_ms`,
+    or the HW when there is none."""
     return trio.run(_for_timestamp, options, timestamp_ms)
 
 
@@ -68,15 +62,13 @@ async def _snapshot(
         await metadata.aclose()
 
 
-async def _for_timestamp(
-    options: SourceOptions, timestamp_ms: int
-) -> tuple[PartitionOffsets, PartitionOffsets]:
+async def _for_timestamp(options: SourceOptions, timestamp_ms: int) -> PartitionOffsets:
     metadata = _metadata(options)
     try:
         partitions = await _partitions(metadata, options)
         latest = await _offsets(metadata, partitions, LATEST)
         found = await _offsets(metadata, partitions, timestamp_ms)
-        return {tp: (o if o >= 0 else latest[tp]) for tp, o in found.items()}, latest
+        return {tp: (o if o >= 0 else latest[tp]) for tp, o in found.items()}
     finally:
         await metadata.aclose()
 

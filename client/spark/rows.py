@@ -16,7 +16,6 @@ from client.spark.schema import SOURCE_NAMES, source_schema
 
 __all__ = [
     "HEADER_TYPE",
-    "SINK_COLUMNS",
     "SOURCE_NAMES",
     "TIMESTAMP_MS",
     "TIMESTAMP_US",
@@ -28,8 +27,6 @@ __all__ = [
 HEADER_TYPE: Final = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TIMESTAMP_MS: Final = pa.timestamp("ms", tz="UTC")
 TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")  # Spark's TimestampType in Arrow
-
-SINK_COLUMNS: Final = frozenset({"key", "value", "topic", "partition", "headers"})
 
 
 @dataclass(frozen=True, slots=True)

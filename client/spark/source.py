@@ -120,13 +120,12 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
     return read_range(settings, task)
 
 
-def _starting_offsets(options: SourceOptions) -> PartitionOffsets:
-    """Where a new query (or a batch read) starts, resolved to real offsets."""
+def _starting_offsets(options: SourceOptions, snap: cluster.OffsetSnapshot) -> PartitionOffsets:
+    """Where a new query (or a batch read) starts, resolved to real offsets; `snap` holds
+    every partition's log start offset and HW."""
     if options.starting_timestamp_ms is not None:
-        offsets, _ = cluster.offsets_for_timestamp(options, options.starting_timestamp_ms)
-        return offsets
+        return cluster.offsets_for_timestamp(options, options.starting_timestamp_ms)
     bound = options.starting_offsets
-    snap = cluster.snapshot(options, earliest_for=None)
     if bound == "latest":
         return dict(snap.latest)
     if bound == "earliest":
@@ -169,8 +168,8 @@ class HighwaterBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
-        start = _starting_offsets(options)
         snap = cluster.snapshot(options, earliest_for=None)
+        start = _starting_offsets(options, snap)
         if options.ending_offsets == "latest":
             end = dict(snap.latest)
         else:
@@ -205,7 +204,8 @@ class HighwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target: PartitionOffsets | None = None  # availableNow: stop here
 
     def initialOffset(self) -> dict[str, Any]:
-        return to_json(_starting_offsets(self.options))
+        snap = cluster.snapshot(self.options, earliest_for=None)
+        return to_json(_starting_offsets(self.options, snap))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger

@@ -17,6 +17,8 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 FLOOR = 0.33
@@ -33,6 +35,22 @@ def highwater(*args: str, bootstrap: str | None = None) -> str:
     return done.stdout
 
 
+@contextmanager
+def local_cluster(base_port: int, zk_port: int) -> Iterator[tuple[str, Path]]:
+    """`highwater dev up` in a temporary directory on the given ports, `dev down` on the way
+    out; yields (bootstrap, the temporary directory)."""
+    with tempfile.TemporaryDirectory(prefix="hw-bench-") as root:
+        directory = str(Path(root) / "cluster")
+        highwater(
+            "dev", "up", "--dir", directory,
+            "--base-port", str(base_port), "--zk-port", str(zk_port),
+        )  # fmt: skip
+        try:
+            yield f"127.0.0.1:{base_port}", Path(root)
+        finally:
+            highwater("dev", "down", "--dir", directory)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=300_000)
@@ -40,40 +58,31 @@ def main() -> None:
     parser.add_argument("--base-port", type=int, default=39092)
     parser.add_argument("--zk-port", type=int, default=32181)
     args = parser.parse_args()
-    bootstrap = f"127.0.0.1:{args.base_port}"
-    with tempfile.TemporaryDirectory(prefix="hw-bench-") as root:
-        directory = str(Path(root) / "cluster")
-        highwater(
-            "dev", "up", "--dir", directory,
-            "--base-port", str(args.base_port), "--zk-port", str(args.zk_port),
-        )  # fmt: skip
-        try:
-            for topic in ("bench-throughput", "bench-latency"):
-                highwater(
-                    "topics", "create", topic, "--partitions", "1",
-                    "--replication-factor", "3", "--config", "min.insync.replicas=2",
-                    bootstrap=bootstrap,
-                )  # fmt: skip
-            print("3 brokers, RF=3, min.insync.replicas=2, acks=all, 100-byte records")
-            for run in range(1, args.runs + 1):
-                out = highwater(
-                    "perf", "produce", "--topic", "bench-throughput",
-                    "--num-records", str(args.records), "--acks", "all",
-                    "--target", str(FLOOR),
-                    bootstrap=bootstrap,
-                )  # fmt: skip
-                print(f"-- throughput run {run}")
-                print("\n".join(out.strip().splitlines()[-3:]))
-            print("-- latency at a fixed rate")
-            print(
-                highwater(
-                    "perf", "end-to-end", "--topic", "bench-latency",
-                    "--num-records", "50000", "--throughput", "10000",
-                    bootstrap=bootstrap,
-                ).strip()
+    with local_cluster(args.base_port, args.zk_port) as (bootstrap, _):
+        for topic in ("bench-throughput", "bench-latency"):
+            highwater(
+                "topics", "create", topic, "--partitions", "1",
+                "--replication-factor", "3", "--config", "min.insync.replicas=2",
+                bootstrap=bootstrap,
             )  # fmt: skip
-        finally:
-            highwater("dev", "down", "--dir", directory)
+        print("3 brokers, RF=3, min.insync.replicas=2, acks=all, 100-byte records")
+        for run in range(1, args.runs + 1):
+            out = highwater(
+                "perf", "produce", "--topic", "bench-throughput",
+                "--num-records", str(args.records), "--acks", "all",
+                "--target", str(FLOOR),
+                bootstrap=bootstrap,
+            )  # fmt: skip
+            print(f"-- throughput run {run}")
+            print("\n".join(out.strip().splitlines()[-3:]))
+        print("-- latency at a fixed rate")
+        print(
+            highwater(
+                "perf", "end-to-end", "--topic", "bench-latency",
+                "--num-records", "50000", "--throughput", "10000",
+                bootstrap=bootstrap,
+            ).strip()
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,12 +23,12 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.benchmarks.replication import highwater
+from tests.benchmarks.replication import highwater, local_cluster
 
 FLOOR = 0.2
 RECORD_BYTES = 100
@@ -53,36 +53,27 @@ def main() -> None:
 
     from client.spark import register
 
-    bootstrap = f"127.0.0.1:{args.base_port}"
-    with tempfile.TemporaryDirectory(prefix="hw-bench-spark-") as root:
-        directory = str(Path(root) / "cluster")
-        highwater(
-            "dev", "up", "--dir", directory,
-            "--base-port", str(args.base_port), "--zk-port", str(args.zk_port),
-        )  # fmt: skip
-        try:
-            for topic in ("bench-spark", "bench-spark-sink"):
-                highwater(
-                    "topics", "create", topic, "--partitions", "2",
-                    "--replication-factor", "1", bootstrap=bootstrap,
-                )  # fmt: skip
+    with local_cluster(args.base_port, args.zk_port) as (bootstrap, root):
+        for topic in ("bench-spark", "bench-spark-sink"):
             highwater(
-                "perf", "produce", "--topic", "bench-spark",
-                "--num-records", str(args.records), "--record-size", str(RECORD_BYTES),
-                bootstrap=bootstrap,
+                "topics", "create", topic, "--partitions", "2",
+                "--replication-factor", "1", bootstrap=bootstrap,
             )  # fmt: skip
-            spark = (
-                SparkSession.builder.master("local[2]")
-                .config("spark.ui.enabled", "false")
-                .config("spark.sql.shuffle.partitions", "2")
-                .getOrCreate()
-            )
-            spark.sparkContext.setLogLevel("ERROR")
-            register(spark)
-            run(spark, bootstrap, Path(root), args.records, args.runs)
-            spark.stop()
-        finally:
-            highwater("dev", "down", "--dir", directory)
+        highwater(
+            "perf", "produce", "--topic", "bench-spark",
+            "--num-records", str(args.records), "--record-size", str(RECORD_BYTES),
+            bootstrap=bootstrap,
+        )  # fmt: skip
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        run(spark, bootstrap, root, args.records, args.runs)
+        spark.stop()
 
 
 def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> None:
@@ -99,21 +90,27 @@ def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> N
     count = spark.read.parquet(parquet).count()
     assert count == records, f"Parquet holds {count} rows, expected {records}"
 
-    def stream_once(index: int) -> None:
+    def available_now(stream: Any, checkpoint: str) -> None:
+        """Run `stream` into noop with trigger availableNow; check it read every record."""
         query = (
-            spark.readStream.format("highwater")
-            .option("bootstrap.servers", bootstrap)
-            .option("subscribe", "bench-spark")
-            .option("startingOffsets", "earliest")
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(root / f"checkpoint-{index}"))
+            stream.writeStream.format("noop")
+            .option("checkpointLocation", str(root / checkpoint))
             .trigger(availableNow=True)
             .start()
         )
         query.awaitTermination()
         read = sum(p["numInputRows"] for p in query.recentProgress)
-        assert read == records, f"the stream read {read} rows, expected {records}"
+        assert read == records, f"{checkpoint}: read {read} rows, expected {records}"
+
+    def stream_once(index: int) -> None:
+        stream = (
+            spark.readStream.format("highwater")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", "bench-spark")
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        available_now(stream, f"checkpoint-{index}")
 
     def parquet_once() -> None:
         spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()
@@ -121,17 +118,7 @@ def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> N
     schema = spark.read.parquet(parquet).schema
 
     def parquet_stream_once(index: int) -> None:
-        query = (
-            spark.readStream.schema(schema)
-            .parquet(parquet)
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(root / f"parquet-checkpoint-{index}"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        read = sum(p["numInputRows"] for p in query.recentProgress)
-        assert read == records, f"the Parquet stream read {read} rows, expected {records}"
+        available_now(spark.readStream.schema(schema).parquet(parquet), f"parquet-{index}")
 
     def sink_once() -> None:
         (

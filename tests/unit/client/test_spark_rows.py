@@ -12,7 +12,6 @@ pa = pytest.importorskip("pyarrow")
 from client.consumer import ConsumerRecord  # noqa: E402
 from client.spark.columns import ColumnBuilder  # noqa: E402
 from client.spark.rows import (  # noqa: E402
-    SINK_COLUMNS,
     SinkRow,
     sink_rows,
     source_schema,
@@ -170,10 +169,6 @@ def test_a_malformed_record_is_a_clear_error() -> None:
 
 def sink_batch(**columns: Any) -> Any:
     return pa.RecordBatch.from_pydict(columns)
-
-
-def test_sink_columns_are_sparks() -> None:
-    assert frozenset({"key", "value", "topic", "partition", "headers"}) == SINK_COLUMNS
 
 
 def test_sink_rows_with_every_column() -> None:
