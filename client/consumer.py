@@ -569,7 +569,7 @@ class Consumer:
                 for index, entry in enumerate(entries):
                     # decode_record's checks, inlined for the common shape; anything else
                     # goes through decode_record itself (which raises the precise error).
-                    if type(entry) is list and len(entry) == 5:
+                    if type(entry) is tuple and len(entry) == 5:
                         ts_delta, offset_delta, key, value, headers = entry
                         if (
                             type(ts_delta) is int
@@ -577,7 +577,7 @@ class Consumer:
                             and 0 <= offset_delta <= last_delta
                             and (key is None or type(key) is bytes)
                             and (value is None or type(value) is bytes)
-                            and type(headers) is list
+                            and type(headers) is tuple
                             and not headers
                         ):
                             offset = base_offset + offset_delta

@@ -13,6 +13,7 @@ NetworkClient plays the same part for both).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -66,8 +67,11 @@ class BrokerConnection:
         *,
         timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         expect_response: bool = True,
+        on_sent: Callable[[], object] | None = None,
     ) -> Any:
         """Send `body` and return the response body (None when no response is expected).
+        `on_sent` is called once the request is on the wire (a caller pipelining requests
+        waits for that, not for the answer).
 
         A timeout breaks the connection: the late response would otherwise be read by nobody
         and every later request would wait behind it.
@@ -83,6 +87,8 @@ class BrokerConnection:
                     if expect_response:
                         self._waiting.add(correlation_id)
                     await self._send(data)
+                if on_sent is not None:
+                    on_sent()
                 if not expect_response:
                     return None
                 return await self._wait_for(correlation_id)

@@ -83,7 +83,8 @@ class FrameDecoder:
         end = self._start + LENGTH_PREFIX_BYTES + length
         if len(self._buffer) < end:
             return NEED_DATA
-        body = bytes(self._buffer[self._start + LENGTH_PREFIX_BYTES : end])
+        with memoryview(self._buffer) as view:  # one copy (a bytearray slice would be two)
+            body = bytes(view[self._start + LENGTH_PREFIX_BYTES : end])
         self._start = end
         if self._start == len(self._buffer):
             self._buffer.clear()

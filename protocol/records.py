@@ -62,6 +62,7 @@ __all__ = [
     "decode_batches_entries",
     "decode_record",
     "iter_batch_headers",
+    "next_offset_after_whole_batches",
     "read_header",
     "stamp_prefix",
     "validate_batch",
@@ -254,6 +255,21 @@ def iter_batch_headers(
         pos += header.size
 
 
+def next_offset_after_whole_batches(buf: bytes | bytearray | memoryview) -> int:
+    """The offset after the last whole batch at the start of `buf` (a fetch response may end
+    with part of one), from the batch headers alone: no CRC check, no records decoded; -1 if
+    no batch is whole. A hint for fetching ahead; decoding the batches is what checks them."""
+    pos, last = 0, -1
+    size = len(buf)
+    while size - pos >= BATCH_HEADER_BYTES:
+        _, batch_length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+        end = pos + LOG_OVERHEAD_BYTES + batch_length
+        if batch_length < BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES or end > size:
+            break
+        last, pos = pos, end
+    return -1 if last < 0 else read_header(buf, last).next_offset
+
+
 def stamp_prefix(base_offset: int, batch_length: int, partition_leader_epoch: int) -> bytes:
     """The first 16 bytes of a batch with a new base offset and leader epoch (CRC unaffected)."""
     return BATCH_PREFIX.pack(base_offset, batch_length, partition_leader_epoch)
@@ -360,7 +376,7 @@ def build_batch_from_entries(
 
 
 def _decode_record(plain: Any, header: BatchHeader, index: int) -> Record:
-    if type(plain) is not list or len(plain) != 5:
+    if type(plain) is not tuple or len(plain) != 5:
         raise CorruptRecordError(f"record {index}: expected an array of 5")
     ts_delta, offset_delta, key, value, headers = plain
     if type(ts_delta) is not int or type(offset_delta) is not int:
@@ -369,12 +385,12 @@ def _decode_record(plain: Any, header: BatchHeader, index: int) -> Record:
         raise CorruptRecordError(f"record {index}: offset delta {offset_delta} out of range")
     if not (key is None or type(key) is bytes) or not (value is None or type(value) is bytes):
         raise CorruptRecordError(f"record {index}: key and value must be bin or nil")
-    if type(headers) is not list:
+    if type(headers) is not tuple:
         raise CorruptRecordError(f"record {index}: headers must be an array")
     parsed: list[tuple[str, bytes | None]] = []
     for h in headers:
         if (
-            type(h) is not list
+            type(h) is not tuple
             or len(h) != 2
             or type(h[0]) is not str
             or not (h[1] is None or type(h[1]) is bytes)
@@ -419,9 +435,9 @@ def decode_batch_entries(
     pos: int = 0,
     *,
     max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
-) -> tuple[BatchHeader, list[Any]]:
+) -> tuple[BatchHeader, tuple[Any, ...]]:
     """Validate one batch (as decode_batch) and return its header and the records section's
-    raw msgpack entries, `[timestamp_delta, offset_delta, key, value, headers]` each, not yet
+    raw msgpack entries, `(timestamp_delta, offset_delta, key, value, headers)` each, not yet
     checked one by one: pass an entry that looks wrong to `decode_record` for the error."""
     header = read_header(buf, pos)
     validate_batch(buf, pos, header)
@@ -431,13 +447,14 @@ def decode_batch_entries(
         plain = msgpack.unpackb(
             section,
             raw=False,
+            use_list=False,  # tuples: about 3x cheaper than lists, mostly in the cyclic GC
             max_array_len=len(section),  # every element takes at least one byte
             max_map_len=0,
             max_ext_len=0,
         )
     except (ValueError, TypeError, msgpack.exceptions.StackError) as exc:
         raise CorruptRecordError(f"batch at byte {pos}: records section: {exc}") from exc
-    if type(plain) is not list or len(plain) != header.record_count:
+    if type(plain) is not tuple or len(plain) != header.record_count:
         raise CorruptRecordError(
             f"batch at byte {pos}: records section does not hold {header.record_count} records"
         )
@@ -446,7 +463,7 @@ def decode_batch_entries(
 
 def decode_batches_entries(
     buf: bytes | bytearray | memoryview,
-) -> Iterator[tuple[BatchHeader, list[Any]]]:
+) -> Iterator[tuple[BatchHeader, tuple[Any, ...]]]:
     """decode_batches, yielding (header, raw entries) per batch (see decode_batch_entries)."""
     pos = 0
     size = len(buf)

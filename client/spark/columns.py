@@ -2,23 +2,30 @@
 
 The consumer builds one Python object per record; a Spark task only needs columns. Here each
 batch's records section is unpacked once (msgpack, in C) and split into columns with zip, so
-the per-record work in Python is a few C-level list operations. A batch whose records do not
-have the usual shape (five fields, offset deltas 0..n-1) goes through `decode_record`, which
-checks each record and raises the precise error.
+the per-record work in Python is a few C-level tuple operations. Arrow arrays are then built
+from buffers (values joined into one bytes object, offsets from their lengths; constant
+columns filled by numpy) rather than converted item by item. A batch whose records do not have
+the usual shape (five fields, offset deltas 0..n-1) goes through `decode_record`, which checks
+each record and raises the precise error.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from client.spark.rows import HEADER_TYPE, SOURCE_NAMES, TIMESTAMP_MS, TIMESTAMP_US
+from client.spark.rows import HEADER_TYPE, SOURCE_NAMES, TIMESTAMP_US
 from protocol.errors import CorruptRecordError
 from protocol.records import decode_batches_entries, decode_record
 
 __all__ = ["ColumnBuilder"]
+
+_INT32_MAX = 2**31 - 1  # Arrow's binary type has 32-bit offsets
 
 
 @dataclass
@@ -28,15 +35,17 @@ class ColumnBuilder:
     topic: str
     partition: int
     include_headers: bool
-    keys: list[bytes | None] = field(default_factory=list)
-    values: list[bytes | None] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    timestamp_types: list[int] = field(default_factory=list)
-    headers: list[list[dict[str, Any]]] = field(default_factory=list)
+    count: int = 0
+    value_bytes: int = 0  # what the collected records' keys and values hold, roughly
+    _keys: list[tuple[bytes | None, ...]] = field(default_factory=list)  # one tuple per batch
+    _values: list[tuple[bytes | None, ...]] = field(default_factory=list)
+    _offsets: list[range] = field(default_factory=list)
+    _timestamp_deltas: list[tuple[int, ...]] = field(default_factory=list)
+    _batches: list[tuple[int, int, int]] = field(default_factory=list)  # (count, ts, ts type)
+    _headers: list[list[dict[str, Any]]] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self.count
 
     def add(self, records: bytes, start: int, end: int) -> tuple[int, int]:
         """Add the records of whole batches in `records` with offsets in [start, end).
@@ -52,43 +61,96 @@ class ColumnBuilder:
                 break
             count = len(entries)
             columns = list(zip(*entries, strict=False)) if count else []
-            if len(columns) != 5 or columns[1] != tuple(range(count)):
+            if len(columns) != 5 or columns[1] != _deltas(count):
                 columns = _checked_columns(entries, header)
             ts_deltas, _, keys, values, headers = columns
             base = header.base_offset
             lo = max(0, start - base)
             hi = min(count, end - base)
-            self.keys.extend(keys[lo:hi])
-            self.values.extend(values[lo:hi])
-            self.offsets.extend(range(base + lo, base + hi))
-            self.timestamps.extend(map(header.base_timestamp.__add__, ts_deltas[lo:hi]))
-            self.timestamp_types.extend([header.timestamp_type] * (hi - lo))
+            if lo >= hi:
+                continue
+            if lo or hi < count:
+                keys, values, ts_deltas = keys[lo:hi], values[lo:hi], ts_deltas[lo:hi]
+            self._keys.append(keys)
+            self._values.append(values)
+            self._offsets.append(range(base + lo, base + hi))
+            self._timestamp_deltas.append(ts_deltas)
+            self._batches.append((hi - lo, header.base_timestamp, header.timestamp_type))
             if self.include_headers:
-                self.headers.extend([{"key": k, "value": v} for k, v in h] for h in headers[lo:hi])
+                self._headers.extend([{"key": k, "value": v} for k, v in h] for h in headers[lo:hi])
+            self.count += hi - lo
+            self.value_bytes += header.size
         return batches, next_offset
 
     def flush(self) -> pa.RecordBatch:
         """The collected records as one Arrow batch in the source's schema; starts anew."""
-        count = len(self.offsets)
+        count = self.count
+        offsets = np.concatenate(
+            [np.arange(r.start, r.stop, dtype=np.int64) for r in self._offsets]
+            or [np.empty(0, dtype=np.int64)]
+        )
+        runs, base_timestamps, types = (
+            (np.array(c, dtype=np.int64) for c in zip(*self._batches, strict=True))
+            if count
+            else (np.empty(0, dtype=np.int64) for _ in range(3))
+        )
+        deltas = np.fromiter(
+            chain.from_iterable(self._timestamp_deltas), dtype=np.int64, count=count
+        )
+        timestamps_us = (np.repeat(base_timestamps, runs) + deltas) * 1000
         arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([self.topic] * count, pa.string()),
-            pa.array([self.partition] * count, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.int64()).cast(TIMESTAMP_MS).cast(TIMESTAMP_US),
-            pa.array(self.timestamp_types, pa.int32()),
+            _binary_array(self._keys, count),
+            _binary_array(self._values, count),
+            _constant_string(self.topic, count),
+            pa.array(np.full(count, self.partition, dtype=np.int32)),
+            pa.array(offsets),
+            pa.array(timestamps_us, TIMESTAMP_US),
+            pa.array(np.repeat(types.astype(np.int32), runs)),
         ]
         names = list(SOURCE_NAMES)
         if self.include_headers:
-            arrays.append(pa.array(self.headers, HEADER_TYPE))
+            arrays.append(pa.array(self._headers, HEADER_TYPE))
             names.append("headers")
-        self.keys, self.values, self.offsets = [], [], []
-        self.timestamps, self.timestamp_types, self.headers = [], [], []
+        self.count = self.value_bytes = 0
+        self._keys, self._values, self._offsets = [], [], []
+        self._timestamp_deltas, self._batches, self._headers = [], [], []
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _checked_columns(entries: list[Any], header: Any) -> list[tuple[Any, ...]]:
+@functools.cache
+def _deltas(count: int) -> tuple[int, ...]:
+    """The offset deltas of a batch of `count` records in the usual shape."""
+    return tuple(range(count))
+
+
+def _binary_array(chunks: list[tuple[bytes | None, ...]], count: int) -> pa.Array:
+    """A binary array of the items of `chunks`: from one joined buffer when none is null."""
+    if all(chunk.count(None) == len(chunk) for chunk in chunks):
+        return pa.nulls(count, pa.binary())  # keys, usually
+    items: list[Any] = list(chain.from_iterable(chunks))
+    nulls = items.count(None)
+    if nulls:
+        return pa.array(items, pa.binary())
+    ends = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=count), out=ends[1:])
+    if ends[-1] > _INT32_MAX:
+        return pa.array(items, pa.binary())  # cannot happen with the reader's batch bound
+    data = b"".join(items)
+    return pa.Array.from_buffers(
+        pa.binary(), count, [None, pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(data)]
+    )
+
+
+def _constant_string(text: str, count: int) -> pa.Array:
+    """`count` copies of `text` as a string array, built from buffers."""
+    encoded = text.encode()
+    ends = (np.arange(count + 1, dtype=np.int64) * len(encoded)).astype(np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), count, [None, pa.py_buffer(ends), pa.py_buffer(encoded * count)]
+    )
+
+
+def _checked_columns(entries: tuple[Any, ...], header: Any) -> list[tuple[Any, ...]]:
     """Columns of a batch, each record checked (CorruptRecordError on a malformed one); the
     records come back in offset order and without gaps, as `add` expects."""
     records = [decode_record(e, header, i) for i, e in enumerate(entries)]

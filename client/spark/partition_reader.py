@@ -4,9 +4,10 @@ Runs on an executor. A fetch loop on its own trio thread asks whichever broker l
 partition now (Fetch with the leader epoch from the metadata, KIP-320, so a stale leader
 answers FENCED_LEADER_EPOCH), follows leader changes and retries retriable errors, and turns
 each response into Arrow columns (columns.ColumnBuilder) handed to Spark's thread through a
-small queue: fetching the next response overlaps with Spark taking the last one. Brokers serve
-consumers only records below the high watermark, and `end` was planned at or below it, so
-every record read is committed.
+small queue. Two overlaps keep the task busy: the next Fetch is sent (its offset read from the
+batch headers) before the last response is decoded, and Spark takes one Arrow batch while the
+loop builds the next. Brokers serve consumers only records below the high watermark, and `end`
+was planned at or below it, so every record read is committed.
 
 Data loss: offsets below the log start (deleted by retention), or a log that no longer
 reaches `end` (truncated by an unclean election). With failOnDataLoss the task fails with
@@ -19,7 +20,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,7 +43,7 @@ from protocol.messages.fetch import (
     FetchResponse,
     FetchTopic,
 )
-from protocol.records import LOG_OVERHEAD_BYTES
+from protocol.records import LOG_OVERHEAD_BYTES, next_offset_after_whole_batches
 
 __all__ = ["ReadSettings", "read_range"]
 
@@ -53,6 +54,7 @@ REQUEST_TIMEOUT_MS: Final = 30_000
 RETRY_BACKOFF_MS: Final = 100
 RETRY_BACKOFF_MAX_MS: Final = 1_000
 ROWS_PER_BATCH: Final = 65_536  # Arrow batches handed to Spark hold at most about this many
+BYTES_PER_BATCH: Final = 16 * 1024 * 1024  # ... and about this many bytes (large records)
 QUEUED_BATCHES: Final = 4  # bounds the memory a task holds ahead of Spark
 _DONE: Final = object()
 
@@ -112,71 +114,171 @@ def read_range(settings: ReadSettings, task: OffsetRange) -> Iterator[pa.RecordB
         thread.join(timeout=5)
 
 
+class _FetchAhead:
+    """A Fetch sent before the previous response is decoded, so the broker reads and sends
+    the next records while this task turns the last ones into columns."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self._done = trio.Event()
+        self._data: FetchPartitionData | None = None
+        self._error: Exception | None = None
+
+    async def run(
+        self,
+        fetch: Callable[..., Awaitable[FetchPartitionData | None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        started = False
+
+        def sent() -> None:
+            nonlocal started
+            started = True
+            task_status.started()
+
+        try:
+            self._data = await fetch(self.offset, on_sent=sent)
+        except Exception as exc:  # raised to the loop when it takes the result, as if inline
+            self._error = exc
+        finally:
+            self._done.set()
+            if not started:
+                task_status.started()
+
+    async def result(self) -> FetchPartitionData | None:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._data
+
+
 async def _fetch_loop(
     settings: ReadSettings, task: OffsetRange, deliver: Callable[[object], None]
 ) -> None:
-    topic, partition = task.tp
     metadata = ClusterMetadata(
         settings.bootstrap_servers,
         client_id="highwater-spark-reader",
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         retry_backoff_ms=RETRY_BACKOFF_MS,
     )
-    metadata.add_topics([topic])
-    columns = ColumnBuilder(topic, partition, settings.include_headers)
-    position = task.start
-    fetch_bytes = FETCH_BYTES
-    failures = 0
-    last_progress_s = time.monotonic()
+    metadata.add_topics([task.tp.topic])
+    error: Exception | None = None
     try:
-        while position < task.end:
-            if time.monotonic() - last_progress_s > settings.poll_timeout_ms / 1000:
+        async with trio.open_nursery() as nursery:
+            try:
+                await _RangeFetcher(settings, task, metadata, nursery).run(deliver)
+            except Exception as exc:  # raised below, not wrapped in the nursery's group
+                error = exc
+            nursery.cancel_scope.cancel()  # a fetch may still be ahead (an error, data loss)
+    finally:
+        await metadata.aclose()
+    if error is not None:
+        raise error
+
+
+class _RangeFetcher:
+    """The fetch loop of one task: [task.start, task.end) of one partition, as Arrow batches."""
+
+    def __init__(
+        self,
+        settings: ReadSettings,
+        task: OffsetRange,
+        metadata: ClusterMetadata,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.settings = settings
+        self.task = task
+        self.metadata = metadata
+        self.nursery = nursery
+        self.columns = ColumnBuilder(task.tp.topic, task.tp.partition, settings.include_headers)
+        self.position = task.start
+        self.fetch_bytes = FETCH_BYTES
+        self.ahead: _FetchAhead | None = None
+
+    async def run(self, deliver: Callable[[object], None]) -> None:
+        task, columns = self.task, self.columns
+        failures = 0
+        last_progress_s = time.monotonic()
+        while self.position < task.end:
+            if time.monotonic() - last_progress_s > self.settings.poll_timeout_ms / 1000:
                 report_data_loss(
-                    settings.fail_on_data_loss,
-                    f"{task.tp}: no record at offset {position} for "
-                    f"{settings.poll_timeout_ms} ms (planned up to {task.end})",
+                    self.settings.fail_on_data_loss,
+                    f"{task.tp}: no record at offset {self.position} for "
+                    f"{self.settings.poll_timeout_ms} ms (planned up to {task.end})",
                 )
-                return
-            data = await _fetch(metadata, topic, partition, position, fetch_bytes)
+                break
+            data = await self._next_response()
             if data is None or data.error_code in LEADER_ERRORS:
-                metadata.request_update()
+                self.metadata.request_update()
                 failures += 1
                 delay_ms = min(RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS * 2 ** min(failures, 10))
                 await trio.sleep(delay_ms / 1000)
                 continue
             failures = 0
             if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                position = _after_out_of_range(settings, task, position, data)
+                self.position = _after_out_of_range(self.settings, task, self.position, data)
                 continue
             if data.error_code != ErrorCode.NONE:
-                raise error_for_code(data.error_code, f"fetch {task.tp} at offset {position}")
-            batches, next_offset = columns.add(data.records, position, task.end)
+                raise error_for_code(data.error_code, f"fetch {task.tp} at offset {self.position}")
+            following = next_offset_after_whole_batches(data.records)
+            if self.position < following < task.end:
+                self.ahead = _FetchAhead(following)
+                await self.nursery.start(self.ahead.run, self._fetch)
+            batches, next_offset = columns.add(data.records, self.position, task.end)
             if batches == 0:
-                if len(data.records) >= LOG_OVERHEAD_BYTES:
-                    # Only part of one batch came: it is larger than the fetch size.
-                    if fetch_bytes >= MAX_FETCH_BYTES:
-                        raise error_for_code(
-                            ErrorCode.MESSAGE_TOO_LARGE,
-                            f"a batch of {task.tp} at offset {position} exceeds "
-                            f"{MAX_FETCH_BYTES} bytes",
-                        )
-                    fetch_bytes = min(MAX_FETCH_BYTES, fetch_bytes * 2)
-                # Else nothing yet (e.g. a new leader whose HW lags): the broker waited
-                # max_wait_ms before answering, so asking again is not a busy loop.
+                self._no_whole_batch(data)
                 continue
-            fetch_bytes = FETCH_BYTES
+            self.fetch_bytes = FETCH_BYTES
             last_progress_s = time.monotonic()
-            position = max(position, min(next_offset, task.end))
-            if len(columns) >= ROWS_PER_BATCH or position >= task.end:
+            self.position = max(self.position, min(next_offset, task.end))
+            if (
+                len(columns) >= ROWS_PER_BATCH
+                or columns.value_bytes >= BYTES_PER_BATCH
+                or self.position >= task.end
+            ):
                 deliver(columns.flush())  # blocks this loop while Spark is behind: fine
         if len(columns):
             deliver(columns.flush())
-    finally:
-        await metadata.aclose()
+
+    async def _next_response(self) -> FetchPartitionData | None:
+        """The response for the current position: the one fetched ahead if it is for here."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            data = await ahead.result()
+            if ahead.offset == self.position:
+                return data
+        return await self._fetch(self.position)
+
+    async def _fetch(
+        self, offset: int, on_sent: Callable[[], object] | None = None
+    ) -> FetchPartitionData | None:
+        tp = self.task.tp
+        return await _fetch(
+            self.metadata, tp.topic, tp.partition, offset, self.fetch_bytes, on_sent
+        )
+
+    def _no_whole_batch(self, data: FetchPartitionData) -> None:
+        if len(data.records) >= LOG_OVERHEAD_BYTES:
+            # Only part of one batch came: it is larger than the fetch size.
+            if self.fetch_bytes >= MAX_FETCH_BYTES:
+                raise error_for_code(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"a batch of {self.task.tp} at offset {self.position} exceeds "
+                    f"{MAX_FETCH_BYTES} bytes",
+                )
+            self.fetch_bytes = min(MAX_FETCH_BYTES, self.fetch_bytes * 2)
+        # Else nothing yet (e.g. a new leader whose HW lags): the broker waited max_wait_ms
+        # before answering, so asking again is not a busy loop.
 
 
 async def _fetch(
-    metadata: ClusterMetadata, topic: str, partition: int, offset: int, fetch_bytes: int
+    metadata: ClusterMetadata,
+    topic: str,
+    partition: int,
+    offset: int,
+    fetch_bytes: int,
+    on_sent: Callable[[], object] | None = None,
 ) -> FetchPartitionData | None:
     """One Fetch of the partition from its leader; None if there is no leader or no answer."""
     if metadata.update_requested or metadata.leader_for(topic, partition) is None:
@@ -206,7 +308,7 @@ async def _fetch(
     )
     try:
         response: FetchResponse = await metadata.request(
-            leader, request, timeout_ms=MAX_WAIT_MS + REQUEST_TIMEOUT_MS
+            leader, request, timeout_ms=MAX_WAIT_MS + REQUEST_TIMEOUT_MS, on_sent=on_sent
         )
     except BrokerConnectionError:
         return None

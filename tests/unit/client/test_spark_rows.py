@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 
@@ -17,7 +19,15 @@ from client.spark.rows import (  # noqa: E402
     source_schema,
 )
 from protocol.errors import CorruptRecordError  # noqa: E402
-from protocol.records import Record, build_batch, build_batch_from_entries  # noqa: E402
+from protocol.records import (  # noqa: E402
+    CRC_START,
+    TIMESTAMP_TYPE_BIT,
+    Record,
+    build_batch,
+    build_batch_from_entries,
+    crc32c,
+    decode_batches,
+)
 
 BASE_SCHEMA = [
     ("key", pa.binary()),
@@ -28,6 +38,7 @@ BASE_SCHEMA = [
     ("timestamp", pa.timestamp("us", tz="UTC")),  # Spark's TimestampType in Arrow
     ("timestampType", pa.int32()),
 ]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
@@ -162,6 +173,69 @@ def test_a_malformed_record_is_a_clear_error() -> None:
     stored = build_batch_from_entries([[0, 0, None, b"v"]], base_timestamp=0, max_timestamp=0)
     with pytest.raises(CorruptRecordError, match="record 0"):
         ColumnBuilder("t", 0, include_headers=False).add(stored, 0, 10)
+
+
+_maybe_bytes = st.one_of(st.none(), st.binary(max_size=40))
+_records = st.builds(
+    Record,
+    value=_maybe_bytes,
+    key=_maybe_bytes,
+    timestamp_ms=st.integers(0, 2**41),
+    headers=st.lists(st.tuples(st.text(max_size=5), _maybe_bytes), max_size=2).map(tuple),
+)
+
+
+def with_log_append_time(batch: bytes) -> bytes:
+    """`batch` with the LogAppendTime attribute set (the CRC recomputed)."""
+    data = bytearray(batch)
+    attributes = int.from_bytes(data[CRC_START : CRC_START + 2], "big") | TIMESTAMP_TYPE_BIT
+    data[CRC_START : CRC_START + 2] = attributes.to_bytes(2, "big")
+    data[CRC_START - 4 : CRC_START] = crc32c(data[CRC_START:]).to_bytes(4, "big")
+    return bytes(data)
+
+
+@settings(deadline=None)  # the first example pays for pyarrow's lazy imports
+@given(
+    batches=st.lists(
+        st.tuples(st.lists(_records, min_size=1, max_size=6), st.booleans()), max_size=6
+    ),
+    bounds=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+    include_headers=st.booleans(),
+)
+def test_columns_match_the_records_the_consumer_decodes(
+    batches: list[tuple[list[Record], bool]], bounds: tuple[int, int], include_headers: bool
+) -> None:
+    """Differential: ColumnBuilder's columns (built from buffers, constants by numpy) hold what
+    decoding the same bytes record by record gives, for any cut [start, end) of the batches."""
+    stored, offset = b"", 0
+    for records, log_append_time in batches:
+        batch = build_batch(records, base_offset=offset, now_ms=0)
+        stored += with_log_append_time(batch) if log_append_time else batch
+        offset += len(records)
+    start, end = sorted(bounds)
+    builder = ColumnBuilder("events", 3, include_headers)
+    builder.add(stored, start, end)
+    out = builder.flush()
+    expected = [
+        (batch.header, r)
+        for batch in decode_batches(stored)
+        for r in batch.records
+        if start <= r.offset < end
+    ]
+    assert out.num_rows == len(builder) + out.num_rows  # the builder starts anew
+    assert out.to_pydict() == {
+        "key": [r.key for _, r in expected],
+        "value": [r.value for _, r in expected],
+        "topic": ["events"] * len(expected),
+        "partition": [3] * len(expected),
+        "offset": [r.offset for _, r in expected],
+        "timestamp": [EPOCH + timedelta(milliseconds=r.timestamp_ms) for _, r in expected],
+        "timestampType": [h.timestamp_type for h, _ in expected],
+    } | (
+        {"headers": [[{"key": k, "value": v} for k, v in r.headers] for _, r in expected]}
+        if include_headers
+        else {}
+    )
 
 
 # --- sink: sink_rows ----------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from protocol.records import (
     decode_batch,
     decode_batches,
     iter_batch_headers,
+    next_offset_after_whole_batches,
     read_header,
     stamp_prefix,
     validate_batch,
@@ -527,6 +528,27 @@ def test_decode_batches_skips_a_partial_trailing_batch(
         sum(sizes[:i]) for i in range(len(sizes) - 1)
     ]
     assert [b.header.record_count for b in decode_batches(buf)] == sizes
+
+
+@FAST
+@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=4), data=st.data())
+def test_next_offset_after_whole_batches_agrees_with_decoding(
+    sizes: list[int], data: st.DataObject
+) -> None:
+    """The fetch-ahead hint: the offset after the last whole batch of any prefix of a fetch
+    response, read from headers alone, is where decoding that prefix ends (-1: none whole)."""
+    buf, _ = _concat(sizes)
+    cut = data.draw(st.integers(0, len(buf)))
+    decoded = list(decode_batches(buf[:cut]))
+    expected = decoded[-1].header.next_offset if decoded else -1
+    assert next_offset_after_whole_batches(buf[:cut]) == expected
+
+
+def test_next_offset_after_whole_batches_stops_at_a_nonsense_length() -> None:
+    buf, positions = _concat([2, 3])
+    bad = bytearray(buf)
+    bad[positions[1] + 8 : positions[1] + 12] = (-1).to_bytes(4, "big", signed=True)
+    assert next_offset_after_whole_batches(bytes(bad)) == 2
 
 
 def test_decode_batches_raises_on_a_corrupt_complete_batch() -> None:
