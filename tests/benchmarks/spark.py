@@ -11,6 +11,10 @@ one SparkSession (`local[2]`), then:
   timestampType) from a local Parquet file into `noop`, in the same run, twice over: as a
   batch read, and as an availableNow stream (a streaming query has a fixed cost a batch read
   does not: about 1 s per availableNow run here even for a source with one row);
+- the Python source ceiling: an availableNow query over a Python data source that does no
+  I/O (tests/benchmarks/spark_ceiling.py: the same N rows and schema, built in the tasks),
+  which pays what Spark charges any Python source (a source runner process per query, Python
+  read tasks, Arrow to the JVM) and nothing else;
 - sink: `df.write.format("highwater")` of the N rows from that Parquet file (acks=all,
   idempotent), rate = N / wall time.
 Each timed step runs `--runs` times (default 3) and reports the median. Everything shares
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.benchmarks.replication import highwater, local_cluster
+from tests.benchmarks.spark_ceiling import NoIoSource
 
 FLOOR = 0.2
 RECORD_BYTES = 100
@@ -68,10 +73,12 @@ def main() -> None:
             SparkSession.builder.master("local[2]")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.ui.showConsoleProgress", "false")
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
+        spark.dataSource.register(NoIoSource)
         run(spark, bootstrap, root, args.records, args.runs)
         spark.stop()
 
@@ -112,6 +119,10 @@ def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> N
         )
         available_now(stream, f"checkpoint-{index}")
 
+    def no_io_once(index: int) -> None:
+        stream = spark.readStream.format("highwater-no-io").option("rows", records).load()
+        available_now(stream, f"no-io-{index}")
+
     def parquet_once() -> None:
         spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()
 
@@ -131,9 +142,10 @@ def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> N
             .save()
         )
 
-    stream_s, parquet_s, parquet_stream_s = [], [], []
+    stream_s, parquet_s, parquet_stream_s, no_io_s = [], [], [], []
     for index in range(runs):  # interleaved, so all see the same machine weather
         stream_s.append(_timed(lambda i=index: stream_once(i)))  # type: ignore[misc]
+        no_io_s.append(_timed(lambda i=index: no_io_once(i)))  # type: ignore[misc]
         parquet_s.append(_timed(parquet_once))
         parquet_stream_s.append(_timed(lambda i=index: parquet_stream_once(i)))  # type: ignore[misc]
     sink_s = [_timed(sink_once) for _ in range(runs)]
@@ -141,6 +153,7 @@ def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> N
     parquet_rate = records / statistics.median(parquet_s)
     sink_rate = records / statistics.median(sink_s)
     parquet_stream_rate = records / statistics.median(parquet_stream_s)
+    no_io_rate = records / statistics.median(no_io_s)
     ratio = stream_rate / parquet_rate
     stream_ratio = stream_rate / parquet_stream_rate
     print(f"{records} records of {RECORD_BYTES} bytes, 2 partitions, local[2], medians of {runs}")
@@ -150,9 +163,15 @@ def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> N
         f"Parquet availableNow -> noop:    {parquet_stream_rate:12,.0f} rec/s  "
         f"({_runs(parquet_stream_s)})"
     )
+    print(f"no-I/O Python source -> noop:    {no_io_rate:12,.0f} rec/s  ({_runs(no_io_s)})")
     for name, value in (("batch read", ratio), ("availableNow stream", stream_ratio)):
         verdict = "meets" if value >= FLOOR else "BELOW"
         print(f"ratio source / Parquet {name}: {value:.2f} ({verdict} the {FLOOR} aim)")
+    print(
+        f"ratio no-I/O Python source / Parquet batch read: {no_io_rate / parquet_rate:.2f}, "
+        f"/ Parquet availableNow stream: {no_io_rate / parquet_stream_rate:.2f}"
+    )
+    print(f"ratio source / no-I/O Python source: {stream_rate / no_io_rate:.2f}")
     print(f"sink, Parquet -> highwater (acks=all): {sink_rate:12,.0f} rec/s  ({_runs(sink_s)})")
 
 
