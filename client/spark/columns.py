@@ -35,8 +35,8 @@ class ColumnBuilder:
     topic: str
     partition: int
     include_headers: bool
-    count: int = 0
-    value_bytes: int = 0  # what the collected records' keys and values hold, roughly
+    batch_bytes: int = 0  # size of the stored batches the collected records came from
+    _count: int = 0
     _keys: list[tuple[bytes | None, ...]] = field(default_factory=list)  # one tuple per batch
     _values: list[tuple[bytes | None, ...]] = field(default_factory=list)
     _offsets: list[range] = field(default_factory=list)
@@ -45,7 +45,7 @@ class ColumnBuilder:
     _headers: list[list[dict[str, Any]]] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return self.count
+        return self._count
 
     def add(self, records: bytes, start: int, end: int) -> tuple[int, int]:
         """Add the records of whole batches in `records` with offsets in [start, end).
@@ -78,13 +78,13 @@ class ColumnBuilder:
             self._batches.append((hi - lo, header.base_timestamp, header.timestamp_type))
             if self.include_headers:
                 self._headers.extend([{"key": k, "value": v} for k, v in h] for h in headers[lo:hi])
-            self.count += hi - lo
-            self.value_bytes += header.size
+            self._count += hi - lo
+            self.batch_bytes += header.size
         return batches, next_offset
 
     def flush(self) -> pa.RecordBatch:
         """The collected records as one Arrow batch in the source's schema; starts anew."""
-        count = self.count
+        count = self._count
         offsets = np.concatenate(
             [np.arange(r.start, r.stop, dtype=np.int64) for r in self._offsets]
             or [np.empty(0, dtype=np.int64)]
@@ -111,7 +111,7 @@ class ColumnBuilder:
         if self.include_headers:
             arrays.append(pa.array(self._headers, HEADER_TYPE))
             names.append("headers")
-        self.count = self.value_bytes = 0
+        self._count = self.batch_bytes = 0
         self._keys, self._values, self._offsets = [], [], []
         self._timestamp_deltas, self._batches, self._headers = [], [], []
         return pa.RecordBatch.from_arrays(arrays, names=names)
@@ -133,8 +133,7 @@ def _binary_array(chunks: list[tuple[bytes | None, ...]], count: int) -> pa.Arra
         return pa.array(items, pa.binary())
     ends = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=count), out=ends[1:])
-    if ends[-1] > _INT32_MAX:
-        return pa.array(items, pa.binary())  # cannot happen with the reader's batch bound
+    assert ends[-1] <= _INT32_MAX, "the reader bounds a flush far below 2 GiB"
     data = b"".join(items)
     return pa.Array.from_buffers(
         pa.binary(), count, [None, pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(data)]

@@ -234,7 +234,7 @@ class _RangeFetcher:
             self.position = max(self.position, min(next_offset, task.end))
             if (
                 len(columns) >= ROWS_PER_BATCH
-                or columns.value_bytes >= BYTES_PER_BATCH
+                or columns.batch_bytes >= BYTES_PER_BATCH
                 or self.position >= task.end
             ):
                 deliver(columns.flush())  # blocks this loop while Spark is behind: fine
