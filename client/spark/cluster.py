@@ -40,9 +40,11 @@ def snapshot(
     return trio.run(_snapshot, options, wanted)
 
 
-def offsets_for_timestamp(options: SourceOptions, timestamp_ms: int) -> PartitionOffsets:
-    """Per partition, the first offset whose record timestamp is at or after `timestamp_ms`,
-    or the HW when there is none."""
+def offsets_for_timestamp(
+    options: SourceOptions, timestamp_ms: int
+) -> tuple[PartitionOffsets, PartitionOffsets]:
+    """Per partition, the first offset whose record timestamp is at or after `timestamp_ms`
+    (-1 when there is none), and the partitions' HWs."""
     return trio.run(_for_timestamp, options, timestamp_ms)
 
 
@@ -62,13 +64,14 @@ async def _snapshot(
         await metadata.aclose()
 
 
-async def _for_timestamp(options: SourceOptions, timestamp_ms: int) -> PartitionOffsets:
+async def _for_timestamp(
+    options: SourceOptions, timestamp_ms: int
+) -> tuple[PartitionOffsets, PartitionOffsets]:
     metadata = _metadata(options)
     try:
         partitions = await _partitions(metadata, options)
         latest = await _offsets(metadata, partitions, LATEST)
-        found = await _offsets(metadata, partitions, timestamp_ms)
-        return {tp: (o if o >= 0 else latest[tp]) for tp, o in found.items()}
+        return await _offsets(metadata, partitions, timestamp_ms), latest
     finally:
         await metadata.aclose()
 

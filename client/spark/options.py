@@ -44,6 +44,9 @@ class SourceOptions:
     # "earliest" | "latest" | explicit offsets (-2 earliest, -1 latest per partition)
     starting_offsets: str | PartitionOffsets = "latest"
     starting_timestamp_ms: int | None = None
+    # startingOffsetsByTimestampStrategy: a partition with no record at or after the starting
+    # timestamp fails the query ("error", Spark's default) or starts at its HW ("latest").
+    timestamp_strategy: str = "error"
     ending_offsets: str | PartitionOffsets = "latest"
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
@@ -75,6 +78,7 @@ _SOURCE_KEYS: Final = frozenset(
         "assign",
         "startingoffsets",
         "startingtimestamp",
+        "startingoffsetsbytimestampstrategy",
         "endingoffsets",
         "maxoffsetspertrigger",
         "minpartitions",
@@ -94,6 +98,7 @@ _SPELLED: Final = {
         "assign",
         "startingOffsets",
         "startingTimestamp",
+        "startingOffsetsByTimestampStrategy",
         "endingOffsets",
         "maxOffsetsPerTrigger",
         "minPartitions",
@@ -142,6 +147,12 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
     starting_timestamp = None
     if "startingtimestamp" in options:
         starting_timestamp = _int(options["startingtimestamp"], "startingTimestamp", minimum=0)
+    strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError(
+            f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', "
+            f"not {options['startingoffsetsbytimestampstrategy']!r}"
+        )
     if streaming and "endingoffsets" in options:
         raise OptionError("option 'endingOffsets' is for batch queries only (spark.read)")
     ending = _parse_bound(
@@ -166,6 +177,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         assign=assign,
         starting_offsets=starting,
         starting_timestamp_ms=starting_timestamp,
+        timestamp_strategy=strategy,
         ending_offsets=ending,
         max_offsets_per_trigger=max_offsets,
         min_partitions=min_partitions,

@@ -107,7 +107,10 @@ def _input_partitions(
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     from client.spark.partition_reader import ReadSettings, read_range
 
-    assert isinstance(partition, HighwaterInputPartition)
+    if not isinstance(partition, HighwaterInputPartition):
+        # Spark's stand-in, InputPartition(None), when a batch read planned no partition
+        # (every range empty): there is nothing to read.
+        return iter(())
     settings = ReadSettings(
         options.bootstrap_servers,
         include_headers=options.include_headers,
@@ -124,7 +127,7 @@ def _starting_offsets(options: SourceOptions, snap: cluster.OffsetSnapshot) -> P
     """Where a new query (or a batch read) starts, resolved to real offsets; `snap` holds
     every partition's log start offset and HW."""
     if options.starting_timestamp_ms is not None:
-        return cluster.offsets_for_timestamp(options, options.starting_timestamp_ms)
+        return _by_timestamp(options, options.starting_timestamp_ms)
     bound = options.starting_offsets
     if bound == "latest":
         return dict(snap.latest)
@@ -141,6 +144,20 @@ def _starting_offsets(options: SourceOptions, snap: cluster.OffsetSnapshot) -> P
         tp: _resolve(tp, offset, snap.earliest, snap.latest, "startingOffsets")
         for tp, offset in bound.items()
     }
+
+
+def _by_timestamp(options: SourceOptions, timestamp_ms: int) -> PartitionOffsets:
+    """startingTimestamp: each partition's first offset with a record at or after it; where
+    there is none, startingOffsetsByTimestampStrategy decides (as in Spark's Kafka source)."""
+    found, latest = cluster.offsets_for_timestamp(options, timestamp_ms)
+    missing = sorted(tp for tp, offset in found.items() if offset < 0)
+    if missing and options.timestamp_strategy == "error":
+        raise OptionError(
+            f"option 'startingTimestamp': no record at or after {timestamp_ms} in "
+            f"{', '.join(map(str, missing))}; set 'startingOffsetsByTimestampStrategy' to "
+            "'latest' to start those partitions at their end"
+        )
+    return {tp: offset if offset >= 0 else latest[tp] for tp, offset in found.items()}
 
 
 def _resolve(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -489,6 +490,55 @@ def test_batch_read_with_starting_and_ending_offsets(cluster: Cluster, spark: An
         assert all(bytes(r["value"]) == produced[r["partition"]][r["offset"]] for r in rows)
         if min_partitions is not None:
             assert df.rdd.getNumPartitions() >= min_partitions
+
+
+async def send_stamped(
+    bootstrap: str, topic: str, partition: int, stamped: dict[int, bytes]
+) -> None:
+    """Produce {timestamp_ms: value} to one partition (CreateTime), acks=all."""
+    async with Producer(bootstrap, linger_ms=1) as producer:
+        futures = [
+            await producer.send(topic, value, partition=partition, timestamp_ms=ts)
+            for ts, value in stamped.items()
+        ]
+        for future in futures:
+            await future
+
+
+@pytest.mark.timeout(120)
+def test_starting_timestamp(cluster: Cluster, spark: Any) -> None:
+    """startingTimestamp starts each partition at its first record stamped at or after it. A
+    partition with no such record fails the read, naming the strategy option (Spark's default
+    "error"); with startingOffsetsByTimestampStrategy=latest it starts at its end instead."""
+    topic = "from-timestamp"
+    trio.run(create_topic, cluster, topic, [[1, 2, 3], [2, 3, 1]])
+    # Recent timestamps: retention (checked every 200 ms here) would delete records from long ago.
+    since_ms = time.time_ns() // 1_000_000 - 60_000
+    first = {since_ms - 50_000 + i: b"early-%d" % i for i in range(5)}  # offsets 0-4
+    later = {since_ms + i: b"late-%d" % i for i in range(3)}  # offsets 5-7, the first at since
+    trio.run(send_stamped, cluster.bootstrap, topic, 0, first | later)
+    trio.run(send_stamped, cluster.bootstrap, topic, 1, {since_ms - 1: b"before"})
+
+    def read(timestamp_ms: int = since_ms, **more: str) -> list[tuple[int, int, bytes]]:
+        rows = (
+            spark.read.format("highwater")
+            .options(**source_options(cluster.bootstrap, topic, **more))
+            .option("startingTimestamp", str(timestamp_ms))
+            .load()
+            .collect()
+        )
+        return sorted((r["partition"], r["offset"], bytes(r["value"])) for r in rows)
+
+    error = _error_of(read)
+    assert "startingOffsetsByTimestampStrategy" in error and f"{topic}-1" in error, error[:2000]
+    assert read(startingOffsetsByTimestampStrategy="latest") == [
+        (0, 5, b"late-0"),
+        (0, 6, b"late-1"),
+        (0, 7, b"late-2"),
+    ]
+    # After every record: each partition starts at its end, and the read is empty (Spark
+    # plans a stand-in partition for a read with none, which must read nothing).
+    assert read(since_ms + 10, startingOffsetsByTimestampStrategy="latest") == []
 
 
 # -- 8. option errors ---------------------------------------------------------------------------

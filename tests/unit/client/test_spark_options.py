@@ -242,6 +242,20 @@ def test_bad_starting_timestamp_is_an_error(value: str) -> None:
     )
 
 
+@pytest.mark.parametrize(("text", "strategy"), [("latest", "latest"), (" ERROR ", "error")])
+def test_starting_offsets_by_timestamp_strategy(text: str, strategy: str) -> None:
+    options = source(subscribe="a", startingTimestamp="5", startingOffsetsByTimestampStrategy=text)
+    assert options.timestamp_strategy == strategy
+    assert source(subscribe="a", startingTimestamp="5").timestamp_strategy == "error"  # Spark's
+
+
+def test_bad_starting_offsets_by_timestamp_strategy_is_an_error() -> None:
+    message = source_error(
+        {**BOOT, "subscribe": "a", "startingOffsetsByTimestampStrategy": "earliest"}
+    )
+    assert "'startingOffsetsByTimestampStrategy'" in message and "'earliest'" in message
+
+
 @pytest.mark.parametrize("streaming", [True, False])
 def test_starting_timestamp_with_starting_offsets_is_an_error(streaming: bool) -> None:
     message = source_error(
