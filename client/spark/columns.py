@@ -36,6 +36,7 @@ class ColumnBuilder:
     partition: int
     include_headers: bool
     batch_bytes: int = 0  # size of the stored batches the collected records came from
+    last_leader_epoch: int | None = None  # of the batch of the last record added (KIP-320)
     _count: int = 0
     _keys: list[tuple[bytes | None, ...]] = field(default_factory=list)  # one tuple per batch
     _values: list[tuple[bytes | None, ...]] = field(default_factory=list)
@@ -80,6 +81,7 @@ class ColumnBuilder:
                 self._headers.extend([{"key": k, "value": v} for k, v in h] for h in headers[lo:hi])
             self._count += hi - lo
             self.batch_bytes += header.size
+            self.last_leader_epoch = header.partition_leader_epoch
         return batches, next_offset
 
     def flush(self) -> pa.RecordBatch:

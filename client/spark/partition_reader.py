@@ -9,9 +9,11 @@ batch headers) before the last response is decoded, and Spark takes one Arrow ba
 loop builds the next. Brokers serve consumers only records below the high watermark, and `end`
 was planned at or below it, so every record read is committed.
 
-Data loss: offsets below the log start (deleted by retention), or a log that no longer
-reaches `end` (truncated by an unclean election). With failOnDataLoss the task fails with
-DataLossError; without it, it logs a warning and reads what is left.
+Data loss: offsets below the log start (deleted by retention), a log that no longer reaches
+`end`, or records this task read that a new leader's log no longer holds (both truncated by an
+unclean election; the last is found with OffsetForLeaderEpoch when the leader epoch changes,
+KIP-320). With failOnDataLoss the task fails with DataLossError; without it, it logs a
+warning and reads what is left.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 import pyarrow as pa
 import trio
 
-from client.consumer import LEADER_ERRORS
+from client.consumer import LEADER_ERRORS, truncation_offset
 from client.errors import NoBrokersAvailable, error_for_code
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
@@ -42,6 +45,12 @@ from protocol.messages.fetch import (
     FetchRequest,
     FetchResponse,
     FetchTopic,
+)
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochPartition,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderEpochTopic,
 )
 from protocol.records import LOG_OVERHEAD_BYTES, next_offset_after_whole_batches
 
@@ -195,6 +204,7 @@ class _RangeFetcher:
         self.position = task.start
         self.fetch_bytes = FETCH_BYTES
         self.ahead: _FetchAhead | None = None
+        self.leader_epoch: int | None = None  # the one this task's fetches were answered under
 
     async def run(self, deliver: Callable[[object], None]) -> None:
         task, columns = self.task, self.columns
@@ -224,7 +234,7 @@ class _RangeFetcher:
             following = next_offset_after_whole_batches(data.records)
             if self.position < following < task.end:
                 self.ahead = _FetchAhead(following)
-                await self.nursery.start(self.ahead.run, self._fetch)
+                await self.nursery.start(self.ahead.run, partial(self._fetch, ahead=True))
             batches, next_offset = columns.add(data.records, self.position, task.end)
             if batches == 0:
                 self._no_whole_batch(data)
@@ -251,12 +261,103 @@ class _RangeFetcher:
         return await self._fetch(self.position)
 
     async def _fetch(
-        self, offset: int, on_sent: Callable[[], object] | None = None
+        self, offset: int, on_sent: Callable[[], object] | None = None, *, ahead: bool = False
     ) -> FetchPartitionData | None:
-        tp = self.task.tp
-        return await _fetch(
-            self.metadata, tp.topic, tp.partition, offset, self.fetch_bytes, on_sent
+        """One Fetch at `offset` from the partition's leader; None if there is no leader or no
+        answer. Under a new leader epoch, what this task read is validated first (KIP-320);
+        a fetch ahead leaves that to the loop and answers None."""
+        metadata = self.metadata
+        topic, partition = self.task.tp
+        if metadata.update_requested or metadata.leader_for(topic, partition) is None:
+            try:
+                await metadata.refresh()
+            except (BrokerConnectionError, NoBrokersAvailable):
+                return None  # retried by the loop, which counts the time without progress
+        leader = metadata.leader_for(topic, partition)
+        info = metadata.partition_info(topic, partition)
+        if leader is None or info is None:
+            return None
+        if info.leader_epoch != self.leader_epoch:
+            if ahead or not await self._validate(leader, info.leader_epoch):
+                return None
+            self.leader_epoch = info.leader_epoch
+        request = FetchRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            max_wait_ms=MAX_WAIT_MS,
+            min_bytes=1,
+            max_bytes=self.fetch_bytes,
+            topics=(
+                FetchTopic(
+                    topic,
+                    (
+                        FetchPartition(
+                            partition,
+                            offset,
+                            self.fetch_bytes,
+                            current_leader_epoch=info.leader_epoch,
+                        ),
+                    ),
+                ),
+            ),
         )
+        try:
+            response: FetchResponse = await metadata.request(
+                leader, request, timeout_ms=MAX_WAIT_MS + REQUEST_TIMEOUT_MS, on_sent=on_sent
+            )
+        except BrokerConnectionError:
+            return None
+        for topic_response in response.responses:
+            for data in topic_response.partitions:
+                if topic_response.topic == topic and data.partition_index == partition:
+                    return data
+        return None
+
+    async def _validate(self, leader: int, leader_epoch: int) -> bool:
+        """KIP-320 after a leader change: does the leader's log still hold what this task read?
+        If not (an unclean election truncated it), that is data loss, reported per
+        failOnDataLoss. False: no usable answer, the loop asks again."""
+        read_epoch = self.columns.last_leader_epoch
+        if read_epoch is None or read_epoch < 0:
+            return True  # nothing read yet (or only batches from before leader epochs)
+        tp = self.task.tp
+        request = OffsetForLeaderEpochRequest(
+            (
+                OffsetForLeaderEpochTopic(
+                    tp.topic,
+                    (OffsetForLeaderEpochPartition(tp.partition, read_epoch, leader_epoch),),
+                ),
+            )
+        )
+        try:
+            response: OffsetForLeaderEpochResponse = await self.metadata.request(
+                leader, request, timeout_ms=REQUEST_TIMEOUT_MS
+            )
+        except BrokerConnectionError:
+            return False
+        results = [
+            r
+            for t in response.topics
+            if t.topic == tp.topic
+            for r in t.partitions
+            if r.partition == tp.partition
+        ]
+        if not results or results[0].error_code in LEADER_ERRORS:
+            self.metadata.request_update()
+            return False
+        result = results[0]
+        if result.error_code != ErrorCode.NONE:
+            raise error_for_code(result.error_code, f"OffsetForLeaderEpoch {tp}")
+        divergent = truncation_offset(
+            self.position, read_epoch, result.leader_epoch, result.end_offset
+        )
+        if divergent is not None:
+            report_data_loss(
+                self.settings.fail_on_data_loss,
+                f"{tp}: offsets {divergent} to {self.position - 1}, already read, are not in "
+                f"the log of the leader of epoch {leader_epoch} (truncated by an unclean "
+                "leader election)",
+            )
+        return True
 
     def _no_whole_batch(self, data: FetchPartitionData) -> None:
         if len(data.records) >= LOG_OVERHEAD_BYTES:
@@ -270,53 +371,6 @@ class _RangeFetcher:
             self.fetch_bytes = min(MAX_FETCH_BYTES, self.fetch_bytes * 2)
         # Else nothing yet (e.g. a new leader whose HW lags): the broker waited max_wait_ms
         # before answering, so asking again is not a busy loop.
-
-
-async def _fetch(
-    metadata: ClusterMetadata,
-    topic: str,
-    partition: int,
-    offset: int,
-    fetch_bytes: int,
-    on_sent: Callable[[], object] | None = None,
-) -> FetchPartitionData | None:
-    """One Fetch of the partition from its leader; None if there is no leader or no answer."""
-    if metadata.update_requested or metadata.leader_for(topic, partition) is None:
-        try:
-            await metadata.refresh()
-        except (BrokerConnectionError, NoBrokersAvailable):
-            return None  # retried by the caller, which counts the time without progress
-    leader = metadata.leader_for(topic, partition)
-    info = metadata.partition_info(topic, partition)
-    if leader is None or info is None:
-        return None
-    request = FetchRequest(
-        replica_id=CONSUMER_REPLICA_ID,
-        max_wait_ms=MAX_WAIT_MS,
-        min_bytes=1,
-        max_bytes=fetch_bytes,
-        topics=(
-            FetchTopic(
-                topic,
-                (
-                    FetchPartition(
-                        partition, offset, fetch_bytes, current_leader_epoch=info.leader_epoch
-                    ),
-                ),
-            ),
-        ),
-    )
-    try:
-        response: FetchResponse = await metadata.request(
-            leader, request, timeout_ms=MAX_WAIT_MS + REQUEST_TIMEOUT_MS, on_sent=on_sent
-        )
-    except BrokerConnectionError:
-        return None
-    for topic_response in response.responses:
-        for data in topic_response.partitions:
-            if topic_response.topic == topic and data.partition_index == partition:
-                return data
-    return None
 
 
 def _after_out_of_range(
