@@ -290,6 +290,16 @@ class FakeCluster:
     def count(self, api: type) -> int:
         return sum(1 for _, body in self.requests if isinstance(body, api))
 
+    def validations(self) -> list[tuple[int, int, int]]:
+        """(broker, asked epoch, current leader epoch) of each OffsetForLeaderEpoch received."""
+        return [
+            (broker, p.leader_epoch, p.current_leader_epoch)
+            for broker, body in self.requests
+            if isinstance(body, OffsetForLeaderEpochRequest)
+            for t in body.topics
+            for p in t.partitions
+        ]
+
     def records(self, topic: str, partition: int) -> list[Any]:
         """Every stored record of a partition, decoded."""
         out: list[Any] = []

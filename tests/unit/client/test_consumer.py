@@ -319,17 +319,6 @@ def test_truncation_offset(
     assert truncation_offset(position, position_epoch, leader_epoch, end_offset) == divergent
 
 
-def _validations(cluster: FakeCluster) -> list[tuple[int, int, int]]:
-    """(broker, asked epoch, current leader epoch) of each OffsetForLeaderEpoch sent."""
-    return [
-        (broker, p.leader_epoch, p.current_leader_epoch)
-        for broker, body in cluster.requests
-        if isinstance(body, OffsetForLeaderEpochRequest)
-        for t in body.topics
-        for p in t.partitions
-    ]
-
-
 async def test_clean_leader_change_is_validated_then_followed(cluster3: FakeCluster) -> None:
     cluster3.create_topic("t", 1, leaders=[1], replication_factor=3)
     fill(cluster3, "t", 0, batches=2, per_batch=5)
@@ -342,7 +331,7 @@ async def test_clean_leader_change_is_validated_then_followed(cluster3: FakeClus
         append(cluster3, "t", 0, [b"after move"])
         records = await poll_until(consumer, 1)
     assert [(r.offset, r.value) for r in records] == [(10, b"after move")]
-    assert _validations(cluster3) == [(2, 0, 1)]  # epoch 0 of the last record, asked at epoch 1
+    assert cluster3.validations() == [(2, 0, 1)]  # epoch 0 of the last record, asked at epoch 1
     # The validation came before the first fetch from the new leader, which carries epoch 1.
     kinds = [
         (b, type(body).__name__)
@@ -413,7 +402,7 @@ async def test_fenced_fetch_refreshes_metadata_then_validates(cluster: FakeClust
             story.append("validate")
     first_fenced = story.index("fetch@0")
     assert story[first_fenced : first_fenced + 4] == ["fetch@0", "metadata", "validate", "fetch@1"]
-    assert _validations(cluster) == [(1, 0, 1)]
+    assert cluster.validations() == [(1, 0, 1)]
 
 
 async def test_nothing_consumed_needs_no_validation(cluster3: FakeCluster) -> None:
@@ -430,7 +419,7 @@ async def test_nothing_consumed_needs_no_validation(cluster3: FakeCluster) -> No
         consumer.seek(("t", 0), 0)  # a seek: nothing consumed behind the position either
         cluster3.move_leader("t", 0, 1)
         assert [r.value for r in await poll_until(consumer, 1)] == [b"first"]
-    assert _validations(cluster3) == []
+    assert cluster3.validations() == []
 
 
 async def test_undefined_epoch_answer_skips_validation(cluster3: FakeCluster) -> None:
@@ -446,7 +435,7 @@ async def test_undefined_epoch_answer_skips_validation(cluster3: FakeCluster) ->
         append(cluster3, "t", 0, [b"next"])
         records = await poll_until(consumer, 1)
     assert [(r.offset, r.value) for r in records] == [(5, b"next")]
-    assert _validations(cluster3) == [(2, 0, 1)]
+    assert cluster3.validations() == [(2, 0, 1)]
 
 
 @pytest.mark.parametrize("code", [ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER])
@@ -463,7 +452,7 @@ async def test_validation_errors_are_retried(cluster3: FakeCluster, code: ErrorC
         append(cluster3, "t", 0, [b"next"])
         records = await poll_until(consumer, 1)
     assert [r.offset for r in records] == [5]
-    assert len(_validations(cluster3)) == 3
+    assert len(cluster3.validations()) == 3
 
 
 async def test_leader_error_backoff_doubles_up_to_the_max(cluster: FakeCluster) -> None:

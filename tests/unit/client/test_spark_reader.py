@@ -18,7 +18,6 @@ from client.spark.data_loss import DataLossError  # noqa: E402
 from client.spark.offsets import OffsetRange, TopicPartition  # noqa: E402
 from client.spark.partition_reader import ReadSettings, _fetch_loop  # noqa: E402
 from protocol.messages.fetch import FetchRequest  # noqa: E402
-from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest  # noqa: E402
 from tests.unit.client.fake_broker import FakeCluster  # noqa: E402
 from tests.unit.client.test_consumer import append, fill  # noqa: E402
 
@@ -67,17 +66,6 @@ async def read_with_leader_change(
     return [(r["offset"], r["value"]) for r in rows]
 
 
-def validations(cluster: FakeCluster) -> list[tuple[int, int, int]]:
-    """(broker, asked epoch, current leader epoch) of each OffsetForLeaderEpoch sent."""
-    return [
-        (broker, p.leader_epoch, p.current_leader_epoch)
-        for broker, body in cluster.requests
-        if isinstance(body, OffsetForLeaderEpochRequest)
-        for t in body.topics
-        for p in t.partitions
-    ]
-
-
 async def test_a_clean_leader_change_is_validated_then_followed(cluster3: FakeCluster) -> None:
     def change() -> None:
         cluster3.move_leader("t", 0, 2)  # epoch 1; the new leader has all 10 records
@@ -85,7 +73,7 @@ async def test_a_clean_leader_change_is_validated_then_followed(cluster3: FakeCl
 
     rows = await read_with_leader_change(cluster3, change)
     assert rows == [(i, b"%d" % i) for i in range(10)] + [(10, b"a"), (11, b"b")]
-    assert validations(cluster3) == [(2, 0, 1)]  # the epoch of what was read, at epoch 1
+    assert cluster3.validations() == [(2, 0, 1)]  # the epoch of what was read, at epoch 1
 
 
 async def test_a_truncated_log_after_a_leader_change_is_data_loss(cluster3: FakeCluster) -> None:
@@ -96,7 +84,7 @@ async def test_a_truncated_log_after_a_leader_change_is_data_loss(cluster3: Fake
 
     with pytest.raises(DataLossError, match="t-0: offsets 5 to 9, already read"):
         await read_with_leader_change(cluster3, unclean_election)
-    assert validations(cluster3) == [(2, 0, 1)]
+    assert cluster3.validations() == [(2, 0, 1)]
     fetched_from_new_leader = [
         body.topics[0].partitions[0].fetch_offset
         for b, body in cluster3.requests
