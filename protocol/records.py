@@ -27,6 +27,7 @@ an array of `[key: str, value: bin | nil]` pairs. See docs/protocol.md.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -464,15 +465,47 @@ def decode_batch_entries(
 def decode_batches_entries(
     buf: bytes | bytearray | memoryview,
 ) -> Iterator[tuple[BatchHeader, tuple[Any, ...]]]:
-    """decode_batches, yielding (header, raw entries) per batch (see decode_batch_entries)."""
+    """decode_batches, yielding (header, raw entries) per batch (see decode_batch_entries).
+
+    Consumers and Spark tasks run this on every fetched batch, so the good path (an
+    uncompressed, coherent batch) is inlined, as in check_batches, and unpacks the records
+    section in place; anything else goes through decode_batch_entries, which decompresses or
+    raises the precise error.
+    """
     pos = 0
     size = len(buf)
+    view = memoryview(buf)
+    unpack_from = _HEADER_UNPACK_FROM
+    unpackb = msgpack.unpackb
     while size - pos >= LOG_OVERHEAD_BYTES:
         _, batch_length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
-        if pos + LOG_OVERHEAD_BYTES + batch_length > size:
+        end = pos + LOG_OVERHEAD_BYTES + batch_length
+        if end > size:
             return
-        yield decode_batch_entries(buf, pos)
-        pos += LOG_OVERHEAD_BYTES + batch_length
+        plain: Any = None  # stays None unless the good path applies
+        if batch_length >= BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES:
+            fields = unpack_from(buf, pos)
+            if (
+                fields[3] == MAGIC_V2
+                and not fields[5] & COMPRESSION_MASK
+                and fields[12] > 0
+                and fields[6] == fields[12] - 1
+                and _crc(view[pos + CRC_START : end]) == fields[4]
+            ):
+                with contextlib.suppress(ValueError, TypeError, msgpack.exceptions.StackError):
+                    plain = unpackb(
+                        view[pos + BATCH_HEADER_BYTES : end],
+                        raw=False,
+                        use_list=False,
+                        max_array_len=end - pos - BATCH_HEADER_BYTES,  # as decode_batch_entries
+                        max_map_len=0,
+                        max_ext_len=0,
+                    )
+        if type(plain) is tuple and len(plain) == fields[12]:
+            yield _tuple_new(BatchHeader, fields), plain
+        else:
+            yield decode_batch_entries(buf, pos)
+        pos = end
 
 
 def decode_record(plain: Any, header: BatchHeader, index: int) -> Record:
