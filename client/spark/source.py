@@ -219,10 +219,15 @@ class HighwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._target: PartitionOffsets | None = None  # availableNow: stop here
+        self._initial: PartitionOffsets | None = None
 
     def initialOffset(self) -> dict[str, Any]:
-        snap = cluster.snapshot(self.options, earliest_for=None)
-        return to_json(_starting_offsets(self.options, snap))
+        # Fixed at the first call, as in Spark's Kafka source: Spark asks more than once while
+        # starting a query, and every answer must be the same (each would be a snapshot).
+        if self._initial is None:
+            snap = cluster.snapshot(self.options, earliest_for=None)
+            self._initial = _starting_offsets(self.options, snap)
+        return to_json(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
