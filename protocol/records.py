@@ -207,12 +207,7 @@ def check_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchH
         if fields[1] + LOG_OVERHEAD_BYTES == size:
             # batch_length is then at least a header's worth, since size >= a header.
             view = buf if type(buf) is memoryview else memoryview(buf)  # the log passes a view
-            if (
-                fields[3] != MAGIC_V2
-                or _crc(view[CRC_START:]) != fields[4]
-                or fields[12] <= 0
-                or fields[6] != fields[12] - 1
-            ):
+            if not _coherent(fields, view, 0, size):
                 validate_batch(buf, 0, read_header(buf, 0))  # raises the precise error
             return [(0, _tuple_new(BatchHeader, fields))]
     checked = []
@@ -221,20 +216,28 @@ def check_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchH
     while pos < size:
         if size - pos < BATCH_HEADER_BYTES:
             read_header(buf, pos)  # raises, naming the short tail
-        header: BatchHeader = _tuple_new(BatchHeader, unpack_from(buf, pos))
-        end = pos + header.batch_length + LOG_OVERHEAD_BYTES
+        fields = unpack_from(buf, pos)
+        end = pos + fields[1] + LOG_OVERHEAD_BYTES
         if (
-            header.magic != MAGIC_V2
-            or header.batch_length < BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES
+            fields[1] < BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES
             or end > size
-            or _crc(view[pos + CRC_START : end]) != header.crc
-            or header.record_count <= 0
-            or header.last_offset_delta != header.record_count - 1
+            or not _coherent(fields, view, pos, end)
         ):
             validate_batch(buf, pos, read_header(buf, pos))  # raises the precise error
-        checked.append((pos, header))
+        checked.append((pos, _tuple_new(BatchHeader, fields)))
         pos = end
     return checked
+
+
+def _coherent(fields: tuple[Any, ...], view: memoryview, pos: int, end: int) -> bool:
+    """The good path's checks of the whole batch at [pos, end) with header `fields`: magic 2,
+    record counts that agree, a matching CRC. When one fails, validate_batch names it."""
+    return bool(
+        fields[3] == MAGIC_V2
+        and fields[12] > 0
+        and fields[6] == fields[12] - 1
+        and _crc(view[pos + CRC_START : end]) == fields[4]
+    )
 
 
 def iter_batch_headers(
@@ -485,13 +488,7 @@ def decode_batches_entries(
         plain: Any = None  # stays None unless the good path applies
         if batch_length >= BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES:
             fields = unpack_from(buf, pos)
-            if (
-                fields[3] == MAGIC_V2
-                and not fields[5] & COMPRESSION_MASK
-                and fields[12] > 0
-                and fields[6] == fields[12] - 1
-                and _crc(view[pos + CRC_START : end]) == fields[4]
-            ):
+            if not fields[5] & COMPRESSION_MASK and _coherent(fields, view, pos, end):
                 with contextlib.suppress(ValueError, TypeError, msgpack.exceptions.StackError):
                     plain = unpackb(
                         view[pos + BATCH_HEADER_BYTES : end],
