@@ -35,7 +35,11 @@ batch's offset and appends nothing of it). OUT_OF_ORDER_SEQUENCE_NUMBER for a ba
 unacknowledged predecessor is retried (that predecessor failed first). Because only 5 batches
 of a partition may be out at once, a partition that falls behind (two full batches waiting)
 fills its next batches up to 256 KiB instead of batch_size: with acks=all on a replicated
-partition, 5 batches of 16 KiB per round trip would otherwise halve throughput.
+partition, 5 batches of 16 KiB per round trip would otherwise halve throughput. A topic with a
+small segment.bytes or max.message.bytes refuses those (RECORD_LIST_TOO_LARGE,
+MESSAGE_TOO_LARGE): the partition then gets Kafka's sizes (one batch per request, at most
+batch_size), the refused batches go again alone, and one refused alone is split into batches of
+batch_size that keep its sequence numbers (KIP-126); one of batch_size fails, as in Kafka.
 
 What stops an idempotent producer (a `ProducerFatalError`; Kafka bumps the epoch instead in
 some cases): OUT_OF_ORDER_SEQUENCE_NUMBER for the batch that is next in sequence
@@ -156,6 +160,8 @@ _RECORD_OVERHEAD_BYTES: Final = 16  # msgpack array, deltas and bin headers of o
 # replicated partition's pipeline full, and each stays well under message.max.bytes (1 MiB).
 _MAX_BACKLOG_BATCH_BYTES: Final = 256 * 1024
 _NETWORK_TIMEOUT_MARGIN_MS: Final = 1_000  # the broker answers its own timeout first
+# Refusals of a batch as too big, after which it is split into batches of batch_size (KIP-126).
+_TOO_LARGE: Final = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 
 TopicPartition = tuple[str, int]
 
@@ -190,6 +196,7 @@ class _BatchResult:
         "event",
         "log_append_time_ms",
         "partition",
+        "parts",
         "topic",
     )
 
@@ -203,6 +210,28 @@ class _BatchResult:
         self.error: HighwaterClientError | None = None
         # (fn, future) in registration order, run once when the batch completes
         self.callbacks: list[tuple[Callable[[DeliveryFuture], None], DeliveryFuture]] = []
+        # Set when the batch was split (KIP-126): (index of its first record here, the result
+        # of the smaller batch holding it), in order; this result is done when they all are.
+        self.parts: list[tuple[int, _BatchResult]] | None = None
+
+    def part_of(self, index: int) -> tuple[_BatchResult, int]:
+        """The result that holds record `index` of this batch, and the record's index there
+        (through splits of splits)."""
+        result = self
+        while result.parts is not None:
+            first, part = next((f, r) for f, r in reversed(result.parts) if f <= index)
+            result, index = part, index - first
+        return result, index
+
+    def finish(self) -> None:
+        """Mark done, wake the waiters and run the callbacks (once)."""
+        if self.done:
+            return
+        self.done = True
+        self.event.set()
+        callbacks, self.callbacks = self.callbacks, []
+        for fn, future in callbacks:
+            fn(future)
 
 
 class DeliveryFuture:
@@ -234,6 +263,8 @@ class DeliveryFuture:
         result = self._result
         if not result.done:
             raise RuntimeError("delivery not complete yet")
+        if result.parts is not None:
+            return result.part_of(self._index)[0].error
         return result.error
 
     def result(self) -> RecordMetadata:
@@ -241,8 +272,10 @@ class DeliveryFuture:
         error = self.exception()
         if error is not None:
             raise error
-        result = self._result
-        offset = -1 if result.base_offset < 0 else result.base_offset + self._index
+        result, index = self._result, self._index
+        if result.parts is not None:
+            result, index = result.part_of(index)
+        offset = -1 if result.base_offset < 0 else result.base_offset + index
         timestamp = (
             result.log_append_time_ms if result.log_append_time_ms >= 0 else self.timestamp_ms
         )
@@ -285,6 +318,7 @@ class ProducerBatch:
         "retry_at_ms",
         "sent_behind",
         "sent_sequence",
+        "sent_together",
         "topic",
     )
 
@@ -314,6 +348,9 @@ class ProducerBatch:
         # the time the answer is handled (answers to pipelined requests are handled in any
         # order).
         self.sent_behind = False
+        # The latest attempt went in one request with other batches of the partition: a
+        # refusal as too large, which is for them all, says nothing of this batch alone.
+        self.sent_together = False
         self.maybe_appended = False  # an attempt ended without a clear "not appended"
         self.last_error: HighwaterClientError | None = None
 
@@ -357,15 +394,40 @@ class ProducerBatch:
         self._done()
 
     def _done(self) -> None:
+        if not self.result.done:
+            self.entries = []  # the encoded bytes (if any) are all a retry would need
+            self.result.finish()
+
+    def split(self, max_bytes: int) -> list[ProducerBatch]:
+        """This batch's records as consecutive batches of at most `max_bytes` (estimated; one
+        record each at least), whose results complete this one's (KIP-126); none if it would
+        stay one batch. Sequence numbers carry over: the pieces take this batch's range."""
+        pieces: list[ProducerBatch] = []
+        piece: ProducerBatch | None = None
+        parts: list[tuple[int, _BatchResult]] = []
+        for index, (delta, _, key, value, headers) in enumerate(self.entries):
+            size = estimate_record_bytes(key, value, headers)
+            if piece is None or piece.estimated_bytes + size > max_bytes:
+                piece = ProducerBatch(self.topic, self.partition, self.created_ms, max_bytes)
+                piece.attempts = self.attempts
+                piece.last_error = self.last_error
+                if self.base_sequence != NO_SEQUENCE:
+                    piece.base_sequence = increment_sequence(self.base_sequence, index)
+                pieces.append(piece)
+                parts.append((index, piece.result))
+            piece.add(self.base_timestamp + delta, key, value, headers, size)
+        if len(pieces) < 2:
+            return []  # cannot be cut smaller
         result = self.result
-        if result.done:
-            return
-        result.done = True
-        result.event.set()
-        self.entries = []  # the encoded bytes (if any) are all a retry would need
-        callbacks, result.callbacks = result.callbacks, []
-        for fn, future in callbacks:
-            fn(future)
+        result.parts = parts
+
+        def part_done(_: DeliveryFuture) -> None:
+            if all(part.done for _, part in parts):
+                result.finish()
+
+        for _, part in parts:
+            part.callbacks.append((part_done, DeliveryFuture(part, 0, 0)))
+        return pieces
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -447,6 +509,12 @@ class IdempotenceState:
             later.encoded = None
         entry.next_sequence = increment_sequence(entry.next_sequence, -batch.record_count)
 
+    def replace(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        """`batch` was split into `pieces` that hold its sequence numbers, in order."""
+        unacked = self.partitions[batch.tp].unacked
+        index = unacked.index(batch)
+        unacked[index : index + 1] = pieces
+
     def retry_goes_before(self, batch: ProducerBatch) -> Callable[[ProducerBatch], bool]:
         """For re-enqueueing `batch` in sequence order: whether a queued batch comes after it."""
         order = self.partitions[batch.tp].unacked
@@ -484,6 +552,10 @@ class RecordAccumulator:
         self._drain_index: dict[int, int] = {}
         # The batch being filled per partition (the tail of its queue, while open).
         self._open: dict[TopicPartition, ProducerBatch] = {}
+        # Partitions whose leader refused a batch or a request as too large (a small
+        # max.message.bytes or segment.bytes): from then on, as Kafka's producer, their
+        # batches stay within batch_size and go one per request.
+        self.kafka_sized: set[TopicPartition] = set()
 
     def append(
         self,
@@ -531,7 +603,11 @@ class RecordAccumulator:
             if queue is None:
                 queue = self.batches[tp] = deque()
             capacity = self.batch_size
-            if self.backlog_batch_size is not None and len(queue) >= 2:
+            if (
+                self.backlog_batch_size is not None
+                and len(queue) >= 2
+                and tp not in self.kafka_sized
+            ):
                 capacity = self.backlog_batch_size
             batch = ProducerBatch(
                 topic, partition, now_ms() if callable(now_ms) else now_ms, capacity
@@ -627,8 +703,11 @@ class RecordAccumulator:
                 if self.muting:
                     self.muted.add(tp)
                     break
-                if sendable is not None and head.attempts > 0:
-                    break  # idempotence: a retry goes alone, so a resend is one whole batch
+                if head.attempts > 0 or tp in self.kafka_sized:
+                    # A retry goes alone for its partition: with idempotence a resend is then
+                    # one whole batch; and batches refused together as RECORD_LIST_TOO_LARGE
+                    # (more than a segment) go again one by one.
+                    break
         return drained
 
     def reenqueue(
@@ -638,13 +717,13 @@ class RecordAccumulator:
         backoff_ms: float,
         goes_before: Callable[[ProducerBatch], bool] | None = None,
     ) -> None:
-        """Put a batch back for a retry: at the head of its partition's queue, or (idempotence)
-        before the first queued batch that `goes_before` says comes after it."""
+        """Put a batch back for a retry: before the first queued batch that `goes_before` says
+        comes after it (idempotence: in sequence order); by default, after the retries already
+        queued and before any batch not sent yet (batches refused together stay in order)."""
         batch.retry_at_ms = now_ms + backoff_ms
         queue = self.batches.setdefault(batch.tp, deque())
         if goes_before is None:
-            queue.appendleft(batch)
-            return
+            goes_before = _never_sent
         for index, queued in enumerate(queue):
             if goes_before(queued):
                 queue.insert(index, batch)
@@ -1187,12 +1266,16 @@ class Producer:
         """The request for drained batches, built at once: their bytes are final only now (a
         batch refused meanwhile may renumber the later ones)."""
         by_topic: dict[str, dict[int, list[bytes]]] = {}
+        per_partition: dict[TopicPartition, int] = {}
+        for batch in batches:
+            per_partition[batch.tp] = per_partition.get(batch.tp, 0) + 1
         for batch in batches:
             assert batch.encoded is not None
             batch.attempts += 1
             batch.sent_sequence = batch.base_sequence
             idempotence = self._idempotence
             batch.sent_behind = idempotence is not None and not idempotence.is_next(batch)
+            batch.sent_together = per_partition[batch.tp] > 1
             by_topic.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(
                 batch.encoded
             )
@@ -1300,6 +1383,11 @@ class Producer:
         if code in _MAYBE_APPENDED or code not in ErrorCode._value2member_map_:
             batch.maybe_appended = True
         retriable = error.retriable
+        if code in _TOO_LARGE:
+            self._accumulator.kafka_sized.add(batch.tp)
+            # With other batches of its partition, the refusal may be for another one, or
+            # for all together (more than a segment): alone, this batch may go.
+            retriable = retriable or batch.sent_together
         idempotence = self._idempotence
         if idempotence is not None and isinstance(error, ProducerFatalError):
             # A gap before the batch the leader expects next is fatal; before a later one,
@@ -1323,7 +1411,33 @@ class Producer:
             return
         if retriable and now - batch.created_ms >= self.delivery_timeout_ms:
             error = self._expiry_error(batch, now)
+        elif (
+            code in _TOO_LARGE
+            and not batch.maybe_appended
+            and not self._closed
+            and self._split(batch, now)
+        ):
+            return
         self._fail(batch, error)
+
+    def _split(self, batch: ProducerBatch, now: float) -> bool:
+        """KIP-126: a batch refused as too large (MESSAGE_TOO_LARGE; RECORD_LIST_TOO_LARGE
+        alone, so larger than a segment) goes again as batches of at most batch_size, in its
+        place in the partition's order; it grows past batch_size only when its partition is
+        backlogged. False when it cannot be cut smaller: it fails, as in Kafka."""
+        pieces = batch.split(self._batch_size)
+        if not pieces:
+            return False
+        accumulator = self._accumulator
+        accumulator.incomplete.discard(batch)
+        accumulator.incomplete.update(pieces)
+        idempotence = self._idempotence
+        if idempotence is not None:
+            idempotence.replace(batch, pieces)
+        for piece in pieces:
+            goes_before = None if idempotence is None else idempotence.retry_goes_before(piece)
+            accumulator.reenqueue(piece, now, 0, goes_before)
+        return True
 
     def _fail(self, batch: ProducerBatch, error: HighwaterClientError) -> None:
         """Fail one batch. With idempotence, a batch that may be in the log leaves its
@@ -1395,6 +1509,10 @@ class Producer:
             batch.fail(error)
         else:
             batch.complete(base_offset, log_append_time_ms)
+
+
+def _never_sent(batch: ProducerBatch) -> bool:
+    return batch.attempts == 0
 
 
 def _idempotence_enabled(

@@ -307,3 +307,33 @@ async def test_lost_acks_duplicate_records_only_without_idempotence(
 
 LOSSY_SEED = 3
 LOSSY_RECORDS = 2_000
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("segment_bytes", "refusal"),
+    [(300_000, "requests of several batches"), (100_000, "grown batches")],
+)
+async def test_small_segments_take_every_record_once_in_order(
+    cluster: Cluster, segment_bytes: int, refusal: str
+) -> None:
+    """A topic whose segment.bytes is below what a backlogged idempotent producer sends at
+    once (up to five 256 KiB batches per request): the leader refuses those requests
+    (RECORD_LIST_TOO_LARGE), and the producer goes batch by batch and splits batches back to
+    batch_size (KIP-126) rather than failing records that each fit. Read back from the
+    brokers: every record once, in order, at the offset its future gave."""
+    topic = f"small-segments-{segment_bytes}"
+    await create_topic(cluster, topic, [(1, 2, 3)], {"segment.bytes": str(segment_bytes)})
+    values = [b"%06d" % i + bytes(94) for i in range(30_000)]
+    async with Producer(cluster.bootstrap, acks="all", linger_ms=5) as producer:
+        await producer.partitions_for(topic)
+        futures = []
+        for start in range(0, len(values), 1_000):  # fast enough for batches to pile up
+            group = values[start : start + 1_000]
+            futures += [producer.send_nowait(topic, v, partition=0) for v in group]
+            await trio.lowlevel.checkpoint()
+        await producer.flush()
+        refused = producer._accumulator.kafka_sized
+    assert [f.result().offset for f in futures] == list(range(len(values)))
+    assert (topic, 0) in refused, f"no {refusal} were refused: the test proves nothing"
+    assert await read_partition(cluster.bootstrap, topic, 0) == values

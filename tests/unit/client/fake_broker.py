@@ -25,7 +25,9 @@ connection instead of answering), `drop_after_append(times)` (append a produce, 
 connection instead of answering: a lost acknowledgement), `delay_ms[api]`, `stalled`
 ((broker, api) pairs read but never answered), `move_leader(...)`, `bump_leader_epoch(...)`,
 `truncate_to(...)`, `truncate_fetch=True` (cut fetch data exactly at partition_max_bytes,
-leaving a partial batch at the end).
+leaving a partial batch at the end). Size limits, as a broker's: `max_message_bytes` (a batch
+larger than this: MESSAGE_TOO_LARGE) and `segment_bytes` (a partition's batches in one request
+larger than this together: RECORD_LIST_TOO_LARGE); a refused request appends nothing.
 """
 
 from __future__ import annotations
@@ -200,6 +202,8 @@ class FakeCluster:
         self.requests: list[tuple[int, Any]] = []  # (broker id, request body) in arrival order
         self.delay_ms: dict[int, float] = {}
         self.truncate_fetch = False
+        self.max_message_bytes: int | None = None
+        self.segment_bytes: int | None = None
         self.down: set[int] = set()  # brokers that drop every connection
         self.stalled: set[tuple[int, int]] = set()  # (broker id, api key): read, never answered
         self._injected: list[_Injected] = []
@@ -458,6 +462,8 @@ class FakeCluster:
                 headers = list(iter_batch_headers(data.records))
                 sequences = tuple(h.base_sequence for _, h in headers)
                 code = self._partition_error(ApiKey.PRODUCE, broker_id, topic.name, data.index)
+                if not code:
+                    code = self._size_error(data.records, headers)
                 base = -1
                 if not code:
                     part = self.topics[topic.name][data.index]
@@ -470,6 +476,14 @@ class FakeCluster:
         if request.acks == 0:
             return None
         return ProduceResponse(tuple(responses))
+
+    def _size_error(self, records: bytes, headers: list[tuple[int, BatchHeader]]) -> int:
+        limit = self.max_message_bytes
+        if limit is not None and any(h.size > limit for _, h in headers):
+            return ErrorCode.MESSAGE_TOO_LARGE
+        if self.segment_bytes is not None and len(records) > self.segment_bytes:
+            return ErrorCode.RECORD_LIST_TOO_LARGE
+        return ErrorCode.NONE
 
     def _append(
         self, part: FakePartition, records: bytes, headers: list[tuple[int, BatchHeader]]

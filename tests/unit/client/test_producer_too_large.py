@@ -1,0 +1,96 @@
+"""Batches and requests a broker refuses as too large (KIP-126 and segment-sized requests).
+
+A backlogged idempotent partition's batches grow past batch_size (up to 256 KiB), and one
+request may carry several batches of a partition. A topic with a small max.message.bytes or
+segment.bytes refuses those although every record fits: the producer then sends the
+partition's batches one per request, splits a refused batch into batches of batch_size (its
+sequence numbers carry over, so order holds), and stops growing that partition's batches.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from client.errors import HighwaterClientError
+from client.producer import DeliveryFuture, Producer
+from protocol.errors import ErrorCode
+from protocol.records import BatchHeader, read_header
+from tests.unit.client.fake_broker import FakeCluster
+
+RECORDS = 5_000
+
+
+def value(i: int) -> bytes:
+    return b"v%04d" % i + bytes(45)
+
+
+def stored_headers(cluster: FakeCluster) -> list[BatchHeader]:
+    return [read_header(data) for _, data in cluster.topics["t"][0].batches]
+
+
+def refusals(cluster: FakeCluster, code: int) -> int:
+    return sum(1 for *_, answer in cluster.produce_log if answer == code)
+
+
+async def _produce(cluster: FakeCluster, *, idempotence: bool = True) -> list[DeliveryFuture]:
+    done: list[DeliveryFuture] = []
+    async with Producer(
+        cluster.bootstrap, batch_size=1_000, linger_ms=1, enable_idempotence=idempotence
+    ) as producer:
+        await producer.partitions_for("t")
+        futures = [
+            producer.send_nowait("t", value(i), partition=0, callback=done.append)
+            for i in range(RECORDS)
+        ]
+        await producer.flush()
+    assert sorted(map(id, done)) == sorted(map(id, futures))  # each callback ran once
+    return futures
+
+
+@pytest.mark.parametrize("idempotence", [True, False])
+async def test_requests_larger_than_a_segment_go_batch_by_batch(
+    cluster: FakeCluster, idempotence: bool
+) -> None:
+    """RECORD_LIST_TOO_LARGE for a request holding several batches of the partition: each
+    batch goes again alone, and is stored once, in order."""
+    cluster.create_topic("t")
+    cluster.segment_bytes = 2_500  # above batch_size, below two batches
+    futures = await _produce(cluster, idempotence=idempotence)
+    assert [f.result().offset for f in futures] == list(range(RECORDS))
+    assert [r.value for r in cluster.records("t", 0)] == [value(i) for i in range(RECORDS)]
+    assert refusals(cluster, ErrorCode.RECORD_LIST_TOO_LARGE) > 0
+
+
+async def test_a_refused_backlog_batch_is_split_in_order(cluster: FakeCluster) -> None:
+    """MESSAGE_TOO_LARGE for a batch that grew past batch_size: it goes again as batches of
+    batch_size holding its sequence numbers; every future gets its own record's offset."""
+    cluster.create_topic("t")
+    cluster.max_message_bytes = 1_500
+    futures = await _produce(cluster)
+    assert [f.result().offset for f in futures] == list(range(RECORDS))
+    assert [r.value for r in cluster.records("t", 0)] == [value(i) for i in range(RECORDS)]
+    assert refusals(cluster, ErrorCode.MESSAGE_TOO_LARGE) > 0
+    assert max(h.size for h in stored_headers(cluster)) <= 1_500
+    sequences = [h.base_sequence for h in stored_headers(cluster)]
+    offsets = [h.base_offset for h in stored_headers(cluster)]
+    assert sequences == offsets  # one producer from sequence 0: the numbers carried over
+
+
+async def test_a_batch_that_cannot_be_cut_smaller_fails_as_in_kafka(
+    cluster: FakeCluster,
+) -> None:
+    """A batch of batch_size refused as too large fails with the broker's error, alone: the
+    records after it are still delivered."""
+    cluster.create_topic("t")
+    cluster.max_message_bytes = 400  # below one batch of batch_size, above one record
+    async with Producer(cluster.bootstrap, batch_size=1_000, linger_ms=1) as producer:
+        too_big = [await producer.send("t", value(i), partition=0) for i in range(10)]
+        await producer.flush()
+        cluster.max_message_bytes = None
+        later = await producer.send("t", b"after", partition=0)
+        await producer.flush()
+    for future in too_big:
+        with pytest.raises(HighwaterClientError, match="MESSAGE_TOO_LARGE"):
+            future.result()
+    assert later.result().offset == 0
+    assert [r.value for r in cluster.records("t", 0)] == [b"after"]
