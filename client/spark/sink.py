@@ -47,7 +47,6 @@ __all__ = [
     "produce_batches",
 ]
 
-BATCH_SIZE_BYTES: Final = 256 * 1024
 LINGER_MS: Final = 5
 FLUSH_TIMEOUT_MS: Final = 300_000
 
@@ -119,7 +118,8 @@ async def _produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> i
         client_id="highwater-spark-writer",
         acks="all",
         enable_idempotence=True,
-        batch_size=BATCH_SIZE_BYTES,
+        # Kafka's batch.size (16 KiB): a backlogged partition's batches grow by themselves
+        # (up to 256 KiB), and shrink back for a topic with small segments or messages.
         linger_ms=LINGER_MS,
     ) as producer:
         # Spark hands batches over a pipe: next() blocks this loop briefly, which is fine,
