@@ -47,6 +47,7 @@ __all__ = [
     "produce_batches",
 ]
 
+BATCH_SIZE_BYTES: Final = 256 * 1024
 LINGER_MS: Final = 5
 FLUSH_TIMEOUT_MS: Final = 300_000
 
@@ -118,8 +119,7 @@ async def _produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> i
         client_id="highwater-spark-writer",
         acks="all",
         enable_idempotence=True,
-        # Kafka's batch.size (16 KiB): a backlogged partition's batches grow by themselves
-        # (up to 256 KiB), and shrink back for a topic with small segments or messages.
+        batch_size=BATCH_SIZE_BYTES,
         linger_ms=LINGER_MS,
     ) as producer:
         # Spark hands batches over a pipe: next() blocks this loop briefly, which is fine,
