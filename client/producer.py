@@ -37,9 +37,10 @@ of a partition may be out at once, a partition that falls behind (two full batch
 fills its next batches up to 256 KiB instead of batch_size: with acks=all on a replicated
 partition, 5 batches of 16 KiB per round trip would otherwise halve throughput. A topic with a
 small segment.bytes or max.message.bytes refuses those (RECORD_LIST_TOO_LARGE,
-MESSAGE_TOO_LARGE): the partition then gets Kafka's sizes (one batch per request, at most
-batch_size), the refused batches go again alone, and one refused alone is split into batches of
-batch_size that keep its sequence numbers (KIP-126); one of batch_size fails, as in Kafka.
+MESSAGE_TOO_LARGE): the partition's batches then go one per request (as Kafka's), and a batch
+refused alone is split into batches of at most batch_size and half its size that keep its
+sequence numbers (KIP-126), later batches staying within that size; a single record refused
+alone fails, as in Kafka.
 
 What stops an idempotent producer (a `ProducerFatalError`; Kafka bumps the epoch instead in
 some cases): OUT_OF_ORDER_SEQUENCE_NUMBER for the batch that is next in sequence
@@ -553,9 +554,11 @@ class RecordAccumulator:
         # The batch being filled per partition (the tail of its queue, while open).
         self._open: dict[TopicPartition, ProducerBatch] = {}
         # Partitions whose leader refused a batch or a request as too large (a small
-        # max.message.bytes or segment.bytes): from then on, as Kafka's producer, their
-        # batches stay within batch_size and go one per request.
-        self.kafka_sized: set[TopicPartition] = set()
+        # max.message.bytes or segment.bytes): from then on their batches go one per request,
+        # as Kafka's producer sends them, and stay within the size learned here (a batch
+        # refused alone halves it, down from batch_size).
+        self.one_per_request: set[TopicPartition] = set()
+        self.max_batch_bytes: dict[TopicPartition, int] = {}
 
     def append(
         self,
@@ -603,12 +606,10 @@ class RecordAccumulator:
             if queue is None:
                 queue = self.batches[tp] = deque()
             capacity = self.batch_size
-            if (
-                self.backlog_batch_size is not None
-                and len(queue) >= 2
-                and tp not in self.kafka_sized
-            ):
+            if self.backlog_batch_size is not None and len(queue) >= 2:
                 capacity = self.backlog_batch_size
+            if self.max_batch_bytes:
+                capacity = min(capacity, self.max_batch_bytes.get(tp, capacity))
             batch = ProducerBatch(
                 topic, partition, now_ms() if callable(now_ms) else now_ms, capacity
             )
@@ -703,7 +704,7 @@ class RecordAccumulator:
                 if self.muting:
                     self.muted.add(tp)
                     break
-                if head.attempts > 0 or tp in self.kafka_sized:
+                if head.attempts > 0 or tp in self.one_per_request:
                     # A retry goes alone for its partition: with idempotence a resend is then
                     # one whole batch; and batches refused together as RECORD_LIST_TOO_LARGE
                     # (more than a segment) go again one by one.
@@ -1384,7 +1385,7 @@ class Producer:
             batch.maybe_appended = True
         retriable = error.retriable
         if code in _TOO_LARGE:
-            self._accumulator.kafka_sized.add(batch.tp)
+            self._accumulator.one_per_request.add(batch.tp)
             # With other batches of its partition, the refusal may be for another one, or
             # for all together (more than a segment): alone, this batch may go.
             retriable = retriable or batch.sent_together
@@ -1421,14 +1422,18 @@ class Producer:
         self._fail(batch, error)
 
     def _split(self, batch: ProducerBatch, now: float) -> bool:
-        """KIP-126: a batch refused as too large (MESSAGE_TOO_LARGE; RECORD_LIST_TOO_LARGE
-        alone, so larger than a segment) goes again as batches of at most batch_size, in its
-        place in the partition's order; it grows past batch_size only when its partition is
-        backlogged. False when it cannot be cut smaller: it fails, as in Kafka."""
-        pieces = batch.split(self._batch_size)
+        """KIP-126: a batch refused alone as too large (MESSAGE_TOO_LARGE; RECORD_LIST_TOO_LARGE,
+        so larger than a segment) goes again as smaller batches, in its place in the
+        partition's order: of at most batch_size (Kafka's split), and at most half its own
+        size, so that a record that fits alone always gets through; the partition's later
+        batches keep within that size. False for a single record: it fails, as in Kafka."""
+        accumulator = self._accumulator
+        limit = min(self._batch_size, batch.estimated_bytes // 2)
+        pieces = batch.split(limit)
         if not pieces:
             return False
-        accumulator = self._accumulator
+        tp = batch.tp
+        accumulator.max_batch_bytes[tp] = min(accumulator.max_batch_bytes.get(tp, limit), limit)
         accumulator.incomplete.discard(batch)
         accumulator.incomplete.update(pieces)
         idempotence = self._idempotence

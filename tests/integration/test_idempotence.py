@@ -319,9 +319,9 @@ async def test_small_segments_take_every_record_once_in_order(
 ) -> None:
     """A topic whose segment.bytes is below what a backlogged idempotent producer sends at
     once (up to five 256 KiB batches per request): the leader refuses those requests
-    (RECORD_LIST_TOO_LARGE), and the producer goes batch by batch and splits batches back to
-    batch_size (KIP-126) rather than failing records that each fit. Read back from the
-    brokers: every record once, in order, at the offset its future gave."""
+    (RECORD_LIST_TOO_LARGE), and the producer goes batch by batch and splits refused batches
+    (KIP-126) rather than failing records that each fit. Read back from the brokers: every
+    record once, in order, at the offset its future gave."""
     topic = f"small-segments-{segment_bytes}"
     await create_topic(cluster, topic, [(1, 2, 3)], {"segment.bytes": str(segment_bytes)})
     values = [b"%06d" % i + bytes(94) for i in range(30_000)]
@@ -333,7 +333,7 @@ async def test_small_segments_take_every_record_once_in_order(
             futures += [producer.send_nowait(topic, v, partition=0) for v in group]
             await trio.lowlevel.checkpoint()
         await producer.flush()
-        refused = producer._accumulator.kafka_sized
+        refused = producer._accumulator.one_per_request
     assert [f.result().offset for f in futures] == list(range(len(values)))
     assert (topic, 0) in refused, f"no {refusal} were refused: the test proves nothing"
     assert await read_partition(cluster.bootstrap, topic, 0) == values

@@ -3,8 +3,9 @@
 A backlogged idempotent partition's batches grow past batch_size (up to 256 KiB), and one
 request may carry several batches of a partition. A topic with a small max.message.bytes or
 segment.bytes refuses those although every record fits: the producer then sends the
-partition's batches one per request, splits a refused batch into batches of batch_size (its
-sequence numbers carry over, so order holds), and stops growing that partition's batches.
+partition's batches one per request, splits a batch refused alone into pieces of at most
+batch_size and half its size (its sequence numbers carry over, so order holds), and keeps the
+partition's later batches within that size.
 """
 
 from __future__ import annotations
@@ -76,21 +77,47 @@ async def test_a_refused_backlog_batch_is_split_in_order(cluster: FakeCluster) -
     assert sequences == offsets  # one producer from sequence 0: the numbers carried over
 
 
-async def test_a_batch_that_cannot_be_cut_smaller_fails_as_in_kafka(
+async def test_batches_shrink_until_they_fit_and_stay_that_small(
     cluster: FakeCluster,
 ) -> None:
-    """A batch of batch_size refused as too large fails with the broker's error, alone: the
-    records after it are still delivered."""
+    """A limit below batch_size: a refused batch is halved until its pieces fit, so records
+    that fit alone all get through (Kafka would fail those batches); batches made after that
+    are within the size learned, and none of them is refused."""
     cluster.create_topic("t")
-    cluster.max_message_bytes = 400  # below one batch of batch_size, above one record
+    cluster.max_message_bytes = 400  # below batch_size (1,000), above a few records
+    futures = await _produce(cluster)
+    assert [f.result().offset for f in futures] == list(range(RECORDS))
+    assert refusals(cluster, ErrorCode.MESSAGE_TOO_LARGE) > 0
+    cluster.produce_log.clear()
     async with Producer(cluster.bootstrap, batch_size=1_000, linger_ms=1) as producer:
-        too_big = [await producer.send("t", value(i), partition=0) for i in range(10)]
+        first = await producer.send("t", value(0), partition=0)
+        await producer.flush()  # one record fits: nothing learned yet
+        assert first.result().offset == RECORDS
+        await producer.partitions_for("t")
+        learn = [producer.send_nowait("t", value(i), partition=0) for i in range(1, 100)]
         await producer.flush()
-        cluster.max_message_bytes = None
-        later = await producer.send("t", b"after", partition=0)
+        assert refusals(cluster, ErrorCode.MESSAGE_TOO_LARGE) > 0
+        cluster.produce_log.clear()
+        later = [producer.send_nowait("t", value(i), partition=0) for i in range(100, 1_000)]
         await producer.flush()
-    for future in too_big:
-        with pytest.raises(HighwaterClientError, match="MESSAGE_TOO_LARGE"):
-            future.result()
-    assert later.result().offset == 0
-    assert [r.value for r in cluster.records("t", 0)] == [b"after"]
+    assert refusals(cluster, ErrorCode.MESSAGE_TOO_LARGE) == 0
+    offsets = [f.result().offset for f in [first, *learn, *later]]
+    assert offsets == list(range(RECORDS, RECORDS + 1_000))
+    assert [r.value for r in cluster.records("t", 0)][RECORDS:] == [value(i) for i in range(1_000)]
+    assert max(h.size for h in stored_headers(cluster)) <= 400
+
+
+async def test_a_record_too_large_alone_fails_and_the_others_go(cluster: FakeCluster) -> None:
+    """A batch of one record refused as too large cannot be cut: that record fails with the
+    broker's error, as in Kafka; the records around it are delivered, in order."""
+    cluster.create_topic("t")
+    cluster.max_message_bytes = 300
+    async with Producer(cluster.bootstrap, batch_size=1_000, linger_ms=1) as producer:
+        before = [await producer.send("t", value(i), partition=0) for i in range(10)]
+        too_big = await producer.send("t", bytes(400), partition=0)
+        after = [await producer.send("t", value(i), partition=0) for i in range(10, 20)]
+        await producer.flush()
+    with pytest.raises(HighwaterClientError, match="MESSAGE_TOO_LARGE"):
+        too_big.result()
+    assert [f.result().offset for f in before + after] == list(range(20))
+    assert [r.value for r in cluster.records("t", 0)] == [value(i) for i in range(20)]
