@@ -706,8 +706,8 @@ class RecordAccumulator:
                     break
                 if head.attempts > 0 or tp in self.one_per_request:
                     # A retry goes alone for its partition: with idempotence a resend is then
-                    # one whole batch; and batches refused together as RECORD_LIST_TOO_LARGE
-                    # (more than a segment) go again one by one.
+                    # one whole batch; and batches refused together as too large go again one
+                    # by one (and, on that partition, every batch from then on).
                     break
         return drained
 
