@@ -86,7 +86,13 @@ from protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
-from protocol.records import BatchHeader, decode_batch, iter_batch_headers, stamp_prefix
+from protocol.records import (
+    BatchHeader,
+    decode_batch,
+    iter_batch_headers,
+    read_header,
+    stamp_prefix,
+)
 
 __all__ = ["FakeCluster", "FakePartition", "FakeProducerState"]
 
@@ -310,6 +316,10 @@ class FakeCluster:
         for _, data in self.topics[topic][partition].batches:
             out.extend(decode_batch(data).records)
         return out
+
+    def batch_headers(self, topic: str, partition: int) -> list[BatchHeader]:
+        """The header of every stored batch of a partition, in order."""
+        return [read_header(data) for _, data in self.topics[topic][partition].batches]
 
     def _take_injected(self, api: int, topic: str, partition: int) -> int:
         for item in self._injected:

@@ -28,7 +28,7 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.produce import ProduceRequest
-from protocol.records import BatchHeader, read_header
+from protocol.records import BatchHeader
 from tests.unit.client.fake_broker import FakeCluster
 
 FIRST_PRODUCER_ID = 1000  # the fake's first id
@@ -40,7 +40,7 @@ ONE_RECORD_BATCHES = {"linger_ms": 0, "batch_size": 100, "retry_backoff_ms": 20}
 
 
 def stored_headers(cluster: FakeCluster, topic: str = "t", partition: int = 0) -> list[BatchHeader]:
-    return [read_header(data) for _, data in cluster.topics[topic][partition].batches]
+    return cluster.batch_headers(topic, partition)
 
 
 def stored_values(cluster: FakeCluster, topic: str = "t", partition: int = 0) -> list[bytes | None]:

@@ -15,7 +15,6 @@ import pytest
 from client.errors import HighwaterClientError
 from client.producer import DeliveryFuture, Producer
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader, read_header
 from tests.unit.client.fake_broker import FakeCluster
 
 RECORDS = 5_000
@@ -23,10 +22,6 @@ RECORDS = 5_000
 
 def value(i: int) -> bytes:
     return b"v%04d" % i + bytes(45)
-
-
-def stored_headers(cluster: FakeCluster) -> list[BatchHeader]:
-    return [read_header(data) for _, data in cluster.topics["t"][0].batches]
 
 
 def refusals(cluster: FakeCluster, code: int) -> int:
@@ -71,9 +66,9 @@ async def test_a_refused_backlog_batch_is_split_in_order(cluster: FakeCluster) -
     assert [f.result().offset for f in futures] == list(range(RECORDS))
     assert [r.value for r in cluster.records("t", 0)] == [value(i) for i in range(RECORDS)]
     assert refusals(cluster, ErrorCode.MESSAGE_TOO_LARGE) > 0
-    assert max(h.size for h in stored_headers(cluster)) <= 1_500
-    sequences = [h.base_sequence for h in stored_headers(cluster)]
-    offsets = [h.base_offset for h in stored_headers(cluster)]
+    assert max(h.size for h in cluster.batch_headers("t", 0)) <= 1_500
+    sequences = [h.base_sequence for h in cluster.batch_headers("t", 0)]
+    offsets = [h.base_offset for h in cluster.batch_headers("t", 0)]
     assert sequences == offsets  # one producer from sequence 0: the numbers carried over
 
 
@@ -104,7 +99,7 @@ async def test_batches_shrink_until_they_fit_and_stay_that_small(
     offsets = [f.result().offset for f in [first, *learn, *later]]
     assert offsets == list(range(RECORDS, RECORDS + 1_000))
     assert [r.value for r in cluster.records("t", 0)][RECORDS:] == [value(i) for i in range(1_000)]
-    assert max(h.size for h in stored_headers(cluster)) <= 400
+    assert max(h.size for h in cluster.batch_headers("t", 0)) <= 400
 
 
 async def test_a_record_too_large_alone_fails_and_the_others_go(cluster: FakeCluster) -> None:
