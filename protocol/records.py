@@ -448,14 +448,7 @@ def decode_batch_entries(
     section = bytes(memoryview(buf)[pos + BATCH_HEADER_BYTES : pos + header.size])
     section = decompress(header.compression, section, max_decompressed_bytes)
     try:
-        plain = msgpack.unpackb(
-            section,
-            raw=False,
-            use_list=False,  # tuples: about 3x cheaper than lists, mostly in the cyclic GC
-            max_array_len=len(section),  # every element takes at least one byte
-            max_map_len=0,
-            max_ext_len=0,
-        )
+        plain = _unpack_section(section)
     except (ValueError, TypeError, msgpack.exceptions.StackError) as exc:
         raise CorruptRecordError(f"batch at byte {pos}: records section: {exc}") from exc
     if type(plain) is not tuple or len(plain) != header.record_count:
@@ -463,6 +456,18 @@ def decode_batch_entries(
             f"batch at byte {pos}: records section does not hold {header.record_count} records"
         )
     return header, plain
+
+
+def _unpack_section(section: bytes | memoryview) -> Any:
+    """A plain records section's msgpack, unpacked within its bounds."""
+    return msgpack.unpackb(
+        section,
+        raw=False,
+        use_list=False,  # tuples: about 3x cheaper than lists, mostly in the cyclic GC
+        max_array_len=len(section),  # every element takes at least one byte
+        max_map_len=0,
+        max_ext_len=0,
+    )
 
 
 def decode_batches_entries(
@@ -479,7 +484,6 @@ def decode_batches_entries(
     size = len(buf)
     view = memoryview(buf)
     unpack_from = _HEADER_UNPACK_FROM
-    unpackb = msgpack.unpackb
     while size - pos >= LOG_OVERHEAD_BYTES:
         _, batch_length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
         end = pos + LOG_OVERHEAD_BYTES + batch_length
@@ -490,14 +494,7 @@ def decode_batches_entries(
             fields = unpack_from(buf, pos)
             if not fields[5] & COMPRESSION_MASK and _coherent(fields, view, pos, end):
                 with contextlib.suppress(ValueError, TypeError, msgpack.exceptions.StackError):
-                    plain = unpackb(
-                        view[pos + BATCH_HEADER_BYTES : end],
-                        raw=False,
-                        use_list=False,
-                        max_array_len=end - pos - BATCH_HEADER_BYTES,  # as decode_batch_entries
-                        max_map_len=0,
-                        max_ext_len=0,
-                    )
+                    plain = _unpack_section(view[pos + BATCH_HEADER_BYTES : end])
         if type(plain) is tuple and len(plain) == fields[12]:
             yield _tuple_new(BatchHeader, fields), plain
         else:
