@@ -1,43 +1,22 @@
-"""The API table: Kafka's api key, request and response schemas, and supported versions."""
+"""The API table: Kafka's api key, request and response schemas, and supported versions.
+
+A message module is imported the first time its API is used, not with this module: a client
+process needs two or three of the seventeen (a Spark query's source runner, a CLI command),
+and importing them all cost about 50 ms at every start.
+"""
 
 from __future__ import annotations
 
 import enum
+import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from protocol.errors import UnsupportedVersionError
-from protocol.messages.alter_partition_reassignments import (
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
-)
-from protocol.messages.api_versions import ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse
-from protocol.messages.controlled_shutdown import (
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
-)
-from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
-from protocol.messages.fetch import FetchRequest, FetchResponse
-from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from protocol.messages.list_partition_reassignments import (
-    ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
-)
-from protocol.messages.metadata import MetadataRequest, MetadataResponse
-from protocol.messages.offset_for_leader_epoch import (
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-)
-from protocol.messages.produce import ProduceRequest, ProduceResponse
-from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
-from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from protocol.messages.api_versions import ApiVersionRange
 
-__all__ = ["APIS", "ApiKey", "ApiSpec", "api_spec", "supported_versions"]
+__all__ = ["APIS", "ApiKey", "ApiSpec", "api_key_of", "api_spec", "supported_versions"]
 
 
 class ApiKey(enum.IntEnum):
@@ -78,55 +57,88 @@ class ApiSpec:
             )
 
 
-def _spec(key: ApiKey, request: type, response: type, max_version: int = 0) -> ApiSpec:
-    return ApiSpec(key, request, response, 0, max_version)
-
-
-APIS: Final[dict[int, ApiSpec]] = {
-    s.key: s
-    for s in (
-        _spec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse),
-        _spec(ApiKey.FETCH, FetchRequest, FetchResponse),
-        _spec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse),
-        _spec(ApiKey.METADATA, MetadataRequest, MetadataResponse, max_version=1),
-        _spec(ApiKey.LEADER_AND_ISR, LeaderAndIsrRequest, LeaderAndIsrResponse, max_version=1),
-        _spec(ApiKey.STOP_REPLICA, StopReplicaRequest, StopReplicaResponse),
-        _spec(ApiKey.UPDATE_METADATA, UpdateMetadataRequest, UpdateMetadataResponse),
-        _spec(ApiKey.CONTROLLED_SHUTDOWN, ControlledShutdownRequest, ControlledShutdownResponse),
-        _spec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
-        _spec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse),
-        _spec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse),
-        _spec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),
-        _spec(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH,
-            OffsetForLeaderEpochRequest,
-            OffsetForLeaderEpochResponse,
-            max_version=1,
-        ),
-        _spec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse),
-        _spec(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse),
-        _spec(
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-            AlterPartitionReassignmentsRequest,
-            AlterPartitionReassignmentsResponse,
-            max_version=1,
-        ),
-        _spec(
-            ApiKey.LIST_PARTITION_REASSIGNMENTS,
-            ListPartitionReassignmentsRequest,
-            ListPartitionReassignmentsResponse,
-        ),
-    )
+# api key -> (module under protocol.messages, class name prefix, max version); every API
+# starts at version 0. The classes are `<prefix>Request` and `<prefix>Response`.
+_TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
+    ApiKey.PRODUCE: ("produce", "Produce", 0),
+    ApiKey.FETCH: ("fetch", "Fetch", 0),
+    ApiKey.LIST_OFFSETS: ("list_offsets", "ListOffsets", 0),
+    ApiKey.METADATA: ("metadata", "Metadata", 1),
+    ApiKey.LEADER_AND_ISR: ("leader_and_isr", "LeaderAndIsr", 1),
+    ApiKey.STOP_REPLICA: ("stop_replica", "StopReplica", 0),
+    ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 0),
+    ApiKey.CONTROLLED_SHUTDOWN: ("controlled_shutdown", "ControlledShutdown", 0),
+    ApiKey.API_VERSIONS: ("api_versions", "ApiVersions", 0),
+    ApiKey.CREATE_TOPICS: ("create_topics", "CreateTopics", 0),
+    ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 0),
+    ApiKey.INIT_PRODUCER_ID: ("init_producer_id", "InitProducerId", 0),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 1),
+    ApiKey.CREATE_PARTITIONS: ("create_partitions", "CreatePartitions", 0),
+    ApiKey.ELECT_LEADERS: ("elect_leaders", "ElectLeaders", 0),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        "alter_partition_reassignments",
+        "AlterPartitionReassignments",
+        1,
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        "list_partition_reassignments",
+        "ListPartitionReassignments",
+        0,
+    ),
 }
+_MESSAGES_PACKAGE: Final = "protocol.messages"
+_KEY_BY_MODULE: Final = {f"{_MESSAGES_PACKAGE}.{m}": key for key, (m, _, _) in _TABLE.items()}
+_loaded: dict[int, ApiSpec] = {}
 
 
 def api_spec(api_key: int) -> ApiSpec:
-    spec = APIS.get(api_key)
-    if spec is None:
+    spec = _loaded.get(api_key)
+    if spec is not None:
+        return spec
+    if api_key not in _TABLE:
         raise UnsupportedVersionError(f"unknown api key {api_key}")
+    key = ApiKey(api_key)
+    module_name, prefix, max_version = _TABLE[key]
+    module = importlib.import_module(f"{_MESSAGES_PACKAGE}.{module_name}")
+    spec = ApiSpec(
+        key,
+        getattr(module, f"{prefix}Request"),
+        getattr(module, f"{prefix}Response"),
+        0,
+        max_version,
+    )
+    _loaded[key] = spec
     return spec
+
+
+def api_key_of(request_type: type) -> ApiKey:
+    """The api key whose request class is `request_type` (TypeError for any other type)."""
+    key = _KEY_BY_MODULE.get(request_type.__module__)
+    if key is None or api_spec(key).request is not request_type:
+        raise TypeError(f"{request_type.__name__} is not a request type")
+    return key
+
+
+class _ApiTable(Mapping[int, ApiSpec]):
+    """Every API's spec by key, read-only; looking one up imports its message module."""
+
+    def __getitem__(self, api_key: int) -> ApiSpec:
+        if api_key not in _TABLE:
+            raise KeyError(api_key)
+        return api_spec(api_key)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(_TABLE)
+
+    def __len__(self) -> int:
+        return len(_TABLE)
+
+
+APIS: Final[Mapping[int, ApiSpec]] = _ApiTable()
 
 
 def supported_versions() -> tuple[ApiVersionRange, ...]:
     """What an ApiVersions response lists."""
-    return tuple(ApiVersionRange(s.key, s.min_version, s.max_version) for s in APIS.values())
+    return tuple(
+        ApiVersionRange(key, 0, max_version) for key, (_, _, max_version) in _TABLE.items()
+    )

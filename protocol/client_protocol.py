@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.apis import ApiKey, api_spec
+from protocol.apis import api_key_of, api_spec
 from protocol.codec import RequestHeader, decode_response, encode_request
 from protocol.errors import FrameError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, NeedData
@@ -57,7 +57,7 @@ class ClientProtocol:
 
         `expect_response=False` is for Produce with acks=0, which the broker never answers.
         """
-        api_key = _api_key_of(body)
+        api_key = api_key_of(type(body))
         version = api_spec(api_key).max_version if api_version is None else api_version
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & _MAX_CORRELATION_ID
@@ -84,16 +84,3 @@ class ClientProtocol:
                 f"expected {expected.correlation_id}"
             )
         return ReceivedResponse(expected.correlation_id, expected.api_key, response.body)
-
-
-_KEY_BY_REQUEST: dict[type, int] = {}
-
-
-def _api_key_of(body: object) -> int:
-    if not _KEY_BY_REQUEST:
-        for key in ApiKey:
-            _KEY_BY_REQUEST[api_spec(key).request] = key
-    try:
-        return _KEY_BY_REQUEST[type(body)]
-    except KeyError:
-        raise TypeError(f"{type(body).__name__} is not a request type") from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -10,7 +12,7 @@ import msgpack
 import pytest
 from hypothesis import given
 
-from protocol.apis import APIS, ApiKey, ApiSpec, supported_versions
+from protocol.apis import APIS, ApiKey, ApiSpec, api_key_of, supported_versions
 from protocol.codec import (
     Request,
     RequestHeader,
@@ -95,6 +97,33 @@ def test_every_api_key_is_in_the_table_with_a_sane_version_range() -> None:
         assert dataclasses.is_dataclass(spec.request)
         assert dataclasses.is_dataclass(spec.response)
     assert {r.api_key for r in supported_versions()} == {int(k) for k in ApiKey}
+    assert {(r.api_key, r.min_version, r.max_version) for r in supported_versions()} == {
+        (key, spec.min_version, spec.max_version) for key, spec in APIS.items()
+    }
+    for key, spec in APIS.items():
+        assert api_key_of(spec.request) == key
+    for not_a_request in (spec.response, int, ApiSpec):
+        with pytest.raises(TypeError, match="is not a request type"):
+            api_key_of(not_a_request)
+
+
+def test_message_modules_are_imported_when_first_used() -> None:
+    """A client process pays only for the APIs it speaks (see protocol.apis)."""
+    script = (
+        "import sys, protocol.apis as apis\n"
+        "def loaded():\n"
+        "    return sorted(m for m in sys.modules if m.startswith('protocol.messages.'))\n"
+        "print(loaded())\n"
+        "apis.api_spec(apis.ApiKey.FETCH)\n"
+        "print(loaded())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "['protocol.messages.api_versions']",
+        "['protocol.messages.api_versions', 'protocol.messages.fetch']",
+    ]
 
 
 def test_cases_cover_every_version_of_every_api() -> None:
