@@ -3,8 +3,8 @@
 The consumer builds one Python object per record; a Spark task only needs columns. Here each
 batch's records section is unpacked once (msgpack, in C) and split into columns with zip, so
 the per-record work in Python is a few C-level tuple operations. Arrow arrays are then built
-from buffers (values joined into one bytes object, offsets from their lengths; constant
-columns filled by numpy) rather than converted item by item. A batch whose records do not have
+in C: keys and values by Arrow's converter from the collected tuples, numeric and constant
+columns by numpy. A batch whose records do not have
 the usual shape (five fields, offset deltas 0..n-1) goes through `decode_record`, which checks
 each record and raises the precise error.
 """
@@ -24,8 +24,6 @@ from protocol.errors import CorruptRecordError
 from protocol.records import decode_batches_entries, decode_record
 
 __all__ = ["ColumnBuilder"]
-
-_INT32_MAX = 2**31 - 1  # Arrow's binary type has 32-bit offsets
 
 
 @dataclass
@@ -126,20 +124,12 @@ def _deltas(count: int) -> tuple[int, ...]:
 
 
 def _binary_array(chunks: list[tuple[bytes | None, ...]], count: int) -> pa.Array:
-    """A binary array of the items of `chunks`: from one joined buffer when none is null."""
+    """A binary array of the items of `chunks`."""
     if all(chunk.count(None) == len(chunk) for chunk in chunks):
         return pa.nulls(count, pa.binary())  # keys, usually
-    items: list[Any] = list(chain.from_iterable(chunks))
-    nulls = items.count(None)
-    if nulls:
-        return pa.array(items, pa.binary())
-    ends = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=count), out=ends[1:])
-    assert ends[-1] <= _INT32_MAX, "the reader bounds a flush far below 2 GiB"
-    data = b"".join(items)
-    return pa.Array.from_buffers(
-        pa.binary(), count, [None, pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(data)]
-    )
+    # Arrow's converter sizes and copies the items in C, nulls included; the reader bounds a
+    # flush far below the 2 GiB that one array with 32-bit offsets can hold.
+    return pa.array(list(chain.from_iterable(chunks)), pa.binary())
 
 
 def _constant_string(text: str, count: int) -> pa.Array:

@@ -205,7 +205,7 @@ def with_log_append_time(batch: bytes) -> bytes:
 def test_columns_match_the_records_the_consumer_decodes(
     batches: list[tuple[list[Record], bool]], bounds: tuple[int, int], include_headers: bool
 ) -> None:
-    """Differential: ColumnBuilder's columns (built from buffers, constants by numpy) hold what
+    """Differential: ColumnBuilder's columns (built in C, constants by numpy) hold what
     decoding the same bytes record by record gives, for any cut [start, end) of the batches."""
     stored, offset = b"", 0
     for records, log_append_time in batches:
