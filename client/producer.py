@@ -199,6 +199,7 @@ class _BatchResult:
         "partition",
         "parts",
         "topic",
+        "whole",
     )
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -212,8 +213,10 @@ class _BatchResult:
         # (fn, future) in registration order, run once when the batch completes
         self.callbacks: list[tuple[Callable[[DeliveryFuture], None], DeliveryFuture]] = []
         # Set when the batch was split (KIP-126): (index of its first record here, the result
-        # of the smaller batch holding it), in order; this result is done when they all are.
+        # of the smaller batch holding it), in order. Each record completes with its piece, as
+        # in Kafka; this result is done when all the pieces are.
         self.parts: list[tuple[int, _BatchResult]] | None = None
+        self.whole: _BatchResult | None = None  # the result this one is a piece of
 
     def part_of(self, index: int) -> tuple[_BatchResult, int]:
         """The result that holds record `index` of this batch, and the record's index there
@@ -224,6 +227,19 @@ class _BatchResult:
             result, index = part, index - first
         return result, index
 
+    def split_into(self, parts: list[tuple[int, _BatchResult]]) -> None:
+        """Hand this batch's records to the results of its pieces (see `parts`)."""
+        self.parts = parts
+        callbacks, self.callbacks = self.callbacks, []
+        for fn, future in callbacks:  # each record's callback now runs with its piece
+            future.add_done_callback(fn)
+        for _, part in parts:
+            part.whole = self
+        # Wake the records' waiters, which go on waiting for their own piece; a fresh event
+        # stands for the whole batch (flush waits for that).
+        woken, self.event = self.event, trio.Event()
+        woken.set()
+
     def finish(self) -> None:
         """Mark done, wake the waiters and run the callbacks (once)."""
         if self.done:
@@ -233,6 +249,9 @@ class _BatchResult:
         callbacks, self.callbacks = self.callbacks, []
         for fn, future in callbacks:
             fn(future)
+        whole = self.whole
+        if whole is not None and whole.parts and all(part.done for _, part in whole.parts):
+            whole.finish()
 
 
 class DeliveryFuture:
@@ -257,15 +276,21 @@ class DeliveryFuture:
     def partition(self) -> int:
         return self._result.partition
 
+    def _own(self) -> tuple[_BatchResult, int]:
+        """The result this record completes with, and its index there (its batch's, or after
+        a split, its piece's)."""
+        result = self._result
+        if result.parts is None:
+            return result, self._index
+        return result.part_of(self._index)
+
     def done(self) -> bool:
-        return self._result.done
+        return self._own()[0].done
 
     def exception(self) -> HighwaterClientError | None:
-        result = self._result
+        result = self._own()[0]
         if not result.done:
             raise RuntimeError("delivery not complete yet")
-        if result.parts is not None:
-            return result.part_of(self._index)[0].error
         return result.error
 
     def result(self) -> RecordMetadata:
@@ -273,9 +298,7 @@ class DeliveryFuture:
         error = self.exception()
         if error is not None:
             raise error
-        result, index = self._result, self._index
-        if result.parts is not None:
-            result, index = result.part_of(index)
+        result, index = self._own()
         offset = -1 if result.base_offset < 0 else result.base_offset + index
         timestamp = (
             result.log_append_time_ms if result.log_append_time_ms >= 0 else self.timestamp_ms
@@ -283,14 +306,15 @@ class DeliveryFuture:
         return RecordMetadata(result.topic, result.partition, offset, timestamp)
 
     async def wait(self) -> RecordMetadata:
-        await self._result.event.wait()
+        while not (own := self._own()[0]).done:
+            await own.event.wait()  # also set when `own` is split: then wait for the piece
         return self.result()
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         return self.wait().__await__()
 
     def add_done_callback(self, fn: Callable[[DeliveryFuture], None]) -> None:
-        result = self._result
+        result = self._own()[0]
         if result.done:
             fn(self)
         else:
@@ -419,15 +443,7 @@ class ProducerBatch:
             piece.add(self.base_timestamp + delta, key, value, headers, size)
         if len(pieces) < 2:
             return []  # cannot be cut smaller
-        result = self.result
-        result.parts = parts
-
-        def part_done(_: DeliveryFuture) -> None:
-            if all(part.done for _, part in parts):
-                result.finish()
-
-        for _, part in parts:
-            part.callbacks.append((part_done, DeliveryFuture(part, 0, 0)))
+        self.result.split_into(parts)
         return pieces
 
 
@@ -1111,7 +1127,8 @@ class Producer:
         self._wake()
         try:
             for batch in list(accumulator.incomplete):
-                await batch.result.event.wait()
+                while not batch.result.done:  # its event is also set when it is split
+                    await batch.result.event.wait()
         finally:
             accumulator.flushing -= 1
 

@@ -11,10 +11,13 @@ partition's later batches within that size.
 from __future__ import annotations
 
 import pytest
+import trio
+from trio.testing import wait_all_tasks_blocked
 
 from client.errors import HighwaterClientError
-from client.producer import DeliveryFuture, Producer
+from client.producer import DeliveryFuture, Producer, ProducerBatch, estimate_record_bytes
 from protocol.errors import ErrorCode
+from protocol.records import BATCH_HEADER_BYTES
 from tests.unit.client.fake_broker import FakeCluster
 
 RECORDS = 5_000
@@ -116,3 +119,56 @@ async def test_a_record_too_large_alone_fails_and_the_others_go(cluster: FakeClu
         too_big.result()
     assert [f.result().offset for f in before + after] == list(range(20))
     assert [r.value for r in cluster.records("t", 0)] == [value(i) for i in range(20)]
+
+
+async def test_each_record_of_a_split_batch_completes_with_its_piece() -> None:
+    """As in Kafka, a split batch's records complete piece by piece: futures, waiters and
+    callbacks (both from before the split) of a piece's records are done when that piece is,
+    through splits of splits; the batch itself is done when every piece is."""
+    batch = ProducerBatch("t", 0, created_ms=0, capacity=100_000)
+    size = estimate_record_bytes(None, value(0), ())
+    futures = [batch.add(i, None, value(i), (), size) for i in range(12)]
+    called: list[DeliveryFuture] = []
+    for future in futures:
+        future.add_done_callback(called.append)
+    woke: list[int] = []
+
+    async def waiter(future: DeliveryFuture) -> None:
+        try:
+            woke.append((await future).offset)
+        except HighwaterClientError:
+            woke.append(-1)
+
+    async with trio.open_nursery() as nursery:
+        for index in (0, 5, 11):  # waiting before the split
+            nursery.start_soon(waiter, futures[index])
+        await wait_all_tasks_blocked()
+        pieces = batch.split(BATCH_HEADER_BYTES + 4 * size)  # 4 records each
+        assert [p.record_count for p in pieces] == [4, 4, 4]
+        await wait_all_tasks_blocked()
+        assert woke == []
+        pieces[0].complete(100, -1)
+        await wait_all_tasks_blocked()
+        assert [f.done() for f in futures] == [True] * 4 + [False] * 8
+        assert called == futures[:4]
+        assert woke == [100]
+        assert [f.result().offset for f in futures[:4]] == [100, 101, 102, 103]
+        with pytest.raises(RuntimeError, match="not complete"):
+            futures[4].result()
+
+        halves = pieces[1].split(BATCH_HEADER_BYTES + 2 * size)  # a piece split again
+        assert [h.record_count for h in halves] == [2, 2]
+        halves[1].complete(106, -1)
+        pieces[2].fail(HighwaterClientError("refused"))
+        await wait_all_tasks_blocked()
+        assert [f.done() for f in futures] == [True] * 4 + [False] * 2 + [True] * 6
+        assert not batch.result.done
+        assert woke == [100, -1]  # record 11 failed; record 5 is in the half not done yet
+        halves[0].complete(104, -1)
+    assert batch.result.done
+    assert woke == [100, -1, 105]
+    assert sorted(map(id, called)) == sorted(map(id, futures))  # each callback ran once
+    assert [f.result().offset for f in futures[:8]] == list(range(100, 108))
+    for future in futures[8:]:
+        with pytest.raises(HighwaterClientError, match="refused"):
+            future.result()
