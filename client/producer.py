@@ -572,9 +572,11 @@ class RecordAccumulator:
         # Partitions whose leader refused a batch or a request as too large (a small
         # max.message.bytes or segment.bytes): from then on their batches go one per request,
         # as Kafka's producer sends them, and stay within the size learned here (a batch
-        # refused alone halves it, down from batch_size).
+        # refused alone halves it, down from batch_size). Forgotten a while after the last
+        # refusal (forget_size_limits), so a topic whose limits were raised gets full batches.
         self.one_per_request: set[TopicPartition] = set()
         self.max_batch_bytes: dict[TopicPartition, int] = {}
+        self._size_limit_at_ms: dict[TopicPartition, float] = {}  # last refusal, per partition
 
     def append(
         self,
@@ -746,6 +748,27 @@ class RecordAccumulator:
                 queue.insert(index, batch)
                 return
         queue.append(batch)
+
+    def learn_size_limit(
+        self, tp: TopicPartition, now_ms: float, max_batch_bytes: int | None = None
+    ) -> None:
+        """The leader refused a batch or a request of `tp` as too large (see one_per_request)."""
+        self.one_per_request.add(tp)
+        if max_batch_bytes is not None:
+            known = self.max_batch_bytes.get(tp, max_batch_bytes)
+            self.max_batch_bytes[tp] = min(known, max_batch_bytes)
+        self._size_limit_at_ms[tp] = now_ms
+
+    def forget_size_limits(self, now_ms: float, max_age_ms: float) -> None:
+        """Forget what was learned of a partition's size limits `max_age_ms` after its last
+        refusal: the producer finds out again (one refusal) if they still hold."""
+        if not self._size_limit_at_ms:
+            return
+        for tp, at_ms in list(self._size_limit_at_ms.items()):
+            if now_ms - at_ms >= max_age_ms:
+                del self._size_limit_at_ms[tp]
+                self.one_per_request.discard(tp)
+                self.max_batch_bytes.pop(tp, None)
 
     def expire(self, now_ms: float) -> list[ProducerBatch]:
         """Remove and return queued batches older than delivery_timeout_ms."""
@@ -1177,6 +1200,7 @@ class Producer:
                 now = _now_ms()
                 for batch in accumulator.expire(now):
                     self._fail(batch, self._expiry_error(batch, now))
+                accumulator.forget_size_limits(now, metadata.metadata_max_age_ms)
                 nodes, next_ms, unknown_leader = accumulator.ready(metadata.leader_for, now)
                 if unknown_leader:
                     metadata.request_update()
@@ -1402,7 +1426,7 @@ class Producer:
             batch.maybe_appended = True
         retriable = error.retriable
         if code in _TOO_LARGE:
-            self._accumulator.one_per_request.add(batch.tp)
+            self._accumulator.learn_size_limit(batch.tp, now)
             # With other batches of its partition, the refusal may be for another one, or
             # for all together (more than a segment): alone, this batch may go.
             retriable = retriable or batch.sent_together
@@ -1449,8 +1473,7 @@ class Producer:
         pieces = batch.split(limit)
         if not pieces:
             return False
-        tp = batch.tp
-        accumulator.max_batch_bytes[tp] = min(accumulator.max_batch_bytes.get(tp, limit), limit)
+        accumulator.learn_size_limit(batch.tp, now, limit)
         accumulator.incomplete.discard(batch)
         accumulator.incomplete.update(pieces)
         idempotence = self._idempotence

@@ -5,7 +5,8 @@ request may carry several batches of a partition. A topic with a small max.messa
 segment.bytes refuses those although every record fits: the producer then sends the
 partition's batches one per request, splits a batch refused alone into pieces of at most
 batch_size and half its size (its sequence numbers carry over, so order holds), and keeps the
-partition's later batches within that size.
+partition's later batches within that size, for metadata_max_age_ms after the last refusal.
+Each record of a split batch completes with its piece.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from client.errors import HighwaterClientError
-from client.producer import DeliveryFuture, Producer, ProducerBatch, estimate_record_bytes
+from client.producer import (
+    DeliveryFuture,
+    Producer,
+    ProducerBatch,
+    RecordAccumulator,
+    estimate_record_bytes,
+)
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES
 from tests.unit.client.fake_broker import FakeCluster
@@ -165,10 +172,67 @@ async def test_each_record_of_a_split_batch_completes_with_its_piece() -> None:
         assert not batch.result.done
         assert woke == [100, -1]  # record 11 failed; record 5 is in the half not done yet
         halves[0].complete(104, -1)
-    assert batch.result.done
+    assert batch.result.event.is_set()  # the whole batch: what flush waits for
     assert woke == [100, -1, 105]
     assert sorted(map(id, called)) == sorted(map(id, futures))  # each callback ran once
     assert [f.result().offset for f in futures[:8]] == list(range(100, 108))
     for future in futures[8:]:
         with pytest.raises(HighwaterClientError, match="refused"):
             future.result()
+
+
+def test_learned_size_limits_are_forgotten_after_their_age() -> None:
+    """What a refusal taught holds for max_age_ms after the partition's last refusal, then is
+    forgotten: new batches are batch_size again and go several to a request."""
+    accumulator = RecordAccumulator(
+        batch_size=1_000, linger_ms=0, delivery_timeout_ms=120_000, muting=False
+    )
+    tp, other = ("t", 0), ("t", 1)
+    accumulator.learn_size_limit(tp, 1_000.0)  # refused together: one batch per request
+    accumulator.learn_size_limit(tp, 2_000.0, 500)  # refused alone: split, at most 500 bytes
+    accumulator.learn_size_limit(other, 1_500.0, 300)
+
+    def new_batch_capacity(now_ms: float) -> int:
+        # A record estimated larger than any batch always starts a new one.
+        accumulator.append_fields("t", 0, 0, None, b"x", (), 10_000, now_ms)
+        return accumulator.batches[tp][-1].capacity
+
+    def learned() -> set[tuple[str, int]]:
+        return set(accumulator.one_per_request) | set(accumulator.max_batch_bytes)
+
+    accumulator.forget_size_limits(6_499.0, max_age_ms=5_000)
+    assert learned() == {tp, other}
+    assert new_batch_capacity(6_499.0) == 500
+    accumulator.forget_size_limits(6_500.0, max_age_ms=5_000)
+    assert learned() == {tp}  # its age counts from its last refusal, at 2,000
+    accumulator.forget_size_limits(7_000.0, max_age_ms=5_000)
+    assert learned() == set()
+    assert new_batch_capacity(7_000.0) == 1_000
+
+
+async def test_a_topic_whose_limit_was_raised_gets_full_batches_again(
+    cluster: FakeCluster,
+) -> None:
+    """Real producer, metadata_max_age_ms short: after the topic's max.message.bytes is raised,
+    the producer stops keeping batches within the size it learned; records stay in order."""
+    cluster.create_topic("t")
+    cluster.max_message_bytes = 400
+    sent: list[bytes] = []
+    async with Producer(
+        cluster.bootstrap, batch_size=1_000, linger_ms=1, metadata_max_age_ms=300
+    ) as producer:
+        await producer.partitions_for("t")
+
+        async def burst() -> None:
+            for _ in range(200):
+                sent.append(value(len(sent)))
+                producer.send_nowait("t", sent[-1], partition=0)
+            await producer.flush()
+
+        await burst()
+        assert refusals(cluster, ErrorCode.MESSAGE_TOO_LARGE) > 0
+        cluster.max_message_bytes = 1_000_000
+        with trio.fail_after(10):
+            while max(h.size for h in cluster.batch_headers("t", 0)) <= 400:
+                await burst()
+    assert [r.value for r in cluster.records("t", 0)] == sent
