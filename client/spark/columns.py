@@ -4,9 +4,9 @@ The consumer builds one Python object per record; a Spark task only needs column
 batch's records section is unpacked once (msgpack, in C) and split into columns with zip, so
 the per-record work in Python is a few C-level tuple operations. Arrow arrays are then built
 in C: keys and values by Arrow's converter from the collected tuples, numeric and constant
-columns by numpy. A batch whose records do not have
-the usual shape (five fields, offset deltas 0..n-1) goes through `decode_record`, which checks
-each record and raises the precise error.
+columns by numpy. A batch whose records do not have the usual shape (five fields, offset
+deltas 0..n-1) goes through `decode_record`, which checks each record and raises the precise
+error.
 """
 
 from __future__ import annotations
