@@ -14,6 +14,7 @@ from broker.purgatory import Purgatory
 from broker.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -27,9 +28,9 @@ __all__ = ["METADATA_KEY", "BrokerContext", "Fetchers", "IsrUpkeep", "wall_clock
 class Fetchers(Protocol):
     """What handlers ask of the followers' fetching (broker/replica_fetcher.py)."""
 
-    def follow(self, tp: tuple[str, int], leader: BrokerEndpoint, leader_epoch: int) -> None: ...
+    def follow(self, tp: TopicPartition, leader: BrokerEndpoint, leader_epoch: int) -> None: ...
 
-    def unfollow(self, tp: tuple[str, int]) -> None: ...
+    def unfollow(self, tp: TopicPartition) -> None: ...
 
 
 class IsrUpkeep(Protocol):

@@ -17,6 +17,7 @@ from broker.replication import should_propagate_isr_changes
 from controller.zk_client import ZkError
 from controller.zk_data import PartitionStateZnode
 from controller.zk_isr import publish_isr_changes, write_isr
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
@@ -30,7 +31,7 @@ class IsrManager:
     def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
         self._nursery: trio.Nursery | None = None
-        self._changed: set[tuple[str, int]] = set()
+        self._changed: set[TopicPartition] = set()
         self._last_change_ms = 0
         self._last_propagation_ms = ctx.now_ms()
         self._log = structlog.get_logger("highwater.isr")
@@ -73,7 +74,7 @@ class IsrManager:
         self, partition: Partition, znode: PartitionStateZnode, expected_version: int
     ) -> None:
         assert self._ctx.zk is not None
-        tp = (partition.topic, partition.index)
+        tp = TopicPartition(partition.topic, partition.index)
         new_isr, epoch = znode.isr, znode.leader_epoch
         if partition.pending_isr != new_isr or partition.leader_epoch != epoch:
             return  # superseded by a LeaderAndIsr before the write started

@@ -43,13 +43,13 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
     OffsetForLeaderEpochTopic,
 )
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
 
 __all__ = ["ReplicaFetcherManager"]
 
-TopicPartition = tuple[str, int]
 _LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
 _BATCH_LENGTH = struct.Struct(">i")
 _THROTTLED_RETRY_S = 0.1  # how soon a partition held back by the throttle is looked at again
@@ -242,7 +242,7 @@ class _ReplicaFetcher:
         )
         for topic in response.topics:
             for answer in topic.partitions:
-                tp = (topic.topic, answer.partition)
+                tp = TopicPartition(topic.topic, answer.partition)
                 found = states.get(tp)
                 partition = self._partition(tp, found) if found is not None else None
                 if partition is None or found is None or tp not in asked:
@@ -318,7 +318,7 @@ class _ReplicaFetcher:
         now_ms = self._ctx.now_ms()
         for topic in response.responses:
             for data in topic.partitions:
-                tp = (topic.topic, data.partition_index)
+                tp = TopicPartition(topic.topic, data.partition_index)
                 found = states.get(tp)
                 partition = self._partition(tp, found) if found is not None else None
                 if partition is None or found is None or tp not in offsets:

@@ -11,11 +11,12 @@ from collections.abc import Collection, Mapping
 import structlog
 
 from broker.log.config import LogConfig
-from broker.log.manager import LogManager, TopicPartition
+from broker.log.manager import LogManager
 from broker.partition import NotLeaderError, Partition, ReadResult
 from broker.topic_config import TopicConfigError, log_config_for
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["AppendResult", "ReplicaManager"]
 
@@ -60,7 +61,7 @@ class ReplicaManager:
         log that already exists they apply from its next segment on."""
         results = []
         for state in states:
-            tp = (state.topic_name, state.partition_index)
+            tp = TopicPartition(state.topic_name, state.partition_index)
             if self.broker_id not in state.replicas:
                 results.append((*tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value))
                 continue

@@ -64,6 +64,7 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochTopic,
 )
 from protocol.records import LOG_OVERHEAD_BYTES, decode_batches_entries, decode_record
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "truncation_offset"]
 
@@ -80,11 +81,6 @@ LEADER_ERRORS: Final = frozenset(
         ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 class ConsumerRecord(NamedTuple):

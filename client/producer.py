@@ -106,6 +106,7 @@ from protocol.records import (
     Record,
     build_batch_from_entries,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",
@@ -163,8 +164,6 @@ _MAX_BACKLOG_BATCH_BYTES: Final = 256 * 1024
 _NETWORK_TIMEOUT_MARGIN_MS: Final = 1_000  # the broker answers its own timeout first
 # Refusals of a batch as too big, after which it is split into batches of batch_size (KIP-126).
 _TOO_LARGE: Final = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
-
-TopicPartition = tuple[str, int]
 
 
 def estimate_record_bytes(
@@ -381,7 +380,7 @@ class ProducerBatch:
 
     @property
     def tp(self) -> TopicPartition:
-        return (self.topic, self.partition)
+        return TopicPartition(self.topic, self.partition)
 
     def add(
         self,
@@ -562,21 +561,21 @@ class RecordAccumulator:
         self.muting = muting  # one batch in flight per partition (max in flight 1: keeps order)
         # Idempotence: whether a partition's head batch may go now (IdempotenceState.sendable).
         self.sendable = sendable
-        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
-        self.muted: set[TopicPartition] = set()
+        self.batches: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        self.muted: set[tuple[str, int]] = set()
         self.incomplete: set[ProducerBatch] = set()  # queued or in flight
         self.flushing = 0
         self._drain_index: dict[int, int] = {}
         # The batch being filled per partition (the tail of its queue, while open).
-        self._open: dict[TopicPartition, ProducerBatch] = {}
+        self._open: dict[tuple[str, int], ProducerBatch] = {}
         # Partitions whose leader refused a batch or a request as too large (a small
         # max.message.bytes or segment.bytes): from then on their batches go one per request,
         # as Kafka's producer sends them, and stay within the size learned here (a batch
         # refused alone halves it, down from batch_size). Forgotten a while after the last
         # refusal (forget_size_limits), so a topic whose limits were raised gets full batches.
         self.one_per_request: set[TopicPartition] = set()
-        self.max_batch_bytes: dict[TopicPartition, int] = {}
-        self._size_limit_at_ms: dict[TopicPartition, float] = {}  # last refusal, per partition
+        self.max_batch_bytes: dict[tuple[str, int], int] = {}
+        self._size_limit_at_ms: dict[tuple[str, int], float] = {}  # last refusal, per partition
 
     def append(
         self,
@@ -607,7 +606,7 @@ class RecordAccumulator:
         now_ms: float | Callable[[], float],
     ) -> tuple[DeliveryFuture, bool]:
         """`append` without a Record object: the producer's hot path."""
-        tp = (topic, partition)
+        tp = (topic, partition)  # a plain tuple: this runs per record
         batch = self._open.get(tp)
         if batch is not None and batch.estimated_bytes + size <= batch.capacity:
             # The common case, ProducerBatch.add inlined (an open batch is never encoded).

@@ -62,7 +62,6 @@ from controller.state import (
     SendStopReplica,
     SendUpdateMetadata,
     TopicDeletionRequested,
-    TopicPartition,
     TopicsChanged,
     WritePartitionStates,
     WriteReassignmentPlan,
@@ -94,6 +93,7 @@ from controller.zk_isr import (
 )
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["Controller", "ControllerMovedError", "run_controller"]
 
@@ -538,7 +538,7 @@ class Controller:
         assignments = await zk_topics.get_assignments(self.zk, topics, watch=True)
         overrides = await self._read_unclean_overrides(assignments)
         states = await self._read_partition_states(
-            (t, p) for t, partitions in assignments.items() for p in partitions
+            TopicPartition(t, p) for t, partitions in assignments.items() for p in partitions
         )
         marked = await zk_topics.topics_marked_for_deletion(self.zk, watch=True)
         plan = await self._read_reassignment_plan()
@@ -579,7 +579,7 @@ class Controller:
                 continue
             data, stat = found
             znode = zk_data.PartitionStateZnode.decode(data)
-            states[(topic, partition)] = PartitionState(
+            states[TopicPartition(topic, partition)] = PartitionState(
                 znode.leader,
                 znode.leader_epoch,
                 znode.isr,

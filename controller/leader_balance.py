@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["LeaderImbalance", "leader_imbalance"]
+from protocol.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
+__all__ = ["LeaderImbalance", "leader_imbalance"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ def leader_imbalance(
     for topic, assignment in assignments.items():
         for partition, replicas in assignment.items():
             if replicas and (topic, partition) in leaders:
-                preferred_for.setdefault(replicas[0], []).append((topic, partition))
+                preferred_for.setdefault(replicas[0], []).append(TopicPartition(topic, partition))
     ratios: dict[int, float] = {}
     to_elect: list[TopicPartition] = []
     count = 0

@@ -84,6 +84,7 @@ from protocol.messages.stop_replica import (
     StopReplicaTopicState,
 )
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "PREFERRED_REPLICA_IMBALANCE",
@@ -122,7 +123,6 @@ __all__ = [
     "handle",
 ]
 
-TopicPartition = tuple[str, int]
 Assignments = Mapping[str, Mapping[int, tuple[int, ...]]]
 # Topic deletion: the replica deletes its log whatever its leader epoch (Kafka's sentinel).
 DELETE_PARTITION_LEADER_EPOCH = -2
@@ -220,7 +220,7 @@ class ControllerContext:
         return self.unclean_overrides.get(topic, self.unclean_leader_election_enable)
 
     def partitions(self) -> list[TopicPartition]:
-        return sorted((t, p) for t, parts in self.assignments.items() for p in parts)
+        return sorted(TopicPartition(t, p) for t, parts in self.assignments.items() for p in parts)
 
 
 # --- events -----------------------------------------------------------------------------------
@@ -1107,7 +1107,7 @@ def _stop_replicas(
     """StopReplica without deletion: stop fetching these partitions, keep their logs."""
     topics: dict[str, list[StopReplicaPartitionState]] = {}
     for topic, partition in sorted(partitions):
-        epoch = ctx.partition_states[(topic, partition)].leader_epoch
+        epoch = ctx.partition_states[TopicPartition(topic, partition)].leader_epoch
         topics.setdefault(topic, []).append(
             StopReplicaPartitionState(partition, epoch, delete_partition=False)
         )

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.topic_partition import TopicPartition
+
 __all__ = [
     "BROKER_IDS_PATH",
     "CLUSTER_ID_PATH",
@@ -336,9 +338,9 @@ class ReassignmentPlan:
     too) keeps the move's replication throttle across a failover (Kafka keeps it in dynamic
     configs)."""
 
-    targets: Mapping[tuple[str, int], tuple[int, ...]]
-    originals: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
-    throttles: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    targets: Mapping[TopicPartition, tuple[int, ...]]
+    originals: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    throttles: Mapping[TopicPartition, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         entries: list[dict[str, Any]] = []
@@ -348,10 +350,10 @@ class ReassignmentPlan:
                 "partition": partition,
                 "replicas": list(replicas),
             }
-            original = self.originals.get((topic, partition))
+            original = self.originals.get(TopicPartition(topic, partition))
             if original is not None:
                 entry["original_replicas"] = list(original)
-            throttle = self.throttles.get((topic, partition), -1)
+            throttle = self.throttles.get(TopicPartition(topic, partition), -1)
             if throttle > 0:
                 entry["throttle_bytes_per_sec"] = throttle
             entries.append(entry)
@@ -364,13 +366,13 @@ class ReassignmentPlan:
         raw = obj.get("partitions")
         if not isinstance(raw, list):
             raise ZkDataError(f"{what}: 'partitions' must be a list")
-        targets: dict[tuple[str, int], tuple[int, ...]] = {}
-        originals: dict[tuple[str, int], tuple[int, ...]] = {}
-        throttles: dict[tuple[str, int], int] = {}
+        targets: dict[TopicPartition, tuple[int, ...]] = {}
+        originals: dict[TopicPartition, tuple[int, ...]] = {}
+        throttles: dict[TopicPartition, int] = {}
         for entry in raw:
             if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
                 raise ZkDataError(f"{what}: bad entry {entry!r}")
-            tp = (entry["topic"], _int(entry, "partition", what))
+            tp = TopicPartition(entry["topic"], _int(entry, "partition", what))
             targets[tp] = _int_list(entry, "replicas", what)
             if not targets[tp] or len(set(targets[tp])) != len(targets[tp]):
                 raise ZkDataError(f"{what}: bad replicas for {tp}: {list(targets[tp])}")

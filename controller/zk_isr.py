@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from controller.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from controller.zk_data import PartitionStateZnode, ZkDataError, partition_state_path
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "ISR_CHANGE_NOTIFICATION_PATH",
@@ -30,12 +31,12 @@ ISR_CHANGE_PREFIX = "isr_change_"
 MAX_PARTITIONS_PER_NOTIFICATION = 10_000
 
 
-def encode_isr_change_notification(partitions: Iterable[tuple[str, int]]) -> bytes:
+def encode_isr_change_notification(partitions: Iterable[TopicPartition]) -> bytes:
     items = [{"topic": t, "partition": p} for t, p in sorted(set(partitions))]
     return json.dumps({"version": 1, "partitions": items}, separators=(",", ":")).encode()
 
 
-def decode_isr_change_notification(data: bytes) -> list[tuple[str, int]]:
+def decode_isr_change_notification(data: bytes) -> list[TopicPartition]:
     try:
         obj = json.loads(data.decode("utf-8"))
         items = obj["partitions"]
@@ -46,14 +47,14 @@ def decode_isr_change_notification(data: bytes) -> list[tuple[str, int]]:
             topic, partition = item["topic"], item["partition"]
             if not isinstance(topic, str) or type(partition) is not int:
                 raise ZkDataError("isr change notification: bad topic or partition")
-            out.append((topic, partition))
+            out.append(TopicPartition(topic, partition))
         return out
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ZkDataError(f"isr change notification: {exc}") from exc
 
 
 async def write_isr(
-    zk: ZkClient, tp: tuple[str, int], state: PartitionStateZnode, expected_version: int
+    zk: ZkClient, tp: TopicPartition, state: PartitionStateZnode, expected_version: int
 ) -> int | None:
     """CAS the partition state znode; the new zkVersion, or None if someone else wrote it
     since (the controller, or a newer leader): the caller keeps its ISR and waits for
@@ -65,7 +66,7 @@ async def write_isr(
     return stat.version
 
 
-async def publish_isr_changes(zk: ZkClient, partitions: Iterable[tuple[str, int]]) -> str:
+async def publish_isr_changes(zk: ZkClient, partitions: Iterable[TopicPartition]) -> str:
     """Create one sequential notification node for `partitions`; returns its path."""
     data = encode_isr_change_notification(partitions)
     if await zk.exists(ISR_CHANGE_NOTIFICATION_PATH) is None:

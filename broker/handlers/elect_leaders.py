@@ -20,6 +20,7 @@ from protocol.messages.elect_leaders import (
     PartitionElectionResult,
     ReplicaElectionResult,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_elect_leaders"]
 
@@ -43,7 +44,7 @@ async def handle_elect_leaders(
     partitions = (
         None
         if request.topic_partitions is None
-        else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        else [TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     )
     results = await controller.elect_leaders(election_type, partitions, request.timeout_ms)
     if results and all(code == ErrorCode.NOT_CONTROLLER for code in results.values()):

@@ -22,6 +22,7 @@ from protocol.messages.fetch import (
     FetchResponse,
     FetchTopicResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_fetch"]
 
@@ -50,7 +51,7 @@ def _read_all(ctx: BrokerContext, request: FetchRequest) -> tuple[FetchResponse,
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            tp = (topic.topic, wanted.partition)
+            tp = TopicPartition(topic.topic, wanted.partition)
             try:
                 result = ctx.replica_manager.read(
                     tp,
@@ -97,7 +98,7 @@ def _read_all(ctx: BrokerContext, request: FetchRequest) -> tuple[FetchResponse,
 
 def _follower_fetched(
     ctx: BrokerContext,
-    tp: tuple[str, int],
+    tp: TopicPartition,
     replica_id: int,
     fetch_offset: int,
     result: ReadResult,

@@ -12,6 +12,7 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_leader_and_isr"]
 
@@ -31,7 +32,8 @@ async def handle_leader_and_isr(
     )
     _update_fetchers(ctx, request, results)
     for topic, partition, _ in results:
-        ctx.purgatory.notify((topic, partition))  # waiting fetches/produces re-check leadership
+        # Waiting fetches and produces re-check leadership.
+        ctx.purgatory.notify(TopicPartition(topic, partition))
     ctx.purgatory.notify(METADATA_KEY)
     return LeaderAndIsrResponse(
         ErrorCode.NONE,
@@ -49,11 +51,11 @@ def _update_fetchers(
     leaders: dict[int, BrokerEndpoint] = dict(ctx.metadata.brokers)
     leaders.update({b.node_id: b for b in request.live_leaders})
     for topic, index, code in results:
-        partition = ctx.replica_manager.partitions.get((topic, index))
+        partition = ctx.replica_manager.partitions.get(TopicPartition(topic, index))
         if code != ErrorCode.NONE or partition is None:
             continue
         leader = leaders.get(partition.leader_id)
         if partition.is_leader or leader is None:
-            ctx.fetchers.unfollow((topic, index))
+            ctx.fetchers.unfollow(TopicPartition(topic, index))
         else:
-            ctx.fetchers.follow((topic, index), leader, partition.leader_epoch)
+            ctx.fetchers.follow(TopicPartition(topic, index), leader, partition.leader_epoch)

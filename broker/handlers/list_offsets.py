@@ -23,6 +23,7 @@ from protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_list_offsets"]
 
@@ -46,7 +47,7 @@ def _one(
 ) -> ListOffsetsPartitionResponse:
     index = wanted.partition_index
     try:
-        partition = _hosted_partition(ctx, (topic, index), replica_id)
+        partition = _hosted_partition(ctx, TopicPartition(topic, index), replica_id)
         partition.check_leader_epoch(wanted.current_leader_epoch)
     except HighwaterError as exc:
         code = exc.code
@@ -78,7 +79,7 @@ def _one(
     return ListOffsetsPartitionResponse(index, 0, timestamp, offset, _epoch_at(partition, offset))
 
 
-def _hosted_partition(ctx: BrokerContext, tp: tuple[str, int], replica_id: int) -> Partition:
+def _hosted_partition(ctx: BrokerContext, tp: TopicPartition, replica_id: int) -> Partition:
     """The leader's replica; for the debug id, this broker's replica, leader or follower."""
     if replica_id != DEBUG_REPLICA_ID:
         return ctx.replica_manager.leader_partition(tp)

@@ -12,6 +12,7 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
     OffsetForLeaderEpochTopicResult,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_offset_for_leader_epoch"]
 
@@ -33,7 +34,7 @@ def _one(
     ctx: BrokerContext, topic: str, wanted: OffsetForLeaderEpochPartition
 ) -> OffsetForLeaderEpochPartitionResult:
     try:
-        partition = ctx.replica_manager.leader_partition((topic, wanted.partition))
+        partition = ctx.replica_manager.leader_partition(TopicPartition(topic, wanted.partition))
         partition.check_leader_epoch(wanted.current_leader_epoch)
     except HighwaterError as exc:
         return OffsetForLeaderEpochPartitionResult(exc.code, wanted.partition)

@@ -26,6 +26,7 @@ from protocol.messages.list_partition_reassignments import (
     OngoingPartitionReassignment,
     OngoingTopicReassignment,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_alter_partition_reassignments", "handle_list_partition_reassignments"]
 
@@ -48,10 +49,10 @@ async def handle_alter_partition_reassignments(
         return AlterPartitionReassignmentsResponse(
             ErrorCode.INVALID_REQUEST, "the replication throttle must be positive (or -1: none)"
         )
-    targets: dict[tuple[str, int], tuple[int, ...] | None] = {}
+    targets: dict[TopicPartition, tuple[int, ...] | None] = {}
     for topic in request.topics:
         for p in topic.partitions:
-            targets[(topic.name, p.partition_index)] = (
+            targets[TopicPartition(topic.name, p.partition_index)] = (
                 None if p.replicas is None else tuple(p.replicas)
             )
     results = await controller.alter_reassignments(

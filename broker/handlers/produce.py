@@ -17,6 +17,7 @@ from protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_produce"]
 
@@ -29,11 +30,11 @@ async def handle_produce(
     if request.acks not in (-1, 0, 1):
         return _all_failed(request, ErrorCode.INVALID_REQUIRED_ACKS)
     now_ms = ctx.now_ms()
-    results: dict[tuple[str, int], ProducePartitionResponse] = {}
-    waiting: dict[tuple[str, int], int] = {}  # acks=all: the HW each partition must reach
+    results: dict[TopicPartition, ProducePartitionResponse] = {}
+    waiting: dict[TopicPartition, int] = {}  # acks=all: the HW each partition must reach
     for topic in request.topic_data:
         for data in topic.partition_data:
-            tp = (topic.name, data.index)
+            tp = TopicPartition(topic.name, data.index)
             if request.acks == -1 and not _enough_replicas(ctx, tp):
                 results[tp] = ProducePartitionResponse(
                     data.index, ErrorCode.NOT_ENOUGH_REPLICAS, error_message="ISR too small"
@@ -63,7 +64,8 @@ async def handle_produce(
     return ProduceResponse(
         tuple(
             ProduceTopicResponse(
-                topic.name, tuple(results[(topic.name, d.index)] for d in topic.partition_data)
+                topic.name,
+                tuple(results[TopicPartition(topic.name, d.index)] for d in topic.partition_data),
             )
             for topic in request.topic_data
         )
@@ -72,8 +74,8 @@ async def handle_produce(
 
 async def _wait_for_high_watermarks(
     ctx: BrokerContext,
-    waiting: dict[tuple[str, int], int],
-    results: dict[tuple[str, int], ProducePartitionResponse],
+    waiting: dict[TopicPartition, int],
+    results: dict[TopicPartition, ProducePartitionResponse],
     timeout_ms: int,
 ) -> None:
     deadline = trio.current_time() + min(max(timeout_ms, 0), MAX_PRODUCE_TIMEOUT_MS) / 1000
@@ -104,7 +106,7 @@ async def _wait_for_high_watermarks(
         results[tp] = _replace_error(results[tp], ErrorCode.REQUEST_TIMED_OUT)
 
 
-def _enough_replicas(ctx: BrokerContext, tp: tuple[str, int]) -> bool:
+def _enough_replicas(ctx: BrokerContext, tp: TopicPartition) -> bool:
     """Kafka's acks=all rule: ISR size >= min(min.insync.replicas, replication factor)."""
     partition = ctx.replica_manager.partitions.get(tp)
     if partition is None or not partition.is_leader:

@@ -10,6 +10,7 @@ from protocol.messages.stop_replica import (
     StopReplicaRequest,
     StopReplicaResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_stop_replica"]
 
@@ -23,7 +24,7 @@ async def handle_stop_replica(
     errors = []
     for topic in request.topic_states:
         for state in topic.partition_states:
-            tp = (topic.topic_name, state.partition_index)
+            tp = TopicPartition(topic.topic_name, state.partition_index)
             if ctx.fetchers is not None:
                 ctx.fetchers.unfollow(tp)
             try:

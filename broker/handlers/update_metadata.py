@@ -11,6 +11,7 @@ from broker.context import METADATA_KEY, BrokerContext
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_update_metadata"]
 
@@ -23,7 +24,10 @@ async def handle_update_metadata(
         return UpdateMetadataResponse(refused)
     ctx.metadata.update(request)
     ctx.replica_manager.delete_stray_logs(
-        {(s.topic_name, s.partition_index): s.replicas for s in request.partition_states}
+        {
+            TopicPartition(s.topic_name, s.partition_index): s.replicas
+            for s in request.partition_states
+        }
     )
     ctx.purgatory.notify(METADATA_KEY)
     return UpdateMetadataResponse(ErrorCode.NONE)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from protocol.errors import ErrorCode, HighwaterError
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -183,12 +184,12 @@ class OffsetCheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def read(self) -> dict[tuple[str, int], int]:
+    def read(self) -> dict[TopicPartition, int]:
         """All entries; {} if the file does not exist. Raises CorruptCheckpointError."""
         lines = _read_entry_lines(self.path, 3)
         if lines is None:
             return {}
-        result: dict[tuple[str, int], int] = {}
+        result: dict[TopicPartition, int] = {}
         for line_no, (topic, partition_field, offset_field) in lines:
             if not topic or any(c.isspace() for c in topic):
                 raise CorruptCheckpointError.at(self.path, line_no, f"invalid topic {topic!r}")
@@ -198,7 +199,7 @@ class OffsetCheckpointFile:
                     self.path, line_no, f"negative partition {partition}"
                 )
             offset = _parse_int(self.path, line_no, offset_field, "offset")
-            key = (topic, partition)
+            key = TopicPartition(topic, partition)
             if key in result:
                 raise CorruptCheckpointError.at(
                     self.path, line_no, f"duplicate entry for {topic}-{partition}"
@@ -206,7 +207,7 @@ class OffsetCheckpointFile:
             result[key] = offset
         return result
 
-    def write(self, entries: Mapping[tuple[str, int], int]) -> None:
+    def write(self, entries: Mapping[TopicPartition, int]) -> None:
         """Atomically replace the file; entries sorted by (topic, partition) for determinism.
 
         ValueError (before touching the disk) for a topic that is empty or has whitespace, or a
@@ -216,7 +217,7 @@ class OffsetCheckpointFile:
             _check_topic(topic)
             if partition < 0:
                 raise ValueError(f"negative partition {partition} for topic {topic!r}")
-        lines = [f"{t} {p} {entries[(t, p)]}" for t, p in sorted(entries)]
+        lines = [f"{t} {p} {offset}" for (t, p), offset in sorted(entries.items())]
         write_atomically(self.path, _render(lines))
 
 

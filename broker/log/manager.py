@@ -30,6 +30,7 @@ from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile,
 from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.log import Log
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -49,8 +50,6 @@ LOCK_FILE: Final = ".lock"
 DELETE_SUFFIX: Final = "-delete"
 _TOPIC_RE: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
-TopicPartition = tuple[str, int]
-
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
     """`my-topic-3` -> ("my-topic", 3); None for anything that is not a partition dir."""
@@ -59,7 +58,7 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
         return None
     if not _TOPIC_RE.fullmatch(topic):
         return None
-    return topic, int(partition)
+    return TopicPartition(topic, int(partition))
 
 
 class LogManager:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
+
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "EARLIEST",
@@ -25,14 +27,6 @@ __all__ = [
 
 EARLIEST: Final = -2  # as in Spark's Kafka offsets JSON and ListOffsets
 LATEST: Final = -1
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 PartitionOffsets = dict[TopicPartition, int]
