@@ -1,46 +1,33 @@
-"""Everything a request handler may touch, in one object handed to each handler."""
+"""Everything a request handler may touch, in one object handed to each handler: the broker's
+state (`broker.core.state.BrokerState`, what the decisions read and change) and its shells
+(purgatory, ZooKeeper, controller, fetchers, ISR upkeep)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import trio
 
-from broker.metadata_cache import MetadataCache
-from broker.partition import Partition
+from broker.core.isr import IsrCore, IsrSettings, IsrWrite
+from broker.core.metadata_cache import MetadataCache
+from broker.core.replica_manager import ReplicaManager
+from broker.core.state import METADATA_KEY, BrokerState
 from broker.purgatory import Purgatory
-from broker.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
-from protocol.messages.common import BrokerEndpoint
-from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.core.controller_requests import FollowerChange
+    from broker.isr_manager import IsrManager
     from broker.producer_id_manager import ProducerIdManager
+    from broker.replica_fetcher import ReplicaFetcherManager
     from controller.controller import Controller
     from controller.zk_client import ZkClient
 
-__all__ = ["METADATA_KEY", "BrokerContext", "Fetchers", "IsrUpkeep", "wall_clock_ms"]
-
-
-class Fetchers(Protocol):
-    """What handlers ask of the followers' fetching (broker/replica_fetcher.py)."""
-
-    def follow(self, tp: TopicPartition, leader: BrokerEndpoint, leader_epoch: int) -> None: ...
-
-    def unfollow(self, tp: TopicPartition) -> None: ...
-
-
-class IsrUpkeep(Protocol):
-    """What handlers ask of the leaders' ISR upkeep (broker/isr_manager.py)."""
-
-    def maybe_expand(self, partition: Partition) -> None: ...
-
-
-# Purgatory key notified whenever the metadata cache changes (CreateTopics/DeleteTopics wait on it).
-METADATA_KEY = ("__metadata__",)
+__all__ = ["METADATA_KEY", "BrokerContext", "wall_clock_ms"]
 
 
 def wall_clock_ms() -> int:
@@ -51,49 +38,78 @@ def wall_clock_ms() -> int:
 class BrokerContext:
     config: BrokerConfig
     replica_manager: ReplicaManager
-    metadata: MetadataCache = field(default_factory=MetadataCache)
+    state: BrokerState = field(init=False)
     purgatory: Purgatory = field(default_factory=Purgatory)
     zk: ZkClient | None = None
     controller: Controller | None = None  # this broker's controller candidate
-    fetchers: Fetchers | None = None  # followers' fetching (None: not started)
-    isr: IsrUpkeep | None = None  # leaders' ISR upkeep (None: not started)
+    fetchers: ReplicaFetcherManager | None = None  # followers' fetching (None: not started)
+    isr_manager: IsrManager | None = None  # runs the ISR writes (None: not started)
     producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
-    broker_epoch: int = -1
-    # The highest controller epoch seen in a controller request (STALE_CONTROLLER_EPOCH below).
-    controller_epoch: int = -1
     cluster_id: str | None = None
     _registered: trio.Event = field(default_factory=trio.Event)
 
-    def registered(self, broker_epoch: int) -> None:
-        """This process's registration znode exists, with this czxid (again, after a session
-        expiry): controller requests are admitted from now on."""
-        self.broker_epoch = broker_epoch
-        self._registered.set()
+    def __post_init__(self) -> None:
+        config = self.config
+        settings = IsrSettings(
+            config.replica_lag_time_max_ms,
+            config.isr_change_propagation_blackout_ms,
+            config.isr_change_propagation_max_delay_ms,
+        )
+        isr = IsrCore(self.replica_manager.broker_id, settings, wall_clock_ms())
+        self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
 
-    async def admit_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        """Wait (bounded) until this process has registered, then check the request's epochs.
-
-        Until registration the controller may still address a previous, crashed process of
-        this broker id (with a longer log): Kafka only starts processing requests once it has
-        registered, and so do we; a request that arrives earlier is held, not refused, so the
-        controller's first LeaderAndIsr to a starting broker is not lost. Then:
-        STALE_CONTROLLER_EPOCH for a request from an older controller; STALE_BROKER_EPOCH for
-        one meant for an earlier registration of this broker (-1: not checked)."""
-        if self.broker_epoch < 0:
-            with trio.move_on_after(self.config.request_timeout_ms / 1000):
-                await self._registered.wait()
-            if self.broker_epoch < 0:
-                return ErrorCode.STALE_BROKER_EPOCH
-        if controller_epoch < self.controller_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
-            return ErrorCode.STALE_BROKER_EPOCH
-        self.controller_epoch = controller_epoch
-        return ErrorCode.NONE
+    @property
+    def metadata(self) -> MetadataCache:
+        return self.state.metadata
 
     @property
     def broker_id(self) -> int:
         return self.replica_manager.broker_id
 
+    @property
+    def broker_epoch(self) -> int:
+        return self.state.broker_epoch
+
+    @broker_epoch.setter
+    def broker_epoch(self, value: int) -> None:
+        self.state.broker_epoch = value
+
     def now_ms(self) -> int:
         return wall_clock_ms()
+
+    def registered(self, broker_epoch: int) -> None:
+        """This process's registration znode exists, with this czxid (again, after a session
+        expiry): controller requests are admitted from now on."""
+        self.state.broker_epoch = broker_epoch
+        self._registered.set()
+
+    async def admit_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """Wait (bounded) until this process has registered, then fence the request (see
+        `BrokerState.admit_controller_request`). Kafka processes requests only once it has
+        registered: until then the controller may still address a previous, crashed process
+        of this broker id, and a request held here, not refused, is not lost."""
+        if self.state.broker_epoch < 0:
+            with trio.move_on_after(self.config.request_timeout_ms / 1000):
+                await self._registered.wait()
+        return self.state.admit_controller_request(controller_epoch, broker_epoch)
+
+    # -- carrying out what the core decided ------------------------------------------------
+
+    def wake(self, keys: Iterable[Hashable]) -> None:
+        for key in keys:
+            self.purgatory.notify(key)
+
+    def write_isr(self, writes: Iterable[IsrWrite]) -> None:
+        """Start the ISR writes the core decided; without ZooKeeper they fail at once."""
+        for write in writes:
+            if self.isr_manager is not None:
+                self.isr_manager.start_write(write)
+            else:
+                partition = self.replica_manager.partitions.get(write.tp)
+                if self.state.isr.written(write, partition, None, self.now_ms()):
+                    self.purgatory.notify(write.tp)
+
+    def change_followers(self, changes: Iterable[FollowerChange]) -> None:
+        if self.fetchers is not None:
+            for change in changes:
+                self.fetchers.apply(change)

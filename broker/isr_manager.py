@@ -1,9 +1,5 @@
-"""The leader's ISR upkeep (Kafka's isr-expiration and isr-change-propagation tasks).
-
-Partition decides (who lags, who may join); this shell writes the decision to the partition
-state znode by compare-and-set, applies the result, and publishes gathered changes to the
-controller through `/isr_change_notification`, damped as seed 000 §1.2.1 describes.
-"""
+"""The leader's ISR upkeep, trio shell: runs the writes `broker.core.isr.IsrCore` decides and
+its two periodic tasks (Kafka's isr-expiration and isr-change-propagation)."""
 
 from __future__ import annotations
 
@@ -12,15 +8,13 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.partition import Partition
-from broker.replication import should_propagate_isr_changes
-from controller.zk_client import ZkError
-from controller.zk_data import PartitionStateZnode
+from broker.core.isr import IsrWrite
 from controller.zk_isr import publish_isr_changes, write_isr
-from protocol.topic_partition import TopicPartition
+from controller.zk_types import ZkError
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from controller.zk_client import ZkClient
 
 __all__ = ["IsrManager"]
 
@@ -28,12 +22,10 @@ ZK_WRITE_TIMEOUT_S = 10.0
 
 
 class IsrManager:
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, zk: ZkClient) -> None:
         self._ctx = ctx
+        self._zk = zk
         self._nursery: trio.Nursery | None = None
-        self._changed: set[TopicPartition] = set()
-        self._last_change_ms = 0
-        self._last_propagation_ms = ctx.now_ms()
         self._log = structlog.get_logger("highwater.isr")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -43,84 +35,50 @@ class IsrManager:
             nursery.start_soon(self._propagate_loop)
             task_status.started()
 
-    # -- proposals -------------------------------------------------------------------------
+    def start_write(self, write: IsrWrite) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._write, write)
 
-    def maybe_expand(self, partition: Partition) -> None:
-        """Called after a follower's fetch: let caught-up followers back into the ISR."""
-        new_isr = partition.isr_to_expand()
-        if new_isr is not None:
-            self._propose(partition, new_isr)
-
-    def maybe_shrink_all(self) -> None:
-        now_ms = self._ctx.now_ms()
-        lag_ms = self._ctx.config.replica_lag_time_max_ms
-        for partition in list(self._ctx.replica_manager.partitions.values()):
-            new_isr = partition.isr_to_shrink(now_ms, lag_ms)
-            if new_isr is not None:
-                self._propose(partition, new_isr)
-
-    def _propose(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
-        if self._nursery is None or self._ctx.zk is None:
-            return
-        partition.begin_isr_update(new_isr)
-        # The proposal's epochs are taken now: a LeaderAndIsr may change the partition before
-        # the write task runs, and the write must be the one that was decided.
-        znode = PartitionStateZnode(
-            partition.broker_id, partition.leader_epoch, new_isr, partition.controller_epoch
-        )
-        self._nursery.start_soon(self._write, partition, znode, partition.partition_epoch)
-
-    async def _write(
-        self, partition: Partition, znode: PartitionStateZnode, expected_version: int
-    ) -> None:
-        assert self._ctx.zk is not None
-        tp = TopicPartition(partition.topic, partition.index)
-        new_isr, epoch = znode.isr, znode.leader_epoch
-        if partition.pending_isr != new_isr or partition.leader_epoch != epoch:
+    async def _write(self, write: IsrWrite) -> None:
+        ctx = self._ctx
+        partitions = ctx.replica_manager.partitions
+        if not ctx.state.isr.still_wanted(write, partitions.get(write.tp)):
             return  # superseded by a LeaderAndIsr before the write started
         version: int | None = None
         try:
             with trio.fail_after(ZK_WRITE_TIMEOUT_S):
-                version = await write_isr(self._ctx.zk, tp, znode, expected_version)
+                version = await self._zk.run(
+                    write_isr(write.tp, write.znode, write.expected_version)
+                )
         except (ZkError, trio.TooSlowError) as exc:
-            self._log.warning("isr write failed", topic=tp[0], partition=tp[1], error=repr(exc))
-        moved = partition.complete_isr_update(new_isr, epoch, version)
-        if version is not None and partition.isr == new_isr:
-            self._changed.add(tp)
-            self._last_change_ms = self._ctx.now_ms()
-        if moved:
-            self._ctx.purgatory.notify(tp)
-
-    # -- periodic tasks --------------------------------------------------------------------
+            self._log.warning(
+                "isr write failed", topic=write.tp[0], partition=write.tp[1], error=repr(exc)
+            )
+        if ctx.state.isr.written(write, partitions.get(write.tp), version, ctx.now_ms()):
+            ctx.purgatory.notify(write.tp)
 
     async def _expire_loop(self) -> None:
-        interval_s = self._ctx.config.replica_lag_time_max_ms / 2 / 1000
+        ctx = self._ctx
+        interval_s = ctx.config.replica_lag_time_max_ms / 2 / 1000
         while True:
             await trio.sleep(interval_s)
-            self.maybe_shrink_all()
+            partitions = list(ctx.replica_manager.partitions.values())
+            ctx.write_isr(ctx.state.isr.shrink(partitions, ctx.now_ms()))
 
     async def _propagate_loop(self) -> None:
-        config = self._ctx.config
+        ctx = self._ctx
         while True:
-            await trio.sleep(config.isr_change_propagation_interval_ms / 1000)
-            now_ms = self._ctx.now_ms()
-            if not should_propagate_isr_changes(
-                bool(self._changed),
-                self._last_change_ms,
-                self._last_propagation_ms,
-                now_ms,
-                config.isr_change_propagation_blackout_ms,
-                config.isr_change_propagation_max_delay_ms,
-            ):
+            await trio.sleep(ctx.config.isr_change_propagation_interval_ms / 1000)
+            now_ms = ctx.now_ms()
+            changed = ctx.state.isr.to_propagate(now_ms)
+            if changed is None:
                 continue
-            changed, self._changed = self._changed, set()
             try:
-                assert self._ctx.zk is not None
                 with trio.fail_after(ZK_WRITE_TIMEOUT_S):
-                    path = await publish_isr_changes(self._ctx.zk, changed)
-            except (ZkError, trio.TooSlowError, AssertionError) as exc:
-                self._changed |= changed  # try again next round
+                    path = await self._zk.run(publish_isr_changes(changed))
+            except (ZkError, trio.TooSlowError) as exc:
+                ctx.state.isr.propagated(changed, False, now_ms)  # try again next round
                 self._log.warning("isr change propagation failed", error=repr(exc))
                 continue
-            self._last_propagation_ms = now_ms
+            ctx.state.isr.propagated(changed, True, now_ms)
             self._log.info("isr changes propagated", path=path, partitions=len(changed))

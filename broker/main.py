@@ -22,15 +22,15 @@ import trio
 from broker.config import BrokerConfig, describe
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
+from broker.core.replica_manager import ReplicaManager
 from broker.isr_manager import IsrManager
 from broker.log.manager import LogManager
 from broker.logging_setup import bind_broker, configure_logging
 from broker.producer_id_manager import ProducerIdManager
+from broker.registration import maintain_registration
 from broker.replica_fetcher import ReplicaFetcherManager
-from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
 from controller.controller import run_controller
-from controller.zk_brokers import maintain_registration
 from controller.zk_client import ZkClient
 from controller.zk_topics import get_or_create_cluster_id
 
@@ -65,15 +65,15 @@ async def run_broker(config: BrokerConfig) -> int:
         try:
             ctx.zk = zk
             ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
-            ctx.cluster_id = await get_or_create_cluster_id(zk)
+            ctx.cluster_id = await zk.run(get_or_create_cluster_id())
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(server.run)
                 # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon
                 # as we have registered.
                 ctx.fetchers = ReplicaFetcherManager(ctx)
                 await nursery.start(ctx.fetchers.run)
-                ctx.isr = IsrManager(ctx)
-                await nursery.start(ctx.isr.run)
+                ctx.isr_manager = IsrManager(ctx, zk)
+                await nursery.start(ctx.isr_manager.run)
                 # listeners=...:0 binds any free port; advertise the one actually bound.
                 advertised_port = config.advertised_port or port
                 # ctx.registered records the broker epoch (again after a session expiry).

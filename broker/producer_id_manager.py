@@ -27,7 +27,7 @@ class ProducerIdManager:
         """The next unused id. Raises ZkError / ZkDataError when no block can be claimed."""
         async with self._lock:
             if self._block is None or self._next_id > self._block.block_end:
-                self._block = await claim_producer_id_block(self._zk, self._broker_id)
+                self._block = await self._zk.run(claim_producer_id_block(self._broker_id))
                 self._next_id = self._block.block_start
             producer_id = self._next_id
             self._next_id += 1

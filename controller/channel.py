@@ -18,7 +18,7 @@ import structlog
 import trio
 
 from client.network import BrokerConnection, BrokerConnectionError, connect
-from controller.state import LiveBroker
+from controller.core import LiveBroker
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest

@@ -18,18 +18,45 @@ other module needs to know kazoo.
 from __future__ import annotations
 
 import contextlib
-import enum
 import math
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 import trio
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent
+
+from controller.zk_script import ZkScript, start, step
+from controller.zk_types import (
+    BadVersionError,
+    CheckOp,
+    Create,
+    CreateOp,
+    Delete,
+    DeleteOp,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionEvent,
+    SessionState,
+    SetData,
+    SetOp,
+    TransactionOp,
+    WatchEvent,
+    WatchKind,
+    ZkConnectionError,
+    ZkError,
+    ZkEvent,
+    ZkRequest,
+    ZnodeStat,
+)
 
 __all__ = [
     "BadVersionError",
@@ -56,38 +83,6 @@ _T = TypeVar("_T")
 DEFAULT_REQUEST_TIMEOUT_MS = 10_000
 
 
-# --- errors -----------------------------------------------------------------------------------
-
-
-class ZkError(Exception):
-    """A ZooKeeper operation failed. `op_index` is set for a failed transaction operation."""
-
-    def __init__(self, message: str, *, path: str | None = None, op_index: int | None = None):
-        super().__init__(message)
-        self.path = path
-        self.op_index = op_index
-
-
-class NoNodeError(ZkError):
-    pass
-
-
-class NodeExistsError(ZkError):
-    pass
-
-
-class BadVersionError(ZkError):
-    pass
-
-
-class NotEmptyError(ZkError):
-    pass
-
-
-class ZkConnectionError(ZkError):
-    """Not connected, connection lost mid-request, session expired, or the request timed out."""
-
-
 def _translate(exc: BaseException, path: str | None, op_index: int | None = None) -> ZkError:
     message = f"{type(exc).__name__} on {path}" if path else type(exc).__name__
     if isinstance(exc, kz.NoNodeError):
@@ -103,89 +98,17 @@ def _translate(exc: BaseException, path: str | None, op_index: int | None = None
     return ZkError(f"{message}: {exc}", path=path, op_index=op_index)
 
 
-# --- values -----------------------------------------------------------------------------------
+def _stat(stat: Any) -> ZnodeStat:
+    return ZnodeStat(
+        czxid=stat.czxid,
+        mzxid=stat.mzxid,
+        version=stat.version,
+        cversion=stat.cversion,
+        ephemeral_owner=stat.ephemeralOwner,
+        data_length=stat.dataLength,
+        num_children=stat.numChildren,
+    )
 
-
-@dataclass(frozen=True, slots=True)
-class ZnodeStat:
-    czxid: int
-    mzxid: int
-    version: int  # data version: the compare-and-set token
-    cversion: int
-    ephemeral_owner: int  # session id of the owner, 0 for a persistent node
-    data_length: int
-    num_children: int
-
-    @classmethod
-    def _from_kazoo(cls, stat: Any) -> ZnodeStat:
-        return cls(
-            czxid=stat.czxid,
-            mzxid=stat.mzxid,
-            version=stat.version,
-            cversion=stat.cversion,
-            ephemeral_owner=stat.ephemeralOwner,
-            data_length=stat.dataLength,
-            num_children=stat.numChildren,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CheckOp:
-    path: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class CreateOp:
-    path: str
-    data: bytes = b""
-    ephemeral: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SetOp:
-    path: str
-    data: bytes
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteOp:
-    path: str
-    version: int = -1
-
-
-TransactionOp = CheckOp | CreateOp | SetOp | DeleteOp
-
-
-class WatchKind(enum.Enum):
-    CREATED = "created"
-    DELETED = "deleted"
-    CHANGED = "changed"
-    CHILDREN = "children"
-    RESET = "reset"  # kazoo dropped its watches (connection suspended/lost): re-read and re-arm
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    kind: WatchKind
-    path: str | None
-
-
-class SessionState(enum.Enum):
-    CONNECTED = "connected"
-    SUSPENDED = "suspended"  # connection lost; the session may still be alive
-    LOST = "lost"  # session expired (ephemeral nodes gone) or client closed
-
-
-@dataclass(frozen=True, slots=True)
-class SessionEvent:
-    state: SessionState
-    session_id: int | None
-    new_session: bool = False  # CONNECTED with a session id other than the previous one
-
-
-ZkEvent = WatchEvent | SessionEvent
 
 _WATCH_KINDS = {
     EventType.CREATED: WatchKind.CREATED,
@@ -308,7 +231,7 @@ class ZkClient:
                 if watch:  # like Kafka: watch for the node's creation instead
                     self._kazoo.exists(path, watch=watcher)
                 return None
-            return bytes(data or b""), ZnodeStat._from_kazoo(stat)
+            return bytes(data or b""), _stat(stat)
 
         return await self._run(call, path)
 
@@ -317,7 +240,7 @@ class ZkClient:
 
         def call() -> ZnodeStat | None:
             stat = self._kazoo.exists(path, watch=watcher)
-            return None if stat is None else ZnodeStat._from_kazoo(stat)
+            return None if stat is None else _stat(stat)
 
         return await self._run(call, path)
 
@@ -349,7 +272,7 @@ class ZkClient:
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
         stat = await self._run(lambda: self._kazoo.set(path, data, version=version), path)
-        return ZnodeStat._from_kazoo(stat)
+        return _stat(stat)
 
     async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
         await self._run(
@@ -388,10 +311,45 @@ class ZkClient:
             if isinstance(op, CreateOp):
                 out.append(str(result))
             elif isinstance(op, SetOp):
-                out.append(ZnodeStat._from_kazoo(result))
+                out.append(_stat(result))
             else:
                 out.append(None)
         return out
+
+    # --- scripts ------------------------------------------------------------------------
+
+    async def run(self, script: ZkScript[_T]) -> _T:
+        """Run a ZooKeeper procedure (see zk_script.py), each request bounded as above."""
+        request, result = start(script)
+        while request is not None:
+            try:
+                answer, error = await self.execute(request), None
+            except ZkError as exc:
+                answer, error = None, exc
+            request, result = step(script, answer, error)
+        return result  # type: ignore[return-value]  # T may be None
+
+    async def execute(self, request: ZkRequest) -> object:
+        match request:
+            case GetData(path, watch):
+                return await self.get(path, watch=watch)
+            case Exists(path, watch):
+                return await self.exists(path, watch=watch)
+            case GetChildren(path, watch):
+                return await self.get_children(path, watch=watch)
+            case Create(path, data, ephemeral, sequence, makepath):
+                return await self.create(
+                    path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+                )
+            case SetData(path, data, version):
+                return await self.set(path, data, version)
+            case Delete(path, version):
+                await self.delete(path, version=version)
+                return None
+            case Multi(ops):
+                return await self.transaction(ops)
+            case _:
+                assert_never(request)
 
     # --- plumbing -----------------------------------------------------------------------
 

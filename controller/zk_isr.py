@@ -9,12 +9,12 @@ the controller's next LeaderAndIsr. The controller learns of such changes throug
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable
 
-from controller.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from controller.zk_data import PartitionStateZnode, ZkDataError, partition_state_path
+from controller.zk_script import ZkScript, create, ensure_path, set_data
+from controller.zk_types import BadVersionError, NoNodeError
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -53,25 +53,25 @@ def decode_isr_change_notification(data: bytes) -> list[TopicPartition]:
         raise ZkDataError(f"isr change notification: {exc}") from exc
 
 
-async def write_isr(
-    zk: ZkClient, tp: TopicPartition, state: PartitionStateZnode, expected_version: int
-) -> int | None:
+def write_isr(
+    tp: TopicPartition, state: PartitionStateZnode, expected_version: int
+) -> ZkScript[int | None]:
     """CAS the partition state znode; the new zkVersion, or None if someone else wrote it
     since (the controller, or a newer leader): the caller keeps its ISR and waits for
     LeaderAndIsr."""
     try:
-        stat = await zk.set(partition_state_path(*tp), state.encode(), version=expected_version)
+        stat = yield from set_data(partition_state_path(*tp), state.encode(), expected_version)
     except (BadVersionError, NoNodeError):
         return None
     return stat.version
 
 
-async def publish_isr_changes(zk: ZkClient, partitions: Iterable[TopicPartition]) -> str:
+def publish_isr_changes(partitions: Iterable[TopicPartition]) -> ZkScript[str]:
     """Create one sequential notification node for `partitions`; returns its path."""
     data = encode_isr_change_notification(partitions)
-    if await zk.exists(ISR_CHANGE_NOTIFICATION_PATH) is None:
-        with contextlib.suppress(NodeExistsError):
-            await zk.create(ISR_CHANGE_NOTIFICATION_PATH)
-    return await zk.create(
-        f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}", data, sequence=True
+    yield from ensure_path(ISR_CHANGE_NOTIFICATION_PATH, makepath=False)
+    return (
+        yield from create(
+            f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}", data, sequence=True
+        )
     )

@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
-from controller.zk_client import BadVersionError, NodeExistsError, ZkClient
 from controller.zk_data import ZkDataError
+from controller.zk_script import ZkScript, create, get_data, set_data
+from controller.zk_types import BadVersionError, NodeExistsError
 
 __all__ = [
     "PRODUCER_ID_BLOCK_PATH",
@@ -63,24 +64,24 @@ class ProducerIdBlock:
         return ProducerIdBlock(broker, self.block_end + 1, self.block_end + size)
 
 
-async def claim_producer_id_block(
-    zk: ZkClient, broker: int, size: int = PRODUCER_ID_BLOCK_SIZE
-) -> ProducerIdBlock:
+def claim_producer_id_block(
+    broker: int, size: int = PRODUCER_ID_BLOCK_SIZE
+) -> ZkScript[ProducerIdBlock]:
     """Claim the next block for `broker` (the first one is [0, size-1]). A corrupt znode is an
     error, never silently restarted at 0: that could hand out ids already in use."""
     for _ in range(_MAX_CLAIM_ATTEMPTS):
-        found = await zk.get(PRODUCER_ID_BLOCK_PATH)
+        found = yield from get_data(PRODUCER_ID_BLOCK_PATH)
         if found is None:
             block = ProducerIdBlock(broker, 0, size - 1)
             try:
-                await zk.create(PRODUCER_ID_BLOCK_PATH, block.encode())
+                yield from create(PRODUCER_ID_BLOCK_PATH, block.encode())
             except NodeExistsError:
                 continue
             return block
         data, stat = found
         block = ProducerIdBlock.decode(data).next_for(broker, size)
         try:
-            await zk.set(PRODUCER_ID_BLOCK_PATH, block.encode(), version=stat.version)
+            yield from set_data(PRODUCER_ID_BLOCK_PATH, block.encode(), stat.version)
         except BadVersionError:
             continue  # another broker claimed one meanwhile
         return block

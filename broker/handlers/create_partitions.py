@@ -87,7 +87,7 @@ async def _try_create(
     if bad_name is not None:  # no such topic can exist; never a ZooKeeper path built from it
         return _failed(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, bad_name)
     try:
-        existing, version = await get_assignment(ctx.zk, topic.name)
+        existing, version = await ctx.zk.run(get_assignment(topic.name))
     except UnknownTopicError as exc:
         return _failed(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc))
     if topic.count <= len(existing):
@@ -115,7 +115,7 @@ async def _try_create(
     if validate_only:
         return CreatePartitionsTopicResult(topic.name, ErrorCode.NONE)
     try:
-        await add_partitions(ctx.zk, topic.name, {**existing, **added}, version)
+        await ctx.zk.run(add_partitions(topic.name, {**existing, **added}, version))
     except UnknownTopicError as exc:
         return _failed(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc))
     return CreatePartitionsTopicResult(topic.name, ErrorCode.NONE)

@@ -133,7 +133,7 @@ async def _create_one(
     if ctx.zk is None:
         return _failed(topic, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     try:
-        await create_topic(ctx.zk, topic.name, assignment, config)
+        await ctx.zk.run(create_topic(topic.name, assignment, config))
     except TopicExistsError:
         return _failed(topic, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} exists")
     return _ok(topic.name, assignment)

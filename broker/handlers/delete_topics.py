@@ -41,7 +41,7 @@ async def handle_delete_topics(
             results[name] = DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, "no ZooKeeper")
         else:
             try:
-                await mark_topic_for_deletion(ctx.zk, name)
+                await ctx.zk.run(mark_topic_for_deletion(name))
             except UnknownTopicError:  # deleted meanwhile
                 results[name] = DeletableTopicResult(
                     name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"

@@ -10,7 +10,7 @@ replica's log end offset while a follower catches up.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.partition import DEBUG_REPLICA_ID, Partition
+from broker.core.partition import DEBUG_REPLICA_ID, Partition
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.list_offsets import (

@@ -1,18 +1,14 @@
-"""OffsetForLeaderEpoch (KIP-101/279): where did an epoch end on this leader."""
+"""OffsetForLeaderEpoch (KIP-101/279): see broker.core.offset_for_leader_epoch."""
 
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from protocol.codec import RequestHeader
-from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.offset_for_leader_epoch import (
-    OffsetForLeaderEpochPartition,
-    OffsetForLeaderEpochPartitionResult,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
-    OffsetForLeaderEpochTopicResult,
 )
-from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_offset_for_leader_epoch"]
 
@@ -20,23 +16,4 @@ __all__ = ["handle_offset_for_leader_epoch"]
 async def handle_offset_for_leader_epoch(
     ctx: BrokerContext, header: RequestHeader, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
-    return OffsetForLeaderEpochResponse(
-        tuple(
-            OffsetForLeaderEpochTopicResult(
-                topic.topic, tuple(_one(ctx, topic.topic, p) for p in topic.partitions)
-            )
-            for topic in request.topics
-        )
-    )
-
-
-def _one(
-    ctx: BrokerContext, topic: str, wanted: OffsetForLeaderEpochPartition
-) -> OffsetForLeaderEpochPartitionResult:
-    try:
-        partition = ctx.replica_manager.leader_partition(TopicPartition(topic, wanted.partition))
-        partition.check_leader_epoch(wanted.current_leader_epoch)
-    except HighwaterError as exc:
-        return OffsetForLeaderEpochPartitionResult(exc.code, wanted.partition)
-    epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
-    return OffsetForLeaderEpochPartitionResult(ErrorCode.NONE, wanted.partition, end_offset, epoch)
+    return answer_offset_for_leader_epoch(ctx.state, request)

@@ -1,17 +1,13 @@
-"""UpdateMetadata (controller -> every broker): refresh the metadata cache.
-
-The controller always sends the whole picture, so a partition it no longer places on this
-broker (topic deleted, or replica moved away) has no business here: its log goes unless a
-LeaderAndIsr claimed it (a replica that missed its StopReplica, being down or the
-controller failing mid-way)."""
+"""UpdateMetadata (controller -> every broker): refresh the metadata cache, drop stray logs
+(broker.core.controller_requests)."""
 
 from __future__ import annotations
 
-from broker.context import METADATA_KEY, BrokerContext
+from broker.context import BrokerContext
+from broker.core.controller_requests import apply_update_metadata
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
-from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_update_metadata"]
 
@@ -22,12 +18,6 @@ async def handle_update_metadata(
     refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return UpdateMetadataResponse(refused)
-    ctx.metadata.update(request)
-    ctx.replica_manager.delete_stray_logs(
-        {
-            TopicPartition(s.topic_name, s.partition_index): s.replicas
-            for s in request.partition_states
-        }
-    )
-    ctx.purgatory.notify(METADATA_KEY)
-    return UpdateMetadataResponse(ErrorCode.NONE)
+    outcome = apply_update_metadata(ctx.state, request)
+    ctx.wake(outcome.wake)
+    return outcome.response

@@ -18,8 +18,8 @@ import trio.testing
 
 from broker.config import load_config
 from broker.context import BrokerContext
+from broker.core.replica_manager import ReplicaManager
 from broker.log.manager import LogManager
-from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.client_protocol import ClientProtocol, ReceivedResponse

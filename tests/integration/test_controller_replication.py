@@ -21,10 +21,10 @@ import trio
 from structlog.testing import capture_logs
 
 from broker.handlers.controlled_shutdown import handle_controlled_shutdown
+from broker.registration import register_broker
 from client.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller, run_controller
-from controller.zk_brokers import register_broker
 from controller.zk_client import SessionEvent, SessionState, ZkClient
 from controller.zk_isr import (
     ISR_CHANGE_NOTIFICATION_PATH,
@@ -129,7 +129,7 @@ async def test_isr_change_notification_sends_update_metadata_and_is_deleted(
     ):
         controller = await start_controller(nursery, members[1].zk, 1, {1, 2, 3})
         assert await admin.exists(ISR_CHANGE_NOTIFICATION_PATH) is not None
-        await create_topic(admin, "t", {0: (1, 2, 3), 1: (2, 3, 1)}, {})
+        await admin.run(create_topic("t", {0: (1, 2, 3), 1: (2, 3, 1)}, {}))
         await wait_until(
             lambda: metadata_isr(members[3].fake, ("t", 0)) == (1, 2, 3), "t-0 in metadata"
         )
@@ -138,17 +138,18 @@ async def test_isr_change_notification_sends_update_metadata_and_is_deleted(
 
         # Leader 1 drops follower 3 from the ISR the way a broker does: CAS on the partition
         # epoch it was given, then a notification. A malformed notification comes first.
-        new_epoch = await write_isr(
-            members[1].zk,
-            ("t", 0),
-            zk_data.PartitionStateZnode(1, given.leader_epoch, (1, 2), given.controller_epoch),
-            given.partition_epoch,
+        new_epoch = await members[1].zk.run(
+            write_isr(
+                ("t", 0),
+                zk_data.PartitionStateZnode(1, given.leader_epoch, (1, 2), given.controller_epoch),
+                given.partition_epoch,
+            )
         )
         assert new_epoch == given.partition_epoch + 1
         await admin.create(
             f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}", b"{not json", sequence=True
         )
-        await publish_isr_changes(members[1].zk, [("t", 0)])
+        await members[1].zk.run(publish_isr_changes([("t", 0)]))
 
         def everyone_knows() -> bool:
             for member in members.values():
@@ -170,13 +171,16 @@ async def test_isr_change_notification_sends_update_metadata_and_is_deleted(
         assert len(members[2].fake.leader_and_isr()) == leader_and_isr_before
 
         # The controller keeps working after the malformed node: a second change arrives.
-        newer = await write_isr(
-            members[1].zk,
-            ("t", 0),
-            zk_data.PartitionStateZnode(1, given.leader_epoch, (1, 2, 3), given.controller_epoch),
-            new_epoch,
+        newer = await members[1].zk.run(
+            write_isr(
+                ("t", 0),
+                zk_data.PartitionStateZnode(
+                    1, given.leader_epoch, (1, 2, 3), given.controller_epoch
+                ),
+                new_epoch,
+            )
         )
-        await publish_isr_changes(members[1].zk, [("t", 0)])
+        await members[1].zk.run(publish_isr_changes([("t", 0)]))
         await wait_until(
             lambda: members[2].fake.latest_metadata()[("t", 0)].partition_epoch == newer,
             "the expanded ISR in metadata",
@@ -196,21 +200,22 @@ async def test_isr_change_published_without_controller_is_handled_at_load(
     ):
         first_zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
         await start_controller(nursery, first_zk, 1, {1, 2, 3})
-        await create_topic(admin, "t", {0: (2, 1, 3)}, {})
+        await admin.run(create_topic("t", {0: (2, 1, 3)}, {}))
         await wait_until(
             lambda: metadata_isr(members[3].fake, ("t", 0)) == (2, 1, 3), "t-0 in metadata"
         )
         given = members[2].fake.latest_leader_and_isr_states()[("t", 0)]
         await first_zk.close()  # no controller now
 
-        new_epoch = await write_isr(
-            members[2].zk,
-            ("t", 0),
-            zk_data.PartitionStateZnode(2, given.leader_epoch, (2, 3), given.controller_epoch),
-            given.partition_epoch,
+        new_epoch = await members[2].zk.run(
+            write_isr(
+                ("t", 0),
+                zk_data.PartitionStateZnode(2, given.leader_epoch, (2, 3), given.controller_epoch),
+                given.partition_epoch,
+            )
         )
         assert new_epoch is not None
-        await publish_isr_changes(members[2].zk, [("t", 0)])
+        await members[2].zk.run(publish_isr_changes([("t", 0)]))
         assert len(await notifications(admin)) == 1
 
         controller = await start_controller(nursery, members[3].zk, 3, {1, 2, 3})
@@ -246,7 +251,7 @@ async def test_new_controller_moves_leadership_off_a_leader_registered_after_the
     ):
         first_zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
         await start_controller(nursery, first_zk, 1, {1, 2, 3})
-        await create_topic(admin, "t", {0: (2, 1, 3)}, {})
+        await admin.run(create_topic("t", {0: (2, 1, 3)}, {}))
         await wait_until(
             lambda: metadata_isr(members[3].fake, ("t", 0)) == (2, 1, 3), "t-0 in metadata"
         )
@@ -287,7 +292,7 @@ async def test_new_controller_keeps_a_follower_that_only_re_registered(zk_hosts:
     ):
         first_zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
         await start_controller(nursery, first_zk, 1, {1, 2, 3})
-        await create_topic(admin, "t", {0: (2, 1, 3)}, {})
+        await admin.run(create_topic("t", {0: (2, 1, 3)}, {}))
         await wait_until(
             lambda: metadata_isr(members[3].fake, ("t", 0)) == (2, 1, 3), "t-0 in metadata"
         )
@@ -365,9 +370,9 @@ async def test_controlled_shutdown_moves_leadership_and_reports_what_remains(
             [],
         )
         controller = await start_controller(nursery, members[1].zk, 1, {1, 2, 3})
-        await create_topic(admin, "t", {0: (2, 1, 3), 1: (1, 2, 3), 2: (2, 3, 1)}, {})
-        await create_topic(admin, "solo", {0: (2,)}, {})  # RF=1: cannot move
-        await create_topic(admin, "last", {0: (2, 4)}, {})  # 4 never registers: ISR is (2,)
+        await admin.run(create_topic("t", {0: (2, 1, 3), 1: (1, 2, 3), 2: (2, 3, 1)}, {}))
+        await admin.run(create_topic("solo", {0: (2,)}, {}))  # RF=1: cannot move
+        await admin.run(create_topic("last", {0: (2, 4)}, {}))  # 4 never registers: ISR is (2,)
         expected_leaders = {("t", 0): 2, ("t", 1): 1, ("t", 2): 2, ("solo", 0): 2, ("last", 0): 2}
         await wait_until(
             lambda: (
@@ -473,8 +478,8 @@ async def test_unclean_leader_election(
             nursery, members[1].zk, 1, {1, 2}, unclean_leader_election_enable=default
         )
         # Broker 3 is not there yet: both partitions start with ISR (2,) only.
-        await create_topic(admin, "dirty", {0: (2, 3)}, unclean_config)
-        await create_topic(admin, "clean", {0: (2, 3)}, clean_config)
+        await admin.run(create_topic("dirty", {0: (2, 3)}, unclean_config))
+        await admin.run(create_topic("clean", {0: (2, 3)}, clean_config))
         await wait_until(
             lambda: (
                 {tp: s.leader for tp, s in members[1].fake.latest_metadata().items()}

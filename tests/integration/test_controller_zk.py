@@ -11,16 +11,12 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
+from broker.registration import BrokerIdInUseError, maintain_registration, register_broker
 from client.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller, ControllerMovedError, run_controller
-from controller.state import ControllerContext
-from controller.zk_brokers import (
-    BrokerIdInUseError,
-    get_live_brokers,
-    maintain_registration,
-    register_broker,
-)
+from controller.core import ControllerContext
+from controller.zk_brokers import live_brokers
 from controller.zk_client import (
     BadVersionError,
     CheckOp,
@@ -44,6 +40,7 @@ from controller.zk_topics import (
     list_topics,
     mark_topic_for_deletion,
 )
+from controller.zk_writes import guarded
 from tests.integration.fake_broker import FakeBroker
 
 pytestmark = pytest.mark.integration
@@ -203,9 +200,8 @@ async def test_stale_controller_epoch_write_is_rejected(zk_hosts: str) -> None:
 
         # The shell turns that into ControllerMovedError (so a zombie controller resigns).
         async with zk_session(zk_hosts) as zk_c:
-            zombie = Controller(zk_c, 1)
             with pytest.raises(ControllerMovedError):
-                await zombie._guarded([CreateOp("/zombie-write", b"")], stale)
+                await zk_c.run(guarded([CreateOp("/zombie-write", b"")], stale.epoch_zk_version))
         assert await zk_b.exists("/zombie-write") is None
         assert ControllerContext(1).active is False
         nursery.cancel_scope.cancel()
@@ -292,7 +288,7 @@ async def test_re_registration_keeps_the_incarnation_of_the_first(zk_hosts: str)
         assert found is not None
         assert "incarnation" not in json.loads(found[0])
         assert zk_data.BrokerRegistration.decode(found[0]).incarnation is None
-        live = await get_live_brokers(observer)
+        live = await observer.run(live_brokers())
         assert (live[3].broker_epoch, live[3].incarnation) == (first_epoch, first_epoch)
 
         for expiry in (1, 2):
@@ -305,7 +301,7 @@ async def test_re_registration_keeps_the_incarnation_of_the_first(zk_hosts: str)
             registration = zk_data.BrokerRegistration.decode(data)
             assert (registration.host, registration.port) == ("127.0.0.1", 9999)
             assert registration.incarnation == first_epoch
-            live = await get_live_brokers(observer)
+            live = await observer.run(live_brokers())
             assert (live[3].broker_epoch, live[3].incarnation) == (stat.czxid, first_epoch)
         nursery.cancel_scope.cancel()
 
@@ -314,7 +310,7 @@ async def test_re_registration_keeps_the_incarnation_of_the_first(zk_hosts: str)
         epoch: int = await nursery.start(
             functools.partial(maintain_registration, zk, 3, "127.0.0.1", 9999)
         )
-        live = await get_live_brokers(zk)
+        live = await zk.run(live_brokers())
         assert epoch > registered[-1]
         assert (live[3].broker_epoch, live[3].incarnation) == (epoch, epoch)
         nursery.cancel_scope.cancel()
@@ -325,21 +321,21 @@ async def test_re_registration_keeps_the_incarnation_of_the_first(zk_hosts: str)
 
 async def test_create_topic_exists_and_mark_for_deletion(zk_hosts: str) -> None:
     async with zk_session(zk_hosts) as zk:
-        await create_topic(zk, "orders", {0: (1, 2), 1: (2, 1)}, {"retention.ms": "1000"})
-        assert await list_topics(zk) == ["orders"]
-        assert await get_assignments(zk, ["orders"]) == {"orders": {0: (1, 2), 1: (2, 1)}}
+        await zk.run(create_topic("orders", {0: (1, 2), 1: (2, 1)}, {"retention.ms": "1000"}))
+        assert await zk.run(list_topics()) == ["orders"]
+        assert await zk.run(get_assignments(["orders"])) == {"orders": {0: (1, 2), 1: (2, 1)}}
         config = await zk.get(zk_data.topic_config_path("orders"))
         assert config is not None
         assert zk_data.TopicConfigZnode.decode(config[0]).config == {"retention.ms": "1000"}
         with pytest.raises(TopicExistsError):
-            await create_topic(zk, "orders", {0: (1,)}, {})
+            await zk.run(create_topic("orders", {0: (1,)}, {}))
         with pytest.raises(UnknownTopicError):
-            await mark_topic_for_deletion(zk, "nope")
-        await mark_topic_for_deletion(zk, "orders")
-        await mark_topic_for_deletion(zk, "orders")  # idempotent
+            await zk.run(mark_topic_for_deletion("nope"))
+        await zk.run(mark_topic_for_deletion("orders"))
+        await zk.run(mark_topic_for_deletion("orders"))  # idempotent
         assert await zk.exists(zk_data.delete_topic_path("orders")) is not None
-        cluster_id = await get_or_create_cluster_id(zk)
-        assert cluster_id and await get_or_create_cluster_id(zk) == cluster_id
+        cluster_id = await zk.run(get_or_create_cluster_id())
+        assert cluster_id and await zk.run(get_or_create_cluster_id()) == cluster_id
 
 
 # --- the controller shell with fake brokers ---------------------------------------------------
@@ -366,7 +362,7 @@ async def test_controller_drives_fake_brokers(zk_hosts: str) -> None:
 
         # A new topic: state znodes, LeaderAndIsr to the replicas, UpdateMetadata to all.
         assignment = {0: (1,), 1: (2,), 2: (1,), 3: (2,)}
-        await create_topic(admin, "t", assignment, {})
+        await admin.run(create_topic("t", assignment, {}))
 
         def all_led(broker: FakeBroker, leaders: dict[int, int]) -> bool:
             metadata = broker.latest_metadata()
@@ -412,7 +408,7 @@ async def test_controller_drives_fake_brokers(zk_hosts: str) -> None:
         assert (await read_state(admin, "t", 3)) == zk_data.PartitionStateZnode(2, 2, (2,), 1)
 
         # Deletion: StopReplica(delete) to the replicas, znodes gone, metadata says deleted.
-        await mark_topic_for_deletion(admin, "t")
+        await admin.run(mark_topic_for_deletion("t"))
 
         def stopped(broker: FakeBroker, partitions: set[int]) -> bool:
             got = {

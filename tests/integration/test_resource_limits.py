@@ -26,8 +26,8 @@ import trio
 import broker.server
 from broker.config import load_config
 from broker.context import BrokerContext
+from broker.core.replica_manager import ReplicaManager
 from broker.log.manager import LogManager
-from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
 from client.network import connect
 from client.zookeeper_server import ZooKeeperServer, port_accepts

@@ -1,7 +1,7 @@
 """A seeded, deterministic whole-cluster simulation of replication (issue 4).
 
-Real `broker.partition.Partition`s over real `broker.log.log.Log`s (in a temporary directory),
-the real replication rules (`broker.replication`) and the real controller core
+Real `broker.core.partition.Partition`s over real `broker.log.log.Log`s (in a temporary directory),
+the real replication rules (`broker.core.replication`) and the real controller core
 (`controller.state.handle`), wired together by small synchronous re-implementations of the
 async shells (fetcher, fetch/produce handlers, ISR manager, controller channel) and driven by
 one seeded `random.Random` and a simulated clock: no threads, no trio, no wall time.

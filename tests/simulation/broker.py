@@ -3,7 +3,7 @@
 Each request handler here follows its real counterpart line by line (broker/handlers/fetch.py,
 produce.py, offset_for_leader_epoch.py, leader_and_isr.py, update_metadata.py,
 stop_replica.py, broker/replica_manager.py, broker/isr_manager.py; the replica fetcher is in
-fetcher.py), calling the same `Partition` methods and `broker.replication` rules; only trio's
+fetcher.py), calling the same `Partition` methods and `broker.core.replication` rules; only trio's
 waiting is replaced by events on the simulated clock. One deliberate difference, Kafka's and not
 produce.py's: an acks=all produce is acknowledged only if the ISR still has min.insync.replicas
 members when the HW reaches it (Kafka's checkEnoughReplicasReachOffset); see
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from broker.partition import NotLeaderError, Partition, ReadResult
-from broker.replication import should_propagate_isr_changes
+from broker.core.partition import NotLeaderError, Partition, ReadResult
+from broker.core.replication import should_propagate_isr_changes
 from controller.zk_data import PartitionStateZnode
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import (

@@ -2,7 +2,7 @@
 
 One fetcher per (follower, leader) pair, one request in flight. Partitions that just became
 followers first truncate (KIP-101 step 4, KIP-279's iteration: OffsetForLeaderEpoch and
-`broker.replication.truncation_for`), then fetch from their LEO; every answer is checked
+`broker.core.replication.truncation_for`), then fetch from their LEO; every answer is checked
 against the partition's current leader and epoch before it is applied, as in the real one.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.partition import Partition
-from broker.replication import truncation_for
+from broker.core.partition import Partition
+from broker.core.replication import truncation_for
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import (
     FetchPartition,

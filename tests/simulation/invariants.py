@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from broker.partition import Partition
+from broker.core.partition import Partition
 from tests.simulation.disk import BatchInfo, MirroredLog
 from tests.simulation.world import Ack, World
 from tests.simulation.zk import StateWrite, TopicPartition

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.metadata_cache import MetadataCache
+from broker.core.metadata_cache import MetadataCache
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.checkpoints import EpochEntry
-from broker.log.config import LogConfig
-from broker.log.errors import OffsetOutOfRangeError
-from broker.log.log import Log
-from broker.partition import (
+from broker.core.partition import (
     FencedLeaderEpochError,
     NotLeaderError,
     Partition,
     UnknownLeaderEpochError,
 )
+from broker.log.checkpoints import EpochEntry
+from broker.log.config import LogConfig
+from broker.log.errors import OffsetOutOfRangeError
+from broker.log.log import Log
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.records import Record, build_batch, decode_batches

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from broker.core.replica_manager import ReplicaManager
 from broker.log.checkpoints import EpochEntry
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.records import Record, build_batch, decode_batches

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log.leader_epoch_cache import LeaderEpochCache
-from broker.replication import (
+from broker.core.replication import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
     RemoteReplica,
@@ -17,6 +16,7 @@ from broker.replication import (
     should_propagate_isr_changes,
     truncation_for,
 )
+from broker.log.leader_epoch_cache import LeaderEpochCache
 
 
 def lookup(entries: list[tuple[int, int]], log_end_offset: int):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replication_quota import ReplicationQuota
+from broker.core.replication_quota import ReplicationQuota
 
 
 def test_not_exceeded_until_more_than_the_rate_is_recorded() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.state import (
+from controller.core import (
     BrokersChanged,
     ControllerContext,
     CreatePartitionStates,
@@ -22,12 +22,12 @@ from controller.state import (
     SendStopReplica,
     SendUpdateMetadata,
     TopicDeletionRequested,
-    TopicPartition,
     TopicsChanged,
     WritePartitionStates,
     handle,
 )
 from controller.zk_data import PartitionStateZnode
+from protocol.topic_partition import TopicPartition
 
 CONTROLLER_ID = 9
 Assignments = dict[str, dict[int, tuple[int, ...]]]

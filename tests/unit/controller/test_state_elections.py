@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from controller.leader_balance import leader_imbalance
-from controller.state import (
+from controller.core import (
     PREFERRED_REPLICA_IMBALANCE,
     UNCLEAN_LEADER_ELECTION,
     BrokersChanged,
@@ -25,6 +24,7 @@ from controller.state import (
     WritePartitionStates,
     handle,
 )
+from controller.core.leader_balance import leader_imbalance
 from controller.zk_data import PartitionStateZnode
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType

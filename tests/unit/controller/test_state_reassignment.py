@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.state import (
+from controller.core import (
     AlterReassignmentsReply,
     ControllerContext,
     Elected,

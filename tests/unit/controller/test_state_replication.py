@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.state import (
+from controller.core import (
     UNCLEAN_LEADER_ELECTION,
     BrokersChanged,
     ControlledShutdownReply,

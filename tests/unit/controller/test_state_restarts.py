@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 
-from controller.state import (
+from controller.core import (
     UNKNOWN_ZXID,
     BrokersChanged,
     ControlledShutdownRequested,

@@ -10,9 +10,9 @@ from collections.abc import Collection, Mapping
 
 import structlog
 
+from broker.core.partition import NotLeaderError, Partition, ReadResult
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.partition import NotLeaderError, Partition, ReadResult
 from broker.topic_config import TopicConfigError, log_config_for
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from broker.log.log import FetchDataInfo, Log, LogAppendInfo
-from broker.replication import (
+from broker.core.replication import (
     RemoteReplica,
     can_join_isr,
     high_watermark_candidate,
     out_of_sync_replicas,
 )
+from broker.log.log import FetchDataInfo, Log, LogAppendInfo
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 

@@ -1,0 +1,124 @@
+"""Fetch: one read of every requested partition, as stored bytes (never decoded).
+
+Consumers (replica_id -1) read below the HW; followers and the debug id up to the LEO. A
+follower's fetch offset is its LEO, so a follower read also moves what the leader knows of
+it: the HW (waking acks=all produces and consumers) and ISR expansion. As in Kafka (KIP-74)
+the first partition with data returns at least one whole batch. The shell long-polls: it
+reads again when a key it waits on is woken, until `min_bytes`, an error or `max_wait_ms`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.core.isr import IsrWrite
+from broker.core.partition import ReadResult
+from broker.core.state import BrokerState
+from protocol.errors import ErrorCode, HighwaterError
+from protocol.messages.fetch import (
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    FetchTopicResponse,
+)
+from protocol.topic_partition import TopicPartition
+
+__all__ = ["MAX_WAIT_CAP_MS", "FetchRead", "fetch_keys", "max_wait_ms", "read_fetch"]
+
+MAX_WAIT_CAP_MS = 60_000
+
+
+@dataclass(slots=True)
+class FetchRead:
+    response: FetchResponse
+    total_bytes: int
+    has_error: bool
+    wake: list[TopicPartition] = field(default_factory=list)  # their HW moved
+    isr_writes: list[IsrWrite] = field(default_factory=list)  # followers that may join
+
+    def satisfied(self, min_bytes: int) -> bool:
+        """Answer now: enough bytes, or an error to report."""
+        return self.total_bytes >= min_bytes or self.has_error
+
+
+def fetch_keys(request: FetchRequest) -> list[TopicPartition]:
+    return [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+
+
+def max_wait_ms(request: FetchRequest) -> int:
+    return min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
+
+
+def read_fetch(state: BrokerState, request: FetchRequest, now_ms: int) -> FetchRead:
+    replicas = state.replica_manager
+    remaining = max(request.max_bytes, 0)
+    read = FetchRead(FetchResponse(ErrorCode.NONE, ()), 0, False)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            tp = TopicPartition(topic.topic, wanted.partition)
+            try:
+                result = replicas.read(
+                    tp,
+                    wanted.fetch_offset,
+                    min(max(wanted.partition_max_bytes, 0), remaining),
+                    replica_id=request.replica_id,
+                    current_leader_epoch=wanted.current_leader_epoch,
+                    min_one_batch=read.total_bytes == 0,
+                )
+            except HighwaterError as exc:
+                read.has_error = True
+                partitions.append(_error(state, tp, exc.code))
+                continue
+            if request.replica_id >= 0:
+                _follower_fetched(
+                    state, read, tp, request.replica_id, wanted.fetch_offset, result, now_ms
+                )
+            records = result.data.read()
+            read.total_bytes += len(records)
+            remaining = max(0, remaining - len(records))
+            partitions.append(
+                FetchPartitionData(
+                    wanted.partition,
+                    ErrorCode.NONE,
+                    high_watermark=result.high_watermark,
+                    log_start_offset=result.log_start_offset,
+                    records=records,
+                    current_leader_epoch=replicas.partitions[tp].leader_epoch,
+                )
+            )
+        topics.append(FetchTopicResponse(topic.topic, tuple(partitions)))
+    read.response = FetchResponse(ErrorCode.NONE, tuple(topics))
+    return read
+
+
+def _error(state: BrokerState, tp: TopicPartition, code: ErrorCode) -> FetchPartitionData:
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and state.metadata.partition(*tp):
+        code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the cluster has it: ask the metadata again
+    partition = state.replica_manager.partitions.get(tp)
+    return FetchPartitionData(
+        tp.partition,
+        code,
+        high_watermark=partition.high_watermark if partition else -1,
+        log_start_offset=partition.log.log_start_offset if partition else -1,
+        records=b"",
+    )
+
+
+def _follower_fetched(
+    state: BrokerState,
+    read: FetchRead,
+    tp: TopicPartition,
+    replica_id: int,
+    fetch_offset: int,
+    result: ReadResult,
+    now_ms: int,
+) -> None:
+    """A follower's fetch offset is its LEO: it may move the HW or let it back into the ISR."""
+    partition = state.replica_manager.partitions[tp]
+    if partition.update_follower_fetch(replica_id, fetch_offset, result.log_end_offset, now_ms):
+        read.wake.append(tp)
+    write = state.isr.maybe_expand(partition)
+    if write is not None:
+        read.isr_writes.append(write)

@@ -1,0 +1,87 @@
+"""The controller's decisions as a pure core: `handle(context, event, now_ms) -> (context,
+effects)`. The trio shell (controller/controller.py) and the simulator drive the same code;
+docs/architecture.md ("The controller") describes its rules."""
+
+from __future__ import annotations
+
+from controller.core.effects import (
+    PREFERRED_REPLICA_IMBALANCE,
+    UNCLEAN_LEADER_ELECTION,
+    AlterReassignmentsReply,
+    ControlledShutdownReply,
+    CreatePartitionStates,
+    DeleteTopicZnodes,
+    Effect,
+    ElectLeadersReply,
+    LogEvent,
+    SendLeaderAndIsr,
+    SendStopReplica,
+    SendUpdateMetadata,
+    WritePartitionStates,
+    WriteReassignmentPlan,
+    WriteTopicAssignment,
+)
+from controller.core.events import (
+    BrokersChanged,
+    ControlledShutdownRequested,
+    ControllerEvent,
+    Elected,
+    ElectLeadersRequested,
+    IsrChanged,
+    LeaderImbalanceCheck,
+    ReassignmentsRequested,
+    Resigned,
+    TopicDeletionRequested,
+    TopicsChanged,
+)
+from controller.core.handle import (
+    handle,
+)
+from controller.core.model import (
+    DELETE_PARTITION_LEADER_EPOCH,
+    UNKNOWN_BROKER_EPOCH,
+    UNKNOWN_ZXID,
+    Assignments,
+    ControllerContext,
+    LiveBroker,
+    PartitionState,
+    Reassignment,
+)
+
+__all__ = [
+    "DELETE_PARTITION_LEADER_EPOCH",
+    "PREFERRED_REPLICA_IMBALANCE",
+    "UNCLEAN_LEADER_ELECTION",
+    "UNKNOWN_BROKER_EPOCH",
+    "UNKNOWN_ZXID",
+    "AlterReassignmentsReply",
+    "Assignments",
+    "BrokersChanged",
+    "ControlledShutdownReply",
+    "ControlledShutdownRequested",
+    "ControllerContext",
+    "ControllerEvent",
+    "CreatePartitionStates",
+    "DeleteTopicZnodes",
+    "Effect",
+    "ElectLeadersReply",
+    "ElectLeadersRequested",
+    "Elected",
+    "IsrChanged",
+    "LeaderImbalanceCheck",
+    "LiveBroker",
+    "LogEvent",
+    "PartitionState",
+    "Reassignment",
+    "ReassignmentsRequested",
+    "Resigned",
+    "SendLeaderAndIsr",
+    "SendStopReplica",
+    "SendUpdateMetadata",
+    "TopicDeletionRequested",
+    "TopicsChanged",
+    "WritePartitionStates",
+    "WriteReassignmentPlan",
+    "WriteTopicAssignment",
+    "handle",
+]

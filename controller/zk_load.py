@@ -1,0 +1,213 @@
+"""What the controller reads from ZooKeeper, as scripts that end in a core event.
+
+`load` reads everything a new controller needs (an `Elected` event); `read_event` turns one
+watch notification into the event it stands for (re-reading and re-arming the watch);
+`read_isr_changes` reads the leaders' `/isr_change_notification` nodes (Kafka's
+IsrChangeNotificationHandler). A malformed config or plan is logged and ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import structlog
+
+from controller import zk_data, zk_topics
+from controller.core import (
+    BrokersChanged,
+    ControllerEvent,
+    Elected,
+    IsrChanged,
+    LiveBroker,
+    PartitionState,
+    TopicDeletionRequested,
+    TopicsChanged,
+)
+from controller.zk_brokers import live_brokers
+from controller.zk_election import read_controller_id
+from controller.zk_isr import (
+    ISR_CHANGE_NOTIFICATION_PATH,
+    ISR_CHANGE_PREFIX,
+    decode_isr_change_notification,
+)
+from controller.zk_script import ZkScript, ensure_path, get_children, get_data
+from controller.zk_types import NoNodeError, WatchEvent, WatchKind
+from protocol.topic_partition import TopicPartition
+
+__all__ = [
+    "MAX_ISR_NOTIFICATIONS_PER_ROUND",
+    "ResignNeeded",
+    "load",
+    "read_brokers",
+    "read_event",
+    "read_isr_changes",
+]
+
+MAX_ISR_NOTIFICATIONS_PER_ROUND = 1_000
+_UNCLEAN_CONFIG = "unclean.leader.election.enable"
+_log = structlog.get_logger("highwater.controller")
+
+
+class ResignNeeded(Exception):
+    """/controller is no longer ours: stop leading."""
+
+
+def load(broker_id: int, epoch: int, epoch_zk_version: int) -> ZkScript[Elected]:
+    if (yield from read_controller_id(watch=True)) != broker_id:
+        raise ResignNeeded
+    brokers = yield from read_brokers()
+    topics = yield from zk_topics.list_topics(watch=True)
+    assignments = yield from zk_topics.get_assignments(topics, watch=True)
+    overrides = yield from _read_unclean_overrides(assignments)
+    states = yield from read_partition_states(
+        TopicPartition(t, p) for t, partitions in assignments.items() for p in partitions
+    )
+    marked = yield from zk_topics.topics_marked_for_deletion(watch=True)
+    plan = yield from _read_reassignment_plan()
+    return Elected(
+        epoch,
+        epoch_zk_version,
+        brokers,
+        assignments,
+        states,
+        frozenset(marked),
+        unclean_overrides=overrides,
+        reassignment_targets=plan.targets,
+        reassignment_originals=plan.originals,
+        reassignment_throttles=plan.throttles,
+    )
+
+
+def read_event(broker_id: int, event: WatchEvent) -> ZkScript[ControllerEvent | None]:
+    """A watch notification -> the event for the core (re-reading and re-arming). ISR change
+    notifications are not handled here (see `read_isr_changes`)."""
+    if event.kind is WatchKind.RESET:
+        return None
+    if event.path == zk_data.CONTROLLER_PATH:
+        if (yield from read_controller_id(watch=True)) != broker_id:
+            raise ResignNeeded
+        return None
+    if event.path == zk_data.BROKER_IDS_PATH:
+        return BrokersChanged((yield from read_brokers()))
+    if event.path == zk_data.TOPICS_PATH or _is_topic_path(event.path):
+        # A new or deleted topic, or (Kafka's PartitionModificationsHandler) partitions
+        # added to one: re-read every assignment, re-arming each topic's data watch.
+        topics = yield from zk_topics.list_topics(watch=True)
+        assignments = yield from zk_topics.get_assignments(topics, watch=True)
+        return TopicsChanged(assignments, (yield from _read_unclean_overrides(assignments)))
+    if event.path == zk_data.DELETE_TOPICS_PATH:
+        marked = yield from zk_topics.topics_marked_for_deletion(watch=True)
+        return TopicDeletionRequested(frozenset(marked))
+    return None
+
+
+def read_isr_changes(
+    known: Iterable[TopicPartition],
+) -> ZkScript[tuple[IsrChanged, list[str]] | None]:
+    """One round: the partitions named by up to MAX_ISR_NOTIFICATIONS_PER_ROUND notification
+    nodes (re-arming the watch), their states as read now (only those in `known`), and the
+    paths read, to delete once the event is handled. None when there are none."""
+    children = yield from _isr_change_children()
+    batch = children[:MAX_ISR_NOTIFICATIONS_PER_ROUND]
+    if not batch:
+        return None
+    partitions: set[TopicPartition] = set()
+    handled: list[str] = []
+    for child in batch:
+        path = f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}"
+        found = yield from get_data(path)
+        if found is None:
+            continue
+        handled.append(path)
+        try:
+            partitions.update(decode_isr_change_notification(found[0]))
+        except zk_data.ZkDataError as exc:
+            _log.warning("malformed ISR change notification", path=path, error=str(exc))
+    states = yield from read_partition_states(partitions & set(known))
+    return IsrChanged(states), handled
+
+
+def read_brokers() -> ZkScript[dict[int, LiveBroker]]:
+    registered = yield from live_brokers(watch=True)
+    return {
+        broker_id: LiveBroker(
+            broker_id,
+            found.registration.host,
+            found.registration.port,
+            found.registration.rack,
+            found.broker_epoch,
+            found.incarnation,
+        )
+        for broker_id, found in registered.items()
+    }
+
+
+def read_partition_states(
+    partitions: Iterable[TopicPartition],
+) -> ZkScript[dict[TopicPartition, PartitionState]]:
+    """The state znodes that exist, each with its version as the partition epoch and its
+    mzxid (to tell which broker processes started after it was written)."""
+    states: dict[TopicPartition, PartitionState] = {}
+    for tp in sorted(partitions):
+        found = yield from get_data(zk_data.partition_state_path(*tp))
+        if found is None:
+            continue
+        data, stat = found
+        znode = zk_data.PartitionStateZnode.decode(data)
+        states[TopicPartition(*tp)] = PartitionState(
+            znode.leader,
+            znode.leader_epoch,
+            znode.isr,
+            znode.controller_epoch,
+            stat.version,
+            modified_zxid=stat.mzxid,
+        )
+    return states
+
+
+def _read_reassignment_plan() -> ZkScript[zk_data.ReassignmentPlan]:
+    """/admin/reassign_partitions (empty if missing; a malformed plan is logged and
+    ignored, never a re-load loop)."""
+    found = yield from get_data(zk_data.REASSIGN_PARTITIONS_PATH)
+    if found is None:
+        return zk_data.ReassignmentPlan({})
+    try:
+        return zk_data.ReassignmentPlan.decode(found[0])
+    except zk_data.ZkDataError as exc:
+        _log.warning("reassignment plan unreadable; ignored", error=str(exc))
+        return zk_data.ReassignmentPlan({})
+
+
+def _read_unclean_overrides(topics: Iterable[str]) -> ZkScript[dict[str, bool]]:
+    """Topics whose /config/topics/<t> sets unclean.leader.election.enable. A malformed
+    config is logged and ignored (the broker default applies), never a re-load loop."""
+    overrides: dict[str, bool] = {}
+    for topic in sorted(topics):
+        try:
+            config = yield from zk_topics.get_topic_config(topic)
+        except zk_data.ZkDataError as exc:
+            _log.warning("topic config unreadable", topic=topic, error=str(exc))
+            continue
+        value = config.get(_UNCLEAN_CONFIG)
+        if value is None:
+            continue
+        if value.strip().lower() in ("true", "false"):
+            overrides[topic] = value.strip().lower() == "true"
+        else:
+            _log.warning("bad topic config ignored", topic=topic, key=_UNCLEAN_CONFIG)
+    return overrides
+
+
+def _isr_change_children() -> ZkScript[list[str]]:
+    try:
+        children = yield from get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=True)
+    except NoNodeError:
+        yield from ensure_path(ISR_CHANGE_NOTIFICATION_PATH)
+        children = yield from get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=True)
+    return [c for c in children if c.startswith(ISR_CHANGE_PREFIX)]
+
+
+def _is_topic_path(path: str | None) -> bool:
+    """/brokers/topics/<t> itself (its data is the assignment)."""
+    prefix = zk_data.TOPICS_PATH + "/"
+    return path is not None and path.startswith(prefix) and "/" not in path[len(prefix) :]
