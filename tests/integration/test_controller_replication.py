@@ -21,7 +21,7 @@ import trio
 from structlog.testing import capture_logs
 
 from broker.handlers.controlled_shutdown import handle_controlled_shutdown
-from client.zookeeper_server import ZooKeeperServer
+from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller, run_controller
 from controller.zk_brokers import register_broker

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from client.zookeeper_server import ZooKeeperServer
+from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller, ControllerMovedError, run_controller
 from controller.state import ControllerContext

@@ -22,8 +22,8 @@ from pathlib import Path
 import click
 
 from client.admin import Admin, ElectionResult, OngoingReassignment
-from client.cli_common import bootstrap_option, fail, run_client
-from client.reassign_plan import PlanError, format_plan, parse_plan, propose
+from client.cli.common import bootstrap_option, fail, run_client
+from client.cli.reassign_plan import PlanError, format_plan, parse_plan, propose
 from protocol.errors import ErrorCode
 
 __all__ = ["reassign"]

@@ -29,8 +29,7 @@ from pathlib import Path
 
 import trio
 
-from client.network import BrokerConnectionError, connect
-from client.zookeeper_server import (
+from client.cli.zookeeper_server import (
     PortInUseError,
     ZooKeeperServer,
     four_letter_word,
@@ -38,6 +37,7 @@ from client.zookeeper_server import (
     port_free,
     stop_pid,
 )
+from client.network import BrokerConnectionError, connect
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = [
