@@ -3,16 +3,8 @@
 Every process is a `ProcessSpec` tracked by a pid file in one directory; `up` starts the ones
 not already running, `down` stops them in reverse order (SIGTERM, then SIGKILL after a
 timeout), `status` reports them. The shape of the cluster (broker count, ports) is saved in
-`<dir>/cluster.json` by `up`, so `status` and `down` act on exactly what `up` started.
-
-Layout of the directory:
-
-    cluster.json                 brokers, base_port, zk_port
-    zookeeper.pid, zookeeper/    ZooKeeper's zoo.cfg, data and logs
-    broker-N.pid
-    broker-N/server.properties   written by `up` (broker.id N, port base_port + N - 1)
-    broker-N/broker.log          the broker's stdout and stderr
-    broker-N/data/               its log.dirs
+`<dir>/cluster.json` by `up`, so `status` and `down` act on exactly what `up` started. The
+directory's layout: docs/operations.md ("Local cluster").
 """
 
 from __future__ import annotations

@@ -2,16 +2,10 @@
 kafka-reassign-partitions.sh, through the Admin's AlterPartitionReassignments and
 ListPartitionReassignments).
 
---generate --topics T[,T] --broker-list 1,2,3  print the current and a proposed plan
---execute --plan FILE [--throttle B]          start the plan's reassignments
---verify --plan FILE                          per partition: completed, in progress, or not
---list                                        the reassignments in progress
---cancel --plan FILE                          revert the plan's reassignments in progress
-
---throttle B caps, in bytes/s per broker, how fast the new replicas copy while they catch
-up (Kafka's --throttle; followers only, see docs/operations.md). It ends with the move: there
-is no throttle config to remove afterwards. Re-running --execute with another --throttle
-restarts the plan's moves under the new figure.
+One mode per run: --generate --topics T[,T] --broker-list 1,2,3 (the current and a proposed
+plan), --execute --plan FILE [--throttle B/s per broker], --verify --plan FILE (completed, in
+progress, or not reassigned), --list (in progress), --cancel --plan FILE. What each does and
+what the throttle caps: docs/operations.md ("Partition reassignment").
 """
 
 from __future__ import annotations
