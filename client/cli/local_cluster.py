@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import assert_never
 
 import trio
 
@@ -362,15 +363,18 @@ def _not_ready(layout: ClusterLayout, specs: list[ProcessSpec]) -> str:
 
 def _ensure_stopped(spec: ProcessSpec, echo: Echo, timeout_s: float) -> None:
     current = probe(spec)
-    if current.state is ProcessState.STOPPED:
-        echo(f"{spec.name} is not running")
-        return
-    if current.state is ProcessState.STALE:
-        echo(f"{spec.name} was not running (removed stale pid file)")
-    else:
-        assert current.pid is not None
-        stop_pid(current.pid, timeout_s)
-        echo(f"stopped {spec.name} (pid {current.pid})")
+    match current.state:
+        case ProcessState.STOPPED:
+            echo(f"{spec.name} is not running")
+            return
+        case ProcessState.STALE:
+            echo(f"{spec.name} was not running (removed stale pid file)")
+        case ProcessState.RUNNING | ProcessState.NOT_ANSWERING:
+            assert current.pid is not None
+            stop_pid(current.pid, timeout_s)
+            echo(f"stopped {spec.name} (pid {current.pid})")
+        case _:
+            assert_never(current.state)
     spec.pid_file.unlink(missing_ok=True)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Literal, assert_never
 
 import click
 
@@ -24,6 +25,7 @@ __all__ = ["reassign"]
 
 ADMIN_TIMEOUT_S = 60.0
 Plan = dict[tuple[str, int], tuple[int, ...]]
+Mode = Literal["generate", "execute", "verify", "list", "cancel"]  # the flag_values below
 
 
 def _read_plan(path: str | None) -> Plan:
@@ -61,7 +63,7 @@ def _int_list(text: str) -> list[int]:
 )
 def reassign(
     bootstrap: str,
-    mode: str | None,
+    mode: Mode | None,
     topics: str | None,
     broker_list: str | None,
     plan_path: str | None,
@@ -72,20 +74,23 @@ def reassign(
         fail("give one of --generate, --execute, --verify, --list, --cancel", exit_code=2)
     if throttle is not None and mode != "execute":
         fail("--throttle goes with --execute", exit_code=2)
-    if mode == "generate":
-        if not topics or not broker_list:
-            fail("--generate needs --topics and --broker-list", exit_code=2)
-        _generate(bootstrap, [t for t in topics.split(",") if t], _int_list(broker_list))
-    elif mode == "list":
-        _print_ongoing(run_client(bootstrap, _lister(bootstrap), timeout_s=ADMIN_TIMEOUT_S))
-    elif mode == "verify":
-        _verify(bootstrap, _read_plan(plan_path))
-    else:
-        plan = _read_plan(plan_path)
-        targets: dict[tuple[str, int], tuple[int, ...] | None] = (
-            dict(plan) if mode == "execute" else dict.fromkeys(plan)
-        )
-        _alter(bootstrap, targets, cancel=mode == "cancel", throttle=throttle)
+    match mode:
+        case "generate":
+            if not topics or not broker_list:
+                fail("--generate needs --topics and --broker-list", exit_code=2)
+            _generate(bootstrap, [t for t in topics.split(",") if t], _int_list(broker_list))
+        case "list":
+            _print_ongoing(run_client(bootstrap, _lister(bootstrap), timeout_s=ADMIN_TIMEOUT_S))
+        case "verify":
+            _verify(bootstrap, _read_plan(plan_path))
+        case "execute" | "cancel":
+            plan = _read_plan(plan_path)
+            targets: dict[tuple[str, int], tuple[int, ...] | None] = (
+                dict(plan) if mode == "execute" else dict.fromkeys(plan)
+            )
+            _alter(bootstrap, targets, cancel=mode == "cancel", throttle=throttle)
+        case _:
+            assert_never(mode)
 
 
 def _lister(bootstrap: str) -> Callable[[], Awaitable[list[OngoingReassignment]]]:
