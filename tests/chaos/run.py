@@ -23,7 +23,7 @@ from pathlib import Path
 import trio
 
 from client.admin import Admin
-from client.zookeeper_server import ZooKeeperServer, free_port
+from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from tests.chaos.checker import CheckReport, check
 from tests.chaos.nemesis import KINDS, Nemesis
 from tests.chaos.workload import History, consume, produce, read_partition

@@ -31,8 +31,8 @@ import trio
 from broker.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
 from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE
 from broker.log.manager import HIGH_WATERMARK_CHECKPOINT_FILE
+from client.cli.zookeeper_server import free_port
 from client.network import BrokerConnectionError, connect
-from client.zookeeper_server import free_port
 from protocol.errors import HighwaterError
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.records import BatchHeader, read_header, validate_batch

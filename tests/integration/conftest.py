@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from client.zookeeper_server import (
+from client.cli.zookeeper_server import (
     ZooKeeperNotInstalledError,
     ZooKeeperServer,
     free_port,

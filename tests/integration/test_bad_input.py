@@ -38,8 +38,8 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from broker.log.checkpoints import EpochEntry
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.network import BrokerConnection, connect
-from client.zookeeper_server import ZooKeeperServer
 from protocol.apis import APIS, ApiKey
 from protocol.codec import RequestHeader, decode_response, encode_request
 from protocol.errors import ErrorCode

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from client.zookeeper_server import ZooKeeperServer, free_port
+from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from tests.chaos.nemesis import KINDS
 from tests.chaos.run import ChaosConfig, chaos_run
 from tests.integration import netns

@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from client.admin import Admin, PartitionDescription
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.producer import Producer
-from client.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import Cluster, eventually
 from tests.integration.replication_checks import running_cluster, wait_whole
 

@@ -16,11 +16,11 @@ import pytest
 import trio
 
 from client.admin import Admin
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.consumer import Consumer, ConsumerRecord
 from client.network import connect
 from client.partitioner import partition_for_key
 from client.producer import Producer
-from client.zookeeper_server import ZooKeeperServer
 from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata

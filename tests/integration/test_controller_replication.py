@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 
 from broker.handlers.controlled_shutdown import handle_controlled_shutdown
 from broker.registration import register_broker
-from client.zookeeper_server import ZooKeeperServer
+from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller, run_controller
 from controller.zk_client import SessionEvent, SessionState, ZkClient

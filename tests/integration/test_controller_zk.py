@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from broker.registration import BrokerIdInUseError, maintain_registration, register_broker
-from client.zookeeper_server import ZooKeeperServer
+from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller, ControllerMovedError, run_controller
 from controller.core import ControllerContext

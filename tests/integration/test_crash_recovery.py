@@ -45,9 +45,9 @@ from broker.log.manager import (
     RECOVERY_POINT_CHECKPOINT_FILE,
 )
 from client.admin import Admin
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.errors import HighwaterClientError, ProducerFatalError
 from client.producer import DeliveryFuture, Producer
-from client.zookeeper_server import ZooKeeperServer
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
 from protocol.records import Record, build_batch

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.network import connect
-from client.zookeeper_server import ZooKeeperServer
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from client.network import BrokerConnection, connect
 from client.producer import Producer
-from client.zookeeper_server import ZooKeeperServer, free_port
 from controller import zk_producer_ids
 from protocol.errors import ErrorCode
 from protocol.messages.produce import (

@@ -15,9 +15,9 @@ import pytest
 import trio
 
 from client.admin import Admin
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.errors import HighwaterClientError
 from client.producer import Producer
-from client.zookeeper_server import ZooKeeperServer
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
 from tests.integration.cluster_harness import Cluster, eventually

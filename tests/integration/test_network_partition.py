@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from client.errors import HighwaterClientError
 from client.producer import Producer
-from client.zookeeper_server import ZooKeeperServer, free_port
 from controller.zk_client import ZkClient
 from tests.chaos.workload import read_partition
 from tests.integration.cluster_harness import Cluster, eventually

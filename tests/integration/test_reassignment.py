@@ -20,9 +20,9 @@ import pytest
 import trio
 
 from client.admin import Admin
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.consumer import Consumer
 from client.producer import Producer
-from client.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from protocol.errors import ErrorCode
 from tests.integration.cluster_harness import Cluster, eventually

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.consumer import Consumer
-from client.zookeeper_server import ZooKeeperServer
 from protocol.errors import ErrorCode
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.replication_checks import (

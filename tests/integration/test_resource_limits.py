@@ -29,8 +29,8 @@ from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
 from broker.log.manager import LogManager
 from broker.server import BrokerServer
+from client.cli.zookeeper_server import ZooKeeperServer, port_accepts
 from client.network import connect
-from client.zookeeper_server import ZooKeeperServer, port_accepts
 from protocol.apis import supported_versions
 from protocol.codec import decode_response, encode_response
 from protocol.errors import ErrorCode

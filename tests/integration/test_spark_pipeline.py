@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from client.zookeeper_server import ZooKeeperServer
+from client.cli.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import Cluster
 from tests.integration.replication_checks import (
     FAST_REPLICATION,

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import trio
 
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.metadata import ClusterMetadata, list_offsets
 from client.producer import Producer
-from client.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.replication_checks import (
     FAST_REPLICATION,

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from client.cli.zookeeper_server import ZooKeeperServer
 from client.consumer import Consumer
 from client.errors import HighwaterClientError
 from client.producer import DeliveryFuture, Producer
-from client.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import BrokerProcess, Cluster
 from tests.integration.replication_checks import (
     FAST_REPLICATION,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from client.admin import Admin
-from client.zookeeper_server import ZooKeeperServer
+from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from tests.integration.cluster_harness import Cluster, eventually, wait_until
 from tests.integration.replication_checks import (

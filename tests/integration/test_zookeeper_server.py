@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from client.zookeeper_server import (
+from client.cli.zookeeper_server import (
     PortInUseError,
     ZooKeeperServer,
     free_port,

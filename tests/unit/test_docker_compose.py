@@ -17,7 +17,7 @@ import click
 import pytest
 
 from broker.config import KNOWN_KEYS, load_config
-from client.cli import main
+from client.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from client import cli_consume, cli_produce
 from client.admin import PartitionDescription, TopicDescription
-from client.cli import main
+from client.cli import consume as cli_consume
+from client.cli import produce as cli_produce
+from client.cli.main import main
 from client.consumer import ConsumerRecord, TopicPartition
 from client.errors import HighwaterClientError, NoBrokersAvailable, UnknownTopicError
 from client.producer import RecordMetadata
@@ -318,7 +319,7 @@ def test_no_broker_is_one_line_naming_the_bootstrap(monkeypatch: pytest.MonkeyPa
         async def __aexit__(self, *exc: object) -> None:
             pass
 
-    monkeypatch.setattr("client.cli_topics.Admin", DeadAdmin)
+    monkeypatch.setattr("client.cli.topics.Admin", DeadAdmin)
     result = run(["topics", "list", "-b", "10.0.0.1:9"])
     assert result.exit_code == 1
     assert result.stderr.strip() == (
@@ -359,7 +360,7 @@ class DescribingAdmin:
 def test_topics_describe_shows_isr_hw_and_each_replicas_leo(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("client.cli_topics.Admin", DescribingAdmin)
+    monkeypatch.setattr("client.cli.topics.Admin", DescribingAdmin)
     result = run(["topics", "describe", "demo"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from client.admin import ElectionResult
-from client.cli import main
+from client.cli.main import main
 from client.errors import error_for_code
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
@@ -53,8 +53,8 @@ class FakeAdmin:
 @pytest.fixture(autouse=True)
 def fake_admin(monkeypatch: pytest.MonkeyPatch) -> None:
     FakeAdmin.calls = []
-    monkeypatch.setattr("client.cli_elect.Admin", FakeAdmin)
-    monkeypatch.setattr("client.cli_topics.Admin", FakeAdmin)
+    monkeypatch.setattr("client.cli.elect.Admin", FakeAdmin)
+    monkeypatch.setattr("client.cli.topics.Admin", FakeAdmin)
 
 
 def test_preferred_election_for_all_partitions_prints_one_line_each() -> None:

@@ -1,4 +1,4 @@
-"""kcat format strings and the JSON envelope (client/cli_format.py)."""
+"""kcat format strings and the JSON envelope (client/cli/format.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from client.cli_format import (
+from client.cli.format import (
     EnvelopeError,
     FormatError,
     ProducerInput,

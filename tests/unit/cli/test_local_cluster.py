@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from broker.config import load_config
-from client import local_cluster
-from client.local_cluster import ClusterError, ClusterLayout, broker_command, broker_properties
-from client.zookeeper_server import free_port
+from client.cli import local_cluster
+from client.cli.local_cluster import ClusterError, ClusterLayout, broker_command, broker_properties
+from client.cli.zookeeper_server import free_port
 
 
 def test_ports_and_bootstrap_are_consecutive(tmp_path: Path) -> None:

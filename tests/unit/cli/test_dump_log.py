@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from broker.log.config import LogConfig
 from broker.log.log import Log
-from client.cli import main
+from client.cli.main import main
 from protocol.records import Record, build_batch
 
 

@@ -1,12 +1,12 @@
-"""`highwater perf produce|consume`: the benchmark commands (the work is in client/perf.py)."""
+"""`highwater perf produce|consume|end-to-end`: the benchmark commands (the work: perf_tools.py)."""
 
 from __future__ import annotations
 
 import click
 
-from client import perf as perf_tools
-from client.cli_common import bootstrap_option, fail, run_client
-from client.cli_produce import ACKS
+from client.cli import perf_tools
+from client.cli.common import bootstrap_option, fail, run_client
+from client.cli.produce import ACKS
 
 __all__ = ["perf"]
 

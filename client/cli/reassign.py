@@ -2,34 +2,30 @@
 kafka-reassign-partitions.sh, through the Admin's AlterPartitionReassignments and
 ListPartitionReassignments).
 
---generate --topics T[,T] --broker-list 1,2,3  print the current and a proposed plan
---execute --plan FILE [--throttle B]          start the plan's reassignments
---verify --plan FILE                          per partition: completed, in progress, or not
---list                                        the reassignments in progress
---cancel --plan FILE                          revert the plan's reassignments in progress
-
---throttle B caps, in bytes/s per broker, how fast the new replicas copy while they catch
-up (Kafka's --throttle; followers only, see docs/operations.md). It ends with the move: there
-is no throttle config to remove afterwards. Re-running --execute with another --throttle
-restarts the plan's moves under the new figure.
+One mode per run: --generate --topics T[,T] --broker-list 1,2,3 (the current and a proposed
+plan), --execute --plan FILE [--throttle B/s per broker], --verify --plan FILE (completed, in
+progress, or not reassigned), --list (in progress), --cancel --plan FILE. What each does and
+what the throttle caps: docs/operations.md ("Partition reassignment").
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Literal, assert_never
 
 import click
 
 from client.admin import Admin, ElectionResult, OngoingReassignment
-from client.cli_common import bootstrap_option, fail, run_client
-from client.reassign_plan import PlanError, format_plan, parse_plan, propose
+from client.cli.common import bootstrap_option, fail, run_client
+from client.cli.reassign_plan import PlanError, format_plan, parse_plan, propose
 from protocol.errors import ErrorCode
 
 __all__ = ["reassign"]
 
 ADMIN_TIMEOUT_S = 60.0
 Plan = dict[tuple[str, int], tuple[int, ...]]
+Mode = Literal["generate", "execute", "verify", "list", "cancel"]  # the flag_values below
 
 
 def _read_plan(path: str | None) -> Plan:
@@ -67,7 +63,7 @@ def _int_list(text: str) -> list[int]:
 )
 def reassign(
     bootstrap: str,
-    mode: str | None,
+    mode: Mode | None,
     topics: str | None,
     broker_list: str | None,
     plan_path: str | None,
@@ -78,20 +74,23 @@ def reassign(
         fail("give one of --generate, --execute, --verify, --list, --cancel", exit_code=2)
     if throttle is not None and mode != "execute":
         fail("--throttle goes with --execute", exit_code=2)
-    if mode == "generate":
-        if not topics or not broker_list:
-            fail("--generate needs --topics and --broker-list", exit_code=2)
-        _generate(bootstrap, [t for t in topics.split(",") if t], _int_list(broker_list))
-    elif mode == "list":
-        _print_ongoing(run_client(bootstrap, _lister(bootstrap), timeout_s=ADMIN_TIMEOUT_S))
-    elif mode == "verify":
-        _verify(bootstrap, _read_plan(plan_path))
-    else:
-        plan = _read_plan(plan_path)
-        targets: dict[tuple[str, int], tuple[int, ...] | None] = (
-            dict(plan) if mode == "execute" else dict.fromkeys(plan)
-        )
-        _alter(bootstrap, targets, cancel=mode == "cancel", throttle=throttle)
+    match mode:
+        case "generate":
+            if not topics or not broker_list:
+                fail("--generate needs --topics and --broker-list", exit_code=2)
+            _generate(bootstrap, [t for t in topics.split(",") if t], _int_list(broker_list))
+        case "list":
+            _print_ongoing(run_client(bootstrap, _lister(bootstrap), timeout_s=ADMIN_TIMEOUT_S))
+        case "verify":
+            _verify(bootstrap, _read_plan(plan_path))
+        case "execute" | "cancel":
+            plan = _read_plan(plan_path)
+            targets: dict[tuple[str, int], tuple[int, ...] | None] = (
+                dict(plan) if mode == "execute" else dict.fromkeys(plan)
+            )
+            _alter(bootstrap, targets, cancel=mode == "cancel", throttle=throttle)
+        case _:
+            assert_never(mode)
 
 
 def _lister(bootstrap: str) -> Callable[[], Awaitable[list[OngoingReassignment]]]:

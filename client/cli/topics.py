@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from client.admin import Admin, ClusterDescription, PartitionDescription, TopicDescription
-from client.cli_common import bootstrap_option, run_client
-from client.cli_format import format_table
+from client.cli.common import bootstrap_option, run_client
+from client.cli.format import format_table
 
 __all__ = ["cluster", "describe_cluster_lines", "describe_topic_lines", "topics"]
 

@@ -11,8 +11,8 @@ from typing import Any, BinaryIO
 import click
 import trio
 
-from client.cli_common import bootstrap_option, fail, run_client
-from client.cli_format import (
+from client.cli.common import bootstrap_option, fail, run_client
+from client.cli.format import (
     EnvelopeError,
     ProducerInput,
     decode_envelope,

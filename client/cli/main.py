@@ -1,9 +1,9 @@
 """The `highwater` command line: the entry point and the commands too small for a module.
 
-Client commands (topics, produce, consume, cluster describe, elect-leaders, perf) live in
-client/cli_*.py and client/perf.py; `dev` (the local cluster) in client/cli_dev.py. `broker` is
-here because it is the one client-side module allowed to import the broker (see pyproject's
-import contracts).
+Client commands (topics, produce, consume, cluster describe, elect-leaders, reassign, perf)
+live in the other modules of client/cli/; `dev` (the local cluster) in client/cli/dev.py.
+`broker` is here because this is the one client-side module allowed to import the broker (see
+pyproject's import contracts).
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pathlib import Path
 import click
 import trio
 
-from client.cli_common import readable_client_errors
-from client.cli_consume import consume
-from client.cli_dev import dev
-from client.cli_elect import elect_leaders
-from client.cli_perf import perf
-from client.cli_produce import produce
-from client.cli_reassign import reassign
-from client.cli_topics import cluster, topics
-from client.dump_log import dump_file
+from client.cli.common import readable_client_errors
+from client.cli.consume import consume
+from client.cli.dev import dev
+from client.cli.dump_log import dump_file
+from client.cli.elect import elect_leaders
+from client.cli.perf import perf
+from client.cli.produce import produce
+from client.cli.reassign import reassign
+from client.cli.topics import cluster, topics
 
 __all__ = ["main"]
 

@@ -3,16 +3,8 @@
 Every process is a `ProcessSpec` tracked by a pid file in one directory; `up` starts the ones
 not already running, `down` stops them in reverse order (SIGTERM, then SIGKILL after a
 timeout), `status` reports them. The shape of the cluster (broker count, ports) is saved in
-`<dir>/cluster.json` by `up`, so `status` and `down` act on exactly what `up` started.
-
-Layout of the directory:
-
-    cluster.json                 brokers, base_port, zk_port
-    zookeeper.pid, zookeeper/    ZooKeeper's zoo.cfg, data and logs
-    broker-N.pid
-    broker-N/server.properties   written by `up` (broker.id N, port base_port + N - 1)
-    broker-N/broker.log          the broker's stdout and stderr
-    broker-N/data/               its log.dirs
+`<dir>/cluster.json` by `up`, so `status` and `down` act on exactly what `up` started. The
+directory's layout: docs/operations.md ("Local cluster").
 """
 
 from __future__ import annotations
@@ -26,11 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import assert_never
 
 import trio
 
-from client.network import BrokerConnectionError, connect
-from client.zookeeper_server import (
+from client.cli.zookeeper_server import (
     PortInUseError,
     ZooKeeperServer,
     four_letter_word,
@@ -38,6 +30,7 @@ from client.zookeeper_server import (
     port_free,
     stop_pid,
 )
+from client.network import BrokerConnectionError, connect
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = [
@@ -370,15 +363,18 @@ def _not_ready(layout: ClusterLayout, specs: list[ProcessSpec]) -> str:
 
 def _ensure_stopped(spec: ProcessSpec, echo: Echo, timeout_s: float) -> None:
     current = probe(spec)
-    if current.state is ProcessState.STOPPED:
-        echo(f"{spec.name} is not running")
-        return
-    if current.state is ProcessState.STALE:
-        echo(f"{spec.name} was not running (removed stale pid file)")
-    else:
-        assert current.pid is not None
-        stop_pid(current.pid, timeout_s)
-        echo(f"stopped {spec.name} (pid {current.pid})")
+    match current.state:
+        case ProcessState.STOPPED:
+            echo(f"{spec.name} is not running")
+            return
+        case ProcessState.STALE:
+            echo(f"{spec.name} was not running (removed stale pid file)")
+        case ProcessState.RUNNING | ProcessState.NOT_ANSWERING:
+            assert current.pid is not None
+            stop_pid(current.pid, timeout_s)
+            echo(f"stopped {spec.name} (pid {current.pid})")
+        case _:
+            assert_never(current.state)
     spec.pid_file.unlink(missing_ok=True)
 
 

@@ -1,15 +1,10 @@
 """Pure text formats of the CLI: kcat's `--format` strings, the JSON envelope, plain tables.
 
 `consume --json` writes one envelope per record and `produce --json` reads the same envelope, so
-a topic can be copied with a pipe. Keys, values and header values are bytes; the envelope holds
-them as JSON strings when they are valid UTF-8. Other bytes go base64-encoded under a field of
-their own (`key_b64`, `value_b64`, and `value_b64` inside a header), and the plain field is then
-left out, so a reader never mistakes base64 text for the data itself:
-
-    {"topic": "t", "partition": 0, "offset": 7, "timestamp": 1700000000000,
-     "key": "user-1", "value_b64": "3q2+7w==", "headers": [{"key": "h", "value": "v"}]}
-
-A null key or value (or header value) is JSON null.
+a topic can be copied with a pipe. Keys, values and header values are JSON strings when the
+bytes are valid UTF-8, null when null; other bytes go base64 under a field of their own
+(`key_b64`, `value_b64`), the plain field then left out, so a reader never mistakes base64 text
+for the data itself. Fields and an example: docs/operations.md ("JSON envelope").
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from typing import BinaryIO
 
 import click
 
-from client.cli_common import bootstrap_option, run_client
-from client.cli_format import (
+from client.cli.common import bootstrap_option, run_client
+from client.cli.format import (
     DEFAULT_FORMAT,
     FormatError,
     RecordView,

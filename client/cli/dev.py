@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from client import local_cluster
-from client.zookeeper_server import ZooKeeperError
+from client.cli import local_cluster
+from client.cli.zookeeper_server import ZooKeeperError
 
 __all__ = ["dev"]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from client.reassign_plan import PlanError, format_plan, parse_plan, propose
+from client.cli.reassign_plan import PlanError, format_plan, parse_plan, propose
 
 
 def test_round_trip_in_kafkas_format() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import click
 
 from client.admin import Admin, ElectionResult
-from client.cli_common import bootstrap_option, fail, run_client
+from client.cli.common import bootstrap_option, fail, run_client
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
 
