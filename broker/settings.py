@@ -1,8 +1,9 @@
 """The broker's settings: one entry each (Kafka name, attribute, type, default, bounds, doc).
 
-broker/config.py parses and checks server.properties and --override with it, and
-BrokerConfig's defaults and describe() come from it. The log engine's defaults and minimums
-stay in broker/log/config.py, which this table reads.
+broker/config.py parses and checks server.properties and --override with it, BrokerConfig's
+defaults and describe() come from it, topic configs name their broker setting in it, and
+docs/operations.md's tables are rendered from it (`python -m broker.settings_doc`). The log
+engine's defaults and minimums stay in broker/log/config.py, which this table reads.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from broker import settings_doc
 from broker.config import (
     KNOWN_KEYS,
     BrokerConfig,
@@ -650,3 +651,23 @@ def test_a_value_is_checked_even_when_another_key_takes_precedence(
     with pytest.raises(ConfigError) as raised:
         load(*settings)
     assert raised.value.key == key
+
+
+def test_operations_md_settings_tables_are_up_to_date() -> None:
+    """Regenerate with `python -m broker.settings_doc` after changing the settings table."""
+    text = settings_doc.DOC.read_text(encoding="utf-8")
+    assert settings_doc.update(text) == text, "run: python -m broker.settings_doc"
+    assert settings_doc.main(["--check"]) == 0
+    for s in SETTINGS:
+        assert f"| `{s.key}` |" in text
+
+
+def test_the_doc_generator_rewrites_only_between_the_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"before\n{settings_doc.START}\nstale\n{settings_doc.END}\nafter\n")
+    assert settings_doc.main(["--check", "--file", str(doc)]) == 1
+    assert settings_doc.main(["--file", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith(f"before\n{settings_doc.START}\n<!-- generated")
+    assert text.endswith(f"{settings_doc.END}\nafter\n") and "stale" not in text
+    assert settings_doc.main(["--check", "--file", str(doc)]) == 0
