@@ -20,7 +20,7 @@ from broker.config import (
     parse_properties,
     value_of,
 )
-from broker.config_def import Type
+from broker.config_def import Type, format_value
 from broker.log.config import LogConfig
 from broker.settings import SETTINGS, default_of
 
@@ -651,6 +651,16 @@ def test_a_value_is_checked_even_when_another_key_takes_precedence(
     with pytest.raises(ConfigError) as raised:
         load(*settings)
     assert raised.value.key == key
+
+
+def test_the_examples_commented_defaults_are_the_tables() -> None:
+    """Each "#key=value" line of docs/examples/server.properties shows the table's default
+    (the no-effect compatibility keys included, which loading cannot check)."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    shown = dict(re.findall(r"^#([a-z][a-z.]+)=(\S+)$", text, flags=re.MULTILINE))
+    assert len(shown) > 40
+    for key, value in shown.items():
+        assert format_value(default_of(key)) == value, key
 
 
 def test_operations_md_settings_tables_are_up_to_date() -> None:
