@@ -1,22 +1,16 @@
 """Broker configuration: Kafka's `server.properties` names, format, defaults and precedence.
 
 `load_config(path, overrides)` reads a java .properties file, applies `key=value` overrides
-(the CLI's `--override`), validates every value and returns a frozen `BrokerConfig`. Anything
-wrong raises `ConfigError` naming the key, the value and what was expected, so a broker fails
-at start-up instead of running with a setting it silently misread.
-
-Deliberate differences from Kafka (see docs/examples/server.properties):
-- unknown keys are errors, not warnings (a typo must not silently fall back to a default);
-- `auto.create.topics.enable` defaults to false: topics are created explicitly;
-- the default listener is `PLAINTEXT://127.0.0.1:9092` (loopback), not every interface;
-- only PLAINTEXT listeners exist (no `listener.security.protocol.map`);
-- `num.network.threads` / `num.io.threads` are accepted for compatibility, no effect
-  (one trio event loop serves every connection).
+(the CLI's `--override`) and checks every value against the table in broker/settings.py
+(names, types, defaults, bounds, fallbacks), returning a frozen `BrokerConfig`. Anything wrong
+raises `ConfigError` naming the key, the value and what was expected, so a broker fails at
+start-up instead of running with a setting it silently misread. Deliberate differences from
+Kafka: see docs/examples/server.properties (unknown keys are errors, topics are not created
+automatically, loopback listener by default, PLAINTEXT only).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 import socket
@@ -25,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from broker.config_def import InvalidValue, Value, format_value, parse_listeners
 from broker.log.config import LogConfig
+from broker.settings import KNOWN_KEYS, SETTINGS, default_of, resolve, setting
 
 __all__ = [
     "KNOWN_KEYS",
@@ -34,76 +30,10 @@ __all__ = [
     "describe",
     "load_config",
     "parse_properties",
+    "value_of",
 ]
 
-_INT_MAX: Final = (1 << 31) - 1  # Java int
-_LONG_MAX: Final = (1 << 63) - 1  # Java long; Kafka's "never" for the flush settings
-_MS_PER_MINUTE: Final = 60 * 1000
-_MS_PER_HOUR: Final = 60 * _MS_PER_MINUTE
-_DEFAULT_LISTENERS: Final = "PLAINTEXT://127.0.0.1:9092"
-_DEFAULT_LOG_DIR: Final = "/tmp/highwater-logs"
 _OVERRIDE_ORIGIN: Final = "--override"
-
-KNOWN_KEYS: Final = frozenset(
-    {
-        "broker.id",
-        "broker.rack",
-        "listeners",
-        "advertised.listeners",
-        "zookeeper.connect",
-        "zookeeper.session.timeout.ms",
-        "zookeeper.connection.timeout.ms",
-        "log.dirs",
-        "log.dir",
-        "num.partitions",
-        "default.replication.factor",
-        "message.max.bytes",
-        "socket.request.max.bytes",
-        "connections.max.idle.ms",
-        "max.connections",
-        "log.segment.bytes",
-        "log.roll.ms",
-        "log.roll.hours",
-        "log.index.size.max.bytes",
-        "log.index.interval.bytes",
-        "log.retention.ms",
-        "log.retention.minutes",
-        "log.retention.hours",
-        "log.retention.bytes",
-        "log.retention.check.interval.ms",
-        "log.flush.interval.messages",
-        "log.flush.interval.ms",
-        "log.flush.scheduler.interval.ms",
-        "replica.lag.time.max.ms",
-        "replica.fetch.wait.max.ms",
-        "replica.fetch.min.bytes",
-        "replica.fetch.max.bytes",
-        "replica.fetch.backoff.ms",
-        "replica.high.watermark.checkpoint.interval.ms",
-        "producer.id.expiration.ms",
-        "producer.id.expiration.check.interval.ms",
-        # Highwater: Kafka hard-codes these (ReplicaManager's isr-change-propagation); they
-        # are settings here so tests can run the damping fast.
-        "isr.change.propagation.interval.ms",
-        "isr.change.propagation.blackout.ms",
-        "isr.change.propagation.max.delay.ms",
-        "controlled.shutdown.max.retries",
-        "controlled.shutdown.retry.backoff.ms",
-        "min.insync.replicas",
-        "unclean.leader.election.enable",
-        "auto.create.topics.enable",
-        "controlled.shutdown.enable",
-        "auto.leader.rebalance.enable",
-        "leader.imbalance.per.broker.percentage",
-        "leader.imbalance.check.interval.seconds",
-        "delete.topic.enable",
-        "fetch.max.bytes",
-        "request.timeout.ms",
-        # Accepted for compatibility, no effect: one trio event loop serves every connection.
-        "num.network.threads",
-        "num.io.threads",
-    }
-)
 
 
 class ConfigError(ValueError):
@@ -114,162 +44,139 @@ class ConfigError(ValueError):
         self.key = key
 
 
-def _key(name: str) -> Any:
-    """Dataclass field metadata: the Kafka name `describe` prints for this attribute."""
-    return {"key": name}
+# Typed fields whose defaults come from the table (a field's "key" names its setting).
+
+
+def _int(key: str) -> int:
+    value = default_of(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{key}: the default {value!r} is not an integer")
+    return field(default=value, metadata={"key": key})
+
+
+def _bool(key: str) -> bool:
+    value = default_of(key)
+    if not isinstance(value, bool):
+        raise TypeError(f"{key}: the default {value!r} is not a boolean")
+    return field(default=value, metadata={"key": key})
+
+
+def _optional_str(key: str) -> str | None:
+    value = default_of(key)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{key}: the default {value!r} is not a string")
+    return field(default=value, metadata={"key": key})
+
+
+def _paths(key: str) -> tuple[Path, ...]:
+    value = default_of(key)
+    if not isinstance(value, tuple):
+        raise TypeError(f"{key}: the default {value!r} is not a list")
+    return field(default=tuple(Path(v) for v in value), metadata={"key": key})
+
+
+_DEFAULT_HOST, _DEFAULT_PORT = parse_listeners(str(default_of("listeners")))
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
-    """The effective broker settings: Kafka's names, units last (docs/examples/server.properties).
+    """The effective broker settings: one typed attribute per setting of broker/settings.py.
 
     Built by `load_config`, which validates; constructing one directly (tests, in-process
     brokers) skips validation, so keep values sane there.
     """
 
-    broker_id: int = field(metadata=_key("broker.id"))
-    zookeeper_connect: str = field(metadata=_key("zookeeper.connect"))  # "h:p[,h:p][/chroot]"
-    # First (only) PLAINTEXT listener: where to bind. Port 0: any free port.
-    listener_host: str = "127.0.0.1"
-    listener_port: int = 9092
-    # What this broker registers in ZooKeeper and clients connect to. Port 0 only when
-    # advertised.listeners is unset and listeners asks for port 0: register the bound port.
-    advertised_host: str = "127.0.0.1"
-    advertised_port: int = 9092
-    broker_rack: str | None = field(default=None, metadata=_key("broker.rack"))
-    zookeeper_session_timeout_ms: int = field(
-        default=18000, metadata=_key("zookeeper.session.timeout.ms")
+    broker_id: int = field(metadata={"key": "broker.id"})
+    zookeeper_connect: str = field(metadata={"key": "zookeeper.connect"})
+    # `listeners`: where to bind (port 0: any free port).
+    listener_host: str = _DEFAULT_HOST
+    listener_port: int = _DEFAULT_PORT
+    # `advertised.listeners`: what this broker registers in ZooKeeper and clients connect to.
+    # Port 0 only when it is unset and listeners asks for port 0: register the bound port.
+    advertised_host: str = _DEFAULT_HOST
+    advertised_port: int = _DEFAULT_PORT
+    broker_rack: str | None = _optional_str("broker.rack")
+    zookeeper_session_timeout_ms: int = _int("zookeeper.session.timeout.ms")
+    zookeeper_connection_timeout_ms: int = _int("zookeeper.connection.timeout.ms")
+    log_dirs: tuple[Path, ...] = _paths("log.dirs")
+    num_partitions: int = _int("num.partitions")
+    default_replication_factor: int = _int("default.replication.factor")
+    message_max_bytes: int = _int("message.max.bytes")
+    socket_request_max_bytes: int = _int("socket.request.max.bytes")
+    connections_max_idle_ms: int = _int("connections.max.idle.ms")
+    max_connections: int = _int("max.connections")
+    log_segment_bytes: int = _int("log.segment.bytes")
+    log_roll_ms: int = _int("log.roll.ms")
+    log_index_size_max_bytes: int = _int("log.index.size.max.bytes")
+    log_index_interval_bytes: int = _int("log.index.interval.bytes")
+    log_retention_ms: int = _int("log.retention.ms")
+    log_retention_bytes: int = _int("log.retention.bytes")
+    log_retention_check_interval_ms: int = _int("log.retention.check.interval.ms")
+    log_flush_interval_messages: int = _int("log.flush.interval.messages")
+    log_flush_interval_ms: int = _int("log.flush.interval.ms")
+    log_flush_scheduler_interval_ms: int = _int("log.flush.scheduler.interval.ms")
+    replica_lag_time_max_ms: int = _int("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = _int("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = _int("replica.fetch.min.bytes")
+    replica_fetch_max_bytes: int = _int("replica.fetch.max.bytes")
+    replica_fetch_backoff_ms: int = _int("replica.fetch.backoff.ms")
+    replica_high_watermark_checkpoint_interval_ms: int = _int(
+        "replica.high.watermark.checkpoint.interval.ms"
     )
-    zookeeper_connection_timeout_ms: int = field(
-        default=18000, metadata=_key("zookeeper.connection.timeout.ms")
-    )
-    log_dirs: tuple[Path, ...] = field(default=(Path(_DEFAULT_LOG_DIR),), metadata=_key("log.dirs"))
-    num_partitions: int = field(default=1, metadata=_key("num.partitions"))
-    default_replication_factor: int = field(default=1, metadata=_key("default.replication.factor"))
-    message_max_bytes: int = field(default=1048588, metadata=_key("message.max.bytes"))
-    socket_request_max_bytes: int = field(
-        default=104857600, metadata=_key("socket.request.max.bytes")
-    )
-    # A connection that sends nothing this long is closed (Kafka's 10 min).
-    connections_max_idle_ms: int = field(default=600_000, metadata=_key("connections.max.idle.ms"))
-    # Connections beyond this are closed as soon as they are accepted (Kafka: unlimited by
-    # default; here a bound, so idle sockets cannot use up the broker's file descriptors).
-    max_connections: int = field(default=10_000, metadata=_key("max.connections"))
-    log_segment_bytes: int = field(default=1073741824, metadata=_key("log.segment.bytes"))
-    log_roll_ms: int = field(default=168 * _MS_PER_HOUR, metadata=_key("log.roll.ms"))
-    log_index_size_max_bytes: int = field(
-        default=10485760, metadata=_key("log.index.size.max.bytes")
-    )
-    log_index_interval_bytes: int = field(default=4096, metadata=_key("log.index.interval.bytes"))
-    log_retention_ms: int = field(  # -1: keep forever
-        default=168 * _MS_PER_HOUR, metadata=_key("log.retention.ms")
-    )
-    log_retention_bytes: int = field(default=-1, metadata=_key("log.retention.bytes"))  # -1: none
-    log_retention_check_interval_ms: int = field(
-        default=300000, metadata=_key("log.retention.check.interval.ms")
-    )
-    log_flush_interval_messages: int = field(
-        default=_LONG_MAX, metadata=_key("log.flush.interval.messages")
-    )
-    log_flush_interval_ms: int = field(default=_LONG_MAX, metadata=_key("log.flush.interval.ms"))
-    log_flush_scheduler_interval_ms: int = field(
-        default=_LONG_MAX, metadata=_key("log.flush.scheduler.interval.ms")
-    )
-    replica_lag_time_max_ms: int = field(default=30000, metadata=_key("replica.lag.time.max.ms"))
-    replica_fetch_wait_max_ms: int = field(default=500, metadata=_key("replica.fetch.wait.max.ms"))
-    replica_fetch_min_bytes: int = field(default=1, metadata=_key("replica.fetch.min.bytes"))
-    replica_fetch_max_bytes: int = field(default=1048576, metadata=_key("replica.fetch.max.bytes"))
-    replica_fetch_backoff_ms: int = field(default=1000, metadata=_key("replica.fetch.backoff.ms"))
-    replica_high_watermark_checkpoint_interval_ms: int = field(
-        default=5000, metadata=_key("replica.high.watermark.checkpoint.interval.ms")
-    )
-    # How long an idle idempotent producer's state is kept (KIP-854), and how often to look.
-    producer_id_expiration_ms: int = field(
-        default=86_400_000, metadata=_key("producer.id.expiration.ms")
-    )
-    producer_id_expiration_check_interval_ms: int = field(
-        default=600_000, metadata=_key("producer.id.expiration.check.interval.ms")
-    )
-    isr_change_propagation_interval_ms: int = field(
-        default=2500, metadata=_key("isr.change.propagation.interval.ms")
-    )
-    isr_change_propagation_blackout_ms: int = field(
-        default=5000, metadata=_key("isr.change.propagation.blackout.ms")
-    )
-    isr_change_propagation_max_delay_ms: int = field(
-        default=60000, metadata=_key("isr.change.propagation.max.delay.ms")
-    )
-    controlled_shutdown_max_retries: int = field(
-        default=3, metadata=_key("controlled.shutdown.max.retries")
-    )
-    controlled_shutdown_retry_backoff_ms: int = field(
-        default=5000, metadata=_key("controlled.shutdown.retry.backoff.ms")
-    )
-    min_insync_replicas: int = field(default=1, metadata=_key("min.insync.replicas"))
-    unclean_leader_election_enable: bool = field(
-        default=False, metadata=_key("unclean.leader.election.enable")
-    )
-    auto_create_topics_enable: bool = field(  # Kafka: true; Highwater: topics are explicit
-        default=False, metadata=_key("auto.create.topics.enable")
-    )
-    controlled_shutdown_enable: bool = field(
-        default=True, metadata=_key("controlled.shutdown.enable")
-    )
-    auto_leader_rebalance_enable: bool = field(
-        default=True, metadata=_key("auto.leader.rebalance.enable")
-    )
-    leader_imbalance_per_broker_percentage: int = field(
-        default=10, metadata=_key("leader.imbalance.per.broker.percentage")
-    )
-    leader_imbalance_check_interval_seconds: int = field(
-        default=300, metadata=_key("leader.imbalance.check.interval.seconds")
-    )
-    delete_topic_enable: bool = field(default=True, metadata=_key("delete.topic.enable"))
-    fetch_max_bytes: int = field(default=57671680, metadata=_key("fetch.max.bytes"))
-    request_timeout_ms: int = field(default=30000, metadata=_key("request.timeout.ms"))
+    producer_id_expiration_ms: int = _int("producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = _int("producer.id.expiration.check.interval.ms")
+    isr_change_propagation_interval_ms: int = _int("isr.change.propagation.interval.ms")
+    isr_change_propagation_blackout_ms: int = _int("isr.change.propagation.blackout.ms")
+    isr_change_propagation_max_delay_ms: int = _int("isr.change.propagation.max.delay.ms")
+    controlled_shutdown_max_retries: int = _int("controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms: int = _int("controlled.shutdown.retry.backoff.ms")
+    min_insync_replicas: int = _int("min.insync.replicas")
+    unclean_leader_election_enable: bool = _bool("unclean.leader.election.enable")
+    auto_create_topics_enable: bool = _bool("auto.create.topics.enable")
+    controlled_shutdown_enable: bool = _bool("controlled.shutdown.enable")
+    auto_leader_rebalance_enable: bool = _bool("auto.leader.rebalance.enable")
+    leader_imbalance_per_broker_percentage: int = _int("leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds: int = _int("leader.imbalance.check.interval.seconds")
+    delete_topic_enable: bool = _bool("delete.topic.enable")
+    fetch_max_bytes: int = _int("fetch.max.bytes")
+    request_timeout_ms: int = _int("request.timeout.ms")
 
     def log_config(self) -> LogConfig:
-        """The broker-wide defaults for every log (topic configs may override them later)."""
-        return LogConfig(
-            segment_bytes=self.log_segment_bytes,
-            segment_ms=self.log_roll_ms,
-            segment_index_bytes=self.log_index_size_max_bytes,
-            index_interval_bytes=self.log_index_interval_bytes,
-            retention_ms=self.log_retention_ms,
-            retention_bytes=self.log_retention_bytes,
-            flush_messages=self.log_flush_interval_messages,
-            flush_ms=self.log_flush_interval_ms,
-            max_message_bytes=self.message_max_bytes,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
-        )
+        """The broker-wide defaults for every log (topic configs may override them)."""
+        fields: dict[str, Any] = {
+            s.log_field: getattr(self, s.attr) for s in SETTINGS if s.log_field and s.attr
+        }
+        return LogConfig(**fields)
+
+
+def value_of(config: BrokerConfig, key: str) -> Value | None:
+    """The effective value of setting `key` (KeyError: none, or one with no attribute)."""
+    if key == "listeners":
+        return _listener_url(config.listener_host, config.listener_port)
+    if key == "advertised.listeners":
+        return _listener_url(config.advertised_host, config.advertised_port)
+    attr = setting(key).attr
+    if attr is None:
+        raise KeyError(f"{key} has no value of its own (it only supplies a default)")
+    value: object = getattr(config, attr)
+    if isinstance(value, tuple):
+        return tuple(str(v) for v in value)
+    if value is None or isinstance(value, int | str):
+        return value
+    raise TypeError(f"{attr}: unexpected {type(value).__name__}")
 
 
 def describe(config: BrokerConfig) -> list[tuple[str, str]]:
     """(Kafka name, effective value) pairs, for logging the configuration at start-up."""
-    pairs = [
-        ("broker.id", str(config.broker_id)),
-        ("listeners", _listener_url(config.listener_host, config.listener_port)),
-        ("advertised.listeners", _listener_url(config.advertised_host, config.advertised_port)),
+    return [
+        (s.key, format_value(value_of(config, s.key)))
+        for s in SETTINGS
+        if s.attr is not None or s.key in ("listeners", "advertised.listeners")
     ]
-    for f in dataclasses.fields(config):
-        name = f.metadata.get("key")
-        if name is not None and name != "broker.id":
-            pairs.append((name, _format_value(getattr(config, f.name))))
-    return pairs
 
 
 def _listener_url(host: str, port: int) -> str:
     return f"PLAINTEXT://[{host}]:{port}" if ":" in host else f"PLAINTEXT://{host}:{port}"
-
-
-def _format_value(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 # --- java.util.Properties format --------------------------------------------------------------
@@ -391,7 +298,7 @@ def load_config(path: Path | None, overrides: Sequence[str] = ()) -> BrokerConfi
     for key, (value, origin) in raw.items():
         if key not in KNOWN_KEYS:
             raise ConfigError(_unknown_key_message(key, value, origin), key=key)
-    return _build(_Reader(raw))
+    return _build(_Given(raw))
 
 
 def _unknown_key_message(key: str, value: str, origin: str) -> str:
@@ -404,14 +311,32 @@ def _unknown_key_message(key: str, value: str, origin: str) -> str:
     return f"unknown config key {key!r} (value {value!r}, {origin}): {hint}"
 
 
-class _Reader:
-    """Typed access to the raw strings; every failure names key, value, origin and expectation."""
+class _Given:
+    """The settings given, each parsed by its table entry; every failure names key, value,
+    origin and expectation."""
 
     def __init__(self, raw: dict[str, tuple[str, str]]) -> None:
         self._raw = raw
+        self._parsed: dict[str, Value | None] = {}
+        for entry in SETTINGS:  # every given value is checked, even one another key overrides
+            if entry.key in raw:
+                try:
+                    self._parsed[entry.key] = entry.parse(raw[entry.key][0])
+                except InvalidValue as e:
+                    raise self.fail(entry.key, e.expected) from None
 
     def is_set(self, key: str) -> bool:
         return key in self._raw
+
+    def value(self, key: str) -> Value | None:
+        """The effective value: given, else by fallback or default; ConfigError if required."""
+        value = resolve(key, self._parsed)
+        if value is None and setting(key).required:
+            raise self.fail(key, setting(key).expected)
+        return value
+
+    def text(self, key: str) -> str:
+        return str(self.value(key))
 
     def fail(self, key: str, expected: str) -> ConfigError:
         if key not in self._raw:
@@ -425,228 +350,33 @@ class _Reader:
             f"invalid value {value!r} for {key} ({origin}): expected {expected}", key=key
         )
 
-    def string(self, key: str, default: str | None = None) -> str:
-        if key in self._raw:
-            return self._raw[key][0]
-        if default is None:
-            raise self.fail(key, "a value")
-        return default
 
-    def optional_string(self, key: str) -> str | None:
-        """None when unset or empty (Kafka's null)."""
-        value = self._raw.get(key, ("", ""))[0]
-        return value or None
-
-    def integer(
-        self,
-        key: str,
-        default: int | None = None,
-        *,
-        minimum: int = 0,
-        maximum: int = _INT_MAX,
-    ) -> int:
-        value = self.optional_integer(key, minimum=minimum, maximum=maximum)
-        if value is not None:
-            return value
-        if default is None:
-            raise self.fail(key, _int_expectation(minimum, maximum))
-        return default
-
-    def optional_integer(
-        self, key: str, *, minimum: int = 0, maximum: int = _INT_MAX
-    ) -> int | None:
-        if key not in self._raw:
-            return None
-        text = self._raw[key][0]
-        # Java's Integer/Long.parseLong syntax: no underscores, no spaces inside.
-        if re.fullmatch(r"[+-]?[0-9]+", text) is None:
-            raise self.fail(key, _int_expectation(minimum, maximum))
-        value = int(text)
-        if not minimum <= value <= maximum:
-            raise self.fail(key, _int_expectation(minimum, maximum))
-        return value
-
-    def long(self, key: str, default: int, *, minimum: int = 0) -> int:
-        return self.integer(key, default, minimum=minimum, maximum=_LONG_MAX)
-
-    def optional_long(self, key: str, *, minimum: int = 0) -> int | None:
-        return self.optional_integer(key, minimum=minimum, maximum=_LONG_MAX)
-
-    def boolean(self, key: str, default: bool) -> bool:
-        if key not in self._raw:
-            return default
-        text = self._raw[key][0].lower()
-        if text not in ("true", "false"):
-            raise self.fail(key, "true or false")
-        return text == "true"
-
-
-def _int_expectation(minimum: int, maximum: int) -> str:
-    if maximum in (_INT_MAX, _LONG_MAX):
-        kind = "an integer" if maximum == _INT_MAX else "a long integer"
-        extra = " (-1: no limit)" if minimum == -1 else ""
-        return f"{kind} >= {minimum}{extra}"
-    return f"an integer from {minimum} to {maximum}"
-
-
-def _build(r: _Reader) -> BrokerConfig:
-    broker_id = r.integer("broker.id", minimum=0)
-    listener_host, listener_port = _parse_listeners(r, "listeners", _DEFAULT_LISTENERS)
-    advertised_host, advertised_port = _advertised(r, listener_host, listener_port)
-    listener_host = listener_host or "0.0.0.0"  # PLAINTEXT://:9092 binds every interface
-    zookeeper_connect = _parse_zookeeper_connect(r)
-    session_timeout_ms = r.integer("zookeeper.session.timeout.ms", 18000, minimum=1)
-    replica_lag_time_max_ms = r.long("replica.lag.time.max.ms", 30000, minimum=1)
-    replica_fetch_wait_max_ms = r.integer("replica.fetch.wait.max.ms", 500)
-    if replica_fetch_wait_max_ms > replica_lag_time_max_ms:
-        # Kafka's rule: a follower parked longer than the lag time would drop out of the ISR.
-        raise r.fail(
-            "replica.fetch.wait.max.ms",
-            f"at most replica.lag.time.max.ms ({replica_lag_time_max_ms})",
-        )
-    flush_scheduler_interval_ms = r.long("log.flush.scheduler.interval.ms", _LONG_MAX, minimum=1)
-    config = BrokerConfig(
-        broker_id=broker_id,
-        zookeeper_connect=zookeeper_connect,
-        listener_host=listener_host,
+def _build(given: _Given) -> BrokerConfig:
+    values: dict[str, Any] = {s.attr: given.value(s.key) for s in SETTINGS if s.attr is not None}
+    values["log_dirs"] = tuple(Path(d) for d in values["log_dirs"])
+    listener_host, listener_port = parse_listeners(given.text("listeners"))
+    advertised_host, advertised_port = _advertised(given, listener_host, listener_port)
+    values.update(
+        listener_host=listener_host or "0.0.0.0",  # PLAINTEXT://:9092 binds every interface
         listener_port=listener_port,
         advertised_host=advertised_host,
         advertised_port=advertised_port,
-        broker_rack=r.optional_string("broker.rack"),
-        zookeeper_session_timeout_ms=session_timeout_ms,
-        zookeeper_connection_timeout_ms=r.integer(
-            "zookeeper.connection.timeout.ms", session_timeout_ms, minimum=1
-        ),
-        log_dirs=_parse_log_dirs(r),
-        num_partitions=r.integer("num.partitions", 1, minimum=1),
-        default_replication_factor=r.integer("default.replication.factor", 1, minimum=1),
-        message_max_bytes=r.integer("message.max.bytes", 1048588, minimum=1),
-        socket_request_max_bytes=r.integer("socket.request.max.bytes", 104857600, minimum=1),
-        connections_max_idle_ms=r.long("connections.max.idle.ms", 600_000, minimum=1),
-        max_connections=r.integer("max.connections", 10_000, minimum=1),
-        # Minimums below are LogConfig's, so log_config() cannot fail on a loaded config.
-        log_segment_bytes=r.integer("log.segment.bytes", 1073741824, minimum=128),
-        log_roll_ms=_roll_ms(r),
-        log_index_size_max_bytes=r.integer("log.index.size.max.bytes", 10485760, minimum=64),
-        log_index_interval_bytes=r.integer("log.index.interval.bytes", 4096),
-        log_retention_ms=_retention_ms(r),
-        log_retention_bytes=r.long("log.retention.bytes", -1, minimum=-1),
-        log_retention_check_interval_ms=r.long(
-            "log.retention.check.interval.ms", 300000, minimum=1
-        ),
-        log_flush_interval_messages=r.long("log.flush.interval.messages", _LONG_MAX, minimum=1),
-        # Kafka: unset log.flush.interval.ms means the scheduler interval.
-        log_flush_interval_ms=r.long("log.flush.interval.ms", flush_scheduler_interval_ms),
-        log_flush_scheduler_interval_ms=flush_scheduler_interval_ms,
-        replica_lag_time_max_ms=replica_lag_time_max_ms,
-        replica_fetch_wait_max_ms=replica_fetch_wait_max_ms,
-        replica_fetch_min_bytes=r.integer("replica.fetch.min.bytes", 1),
-        replica_fetch_max_bytes=r.integer("replica.fetch.max.bytes", 1048576),
-        replica_fetch_backoff_ms=r.integer("replica.fetch.backoff.ms", 1000),
-        replica_high_watermark_checkpoint_interval_ms=r.long(
-            "replica.high.watermark.checkpoint.interval.ms", 5000, minimum=1
-        ),
-        producer_id_expiration_ms=r.long("producer.id.expiration.ms", 86_400_000, minimum=1),
-        producer_id_expiration_check_interval_ms=r.long(
-            "producer.id.expiration.check.interval.ms", 600_000, minimum=1
-        ),
-        isr_change_propagation_interval_ms=r.long(
-            "isr.change.propagation.interval.ms", 2500, minimum=1
-        ),
-        isr_change_propagation_blackout_ms=r.long("isr.change.propagation.blackout.ms", 5000),
-        isr_change_propagation_max_delay_ms=r.long("isr.change.propagation.max.delay.ms", 60000),
-        controlled_shutdown_max_retries=r.integer("controlled.shutdown.max.retries", 3),
-        controlled_shutdown_retry_backoff_ms=r.long("controlled.shutdown.retry.backoff.ms", 5000),
-        min_insync_replicas=r.integer("min.insync.replicas", 1, minimum=1),
-        unclean_leader_election_enable=r.boolean("unclean.leader.election.enable", False),
-        auto_create_topics_enable=r.boolean("auto.create.topics.enable", False),
-        controlled_shutdown_enable=r.boolean("controlled.shutdown.enable", True),
-        auto_leader_rebalance_enable=r.boolean("auto.leader.rebalance.enable", True),
-        leader_imbalance_per_broker_percentage=r.integer(
-            "leader.imbalance.per.broker.percentage", 10, maximum=100
-        ),
-        leader_imbalance_check_interval_seconds=r.long(
-            "leader.imbalance.check.interval.seconds", 300, minimum=1
-        ),
-        delete_topic_enable=r.boolean("delete.topic.enable", True),
-        fetch_max_bytes=r.integer("fetch.max.bytes", 57671680, minimum=1024),
-        request_timeout_ms=r.integer("request.timeout.ms", 30000),
     )
-    # Accepted for compatibility, no effect; still validated so a typo'd value is caught.
-    r.integer("num.network.threads", 3, minimum=1)
-    r.integer("num.io.threads", 8, minimum=1)
-    return config
+    if values["replica_fetch_wait_max_ms"] > values["replica_lag_time_max_ms"]:
+        # Kafka's rule: a follower parked longer than the lag time would drop out of the ISR.
+        raise given.fail(
+            "replica.fetch.wait.max.ms",
+            f"at most replica.lag.time.max.ms ({values['replica_lag_time_max_ms']})",
+        )
+    return BrokerConfig(**values)
 
 
-def _roll_ms(r: _Reader) -> int:
-    """log.roll.ms wins over log.roll.hours (Kafka's precedence)."""
-    roll_ms = r.optional_long("log.roll.ms", minimum=1)
-    if roll_ms is not None:
-        return roll_ms
-    return r.integer("log.roll.hours", 168, minimum=1) * _MS_PER_HOUR
-
-
-def _retention_ms(r: _Reader) -> int:
-    """log.retention.ms over .minutes over .hours; -1 (any of them): keep forever."""
-    retention_ms = r.optional_long("log.retention.ms", minimum=-1)
-    if retention_ms is None:
-        minutes = r.optional_integer("log.retention.minutes", minimum=-1)
-        if minutes is not None:
-            retention_ms = minutes * _MS_PER_MINUTE
-        else:
-            retention_ms = r.integer("log.retention.hours", 168, minimum=-1) * _MS_PER_HOUR
-    return -1 if retention_ms < 0 else retention_ms
-
-
-def _parse_log_dirs(r: _Reader) -> tuple[Path, ...]:
-    """log.dirs wins over log.dir; a comma-separated list (Kafka's parseCsvList)."""
-    key = "log.dirs" if r.is_set("log.dirs") else "log.dir"
-    dirs = [d.strip() for d in r.string(key, _DEFAULT_LOG_DIR).split(",")]
-    dirs = [d for d in dirs if d]
-    if not dirs:
-        raise r.fail(key, "a comma-separated list of one or more directories")
-    if len(set(dirs)) != len(dirs):
-        raise r.fail(key, "distinct directories")
-    return tuple(Path(d) for d in dirs)
-
-
-_LISTENER: Final = re.compile(
-    r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*))"
-    r":(?P<port>[0-9]{1,5})"
-)
-_LISTENER_EXPECTED: Final = (
-    "a comma-separated list of PLAINTEXT://host:port (host may be empty for every interface, "
-    "IPv6 in brackets; Highwater speaks PLAINTEXT only)"
-)
-
-
-def _parse_listeners(r: _Reader, key: str, default: str) -> tuple[str, int]:
-    """(host, port) of the PLAINTEXT listener in `key`; host "" when the URL leaves it empty."""
-    found: tuple[str, int] | None = None
-    names: set[str] = set()
-    for entry in (e.strip() for e in r.string(key, default).split(",")):
-        match = _LISTENER.fullmatch(entry)
-        if match is None or int(match["port"]) > 65535:
-            raise r.fail(key, _LISTENER_EXPECTED)
-        name = match["name"].upper()
-        if name != "PLAINTEXT" or name in names:
-            # No listener.security.protocol.map: any other name would need one. Kafka also
-            # rejects a listener name used twice.
-            raise r.fail(key, _LISTENER_EXPECTED + ", each name once")
-        names.add(name)
-        host = match["ipv6"] if match["ipv6"] is not None else match["host"]
-        found = (host, int(match["port"]))
-    if found is None:
-        raise r.fail(key, _LISTENER_EXPECTED)
-    return found
-
-
-def _advertised(r: _Reader, listener_host: str, listener_port: int) -> tuple[str, int]:
+def _advertised(given: _Given, listener_host: str, listener_port: int) -> tuple[str, int]:
     """advertised.listeners, defaulting to listeners; never a wildcard address."""
-    if r.is_set("advertised.listeners"):
-        host, port = _parse_listeners(r, "advertised.listeners", _DEFAULT_LISTENERS)
+    if given.is_set("advertised.listeners"):
+        host, port = parse_listeners(given.text("advertised.listeners"))
         if port == 0:
-            raise r.fail("advertised.listeners", "a port from 1 to 65535")
+            raise given.fail("advertised.listeners", "a port from 1 to 65535")
         source = "advertised.listeners"
     else:
         host, port = listener_host, listener_port
@@ -655,25 +385,8 @@ def _advertised(r: _Reader, listener_host: str, listener_port: int) -> tuple[str
         hint = ""
         if source == "listeners":
             hint = " (advertised.listeners defaults to listeners: set it)"
-        raise r.fail(source, f"a routable advertised host, not the wildcard {host}{hint}")
+        raise given.fail(source, f"a routable advertised host, not the wildcard {host}{hint}")
     if not host:
         # Kafka registers the canonical host name for an empty listener host.
         host = socket.gethostname()
     return host, port
-
-
-_ZK_HOST: Final = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(?::(?P<port>[0-9]{1,5}))?")
-
-
-def _parse_zookeeper_connect(r: _Reader) -> str:
-    """Validate "h:p[,h:p][/chroot]" (ZooKeeper's connect string; port defaults to 2181)."""
-    expected = "host:port[,host:port...][/chroot], e.g. 127.0.0.1:2181 or zk1:2181,zk2:2181/kafka"
-    value = r.string("zookeeper.connect")
-    hosts, slash, chroot = value.partition("/")
-    if slash and (not chroot or chroot.endswith("/") or "//" in chroot):
-        raise r.fail("zookeeper.connect", expected)
-    for host in hosts.split(","):
-        match = _ZK_HOST.fullmatch(host.strip())
-        if match is None or (match["port"] is not None and not 0 < int(match["port"]) <= 65535):
-            raise r.fail("zookeeper.connect", expected)
-    return value

@@ -1,78 +1,142 @@
 """Per-topic configs (`--config k=v` at creation), with Kafka's names, checked up front.
 
-Stored in `/config/topics/<t>`; the log settings override the broker's defaults for that
-topic's logs.
+Each topic config names the broker setting that supplies its default (Kafka's mapping, e.g.
+`retention.ms` <- `log.retention.ms`) and is parsed by that setting's table entry, so a value
+is checked exactly as in server.properties. Stored in `/config/topics/<t>`; the log settings
+override the broker's defaults for that topic's logs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
 
+from broker.config_def import InvalidValue, Setting, Value, string
 from broker.log.config import LogConfig
+from broker.settings import default_of, setting
 
-__all__ = ["TOPIC_CONFIG_KEYS", "TopicConfigError", "log_config_for", "validate_topic_config"]
+__all__ = [
+    "TOPIC_CONFIG_KEYS",
+    "TOPIC_SETTINGS",
+    "TopicConfigError",
+    "TopicSetting",
+    "log_config_for",
+    "topic_setting",
+    "validate_topic_config",
+]
 
 
 class TopicConfigError(ValueError):
     pass
 
 
-# topic config name -> LogConfig field (None: not a log setting)
-_LOG_FIELDS: dict[str, str | None] = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "segment.index.bytes": "segment_index_bytes",
-    "index.interval.bytes": "index_interval_bytes",
-    "retention.ms": "retention_ms",
-    "retention.bytes": "retention_bytes",
-    "flush.messages": "flush_messages",
-    "flush.ms": "flush_ms",
-    "max.message.bytes": "max_message_bytes",
-    "min.insync.replicas": None,
-    "unclean.leader.election.enable": None,
+@dataclass(frozen=True, slots=True)
+class TopicSetting:
+    """A topic config: its type, bounds and doc are `setting`'s, the broker's when it has one."""
+
+    key: str
+    setting: Setting
+    broker_key: str | None  # the broker setting whose value is this topic's default
+
+    @property
+    def default(self) -> Value | None:
+        """The built-in default: the broker setting's (fallbacks followed), or the topic's own."""
+        return default_of(self.broker_key) if self.broker_key else self.setting.default
+
+    @property
+    def log_field(self) -> str | None:
+        """The LogConfig field this config overrides (None: not a log setting)."""
+        return self.setting.log_field
+
+    def validate(self, value: str | None) -> str:
+        """`value` if it is valid for this config, as given; TopicConfigError otherwise."""
+        if value is None:
+            raise TopicConfigError(f"topic config {self.key!r} needs a value")
+        try:
+            self.setting.parse(value)
+        except InvalidValue as e:
+            raise TopicConfigError(
+                f"invalid value {value!r} for topic config {self.key}: expected {e.expected}"
+            ) from None
+        return value
+
+
+def _from_broker(key: str, broker_key: str) -> TopicSetting:
+    return TopicSetting(key, setting(broker_key), broker_key)
+
+
+def _topic_only(entry: Setting) -> TopicSetting:
+    return TopicSetting(entry.key, entry, None)
+
+
+TOPIC_SETTINGS: Final = {
+    t.key: t
+    for t in (
+        _from_broker("segment.bytes", "log.segment.bytes"),
+        _from_broker("segment.ms", "log.roll.ms"),
+        _from_broker("segment.index.bytes", "log.index.size.max.bytes"),
+        _from_broker("index.interval.bytes", "log.index.interval.bytes"),
+        _from_broker("retention.ms", "log.retention.ms"),
+        _from_broker("retention.bytes", "log.retention.bytes"),
+        _from_broker("flush.messages", "log.flush.interval.messages"),
+        _from_broker("flush.ms", "log.flush.interval.ms"),
+        _from_broker("max.message.bytes", "message.max.bytes"),
+        _from_broker("min.insync.replicas", "min.insync.replicas"),
+        _from_broker("unclean.leader.election.enable", "unclean.leader.election.enable"),
+        # Kafka's broker defaults log.cleanup.policy / log.message.timestamp.type do not exist
+        # here: only one value of each is supported.
+        _topic_only(
+            string(
+                "cleanup.policy",
+                "delete",
+                "Old segments are deleted (compaction is not supported).",
+                choices=("delete",),
+                attr=None,
+            )
+        ),
+        _topic_only(
+            string(
+                "message.timestamp.type",
+                "CreateTime",
+                "Record timestamps are the producer's (LogAppendTime is not supported).",
+                choices=("CreateTime",),
+                attr=None,
+            )
+        ),
+    )
 }
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "cleanup.policy": ("delete",),  # compaction is not supported
-    "message.timestamp.type": ("CreateTime",),  # LogAppendTime is not supported
-    "unclean.leader.election.enable": ("true", "false"),
-}
-TOPIC_CONFIG_KEYS = tuple(sorted({*_LOG_FIELDS, *_CHOICES}))
-_INTEGER = re.compile(r"-?[0-9]+")  # Java's Long.parseLong: no "_", no "+", no spaces
-_MIN_VALUE = {"retention.ms": -1, "retention.bytes": -1, "min.insync.replicas": 1}
+TOPIC_CONFIG_KEYS: Final = tuple(sorted(TOPIC_SETTINGS))
+
+
+def topic_setting(key: str) -> TopicSetting:
+    """The topic config named `key`; TopicConfigError if there is none."""
+    found = TOPIC_SETTINGS.get(key)
+    if found is None:
+        close = difflib.get_close_matches(key, TOPIC_CONFIG_KEYS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise TopicConfigError(
+            f"unknown topic config {key!r} ({hint}known: {', '.join(TOPIC_CONFIG_KEYS)})"
+        )
+    return found
 
 
 def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
     """The config with every key known and every value well formed, or TopicConfigError."""
-    checked: dict[str, str] = {}
-    for key, value in config.items():
-        if key not in TOPIC_CONFIG_KEYS:
-            raise TopicConfigError(
-                f"unknown topic config {key!r} (known: {', '.join(TOPIC_CONFIG_KEYS)})"
-            )
-        if value is None:
-            raise TopicConfigError(f"topic config {key!r} needs a value")
-        if key in _CHOICES:
-            if value not in _CHOICES[key]:
-                raise TopicConfigError(f"{key}={value!r}: must be one of {_CHOICES[key]}")
-        else:
-            if not _INTEGER.fullmatch(value) or not -(2**63) <= int(value) < 2**63:
-                raise TopicConfigError(f"{key}={value!r}: must be a 64-bit integer")
-            number = int(value)
-            if number < _MIN_VALUE.get(key, 0):
-                raise TopicConfigError(f"{key}={value!r}: must be >= {_MIN_VALUE.get(key, 0)}")
-        checked[key] = value
+    checked = {key: topic_setting(key).validate(value) for key, value in config.items()}
     if checked:
         log_config_for(LogConfig(), checked)  # LogConfig's own range checks
     return checked
 
 
 def log_config_for(defaults: LogConfig, config: Mapping[str, str]) -> LogConfig:
+    """`defaults` with the log settings of `config` (a topic's stored configs) applied."""
     changes = {
-        field: int(config[key])
-        for key, field in _LOG_FIELDS.items()
-        if field is not None and key in config
+        t.log_field: int(config[key])
+        for key, t in TOPIC_SETTINGS.items()
+        if t.log_field is not None and key in config
     }
     try:
         return dataclasses.replace(defaults, **changes)

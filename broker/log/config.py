@@ -1,13 +1,19 @@
-"""Per-log settings, named after Kafka's (`log.segment.bytes` -> segment_bytes, ...)."""
+"""Per-log settings, named after Kafka's (`log.segment.bytes` -> segment_bytes, ...).
+
+These defaults and minimums are the only copy: broker/settings.py takes its `log.*` defaults
+and bounds from here (broker.log must not import upward).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["NO_LIMIT", "LogConfig"]
+__all__ = ["MIN_SEGMENT_BYTES", "MIN_SEGMENT_INDEX_BYTES", "NO_LIMIT", "LogConfig"]
 
 NO_LIMIT: Final = -1
+MIN_SEGMENT_BYTES: Final = 128
+MIN_SEGMENT_INDEX_BYTES: Final = 64
 _DAY_MS: Final = 24 * 60 * 60 * 1000
 # Kafka's "never" for flush.messages / flush.ms (Long.MAX_VALUE): rely on replication.
 _NEVER: Final = (1 << 63) - 1
@@ -27,12 +33,14 @@ class LogConfig:
     producer_id_expiration_ms: int = _DAY_MS  # producer.id.expiration.ms (broker-wide)
 
     def __post_init__(self) -> None:
-        if self.segment_bytes < 128:
-            raise ValueError(f"segment_bytes {self.segment_bytes} is too small (min 128)")
+        if self.segment_bytes < MIN_SEGMENT_BYTES:
+            raise ValueError(
+                f"segment_bytes {self.segment_bytes} is too small (min {MIN_SEGMENT_BYTES})"
+            )
         if self.index_interval_bytes < 0:
             raise ValueError("index_interval_bytes must be >= 0")
-        if self.segment_index_bytes < 64:
-            raise ValueError("segment_index_bytes must be >= 64")
+        if self.segment_index_bytes < MIN_SEGMENT_INDEX_BYTES:
+            raise ValueError(f"segment_index_bytes must be >= {MIN_SEGMENT_INDEX_BYTES}")
         if self.segment_ms <= 0 or self.flush_messages <= 0 or self.flush_ms < 0:
             raise ValueError("segment_ms and flush_messages must be > 0, flush_ms >= 0")
         if self.max_message_bytes <= 0:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import socket
+import typing
 from pathlib import Path
 
 import pytest
 
+from broker import settings_doc
 from broker.config import (
     KNOWN_KEYS,
     BrokerConfig,
@@ -16,8 +18,11 @@ from broker.config import (
     describe,
     load_config,
     parse_properties,
+    value_of,
 )
+from broker.config_def import Type, format_value
 from broker.log.config import LogConfig
+from broker.settings import SETTINGS, default_of
 
 REQUIRED = ("broker.id=1", "zookeeper.connect=127.0.0.1:2181")
 EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "server.properties"
@@ -576,3 +581,103 @@ def test_config_is_frozen() -> None:
     config = load()
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.broker_id = 2  # type: ignore[misc]
+
+
+# --- the settings table -------------------------------------------------------------------------
+
+
+def test_the_table_names_every_known_key_once() -> None:
+    keys = [s.key for s in SETTINGS]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == KNOWN_KEYS
+
+
+def test_every_attribute_of_the_table_is_a_typed_field_with_the_tables_default() -> None:
+    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+    hints = typing.get_type_hints(BrokerConfig)
+    python_type = {Type.INT: int, Type.LONG: int, Type.BOOLEAN: bool, Type.STRING: str}
+    attrs = {s.attr for s in SETTINGS if s.attr is not None}
+    listener_fields = {"listener_host", "listener_port", "advertised_host", "advertised_port"}
+    assert set(fields) == attrs | listener_fields
+    for s in SETTINGS:
+        if s.attr is None:
+            continue
+        f = fields[s.attr]
+        assert f.metadata["key"] == s.key
+        assert s.attr == s.key.replace(".", "_")  # Kafka's name, units last
+        if s.type is Type.LIST:
+            assert hints[s.attr] == tuple[Path, ...]
+        elif s.nullable:
+            assert hints[s.attr] == python_type[s.type] | None
+        else:
+            assert hints[s.attr] is python_type[s.type], s.key
+        if not s.required:
+            default = default_of(s.key)
+            if s.type is Type.LIST:
+                assert isinstance(default, tuple)
+                default = tuple(Path(d) for d in default)
+            assert f.default == default, s.key
+
+
+def test_the_log_engines_fields_each_come_from_one_setting() -> None:
+    log_fields = [s.log_field for s in SETTINGS if s.log_field is not None]
+    assert sorted(log_fields) == sorted(f.name for f in dataclasses.fields(LogConfig))
+    for s in SETTINGS:
+        if s.log_field is not None:
+            assert default_of(s.key) == getattr(LogConfig(), s.log_field), s.key
+
+
+def test_describe_names_every_setting_with_a_value_of_its_own() -> None:
+    config = load()
+    names = [name for name, _ in describe(config)]
+    with_values = {s.key for s in SETTINGS if s.attr is not None}
+    assert set(names) == with_values | {"listeners", "advertised.listeners"}
+    for s in SETTINGS:
+        if s.attr is not None:
+            assert value_of(config, s.key) == default_of(s.key) or s.required, s.key
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        (["log.roll.ms=5", "log.roll.hours=abc"], "log.roll.hours"),
+        (["log.retention.ms=5", "log.retention.hours=x"], "log.retention.hours"),
+        (["log.dirs=/a", "log.dir="], "log.dir"),
+    ],
+)
+def test_a_value_is_checked_even_when_another_key_takes_precedence(
+    settings: list[str], key: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(*settings)
+    assert raised.value.key == key
+
+
+def test_the_examples_commented_defaults_are_the_tables() -> None:
+    """Each "#key=value" line of docs/examples/server.properties shows the table's default
+    (the no-effect compatibility keys included, which loading cannot check)."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    shown = dict(re.findall(r"^#([a-z][a-z.]+)=(\S+)$", text, flags=re.MULTILINE))
+    assert len(shown) > 40
+    for key, value in shown.items():
+        assert format_value(default_of(key)) == value, key
+
+
+def test_operations_md_settings_tables_are_up_to_date() -> None:
+    """Regenerate with `python -m broker.settings_doc` after changing the settings table."""
+    text = settings_doc.DOC.read_text(encoding="utf-8")
+    assert settings_doc.update(text) == text, "run: python -m broker.settings_doc"
+    assert settings_doc.main(["--check"]) == 0
+    for s in SETTINGS:
+        assert f"| `{s.key}` |" in text
+
+
+def test_the_doc_generator_rewrites_only_between_the_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"before\n{settings_doc.START}\nstale\n{settings_doc.END}\nafter\n")
+    assert settings_doc.main(["--check", "--file", str(doc)]) == 1
+    assert settings_doc.main(["--file", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith(f"before\n{settings_doc.START}\n<!-- generated")
+    assert text.endswith(f"{settings_doc.END}\nafter\n") and "stale" not in text
+    assert settings_doc.main(["--check", "--file", str(doc)]) == 0

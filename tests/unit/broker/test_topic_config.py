@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from broker.config import BrokerConfig, ConfigError, load_config
 from broker.log.config import LogConfig
 from broker.topic_config import (
     TOPIC_CONFIG_KEYS,
+    TOPIC_SETTINGS,
     TopicConfigError,
     log_config_for,
+    topic_setting,
     validate_topic_config,
 )
 
@@ -136,3 +139,80 @@ def test_validate_returns_a_copy_with_only_the_given_keys() -> None:
     given = {"retention.ms": "1000", "cleanup.policy": "delete"}
     checked = validate_topic_config(given)
     assert checked == given and checked is not given
+
+
+# --- each topic config and its broker setting (what DescribeConfigs/AlterConfigs will ask) -------
+
+BROKER_KEYS = {
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "max.message.bytes": "message.max.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "cleanup.policy": None,
+    "message.timestamp.type": None,
+}
+
+
+@pytest.mark.parametrize("key", sorted(VALID))
+def test_each_topic_config_names_the_broker_setting_supplying_its_default(key: str) -> None:
+    assert topic_setting(key).broker_key == BROKER_KEYS[key]
+
+
+def test_built_in_defaults_are_the_broker_settings_defaults() -> None:
+    broker_defaults = BrokerConfig(broker_id=1, zookeeper_connect="zk:2181")
+    assert topic_setting("retention.ms").default == 7 * 24 * 3600 * 1000
+    assert topic_setting("max.message.bytes").default == broker_defaults.message_max_bytes
+    assert topic_setting("unclean.leader.election.enable").default is False
+    assert topic_setting("cleanup.policy").default == "delete"
+    assert topic_setting("message.timestamp.type").default == "CreateTime"
+    for key, (_, field, _) in VALID.items():
+        if field is not None:  # a log setting: LogConfig's default, the broker's default
+            assert topic_setting(key).default == getattr(LogConfig(), field), key
+            assert topic_setting(key).default == getattr(broker_defaults.log_config(), field)
+
+
+SAMPLES = [
+    "", "abc", "1.5", "1_000", "+4", "-2", "-1", "0", "1", "63", "64", "127", "128", "4096",
+    "2147483647", "2147483648", "9223372036854775807", "9223372036854775808",
+    "true", "TRUE", "False", "yes",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", sorted(k for k, b in BROKER_KEYS.items() if b is not None))
+def test_a_topic_config_accepts_exactly_what_its_broker_setting_accepts(key: str) -> None:
+    broker_key = BROKER_KEYS[key]
+    for value in SAMPLES:
+        try:
+            load_config(None, ["broker.id=1", "zookeeper.connect=zk:2181", f"{broker_key}={value}"])
+            broker_ok = True
+        except ConfigError:
+            broker_ok = False
+        try:
+            topic_ok = topic_setting(key).validate(value) == value
+        except TopicConfigError as e:
+            topic_ok = False
+            assert key in str(e) and repr(value) in str(e) and "expected" in str(e)
+        assert topic_ok == broker_ok, (key, value)
+
+
+def test_validate_is_one_call_per_key() -> None:
+    assert topic_setting("retention.ms").validate("1000") == "1000"
+    with pytest.raises(TopicConfigError, match=r"retention\.ms.*expected a long integer >= -1"):
+        topic_setting("retention.ms").validate("-5")
+    with pytest.raises(TopicConfigError, match=r"segment\.bytes.*expected an integer >= 128"):
+        topic_setting("segment.bytes").validate("100")
+    with pytest.raises(TopicConfigError, match="expected one of: delete"):
+        topic_setting("cleanup.policy").validate("compact")
+
+
+def test_unknown_topic_config_suggests_the_closest() -> None:
+    with pytest.raises(TopicConfigError, match=r"did you mean 'retention\.ms'"):
+        topic_setting("retention.msx")
+    assert set(TOPIC_SETTINGS) == set(TOPIC_CONFIG_KEYS)

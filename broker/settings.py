@@ -1,0 +1,451 @@
+"""The broker's settings: one entry each (Kafka name, attribute, type, default, bounds, doc).
+
+broker/config.py parses and checks server.properties and --override with it, BrokerConfig's
+defaults and describe() come from it, topic configs name their broker setting in it, and
+docs/operations.md's tables are rendered from it (`python -m broker.settings_doc`). The log
+engine's defaults and minimums stay in broker/log/config.py, which this table reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Final
+
+from broker.config_def import (
+    ZK_SYNTAX,
+    Fallback,
+    Setting,
+    Type,
+    Value,
+    boolean,
+    check_directories,
+    check_listeners,
+    check_zookeeper_connect,
+    number,
+    string,
+    strings,
+)
+from broker.log.config import MIN_SEGMENT_BYTES, MIN_SEGMENT_INDEX_BYTES, NO_LIMIT, LogConfig
+
+__all__ = [
+    "KNOWN_KEYS",
+    "MS_PER_HOUR",
+    "MS_PER_MINUTE",
+    "SETTINGS",
+    "default_of",
+    "resolve",
+    "setting",
+]
+
+MS_PER_MINUTE: Final = 60 * 1000
+MS_PER_HOUR: Final = 60 * MS_PER_MINUTE
+_LOG: Final = LogConfig()  # the log engine's defaults
+
+
+def _hours(ms: int) -> int:
+    hours, rest = divmod(ms, MS_PER_HOUR)
+    if rest:
+        raise ValueError(f"{ms} ms is not a whole number of hours")
+    return hours
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+
+def _section(title: str, *settings: Setting) -> tuple[Setting, ...]:
+    return tuple(replace(s, section=title) for s in settings)
+
+
+INT, LONG = Type.INT, Type.LONG
+_LISTENER_SYNTAX: Final = "PLAINTEXT://host:port"
+_DIRECTORIES: Final = "comma-separated directories"
+_NO_EFFECT: Final = "Accepted for compatibility, no effect: one trio event loop serves all."
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    *_section(
+        "Broker identity",
+        number(
+            INT,
+            "broker.id",
+            None,
+            "Unique per broker; a broker restarted with a dead one's id takes over its data.",
+            required=True,
+        ),
+        string("broker.rack", None, "Rack of this broker (unset: none)."),
+    ),
+    *_section(
+        "Sockets",
+        string(
+            "listeners",
+            "PLAINTEXT://127.0.0.1:9092",
+            "Where to listen. An empty host binds every interface; port 0 picks a free port.",
+            syntax=_LISTENER_SYNTAX,
+            check=check_listeners,
+            attr=None,  # BrokerConfig.listener_host, listener_port
+        ),
+        string(
+            "advertised.listeners",
+            None,
+            "What is registered for clients: routable (not 0.0.0.0); an empty host: host name.",
+            syntax=_LISTENER_SYNTAX,
+            check=check_listeners,
+            attr=None,  # BrokerConfig.advertised_host, advertised_port
+            fallback=Fallback("listeners"),
+        ),
+        number(
+            INT,
+            "socket.request.max.bytes",
+            104857600,
+            "The largest request frame accepted; a larger one closes the connection.",
+            minimum=1,
+        ),
+        number(
+            LONG,
+            "connections.max.idle.ms",
+            600_000,
+            "A connection that sends nothing this long is closed.",
+            minimum=1,
+        ),
+        number(
+            INT,
+            "max.connections",
+            10_000,
+            "Connections beyond this are closed when accepted (Kafka: unlimited; here a bound).",
+            minimum=1,
+        ),
+        number(INT, "num.network.threads", 3, _NO_EFFECT, minimum=1, attr=None),
+        number(INT, "num.io.threads", 8, _NO_EFFECT, minimum=1, attr=None),
+    ),
+    *_section(
+        "ZooKeeper",
+        string(
+            "zookeeper.connect",
+            None,
+            "The ZooKeeper ensemble, and the chroot holding this cluster's znodes.",
+            syntax=ZK_SYNTAX,
+            check=check_zookeeper_connect,
+            required=True,
+        ),
+        number(INT, "zookeeper.session.timeout.ms", 18000, "ZooKeeper session timeout.", minimum=1),
+        number(
+            INT,
+            "zookeeper.connection.timeout.ms",
+            None,
+            "How long to wait for the first connection.",
+            minimum=1,
+            fallback=Fallback("zookeeper.session.timeout.ms"),
+        ),
+    ),
+    *_section(
+        "Topics",
+        number(
+            INT, "num.partitions", 1, "Partitions of a topic created without a count.", minimum=1
+        ),
+        number(
+            INT,
+            "default.replication.factor",
+            1,
+            "Replication factor of a topic created without one.",
+            minimum=1,
+        ),
+        number(
+            INT,
+            "min.insync.replicas",
+            1,
+            "With acks=all, the fewest in-sync replicas a write needs (NOT_ENOUGH_REPLICAS).",
+            minimum=1,
+        ),
+        boolean(
+            "auto.create.topics.enable",
+            False,
+            "Kafka's default is true; Highwater creates topics only by CreateTopics "
+            "(true is accepted, no effect yet).",
+        ),
+        boolean("delete.topic.enable", True, "Whether DeleteTopics is allowed."),
+    ),
+    *_section(
+        "Log storage",
+        strings(
+            "log.dirs",
+            None,
+            "Directories holding partition data.",
+            syntax=_DIRECTORIES,
+            check=check_directories,
+            fallback=Fallback("log.dir"),
+        ),
+        strings(
+            "log.dir",
+            ("/tmp/highwater-logs",),
+            "Used when log.dirs is unset.",
+            syntax=_DIRECTORIES,
+            check=check_directories,
+            attr=None,
+        ),
+        number(
+            INT,
+            "message.max.bytes",
+            _LOG.max_message_bytes,
+            "The largest record batch accepted (MESSAGE_TOO_LARGE above).",
+            minimum=1,
+            log_field="max_message_bytes",
+        ),
+        number(
+            INT,
+            "log.segment.bytes",
+            _LOG.segment_bytes,
+            "Roll when the active segment would exceed this.",
+            minimum=MIN_SEGMENT_BYTES,
+            log_field="segment_bytes",
+        ),
+        number(
+            LONG,
+            "log.roll.ms",
+            None,
+            "Roll when the newest batch timestamp is this far past the segment's first.",
+            minimum=1,
+            fallback=Fallback("log.roll.hours", MS_PER_HOUR),
+            log_field="segment_ms",
+        ),
+        number(
+            INT,
+            "log.roll.hours",
+            _hours(_LOG.segment_ms),
+            "Used when log.roll.ms is unset.",
+            minimum=1,
+            attr=None,
+        ),
+        number(
+            INT,
+            "log.index.size.max.bytes",
+            _LOG.segment_index_bytes,
+            "Roll when an index reaches this size.",
+            minimum=MIN_SEGMENT_INDEX_BYTES,
+            log_field="segment_index_bytes",
+        ),
+        number(
+            INT,
+            "log.index.interval.bytes",
+            _LOG.index_interval_bytes,
+            "Bytes between sparse index entries.",
+            log_field="index_interval_bytes",
+        ),
+        number(
+            LONG,
+            "log.retention.ms",
+            None,
+            "Delete whole segments whose newest timestamp is older (-1: keep forever).",
+            minimum=NO_LIMIT,
+            fallback=Fallback("log.retention.minutes", MS_PER_MINUTE),
+            log_field="retention_ms",
+        ),
+        number(
+            INT,
+            "log.retention.minutes",
+            None,
+            "Used when log.retention.ms is unset.",
+            minimum=NO_LIMIT,
+            attr=None,
+            fallback=Fallback("log.retention.hours", 60),
+        ),
+        number(
+            INT,
+            "log.retention.hours",
+            _hours(_LOG.retention_ms),
+            "Used when log.retention.ms and log.retention.minutes are unset.",
+            minimum=NO_LIMIT,
+            attr=None,
+        ),
+        number(
+            LONG,
+            "log.retention.bytes",
+            _LOG.retention_bytes,
+            "Delete the oldest whole segments while a partition is larger (-1: no limit).",
+            minimum=NO_LIMIT,
+            log_field="retention_bytes",
+        ),
+        number(
+            LONG,
+            "log.retention.check.interval.ms",
+            300000,
+            "How often retention is applied.",
+            minimum=1,
+        ),
+        number(
+            LONG,
+            "log.flush.interval.messages",
+            _LOG.flush_messages,
+            "fsync after this many records (default: never; durability comes from replicas).",
+            minimum=1,
+            log_field="flush_messages",
+        ),
+        number(
+            LONG,
+            "log.flush.interval.ms",
+            None,
+            "fsync when records waited this long (checked every scheduler interval).",
+            fallback=Fallback("log.flush.scheduler.interval.ms"),
+            log_field="flush_ms",
+        ),
+        number(
+            LONG,
+            "log.flush.scheduler.interval.ms",
+            _LOG.flush_ms,
+            "How often logs are checked for a time-based fsync.",
+            minimum=1,
+        ),
+    ),
+    *_section(
+        "Replication",
+        number(
+            LONG,
+            "replica.lag.time.max.ms",
+            30000,
+            "A follower that has not caught up for this long leaves the ISR.",
+            minimum=1,
+        ),
+        number(
+            INT,
+            "replica.fetch.wait.max.ms",
+            500,
+            "How long a follower's fetch waits for data; at most replica.lag.time.max.ms.",
+        ),
+        number(INT, "replica.fetch.min.bytes", 1, "Bytes a follower's fetch waits for."),
+        number(
+            INT,
+            "replica.fetch.max.bytes",
+            1048576,
+            "The most bytes a follower asks for in one fetch, and per partition.",
+        ),
+        number(
+            INT,
+            "replica.fetch.backoff.ms",
+            1000,
+            "How long a follower waits after a fetch error before trying that partition again.",
+        ),
+        number(
+            LONG,
+            "replica.high.watermark.checkpoint.interval.ms",
+            5000,
+            "How often high watermarks are written to disk.",
+            minimum=1,
+        ),
+        number(
+            LONG,
+            "producer.id.expiration.ms",
+            _LOG.producer_id_expiration_ms,
+            "An idempotent producer id idle this long is forgotten by a partition "
+            "(its next batch is then accepted at any sequence).",
+            minimum=1,
+            log_field="producer_id_expiration_ms",
+        ),
+        number(
+            LONG,
+            "producer.id.expiration.check.interval.ms",
+            600_000,
+            "How often the broker looks for idle producer ids.",
+            minimum=1,
+        ),
+        boolean(
+            "unclean.leader.election.enable",
+            False,
+            "Let a replica outside the ISR lead when no ISR member is live (may lose data).",
+        ),
+        number(
+            LONG,
+            "isr.change.propagation.interval.ms",
+            2500,
+            "Highwater only (Kafka hard-codes it): how often a leader looks for ISR changes "
+            "to publish to the controller.",
+            minimum=1,
+        ),
+        number(
+            LONG,
+            "isr.change.propagation.blackout.ms",
+            5000,
+            "Highwater only: publish gathered ISR changes once none happened for this long.",
+        ),
+        number(
+            LONG,
+            "isr.change.propagation.max.delay.ms",
+            60000,
+            "Highwater only: publish gathered ISR changes anyway when the last one is this old.",
+        ),
+    ),
+    *_section(
+        "Controller",
+        boolean(
+            "controlled.shutdown.enable",
+            True,
+            "Ask the controller to move leaderships away before stopping.",
+        ),
+        number(INT, "controlled.shutdown.max.retries", 3, "Attempts at a controlled shutdown."),
+        number(
+            LONG,
+            "controlled.shutdown.retry.backoff.ms",
+            5000,
+            "Wait between controlled shutdown attempts.",
+        ),
+        boolean(
+            "auto.leader.rebalance.enable",
+            True,
+            "The controller moves leadership back to preferred replicas when imbalanced.",
+        ),
+        number(
+            INT,
+            "leader.imbalance.per.broker.percentage",
+            10,
+            "Above this share (%) of a broker's preferred partitions led elsewhere: rebalance.",
+            maximum=100,
+        ),
+        number(
+            LONG,
+            "leader.imbalance.check.interval.seconds",
+            300,
+            "How often the controller checks the leader imbalance.",
+            minimum=1,
+        ),
+    ),
+    *_section(
+        "Requests",
+        number(
+            INT,
+            "fetch.max.bytes",
+            57671680,
+            "Kafka's cap on one Fetch response (accepted, not applied yet: the request's is).",
+            minimum=1024,
+        ),
+        number(
+            INT,
+            "request.timeout.ms",
+            30000,
+            "Timeout of the broker's own requests (fetches from leaders, controlled shutdown).",
+        ),
+    ),
+)
+
+_BY_KEY: Final = {s.key: s for s in SETTINGS}
+KNOWN_KEYS: Final = frozenset(_BY_KEY)
+
+
+def setting(key: str) -> Setting:
+    """The setting named `key` (KeyError if there is none)."""
+    return _BY_KEY[key]
+
+
+def resolve(key: str, given: Mapping[str, Value | None]) -> Value | None:
+    """`key`'s effective value: as given, else its fallback's (scaled), else its default."""
+    if key in given:
+        return given[key]
+    entry = _BY_KEY[key]
+    if entry.fallback is None:
+        return entry.default
+    value = resolve(entry.fallback.key, given)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value * entry.fallback.factor
+    return value
+
+
+def default_of(key: str) -> Value | None:
+    """`key`'s built-in default, its fallbacks followed (None: required or null)."""
+    return resolve(key, {})
