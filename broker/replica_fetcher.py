@@ -9,7 +9,7 @@ import structlog
 import trio
 
 from broker.core.controller_requests import FollowerChange
-from broker.core.follower import FetcherSettings, Follower
+from broker.core.follower import FetcherSettings, Follower, FollowerSet
 from broker.core.replication_quota import ReplicationQuota
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.errors import HighwaterError
@@ -23,22 +23,26 @@ __all__ = ["ReplicaFetcherManager"]
 
 
 class ReplicaFetcherManager:
-    """Which partitions this broker follows, from whom; starts and stops fetchers."""
+    """Runs one fetcher task per leader that `FollowerSet` says we follow."""
 
     def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
         config = ctx.config
-        self._settings = FetcherSettings(
+        settings = FetcherSettings(
             config.replica_fetch_max_bytes,
             config.replica_fetch_min_bytes,
             config.replica_fetch_wait_max_ms,
             config.replica_fetch_backoff_ms,
             config.request_timeout_ms,
         )
+        self.followers = FollowerSet(ctx.state, settings)
         self._nursery: trio.Nursery | None = None
         self._fetchers: dict[BrokerEndpoint, _ReplicaFetcher] = {}
-        # One quota for all throttled partitions of this broker, across its fetchers.
-        self.throttle_quota = ReplicationQuota()
+
+    @property
+    def throttle_quota(self) -> ReplicationQuota:
+        """One quota for all throttled partitions of this broker, across its fetchers."""
+        return self.followers.quota
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -47,45 +51,27 @@ class ReplicaFetcherManager:
             await trio.sleep_forever()
 
     def apply(self, change: FollowerChange) -> None:
-        if change.leader is None:
-            self.unfollow(change.tp)
-        else:
-            self.follow(change.tp, change.leader, change.leader_epoch)
-
-    def follow(self, tp: TopicPartition, leader: BrokerEndpoint, leader_epoch: int) -> None:
-        """Fetch `tp` from `leader` in `leader_epoch`, truncating first. Idempotent for the
-        same leader and epoch (a repeated LeaderAndIsr must not restart truncation)."""
-        current = self._fetchers.get(leader)
-        if current is not None:
-            state = current.follower.partitions.get(tp)
-            if state is not None and state.leader_epoch == leader_epoch:
-                return
-        self.unfollow(tp)
         if self._nursery is None:
             return
-        fetcher = self._fetchers.get(leader)
-        if fetcher is None:
-            follower = Follower(self._ctx.state, self._settings, leader, self.throttle_quota)
-            fetcher = _ReplicaFetcher(self._ctx, follower)
-            self._fetchers[leader] = fetcher
+        if change.leader is None:
+            update = self.followers.unfollow(change.tp)
+        else:
+            update = self.followers.follow(change.tp, change.leader, change.leader_epoch)
+        for follower in update.stopped:
+            self._fetchers.pop(follower.leader).stop()
+        if update.started is not None:
+            fetcher = _ReplicaFetcher(self._ctx, update.started)
+            self._fetchers[update.started.leader] = fetcher
             self._nursery.start_soon(fetcher.run)
-        fetcher.follower.add(tp, leader_epoch)
-        fetcher.changed()
-
-    def unfollow(self, tp: TopicPartition) -> None:
-        for endpoint, fetcher in list(self._fetchers.items()):
-            if tp in fetcher.follower.partitions:
-                fetcher.follower.remove(tp)
-                if not fetcher.follower.partitions:
-                    fetcher.stop()
-                    del self._fetchers[endpoint]
+        if update.woken is not None:
+            self._fetchers[update.woken.leader].changed()
 
     def fetching_from(self) -> dict[TopicPartition, int]:
         """tp -> the leader's broker id, for every partition being followed (for tests/logs)."""
         return {
-            tp: endpoint.node_id
-            for endpoint, f in self._fetchers.items()
-            for tp in f.follower.partitions
+            tp: leader.node_id
+            for leader, follower in self.followers.by_leader.items()
+            for tp in follower.partitions
         }
 
 

@@ -97,13 +97,15 @@ def apply_update_metadata(
     partition it no longer places here (topic deleted, replica moved away) goes, unless a
     LeaderAndIsr claimed it (a replica that missed its StopReplica while down)."""
     state.metadata.update(request)
-    state.replica_manager.delete_stray_logs(
-        {
-            TopicPartition(s.topic_name, s.partition_index): s.replicas
-            for s in request.partition_states
-        }
+    placed = {TopicPartition(s.topic_name, s.partition_index): s for s in request.partition_states}
+    deleted = state.replica_manager.delete_stray_logs(
+        {tp: s.replicas for tp, s in placed.items()},
+        {tp: s.leader_epoch for tp, s in placed.items()},
     )
-    return ControllerRequestOutcome(UpdateMetadataResponse(ErrorCode.NONE), wake=[METADATA_KEY])
+    outcome = ControllerRequestOutcome(UpdateMetadataResponse(ErrorCode.NONE), wake=[METADATA_KEY])
+    outcome.followers = [FollowerChange(tp) for tp in deleted]
+    outcome.wake += deleted
+    return outcome
 
 
 def apply_stop_replica(

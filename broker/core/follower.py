@@ -41,6 +41,8 @@ __all__ = [
     "FetchState",
     "FetcherSettings",
     "Follower",
+    "FollowerSet",
+    "FollowerUpdate",
     "TruncationRound",
     "whole_batches",
 ]
@@ -343,3 +345,59 @@ def whole_batches(records: bytes) -> bytes:
             break
         position = end
     return records if position == size else records[:position]
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerUpdate:
+    """What the shell must do after a change: start a new fetcher, stop empty ones, nudge
+    one that gained a partition."""
+
+    started: Follower | None = None
+    stopped: tuple[Follower, ...] = ()
+    woken: Follower | None = None
+
+
+@dataclass(eq=False)
+class FollowerSet:
+    """Which leader each followed partition is fetched from (Kafka's
+    ReplicaFetcherManager): one `Follower` per leader endpoint."""
+
+    state: BrokerState
+    settings: FetcherSettings
+    quota: ReplicationQuota = field(default_factory=ReplicationQuota)
+    by_leader: dict[BrokerEndpoint, Follower] = field(default_factory=dict)
+
+    def follow(
+        self, tp: TopicPartition, leader: BrokerEndpoint, leader_epoch: int
+    ) -> FollowerUpdate:
+        """Fetch `tp` from `leader` in `leader_epoch`, truncating first. Idempotent for the
+        same leader and epoch (a repeated LeaderAndIsr must not restart truncation)."""
+        current = self.by_leader.get(leader)
+        if current is not None:
+            state = current.partitions.get(tp)
+            if state is not None and state.leader_epoch == leader_epoch:
+                return FollowerUpdate()
+        stopped = self.unfollow(tp).stopped
+        follower = self.by_leader.get(leader)
+        started = None
+        if follower is None:
+            follower = started = Follower(self.state, self.settings, leader, self.quota)
+            self.by_leader[leader] = follower
+        follower.add(tp, leader_epoch)
+        return FollowerUpdate(started, stopped, None if started else follower)
+
+    def unfollow(self, tp: TopicPartition) -> FollowerUpdate:
+        stopped = []
+        for leader, follower in list(self.by_leader.items()):
+            if tp in follower.partitions:
+                follower.remove(tp)
+                if not follower.partitions:
+                    stopped.append(self.by_leader.pop(leader))
+        return FollowerUpdate(stopped=tuple(stopped))
+
+    def fetch_state(self, tp: TopicPartition) -> FetchState | None:
+        for follower in self.by_leader.values():
+            state = follower.partitions.get(tp)
+            if state is not None:
+                return state
+        return None

@@ -104,28 +104,35 @@ class ReplicaManager:
             self._logger.info("partition deleted", topic=tp[0], partition=tp[1])
 
     def delete_stray_logs(
-        self, assignments: Mapping[TopicPartition, Collection[int]]
+        self,
+        assignments: Mapping[TopicPartition, Collection[int]],
+        leader_epochs: Mapping[TopicPartition, int] | None = None,
     ) -> list[TopicPartition]:
-        """Delete the logs that the cluster no longer places here and no LeaderAndIsr gave
-        us: their topic is gone, or this broker is not among the partition's replicas.
+        """Delete the logs that the cluster no longer places here: their topic is gone, or
+        this broker is not among the partition's replicas.
 
         Deletion and reassignment reach a replica through StopReplica, which a replica that
         was down at the time (or a controller that failed mid-way) never gets; the next full
         metadata from the controller shows it, and the data goes then. `assignments`: every
-        partition in that metadata with its replicas."""
+        partition in that metadata with its replicas. A partition a LeaderAndIsr gave us is
+        kept unless the metadata says so in a newer leader epoch (`leader_epochs`): the
+        controller that completed a reassignment may have failed before its StopReplica."""
         topics = {topic for topic, _ in assignments}
-        stray = [
-            tp
-            for tp in sorted(self.log_manager.logs)
-            if tp not in self.partitions
-            and (
-                tp[0] not in topics or (tp in assignments and self.broker_id not in assignments[tp])
-            )
-        ]
-        for tp in stray:
+        epochs = leader_epochs or {}
+
+        def stray(tp: TopicPartition) -> bool:
+            if tp[0] not in topics:
+                return tp not in self.partitions
+            if tp not in assignments or self.broker_id in assignments[tp]:
+                return False
+            hosted = self.partitions.get(tp)
+            return hosted is None or epochs.get(tp, -1) > hosted.leader_epoch
+
+        deleted = [tp for tp in sorted(self.log_manager.logs) if stray(tp)]
+        for tp in deleted:
             self.stop_replica(tp, delete=True)
             self._logger.info("stray log deleted", topic=tp[0], partition=tp[1])
-        return stray
+        return deleted
 
     # -- data path -----------------------------------------------------------------------
 

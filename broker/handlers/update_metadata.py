@@ -19,5 +19,6 @@ async def handle_update_metadata(
     if refused != ErrorCode.NONE:
         return UpdateMetadataResponse(refused)
     outcome = apply_update_metadata(ctx.state, request)
+    ctx.change_followers(outcome.followers)
     ctx.wake(outcome.wake)
     return outcome.response

@@ -62,11 +62,15 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], default_config: LogConfig) -> None:
+    def __init__(
+        self, log_dirs: list[Path], default_config: LogConfig, *, log_class: type[Log] = Log
+    ) -> None:
+        """`log_class`: Log, or a subclass (the simulator's keeps its batches in memory)."""
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = log_dirs
         self.default_config = default_config
+        self._log_class = log_class
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[TextIO] = []
@@ -102,7 +106,7 @@ class LogManager:
                     raise LogStorageError(
                         f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}"
                     )
-                self.logs[tp] = Log.open(
+                self.logs[tp] = self._log_class.open(
                     child,
                     configs.get(tp, self.default_config),
                     now_ms=now_ms,
@@ -134,6 +138,14 @@ class LogManager:
         self._locks.clear()
         self.logs.clear()
 
+    def abandon(self) -> None:
+        """Let go of the log dirs as a killed process does: no flush, no checkpoints, no
+        clean-shutdown marker (the simulator's crash; the logs are closed by then)."""
+        for lock in self._locks:
+            lock.close()
+        self._locks.clear()
+        self.logs.clear()
+
     def _lock(self, log_dir: Path) -> None:
         lock = open(log_dir / LOCK_FILE, "a")  # noqa: SIM115 - held until shutdown
         try:
@@ -158,7 +170,7 @@ class LogManager:
         if not _TOPIC_RE.fullmatch(topic) or partition < 0:
             raise ValueError(f"invalid topic-partition {tp!r}")
         log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v == d))
-        log = Log.open(
+        log = self._log_class.open(
             log_dir / f"{topic}-{partition}", config or self.default_config, now_ms=now_ms
         )
         self.logs[tp] = log

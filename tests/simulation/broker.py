@@ -1,113 +1,79 @@
-"""One simulated broker: the synchronous twin of the broker's async shells.
+"""One simulated broker process: the broker's cores (broker.core) driven by simulated time.
 
-Each request handler here follows its real counterpart line by line (broker/handlers/fetch.py,
-produce.py, offset_for_leader_epoch.py, leader_and_isr.py, update_metadata.py,
-stop_replica.py, broker/replica_manager.py, broker/isr_manager.py; the replica fetcher is in
-fetcher.py), calling the same `Partition` methods and `broker.core.replication` rules; only trio's
-waiting is replaced by events on the simulated clock. One deliberate difference, Kafka's and not
-produce.py's: an acks=all produce is acknowledged only if the ISR still has min.insync.replicas
-members when the HW reaches it (Kafka's checkEnoughReplicasReachOffset); see
-test_scenarios.py for why.
-
-A broker's process state (partitions, fetchers, parked requests) dies with a crash; its disk
-(log directories, the HW and recovery-point checkpoints) survives, minus unflushed data.
+The glue only does what trio, sockets and kazoo do for the real broker: it delivers requests
+to the same core functions the handlers call, parks fetches and acks=all produces until a
+key they wait on is woken or their deadline passes (the purgatory), runs the ISR writes and
+the followers' requests, and keeps the timers. A crash loses the process and unflushed data;
+the log directory (segments, checkpoint files) survives and is recovered by the real
+LogManager at the next start.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, TypeVar, cast
 
-from broker.core.partition import NotLeaderError, Partition, ReadResult
-from broker.core.replication import should_propagate_isr_changes
-from controller.zk_data import PartitionStateZnode
-from protocol.errors import ErrorCode, HighwaterError
-from protocol.messages.fetch import (
-    FetchPartitionData,
-    FetchRequest,
-    FetchResponse,
-    FetchTopicResponse,
+from broker.core.controller_requests import (
+    ControllerRequestOutcome,
+    FollowerChange,
+    apply_leader_and_isr,
+    apply_stop_replica,
+    apply_update_metadata,
 )
-from protocol.messages.leader_and_isr import (
-    LeaderAndIsrPartitionError,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
+from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
+from broker.core.follower import FetcherSettings, FetchState, FollowerSet, FollowerUpdate
+from broker.core.isr import IsrCore, IsrSettings, IsrWrite
+from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
+from broker.core.partition import Partition
+from broker.core.produce import (
+    ProduceAppend,
+    append_produce,
+    check_waiting,
+    produce_response,
+    time_out,
+    timeout_ms,
 )
-from protocol.messages.offset_for_leader_epoch import (
-    OffsetForLeaderEpochPartitionResult,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    OffsetForLeaderEpochTopicResult,
-)
+from broker.core.replica_manager import ReplicaManager
+from broker.core.state import BrokerState
+from broker.log.manager import LogManager
+from controller.core import ControlledShutdownReply, ControlledShutdownRequested
+from controller.zk_brokers import try_register
+from controller.zk_data import BrokerRegistration
+from controller.zk_isr import publish_isr_changes, write_isr
+from controller.zk_script import ZkScript
+from controller.zk_topics import get_topic_config
+from controller.zk_types import WatchEvent, ZkError
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchRequest
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+from protocol.messages.produce import ProduceRequest
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
-from protocol.records import read_header
-from tests.simulation.disk import CrashCut, MirroredLog, crash, open_log
-from tests.simulation.fetcher import FetchState, ReplicaFetcher
+from protocol.records import decode_batches, read_header
+from protocol.topic_partition import TopicPartition
+from tests.simulation.controller_shell import ControllerAsk, SimController, campaign
+from tests.simulation.disk import CrashCut, MirroredLog, crash
+from tests.simulation.fetcher import SimFetcher
 from tests.simulation.network import Envelope
 from tests.simulation.world import Ack, World
-from tests.simulation.zk import TopicPartition
 
-if TYPE_CHECKING:
-    from tests.simulation.controller_shell import SimController
+__all__ = ["SimBroker"]
 
-__all__ = ["ProduceCall", "ProduceResult", "SimBroker"]
+T = TypeVar("T")
 
-MAX_WAIT_CAP_MS = 60_000
+ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
 
 
-class UnknownPartitionError(HighwaterError):
-    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+@dataclass(eq=False, slots=True)
+class _Parked:
+    """A request in the purgatory: `check(expired)` answers it and returns True when done."""
 
-
-# -- messages the real protocol has but the simulation keeps small ---------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceCall:
-    """An acks=all produce of one batch to one partition."""
-
-    tp: TopicPartition
-    records: bytes
-    values: tuple[bytes, ...]
-    timeout_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    error_code: int
-    base_offset: int = -1
-
-
-# -- per-request state -----------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class ParkedFetch:
-    """A fetch waiting in the purgatory for data (Kafka's DelayedFetch)."""
-
-    envelope: Envelope
-    request: FetchRequest
-    keys: frozenset[TopicPartition]
-    deadline_ms: int
-    done: bool = False
-    wake_pending: bool = False
-
-
-@dataclass(slots=True)
-class WaitingProduce:
-    """An acks=all produce waiting for the HW (Kafka's DelayedProduce)."""
-
-    envelope: Envelope
-    call: ProduceCall
-    needed: int  # the HW that covers the batch
-    base_offset: int
-    leader_epoch: int
-    appended_ms: int
-    deadline_ms: int
+    keys: frozenset[Hashable]
+    check: Callable[[bool], bool]
     done: bool = False
     wake_pending: bool = False
 
@@ -120,35 +86,46 @@ class SimBroker:
         self.alive = False
         self.incarnation = 0
         self.session_id: int | None = None
-        self.broker_epoch = -1
         self.crashes = 0
         self.last_crash_ms = -1
-        # What survives a crash: the disk.
-        self.hw_checkpoint: dict[TopicPartition, int] = {}
-        self.recovery_points: dict[TopicPartition, int] = {}
         self.last_crash: dict[TopicPartition, CrashCut] = {}
         self.lost_data_in_last_crash = False
-        self._reset_process_state()
+        self.shutting_down = False  # a controlled shutdown is under way
+        self._reset()
 
-    def _reset_process_state(self) -> None:
-        self.registered = False  # this process has not registered yet
-        # The broker epoch of this process's first registration, written with every
-        # re-registration (zk_brokers.maintain_registration): the controller's incarnation.
-        self.first_broker_epoch: int | None = None
-        self.controller_epoch = -1
-        self.logs: dict[TopicPartition, MirroredLog] = {}
-        self.partitions: dict[TopicPartition, Partition] = {}
-        self.high_watermarks: dict[TopicPartition, int] = dict(self.hw_checkpoint)
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.parked_fetches: list[ParkedFetch] = []
-        self.waiting_produces: list[WaitingProduce] = []
-        self.metadata_brokers: set[int] = set()
-        self.isr_changed: set[TopicPartition] = set()
-        self.last_isr_change_ms = 0
-        self.last_isr_propagation_ms = self.world.now_ms
+    def _reset(self) -> None:
+        self.log_manager: LogManager | None = None
+        self.state: BrokerState | None = None
+        self.followers: FollowerSet | None = None
+        self.fetchers: dict[int, SimFetcher] = {}
+        self.parked: list[_Parked] = []
         self.controller: SimController | None = None
+        # The broker epoch of this process's first registration: its incarnation.
+        self.first_broker_epoch: int | None = None
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- views (scenario tests and invariants) ---------------------------------------------
+
+    @property
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        return self.state.replica_manager.partitions if self.state is not None else {}
+
+    @property
+    def logs(self) -> dict[TopicPartition, MirroredLog]:
+        logs = self.log_manager.logs if self.log_manager is not None else {}
+        return cast("dict[TopicPartition, MirroredLog]", logs)
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.state.broker_epoch if self.state is not None else -1
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.state.controller_epoch if self.state is not None else -1
+
+    def fetch_state(self, tp: TopicPartition) -> FetchState | None:
+        return self.followers.fetch_state(tp) if self.followers is not None else None
+
+    # -- timers ----------------------------------------------------------------------------
 
     @property
     def now_ms(self) -> int:
@@ -171,70 +148,65 @@ class SimBroker:
 
         self.after(interval_ms, label, tick)
 
-    def _log_dir(self, tp: TopicPartition) -> Path:
-        return self.data_dir / f"{tp[0]}-{tp[1]}"
-
-    def _respond(self, envelope: Envelope, payload: object) -> None:
-        self.world.net.respond(envelope, payload)
-
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
         """(Re)start the process: recover the logs, register in ZooKeeper, start timers."""
         assert not self.alive
         self.alive = True
+        self.shutting_down = False
         self.incarnation += 1
-        self._reset_process_state()
-        for tp in sorted(self.recovery_points):
-            self.logs[tp] = open_log(
-                self._log_dir(tp),
-                self.world.log_config,
-                self.now_ms,
-                recovery_point=self.recovery_points[tp],
-            )
-        self.world.trace(
+        self._reset()
+        world, config = self.world, self.world.config
+        self.log_manager = LogManager([self.data_dir], world.log_config, log_class=MirroredLog)
+        self.log_manager.startup(self.now_ms)
+        replicas = ReplicaManager(self.broker_id, self.log_manager)
+        isr_settings = IsrSettings(
+            config.replica_lag_time_max_ms,
+            config.isr_change_propagation_blackout_ms,
+            config.isr_change_propagation_max_delay_ms,
+        )
+        isr = IsrCore(self.broker_id, isr_settings, self.now_ms)
+        self.state = BrokerState(replicas, isr, config.min_insync_replicas)
+        fetcher_settings = FetcherSettings(
+            world.replica_fetch_max_bytes,
+            config.replica_fetch_min_bytes,
+            config.replica_fetch_wait_max_ms,
+            config.replica_fetch_backoff_ms,
+            config.request_timeout_ms,
+        )
+        self.followers = FollowerSet(self.state, fetcher_settings)
+        world.trace(
             f"b{self.broker_id} started (incarnation {self.incarnation}); logs "
-            + ", ".join(f"{t}-{p}: LEO {log.log_end_offset}" for (t, p), log in self.logs.items())
+            + ", ".join(f"{tp}: LEO {log.log_end_offset}" for tp, log in sorted(self.logs.items()))
         )
         self._new_session()
-        config = self.world.config
-        self.every(config.replica_lag_time_max_ms // 2, "isr-expiration", self._maybe_shrink_all)
-        self.every(
-            config.isr_change_propagation_interval_ms, "isr-change-propagation", self._propagate
-        )
-        self.every(
-            config.high_watermark_checkpoint_interval_ms, "hw-checkpoint", self.checkpoint_hws
-        )
-        self.after(self.world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
+        self.every(config.replica_lag_time_max_ms // 2, "isr-expiration", self._shrink_isrs)
+        self.every(config.isr_change_propagation_interval_ms, "isr-propagation", self._propagate)
+        self.every(config.high_watermark_checkpoint_interval_ms, "hw-checkpoint", self.checkpoint)
+        self.after(world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
 
     def crash(
         self, keep: Literal["random", "all", "flushed"] = "random", torn: bool | None = None
     ) -> dict[TopicPartition, CrashCut]:
-        """Power loss: the process and unflushed data are gone (see disk.crash for `keep`;
-        `torn` forces or forbids a torn tail); ZooKeeper notices only when the session times
-        out."""
-        assert self.alive
+        """Power loss (see disk.crash for `keep`; `torn` forces or forbids a torn tail):
+        ZooKeeper notices only when the session times out."""
+        assert self.alive and self.log_manager is not None
         config = self.world.config
         torn_probability = config.torn_tail_probability if torn is None else float(torn)
         cuts = {
             tp: crash(log, self.world.rng, torn_probability, keep=keep)
             for tp, log in sorted(self.logs.items())
         }
-        for tp, cut in cuts.items():
-            self.recovery_points[tp] = cut.recovery_point
+        self.log_manager.abandon()
         self.last_crash = cuts
         self.lost_data_in_last_crash = any(
             c.kept_offset < c.log_end_offset or c.torn_bytes for c in cuts.values()
         )
-        self.alive = False
-        self.incarnation += 1
         self.crashes += 1
         self.last_crash_ms = self.now_ms
-        if self.controller is not None:
-            self.controller.die()
-        self._reset_process_state()
-        session = self.session_id
-        self.session_id = None
+        self._end_process()
+        session, self.session_id = self.session_id, None
         if session is not None:
             zk = self.world.zk
             self.world.scheduler.after(
@@ -245,6 +217,61 @@ class SimBroker:
         for hook in self.world.on_crash:
             hook(self.broker_id)
         return cuts
+
+    def stop(self) -> None:
+        """A clean stop (after a controlled shutdown): flush, checkpoint, close the session."""
+        assert self.alive and self.log_manager is not None and self.state is not None
+        self.state.replica_manager.checkpoint_high_watermarks()
+        self.log_manager.shutdown(self.now_ms)
+        self.lost_data_in_last_crash = False
+        self.world.trace(f"b{self.broker_id} stopped cleanly")
+        self._end_process()
+        session, self.session_id = self.session_id, None
+        if session is not None:
+            self.world.zk.expire_session(session)  # closed: its nodes go at once
+
+    def shut_down(self, attempts: int = 3) -> None:
+        """SIGTERM: ask the controller to move our leaderships away (retried, as
+        broker/controlled_shutdown.py), then stop cleanly either way."""
+        assert self.state is not None
+        self.shutting_down = True
+        event = ControlledShutdownRequested(self.broker_id, self.state.broker_epoch)
+        backoff_ms = self.world.config.controlled_shutdown_retry_backoff_ms
+        incarnation = self.incarnation
+
+        def answered(reply: object) -> None:
+            if not self.alive or self.incarnation != incarnation:
+                return  # crashed meanwhile
+            if isinstance(reply, ControlledShutdownReply) and reply.error_code == ErrorCode.NONE:
+                self.world.trace(f"b{self.broker_id} controlled shutdown accepted: {reply}")
+                self.stop()
+            elif attempts > 1:
+                self.after(backoff_ms, "controlled shutdown", lambda: self.shut_down(attempts - 1))
+            else:
+                self.stop()
+
+        controller = self.world.zk.controller
+        if controller is None:
+            answered(None)
+        elif self.controller is not None and self.controller.active:
+            self.controller.ask(event, answered)
+        else:
+            self.world.net.request(
+                self.broker_id,
+                controller[0],
+                ControllerAsk(event),
+                timeout_ms=self.world.config.request_timeout_ms,
+                on_response=answered,
+                on_timeout=lambda: answered(None),
+                label=f"ControlledShutdown b{self.broker_id}->b{controller[0]}",
+            )
+
+    def _end_process(self) -> None:
+        self.alive = False
+        self.incarnation += 1
+        if self.controller is not None:
+            self.controller.die()
+        self._reset()
 
     def expire_session(self) -> None:
         """ZooKeeper expired our session (not a crash): re-register with a new one; a
@@ -264,495 +291,280 @@ class SimBroker:
         self._register()
 
     def _register(self) -> None:
-        """register_broker: wait for a node left by our previous session to expire."""
-        epoch = self.world.zk.register_broker(
-            self.broker_id, self.session_id or -1, self.first_broker_epoch
+        """broker/registration.py: wait for a node left by an older session to expire."""
+        assert self.state is not None
+        registration = BrokerRegistration(
+            "127.0.0.1", 9090 + self.broker_id, None, self.now_ms, self.first_broker_epoch
         )
+        epoch = self._zk_run(try_register(self.broker_id, registration, self.session_id))
         if epoch is None:
-            self.after(self.world.config.broker_registration_retry_ms, "register", self._register)
+            retry_ms = self.world.config.broker_registration_retry_ms
+            self.after(retry_ms, "register", self._register)
             return
         if self.first_broker_epoch is None:
             self.first_broker_epoch = epoch
-        self.broker_epoch = epoch
-        self.registered = True
-        self.world.trace(
-            f"b{self.broker_id} registered, broker epoch {epoch} "
-            f"(this process's first: {self.first_broker_epoch})"
-        )
-        from tests.simulation.controller_shell import campaign
-
+        self.state.broker_epoch = epoch
+        self.world.trace(f"b{self.broker_id} registered, broker epoch {epoch}")
         campaign(self.world, self)
+
+    def on_watch(self, event: WatchEvent) -> None:
+        """A ZooKeeper watch of our session fired (the controller's, or the candidate's)."""
+        if self.controller is not None:
+            self.controller.enqueue(event)
+        elif event.path == "/controller":
+            campaign(self.world, self)
+
+    def checkpoint(self) -> None:
+        """The replication-offset-checkpoint (HWs)."""
+        if self.state is not None:
+            self.state.replica_manager.checkpoint_high_watermarks()
+
+    def flush(self) -> None:
+        """fsync every log, then write the recovery points and the HWs (a clean moment)."""
+        assert self.log_manager is not None
+        for log in self.logs.values():
+            log.flush(self.now_ms)
+        self.log_manager.checkpoint(self.now_ms)
+        self.checkpoint()
+
+    def _flush_logs(self) -> None:
+        """log.flush.interval: fsync, so the recovery point moves up (and its checkpoint)."""
+        assert self.log_manager is not None
+        for log in self.logs.values():
+            log.flush(self.now_ms)
+        self.log_manager.checkpoint(self.now_ms)
+        config = self.world.config
+        self.after(self.world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
 
     def close(self) -> None:
         for log in self.logs.values():
             log.close()
+        if self.log_manager is not None:
+            self.log_manager.abandon()
 
     # -- requests --------------------------------------------------------------------------
 
+    def _respond(self, envelope: Envelope, payload: object) -> None:
+        self.world.net.respond(envelope, payload)
+
     def handle_request(self, envelope: Envelope) -> None:
+        assert self.state is not None
         payload = envelope.payload
         if isinstance(payload, FetchRequest):
-            self._on_fetch(envelope, payload)
-        elif isinstance(payload, ProduceCall):
-            self._on_produce(envelope, payload)
+            self._fetch(envelope, payload)
+        elif isinstance(payload, ProduceRequest):
+            self._produce(envelope, payload)
         elif isinstance(payload, OffsetForLeaderEpochRequest):
-            self._respond(envelope, self._offset_for_leader_epoch(payload))
-        elif isinstance(payload, LeaderAndIsrRequest):
-            self._respond(envelope, self._on_leader_and_isr(payload))
-        elif isinstance(payload, UpdateMetadataRequest):
-            self._respond(envelope, self._on_update_metadata(payload))
-        elif isinstance(payload, StopReplicaRequest):
-            self._respond(envelope, self._on_stop_replica(payload))
+            self._respond(envelope, answer_offset_for_leader_epoch(self.state, payload))
+        elif isinstance(payload, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest):
+            self._controller_request(
+                envelope, payload, self.now_ms + self.world.config.request_timeout_ms
+            )
+        elif isinstance(payload, ControllerAsk):
+            if self.controller is not None and self.controller.active:
+                self.controller.ask(payload.event, functools.partial(self._respond, envelope))
+            else:
+                self._respond(envelope, SimController.refuse(self.broker_id, payload.event))
         else:
             raise TypeError(f"unexpected request {payload!r}")
 
-    def _check_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        """BrokerContext.admit_controller_request. The real broker holds a request that
-        arrives before its process registered until it has; here it is refused, a harsher
-        model (the controller does not resend it)."""
-        if not self.registered:
-            return ErrorCode.STALE_BROKER_EPOCH
-        if controller_epoch < self.controller_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
-            return ErrorCode.STALE_BROKER_EPOCH
-        self.controller_epoch = controller_epoch
-        return ErrorCode.NONE
-
-    # -- LeaderAndIsr / UpdateMetadata / StopReplica ---------------------------------------
-
-    def _on_leader_and_isr(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
-        refused = self._check_controller_request(request.controller_epoch, request.broker_epoch)
-        if refused != ErrorCode.NONE:
-            self.world.trace(f"b{self.broker_id} refused LeaderAndIsr: {refused.name}")
-            return LeaderAndIsrResponse(refused)
-        results: list[tuple[str, int, int]] = []
-        for state in request.partition_states:
-            tp = (state.topic_name, state.partition_index)
-            if self.broker_id not in state.replicas:
-                results.append((*tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value))
-                continue
-            partition = self._get_or_create(tp)
-            applied = partition.apply_state(state, self.now_ms)
-            code = ErrorCode.NONE if applied else ErrorCode.FENCED_LEADER_EPOCH
-            results.append((*tp, code.value))
-            self.world.trace(
-                f"b{self.broker_id} {tp[0]}-{tp[1]}: LeaderAndIsr leader {state.leader} "
-                f"epoch {state.leader_epoch} isr {list(state.isr)} pe {state.partition_epoch}"
-                + ("" if applied else " (stale, ignored)")
-            )
-        self._update_fetchers(request, results)
-        for topic, index, _ in results:
-            self._notify((topic, index))
-        return LeaderAndIsrResponse(
-            ErrorCode.NONE,
-            tuple(LeaderAndIsrPartitionError(t, p, code) for t, p, code in results),
-        )
-
-    def _get_or_create(self, tp: TopicPartition) -> Partition:
-        partition = self.partitions.get(tp)
-        if partition is None:
-            log = self.logs.get(tp)
-            if log is None:
-                log = open_log(self._log_dir(tp), self.world.log_config, self.now_ms)
-                self.logs[tp] = log
-                self.recovery_points.setdefault(tp, 0)
-            partition = Partition(
-                tp[0], tp[1], self.broker_id, log, high_watermark=self.high_watermarks.get(tp, 0)
-            )
-            self.partitions[tp] = partition
-        return partition
-
-    def _update_fetchers(
-        self, request: LeaderAndIsrRequest, results: list[tuple[str, int, int]]
+    def _controller_request(
+        self, envelope: Envelope, request: ControllerRequest, deadline_ms: int
     ) -> None:
-        leaders = set(self.metadata_brokers) | {b.node_id for b in request.live_leaders}
-        for topic, index, code in results:
-            partition = self.partitions.get((topic, index))
-            if code != ErrorCode.NONE or partition is None:
-                continue
-            if partition.is_leader or partition.leader_id not in leaders:
-                self.unfollow((topic, index))
-            else:
-                self.follow((topic, index), partition.leader_id, partition.leader_epoch)
-
-    def _on_update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
-        refused = self._check_controller_request(request.controller_epoch, request.broker_epoch)
-        if refused != ErrorCode.NONE:
-            return UpdateMetadataResponse(refused)
-        self.metadata_brokers = {b.node_id for b in request.live_brokers}
-        return UpdateMetadataResponse(ErrorCode.NONE)
-
-    def _on_stop_replica(self, request: StopReplicaRequest) -> StopReplicaResponse:
-        refused = self._check_controller_request(request.controller_epoch, request.broker_epoch)
-        if refused != ErrorCode.NONE:
-            return StopReplicaResponse(refused)
-        for topic in request.topic_states:
-            for state in topic.partition_states:
-                tp = (topic.topic_name, state.partition_index)
-                self.unfollow(tp)
-                partition = self.partitions.pop(tp, None)
-                if partition is not None:
-                    partition.leader_id = -1
-                    self.high_watermarks[tp] = partition.high_watermark
-                self.world.trace(f"b{self.broker_id} {tp[0]}-{tp[1]}: StopReplica")
-                self._notify(tp)
-        return StopReplicaResponse(ErrorCode.NONE)
+        """The handlers' admission, then the core. Before registration the request is held
+        (bounded), as the real broker holds it."""
+        assert self.state is not None
+        state = self.state
+        if state.broker_epoch < 0 and self.now_ms < deadline_ms:
+            retry = functools.partial(self._controller_request, envelope, request, deadline_ms)
+            self.after(self.world.config.broker_registration_retry_ms, "held request", retry)
+            return
+        refused = state.admit_controller_request(request.controller_epoch, request.broker_epoch)
+        outcome: ControllerRequestOutcome[object]
+        if isinstance(request, LeaderAndIsrRequest):
+            if refused != ErrorCode.NONE:
+                return self._respond(envelope, LeaderAndIsrResponse(refused))
+            try:
+                topics = {s.topic_name for s in request.partition_states}
+                configs = {t: self._zk_run(get_topic_config(t), raising=True) for t in topics}
+            except ZkError:
+                return  # the handler fails: no answer; the controller's channel retries
+            outcome = apply_leader_and_isr(state, request, configs, self.now_ms)  # type: ignore[assignment]
+        elif isinstance(request, UpdateMetadataRequest):
+            if refused != ErrorCode.NONE:
+                return self._respond(envelope, UpdateMetadataResponse(refused))
+            outcome = apply_update_metadata(state, request)  # type: ignore[assignment]
+        else:
+            if refused != ErrorCode.NONE:
+                return self._respond(envelope, StopReplicaResponse(refused))
+            outcome = apply_stop_replica(state, request)  # type: ignore[assignment]
+        self.world.trace(f"b{self.broker_id} applied {type(request).__name__}")
+        self._change_followers(outcome.followers)
+        self._wake(outcome.wake)
+        self._respond(envelope, outcome.response)
 
     # -- the purgatory ---------------------------------------------------------------------
 
-    def _notify(self, tp: TopicPartition) -> None:
-        """Purgatory.notify: parked fetches and produces on `tp` re-check (as a later step,
-        as their trio tasks would)."""
-        for parked in self.parked_fetches:
-            if tp in parked.keys and not parked.done and not parked.wake_pending:
-                parked.wake_pending = True
-                self.after(0, "fetch wakes", functools.partial(self._retry_fetch, parked))
-        for waiting in self.waiting_produces:
-            if waiting.call.tp == tp and not waiting.done and not waiting.wake_pending:
-                waiting.wake_pending = True
-                self.after(0, "produce wakes", functools.partial(self._check_produce, waiting))
-
-    # -- Fetch (leader side) ---------------------------------------------------------------
-
-    def _on_fetch(self, envelope: Envelope, request: FetchRequest) -> None:
-        deadline_ms = self.now_ms + min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
-        response, total_bytes, has_error = self._read_all(request)
-        if total_bytes >= request.min_bytes or has_error or self.now_ms >= deadline_ms:
-            self._respond(envelope, response)
-            return
-        keys = frozenset((t.topic, p.partition) for t in request.topics for p in t.partitions)
-        parked = ParkedFetch(envelope, request, keys, deadline_ms)
-        self.parked_fetches.append(parked)
-        self.after(deadline_ms - self.now_ms, "fetch deadline", lambda: self._expire_fetch(parked))
-
-    def _retry_fetch(self, parked: ParkedFetch) -> None:
-        parked.wake_pending = False
-        if parked.done:
-            return
-        response, total_bytes, has_error = self._read_all(parked.request)
-        if total_bytes >= parked.request.min_bytes or has_error:
-            self._finish_fetch(parked, response)
-
-    def _expire_fetch(self, parked: ParkedFetch) -> None:
-        if not parked.done:
-            self._finish_fetch(parked, self._read_all(parked.request)[0])
-
-    def _finish_fetch(self, parked: ParkedFetch, response: FetchResponse) -> None:
-        parked.done = True
-        self.parked_fetches.remove(parked)
-        self._respond(parked.envelope, response)
-
-    def _read_all(self, request: FetchRequest) -> tuple[FetchResponse, int, bool]:
-        """handlers/fetch.py::_read_all."""
-        now_ms = self.now_ms
-        remaining = max(request.max_bytes, 0)
-        total_bytes = 0
-        has_error = False
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            for wanted in topic.partitions:
-                tp = (topic.topic, wanted.partition)
-                try:
-                    result = self._replica_read(
-                        tp,
-                        wanted.fetch_offset,
-                        min(max(wanted.partition_max_bytes, 0), remaining),
-                        replica_id=request.replica_id,
-                        current_leader_epoch=wanted.current_leader_epoch,
-                        min_one_batch=total_bytes == 0,
-                    )
-                except HighwaterError as exc:
-                    has_error = True
-                    code = exc.code
-                    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the metadata knows it
-                    partition = self.partitions.get(tp)
-                    partitions.append(
-                        FetchPartitionData(
-                            wanted.partition,
-                            code,
-                            high_watermark=partition.high_watermark if partition else -1,
-                            log_start_offset=partition.log.log_start_offset if partition else -1,
-                            records=b"",
-                        )
-                    )
-                    continue
-                if request.replica_id >= 0:
-                    self._follower_fetched(
-                        tp, request.replica_id, wanted.fetch_offset, result, now_ms
-                    )
-                records = result.data.read()
-                total_bytes += len(records)
-                remaining = max(0, remaining - len(records))
-                partitions.append(
-                    FetchPartitionData(
-                        wanted.partition,
-                        ErrorCode.NONE,
-                        high_watermark=result.high_watermark,
-                        log_start_offset=result.log_start_offset,
-                        records=records,
-                        current_leader_epoch=self.partitions[tp].leader_epoch,
-                    )
-                )
-            topics.append(FetchTopicResponse(topic.topic, tuple(partitions)))
-        return FetchResponse(ErrorCode.NONE, tuple(topics)), total_bytes, has_error
-
-    def _leader_partition(self, tp: TopicPartition) -> Partition:
-        partition = self.partitions.get(tp)
-        if partition is None:
-            raise UnknownPartitionError(f"{tp} is not hosted on broker {self.broker_id}")
-        if not partition.is_leader:
-            raise NotLeaderError(f"broker {self.broker_id} does not lead {tp}")
-        return partition
-
-    def _replica_read(
-        self,
-        tp: TopicPartition,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        replica_id: int,
-        current_leader_epoch: int,
-        min_one_batch: bool,
-    ) -> ReadResult:
-        """ReplicaManager.read."""
-        partition = self._leader_partition(tp)
-        partition.check_leader_epoch(current_leader_epoch)
-        return partition.read(
-            fetch_offset, max_bytes, replica_id=replica_id, min_one_batch=min_one_batch
-        )
-
-    def _follower_fetched(
-        self,
-        tp: TopicPartition,
-        replica_id: int,
-        fetch_offset: int,
-        result: ReadResult,
-        now_ms: int,
+    def _park(
+        self, keys: Iterable[Hashable], deadline_ms: int, check: Callable[[bool], bool]
     ) -> None:
+        parked = _Parked(frozenset(keys), check)
+        self.parked.append(parked)
+        self.after(deadline_ms - self.now_ms, "deadline", lambda: self._settle(parked, True))
+
+    def _wake(self, keys: Iterable[Hashable]) -> None:
+        """Purgatory.notify: parked requests on these keys re-check, as a later step (as
+        their trio tasks would)."""
+        woken = set(keys)
+        for parked in self.parked:
+            if not parked.done and not parked.wake_pending and parked.keys & woken:
+                parked.wake_pending = True
+                self.after(0, "wakes", functools.partial(self._settle, parked, False))
+
+    def _settle(self, parked: _Parked, expired: bool) -> None:
+        parked.wake_pending = False
+        if not parked.done and parked.check(expired):
+            parked.done = True
+            self.parked.remove(parked)
+
+    # -- Fetch and Produce -----------------------------------------------------------------
+
+    def _fetch(self, envelope: Envelope, request: FetchRequest) -> None:
+        def check(expired: bool) -> bool:
+            read = self._read(request)
+            if expired or read.satisfied(request.min_bytes):
+                self._respond(envelope, read.response)
+                return True
+            return False
+
+        if not check(max_wait_ms(request) == 0):
+            self._park(fetch_keys(request), self.now_ms + max_wait_ms(request), check)
+
+    def _read(self, request: FetchRequest) -> FetchRead:
+        assert self.state is not None
+        read = read_fetch(self.state, request, self.now_ms)
+        self._wake(read.wake)
+        self._write_isr(read.isr_writes)
+        return read
+
+    def _produce(self, envelope: Envelope, request: ProduceRequest) -> None:
+        assert self.state is not None
+        state = self.state
+        append = append_produce(state, request, self.now_ms)
+        self._wake(append.wake)
+        if request.acks == 0:
+            return
+        needed, appended_ms = dict(append.waiting), self.now_ms
+
+        def check(expired: bool) -> bool:
+            for tp in check_waiting(state, append):
+                self._acked(request, append, tp, needed[tp], appended_ms)
+            if append.waiting and not expired:
+                return False
+            time_out(append)
+            self._respond(envelope, produce_response(request, append))
+            return True
+
+        if not check(timeout_ms(request) == 0):
+            self._park(append.waiting, self.now_ms + timeout_ms(request), check)
+
+    def _acked(
+        self,
+        request: ProduceRequest,
+        append: ProduceAppend,
+        tp: TopicPartition,
+        needed: int,
+        appended_ms: int,
+    ) -> None:
+        """Tell the invariants what was acknowledged, and with which ISR."""
         partition = self.partitions[tp]
-        if partition.update_follower_fetch(replica_id, fetch_offset, result.log_end_offset, now_ms):
-            self._notify(tp)
-        self._maybe_expand(partition)
-
-    # -- OffsetForLeaderEpoch (leader side) ------------------------------------------------
-
-    def _offset_for_leader_epoch(
-        self, request: OffsetForLeaderEpochRequest
-    ) -> OffsetForLeaderEpochResponse:
-        topics = []
-        for topic in request.topics:
-            results = []
-            for wanted in topic.partitions:
-                try:
-                    partition = self._leader_partition((topic.topic, wanted.partition))
-                    partition.check_leader_epoch(wanted.current_leader_epoch)
-                except HighwaterError as exc:
-                    results.append(OffsetForLeaderEpochPartitionResult(exc.code, wanted.partition))
-                    continue
-                epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
-                results.append(
-                    OffsetForLeaderEpochPartitionResult(
-                        ErrorCode.NONE, wanted.partition, end_offset, epoch
-                    )
-                )
-            topics.append(OffsetForLeaderEpochTopicResult(topic.topic, tuple(results)))
-        return OffsetForLeaderEpochResponse(tuple(topics))
-
-    # -- Produce (leader side) -------------------------------------------------------------
-
-    def _enough_replicas(self, partition: Partition) -> bool:
-        """min(min.insync.replicas, replication factor) ISR members."""
-        min_isr = partition.min_insync_replicas or self.world.config.min_insync_replicas
-        return len(partition.isr) >= min(min_isr, len(partition.replicas))
-
-    def _on_produce(self, envelope: Envelope, call: ProduceCall) -> None:
-        partition = self.partitions.get(call.tp)
-        if partition is None or not partition.is_leader:
-            self._respond(envelope, ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-            return
-        if not self._enough_replicas(partition):
-            self._respond(envelope, ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS))
-            return
-        try:
-            info = partition.append_as_leader(call.records, self.now_ms)
-        except HighwaterError as exc:
-            self._respond(envelope, ProduceResult(exc.code))
-            return
-        self._notify(call.tp)
-        timeout_ms = min(max(call.timeout_ms, 0), 5 * 60 * 1000)
-        waiting = WaitingProduce(
-            envelope,
-            call,
-            info.last_offset + 1,
-            info.first_offset,
-            partition.leader_epoch,
-            self.now_ms,
-            self.now_ms + timeout_ms,
+        records = next(
+            d.records
+            for t in request.topic_data
+            for d in t.partition_data
+            if (t.name, d.index) == tp
         )
-        self.waiting_produces.append(waiting)
-        self.after(timeout_ms, "produce deadline", lambda: self._check_produce(waiting))
-        self._check_produce(waiting)
-
-    def _check_produce(self, waiting: WaitingProduce) -> None:
-        """produce.py::_wait_for_high_watermarks, one round, with Kafka's ISR check at ack."""
-        waiting.wake_pending = False
-        if waiting.done:
-            return
-        tp = waiting.call.tp
-        partition = self.partitions.get(tp)
-        if partition is None or not partition.is_leader:
-            self._finish_produce(waiting, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        elif partition.high_watermark >= waiting.needed:
-            if self._enough_replicas(partition):
-                self._acked(waiting, partition)
-                self._finish_produce(waiting, ErrorCode.NONE)
-            else:
-                self._finish_produce(waiting, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-        elif not self._enough_replicas(partition):
-            self._finish_produce(waiting, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-        elif self.now_ms >= waiting.deadline_ms:
-            self._finish_produce(waiting, ErrorCode.REQUEST_TIMED_OUT)
-
-    def _acked(self, waiting: WaitingProduce, partition: Partition) -> None:
+        values = tuple(r.value or b"" for b in decode_batches(records) for r in b.records)
         ack = Ack(
-            waiting.call.tp,
-            waiting.base_offset,
-            waiting.needed,
-            read_header(waiting.call.records).crc,
-            waiting.call.values,
+            tp,
+            append.results[tp].base_offset,
+            needed,
+            read_header(records).crc,
+            values,
             self.broker_id,
             partition.leader_epoch,
             partition.isr,
-            waiting.appended_ms,
+            appended_ms,
             self.now_ms,
         )
         for hook in self.world.on_ack:
             hook(ack)
 
-    def _finish_produce(self, waiting: WaitingProduce, code: ErrorCode) -> None:
-        waiting.done = True
-        self.waiting_produces.remove(waiting)
-        base_offset = waiting.base_offset if code == ErrorCode.NONE else -1
-        self._respond(waiting.envelope, ProduceResult(code, base_offset))
+    # -- the ISR upkeep --------------------------------------------------------------------
 
-    # -- the ISR manager (leader side) -----------------------------------------------------
+    def _shrink_isrs(self) -> None:
+        assert self.state is not None
+        partitions = [p for _, p in sorted(self.partitions.items())]
+        self._write_isr(self.state.isr.shrink(partitions, self.now_ms))
 
-    def _maybe_expand(self, partition: Partition) -> None:
-        new_isr = partition.isr_to_expand()
-        if new_isr is not None:
-            self._propose(partition, new_isr)
+    def _write_isr(self, writes: Iterable[IsrWrite]) -> None:
+        for write in writes:
+            # IsrManager.start_write: its own task, so it may start a little later.
+            delay_ms = self.world.rng.randint(0, 2)
+            self.after(delay_ms, f"isr write {write.tp}", functools.partial(self._isr_write, write))
 
-    def _maybe_shrink_all(self) -> None:
-        lag_ms = self.world.config.replica_lag_time_max_ms
-        for _, partition in sorted(self.partitions.items()):
-            new_isr = partition.isr_to_shrink(self.now_ms, lag_ms)
-            if new_isr is not None:
-                self._propose(partition, new_isr)
-
-    def _propose(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
-        partition.begin_isr_update(new_isr)
-        # IsrManager._propose: the epochs are taken when the change is decided; the write
-        # runs as its own task (start_soon), so it may start a little later.
-        znode = PartitionStateZnode(
-            self.broker_id, partition.leader_epoch, new_isr, partition.controller_epoch
-        )
-        expected = partition.partition_epoch
-        self.after(
-            self.world.rng.randint(0, 2),
-            f"isr write {partition.topic}-{partition.index} {list(new_isr)}",
-            lambda: self._write_isr(partition, znode, expected),
-        )
-
-    def _write_isr(self, partition: Partition, znode: PartitionStateZnode, expected: int) -> None:
-        """IsrManager._write: the CAS happens now, its answer arrives after ZK latency."""
-        tp = (partition.topic, partition.index)
-        new_isr, epoch = znode.isr, znode.leader_epoch
-        if partition.pending_isr != new_isr or partition.leader_epoch != epoch:
-            return  # superseded by a LeaderAndIsr before the write started
-        version = self.world.zk.cas_state(
-            self.session_id, tp, znode, expected, f"leader b{self.broker_id}"
-        )
+    def _isr_write(self, write: IsrWrite) -> None:
+        """The CAS happens now; its answer arrives after ZooKeeper's latency."""
+        assert self.state is not None
+        if not self.state.isr.still_wanted(write, self.partitions.get(write.tp)):
+            return
+        version = self._zk_run(write_isr(write.tp, write.znode, write.expected_version))
         self.world.trace(
-            f"b{self.broker_id} {tp[0]}-{tp[1]}: isr write {list(new_isr)} at pe "
-            f"{expected}: " + ("lost" if version is None else f"pe {version}")
-        )
-        self.after(
-            self.world.draw(self.world.config.zk_latency_ms),
-            f"isr write done {tp[0]}-{tp[1]}",
-            lambda: self._complete_isr(partition, new_isr, epoch, version),
+            f"b{self.broker_id} {write.tp}: isr write {list(write.znode.isr)} at pe "
+            f"{write.expected_version}: " + ("lost" if version is None else f"pe {version}")
         )
 
-    def _complete_isr(
-        self, partition: Partition, new_isr: tuple[int, ...], epoch: int, version: int | None
-    ) -> None:
-        tp = (partition.topic, partition.index)
-        moved = partition.complete_isr_update(new_isr, epoch, version)
-        if version is not None and partition.isr == new_isr:
-            self.isr_changed.add(tp)
-            self.last_isr_change_ms = self.now_ms
-        if moved:
-            self._notify(tp)
+        def done() -> None:
+            assert self.state is not None
+            partition = self.partitions.get(write.tp)
+            if self.state.isr.written(write, partition, version, self.now_ms):
+                self._wake([write.tp])
+
+        self.after(self.world.draw(self.world.config.zk_latency_ms), "isr write done", done)
 
     def _propagate(self) -> None:
-        config = self.world.config
-        if not should_propagate_isr_changes(
-            bool(self.isr_changed),
-            self.last_isr_change_ms,
-            self.last_isr_propagation_ms,
-            self.now_ms,
-            config.isr_change_propagation_blackout_ms,
-            config.isr_change_propagation_max_delay_ms,
-        ):
-            return
-        if self.world.zk.publish_isr_changes(self.session_id, sorted(self.isr_changed)):
-            self.isr_changed = set()
-            self.last_isr_propagation_ms = self.now_ms
+        assert self.state is not None
+        changed = self.state.isr.to_propagate(self.now_ms)
+        if changed is not None:
+            ok = self._zk_run(publish_isr_changes(changed)) is not None
+            self.state.isr.propagated(changed, ok, self.now_ms)
 
-    # -- disk upkeep -----------------------------------------------------------------------
+    # -- the followers ---------------------------------------------------------------------
 
-    def checkpoint_hws(self) -> None:
-        """ReplicaManager.checkpoint_high_watermarks (the replication-offset-checkpoint)."""
-        for tp, partition in self.partitions.items():
-            self.high_watermarks[tp] = partition.high_watermark
-        self.hw_checkpoint = dict(self.high_watermarks)
+    def _change_followers(self, changes: Iterable[FollowerChange]) -> None:
+        assert self.followers is not None
+        for change in changes:
+            update: FollowerUpdate
+            if change.leader is None:
+                update = self.followers.unfollow(change.tp)
+            else:
+                update = self.followers.follow(change.tp, change.leader, change.leader_epoch)
+            for follower in update.stopped:
+                self.fetchers.pop(follower.leader.node_id).stopped = True
+            if update.started is not None:
+                fetcher = SimFetcher(self, update.started)
+                self.fetchers[update.started.leader.node_id] = fetcher
+                fetcher.wake(0)
+            if update.woken is not None:
+                self.fetchers[update.woken.leader.node_id].wake(0)
 
-    def _flush_logs(self) -> None:
-        """log.flush.interval: fsync, so the recovery point (its checkpoint) moves up."""
-        for tp, log in sorted(self.logs.items()):
-            log.flush(self.now_ms)
-            self.recovery_points[tp] = log.recovery_point
-        config = self.world.config
-        self.after(self.world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
+    # -- ZooKeeper -------------------------------------------------------------------------
 
-    # -- the replica fetcher manager (follower side) ---------------------------------------
-
-    def follow(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
-        current = self.fetchers.get(leader_id)
-        if current is not None:
-            state = current.partitions.get(tp)
-            if state is not None and state.leader_epoch == leader_epoch:
-                return
-        self.unfollow(tp)
-        fetcher = self.fetchers.get(leader_id)
-        if fetcher is None:
-            fetcher = ReplicaFetcher(self, leader_id)
-            self.fetchers[leader_id] = fetcher
-        fetcher.add(tp, leader_epoch)
-
-    def unfollow(self, tp: TopicPartition) -> None:
-        for leader_id, fetcher in list(self.fetchers.items()):
-            if tp in fetcher.partitions:
-                fetcher.partitions.pop(tp)
-                if not fetcher.partitions:
-                    fetcher.stopped = True
-                    del self.fetchers[leader_id]
-
-    def fetch_state(self, tp: TopicPartition) -> FetchState | None:
-        for fetcher in self.fetchers.values():
-            state = fetcher.partitions.get(tp)
-            if state is not None:
-                return state
-        return None
+    def _zk_run(self, script: ZkScript[T], *, raising: bool = False) -> T | None:
+        """Run a ZooKeeper script in our session; None if it fails (session gone)."""
+        try:
+            return self.world.zk.run(self.session_id, script)
+        except ZkError:
+            if raising:
+                raise
+            return None

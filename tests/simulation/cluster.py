@@ -22,18 +22,23 @@ from typing import Literal
 import structlog
 
 from broker.log.config import LogConfig
+from controller import zk_data
+from controller.zk_topics import create_topic
+from controller.zk_types import WatchEvent
 from protocol.records import decode_batches
+from protocol.topic_partition import TopicPartition
 from tests.simulation.broker import SimBroker
 from tests.simulation.config import SimConfig
-from tests.simulation.controller_shell import install_watches
 from tests.simulation.disk import BatchInfo
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.nemesis import Nemesis, crash_broker, may_restart, restart_broker
 from tests.simulation.network import CLIENT_NODE, Envelope, Network
+from tests.simulation.operator import Operator
+from tests.simulation.operator_invariants import OperatorInvariants
 from tests.simulation.producer import Producer
 from tests.simulation.scheduler import Scheduler
 from tests.simulation.world import World
-from tests.simulation.zk import SimZk, TopicPartition
+from tests.simulation.zk import SimZk
 
 __all__ = ["SimCluster", "SimReport", "SimulationFailure", "quiet_logs", "run_seed"]
 
@@ -61,6 +66,7 @@ class SimReport:
     nemesis_actions: list[str] = field(default_factory=list)
     produce_outcomes: dict[str, int] = field(default_factory=dict)
     messages_dropped: int = 0
+    operator: dict[str, int] = field(default_factory=dict)  # what the operator got done
 
 
 class SimCluster:
@@ -80,18 +86,20 @@ class SimCluster:
         rng = random.Random(seed)
         n = self.config.brokers
         replicas = self.config.replication_factor
-        assignments = {
-            TOPIC: {
-                p: tuple(1 + (p + i) % n for i in range(replicas))
-                for p in range(self.config.partitions)
-            }
+        assignment = {
+            p: tuple(1 + (p + i) % n for i in range(replicas))
+            for p in range(self.config.partitions)
         }
+        zk = SimZk()
+        zk.deliver = self._deliver_watch
+        self.admin_session = zk.open_session(CLIENT_NODE)  # an operator's tools
+        zk.run(self.admin_session, create_topic(TOPIC, assignment, {}))
         self.world = World(
             seed=seed,
             config=self.config,
             rng=rng,
             scheduler=Scheduler(START_MS),
-            zk=SimZk(assignments),
+            zk=zk,
             log_config=LogConfig(segment_bytes=rng.choice(self.config.segment_bytes_choices)),
             replica_fetch_max_bytes=rng.choice(self.config.replica_fetch_max_bytes_choices),
             trace=self.trace,
@@ -108,10 +116,11 @@ class SimCluster:
             incarnation_of=self._incarnation_of,
             deliver_request=self._deliver,
         )
-        install_watches(self.world)
         self.invariants = Invariants(self.world)
+        self.operator_invariants = OperatorInvariants(self.world, self.invariants)
         self.producer = Producer(self.world)
-        self.nemesis = Nemesis(self.world)
+        self.operator = Operator(self.world, self.admin_session)
+        self.nemesis = Nemesis(self.world, self.operator)
 
     # -- wiring ----------------------------------------------------------------------------
 
@@ -128,6 +137,19 @@ class SimCluster:
     def _deliver(self, envelope: Envelope) -> None:
         self.world.brokers[envelope.dst].handle_request(envelope)
 
+    def _deliver_watch(self, session: int, event: WatchEvent) -> None:
+        """A fired ZooKeeper watch reaches the broker holding the session, a little later."""
+        world = self.world
+        for broker in world.brokers.values():
+            if broker.alive and broker.session_id == session:
+                delay_ms = world.draw(world.config.zk_latency_ms)
+
+                def deliver(broker: SimBroker = broker) -> None:
+                    if broker.session_id == session:
+                        broker.on_watch(event)
+
+                broker.after(delay_ms, f"watch {event.kind.value} {event.path}", deliver)
+
     def trace(self, line: str) -> None:
         entry = f"[{self.steps:>5} t={self.now_ms:>6}] {line}"
         self._recent.append(entry)
@@ -135,7 +157,9 @@ class SimCluster:
             self._out(entry)
 
     def partitions(self) -> list[TopicPartition]:
-        return sorted((t, p) for t, parts in self.world.zk.assignments.items() for p in parts)
+        return sorted(
+            TopicPartition(t, p) for t, parts in self.world.zk.assignments.items() for p in parts
+        )
 
     # -- running ---------------------------------------------------------------------------
 
@@ -156,6 +180,7 @@ class SimCluster:
         self.trace(event.label)
         try:
             event.action()
+            self.operator_invariants.check()
             self.invariants.check()
         except InvariantViolation as exc:
             self.fail(str(exc))
@@ -176,6 +201,8 @@ class SimCluster:
         replay = f"python -m tests.simulation.replay --seed {self.seed}"
         if self.config.chaos_steps != SimConfig().chaos_steps:
             replay += f" --steps {self.config.chaos_steps}"
+        if self.config.enable_operator:
+            replay += " --operator"
         raise SimulationFailure(
             f"simulation seed {self.seed} failed at step {self.steps} (t={self.now_ms} ms): "
             f"{what}\nreplay: {replay}\nlast steps:\n" + "\n".join(self._recent)
@@ -223,6 +250,15 @@ class SimCluster:
                 return f"b{broker_id} is not registered"
         if zk.controller is None:
             return "no controller"
+        if zk.children(zk_data.DELETE_TOPICS_PATH):
+            return f"topics not deleted yet: {zk.children(zk_data.DELETE_TOPICS_PATH)}"
+        if zk.data(zk_data.REASSIGN_PARTITIONS_PATH) is not None:
+            return "a reassignment is in progress"
+        assignments = zk.assignments
+        for broker_id, broker in sorted(self.world.brokers.items()):
+            for tp in broker.logs:
+                if broker_id not in assignments.get(tp.topic, {}).get(tp.partition, ()):
+                    return f"b{broker_id} still holds a log of {tp}"
         for tp in self.partitions():
             problem = self._partition_not_converged(tp)
             if problem is not None:
@@ -232,7 +268,7 @@ class SimCluster:
     def _partition_not_converged(self, tp: TopicPartition) -> str | None:
         zk = self.world.zk
         replicas = zk.assignments[tp[0]][tp[1]]
-        found = zk.states.get(tp)
+        found = zk.state(tp)
         if found is None:
             return "no state znode"
         znode, version = found
@@ -329,6 +365,7 @@ class SimCluster:
             nemesis_actions=list(self.nemesis.actions),
             produce_outcomes=dict(self.producer.outcomes),
             messages_dropped=self.world.net.dropped,
+            operator=self.operator_invariants.done(),
         )
 
     def close(self) -> None:
@@ -347,11 +384,11 @@ class SimCluster:
         self.run_until(lambda: self.not_converged() is None, timeout_ms, "the cluster to settle")
 
     def leader_of(self, tp: TopicPartition) -> int:
-        found = self.world.zk.states.get(tp)
+        found = self.world.zk.state(TopicPartition(*tp))
         return found[0].leader if found is not None else -1
 
     def zk_isr(self, tp: TopicPartition) -> tuple[int, ...]:
-        found = self.world.zk.states.get(tp)
+        found = self.world.zk.state(TopicPartition(*tp))
         return found[0].isr if found is not None else ()
 
     def controller_id(self) -> int | None:
@@ -392,11 +429,7 @@ class SimCluster:
 
     def flush(self, broker_id: int) -> None:
         """fsync the broker's logs and checkpoint its HWs (what a clean moment leaves)."""
-        broker = self.world.brokers[broker_id]
-        for tp, log in broker.logs.items():
-            log.flush(self.world.now_ms)
-            broker.recovery_points[tp] = log.recovery_point
-        broker.checkpoint_hws()
+        self.world.brokers[broker_id].flush()
         self.trace(f"SCRIPT: flush b{broker_id}")
 
     def isolate(self, broker_id: int) -> None:

@@ -48,6 +48,7 @@ class SimConfig:
     controller_slow_probability: float = 0.1  # an event waits behind a slow one
     controller_slow_delay_ms: Range = (200, 1_500)
     controller_channel_backoff_ms: Range = (50, 2_000)
+    controlled_shutdown_retry_backoff_ms: int = 200
 
     # Network between brokers.
     network_delay_ms: Range = (1, 12)
@@ -69,3 +70,6 @@ class SimConfig:
     power_loss_restart_waits_for_controller: bool = False
     enable_producer: bool = True
     enable_nemesis: bool = True
+    # An operator at work among the faults: reassignments, preferred and unclean elections,
+    # topics created and deleted, controlled shutdowns (see operator.py).
+    enable_operator: bool = False

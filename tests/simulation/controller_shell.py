@@ -1,104 +1,65 @@
-"""The controller: `controller.state.handle` driven by the simulated ZooKeeper.
+"""The controller in the simulation: the same election script and `LeadingController` steps
+as controller/controller.py, run against the simulated ZooKeeper one event at a time.
 
-A synchronous twin of controller/controller.py and controller/channel.py. Any broker may win
-the election (create `/controller`, bump `/controller_epoch`); the winner loads everything
-from ZooKeeper (an `Elected` event), then turns watches into `BrokersChanged` and `IsrChanged`
-events, read from ZooKeeper when processed, as the real shell does. Effects run in order:
-ZooKeeper writes are guarded by the controller epoch's version (failure: resign) and are
-compare-and-set (failure: drop the rest and reload everything); requests go to one FIFO
-channel per live broker that retries until answered.
+Events queue up (a term's load, watch events, requests from brokers and operators) and run
+after a drawn delay, sometimes a long one (a slow controller). A lost race re-loads, a moved
+epoch resigns, as in the trio shell; broker requests go out through a per-broker channel that
+keeps them in order and retries until answered, as controller/channel.py does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from controller.state import (
-    BrokersChanged,
-    ControllerContext,
-    ControllerEvent,
-    CreatePartitionStates,
-    Effect,
-    Elected,
-    IsrChanged,
-    LiveBroker,
-    LogEvent,
-    PartitionState,
-    Resigned,
-    SendLeaderAndIsr,
-    SendStopReplica,
-    SendUpdateMetadata,
-    WritePartitionStates,
-    handle,
-)
-from protocol.messages.leader_and_isr import LeaderAndIsrRequest
-from protocol.messages.stop_replica import StopReplicaRequest
-from protocol.messages.update_metadata import UpdateMetadataRequest
+from controller.core import ControllerContext, ControllerEvent, LiveBroker, handle
+from controller.leading import BrokerRequest, LeadingController, Reply
+from controller.zk_election import delete_own_controller_znode, read_controller_id, try_elect
+from controller.zk_load import ResignNeeded
+from controller.zk_types import WatchEvent, ZkError
+from controller.zk_writes import ControllerMovedError, ReloadNeeded
 from tests.simulation.world import World
-from tests.simulation.zk import TopicPartition, WriteOutcome
 
 if TYPE_CHECKING:
     from tests.simulation.broker import SimBroker
 
-__all__ = ["SimController", "campaign", "install_watches"]
-
-ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+__all__ = ["ControllerAsk", "SimController", "campaign"]
 
 
-def install_watches(world: World) -> None:
-    """The controller's and the candidates' ZooKeeper watches."""
+@dataclass(frozen=True, slots=True)
+class ControllerAsk:
+    """A request to the controller (ControlledShutdown, ElectLeaders, reassignments) as the
+    core event it becomes; answered with the core's reply effect."""
 
-    def controller_deleted() -> None:
-        for broker in world.brokers.values():
-            if broker.alive and broker.session_id is not None:
-                campaign(world, broker)
+    event: ControllerEvent
 
-    def enqueue(kind: str) -> None:
-        for broker in world.brokers.values():
-            if broker.alive and broker.controller is not None and broker.controller.active:
-                broker.controller.enqueue(kind)
 
-    world.zk.watches.controller_deleted.append(controller_deleted)
-    world.zk.watches.brokers_changed.append(lambda: enqueue("brokers"))
-    world.zk.watches.isr_notification.append(lambda: enqueue("isr"))
+_Item = str | WatchEvent | tuple[ControllerEvent, Callable[[Reply | None], None]]
 
 
 def campaign(world: World, broker: SimBroker) -> None:
-    """Try to become controller soon, if no one is."""
+    """Try to become controller soon; a loser watches /controller (the trio shell's
+    `_follow`), so its deletion brings it back here."""
 
     def attempt() -> None:
-        if broker.session_id is None or broker.controller is not None:
+        session = broker.session_id
+        if session is None or broker.controller is not None:
             return
-        won = world.zk.elect_controller(broker.broker_id, broker.session_id)
+        try:
+            won = world.zk.run(session, try_elect(broker.broker_id, session, world.now_ms))
+            if won is None:
+                world.zk.run(session, read_controller_id(watch=True))
+        except ZkError:
+            return
         if won is not None:
             SimController(world, broker, *won)
 
-    if world.zk.controller is None:
-        broker.after(world.draw(world.config.controller_event_delay_ms), "campaign", attempt)
-
-
-def live_brokers(world: World) -> dict[int, LiveBroker]:
-    return {
-        b: LiveBroker(b, "127.0.0.1", 9090 + b, None, r.epoch, r.incarnation)
-        for b, r in sorted(world.zk.brokers.items())
-    }
-
-
-def partition_state(world: World, tp: TopicPartition) -> PartitionState | None:
-    found = world.zk.states.get(tp)
-    if found is None:
-        return None
-    znode, version = found
-    return PartitionState(
-        znode.leader,
-        znode.leader_epoch,
-        znode.isr,
-        znode.controller_epoch,
-        version,
-        modified_zxid=world.zk.state_mzxids[tp],
-    )
+    broker.after(world.draw(world.config.controller_event_delay_ms), "campaign", attempt)
 
 
 class SimController:
@@ -106,155 +67,145 @@ class SimController:
         self.world = world
         self.broker = broker
         self.broker_id = broker.broker_id
-        self.epoch = epoch
-        self.epoch_zk_version = epoch_zk_version
-        self.session_id = broker.session_id or -1
-        self.context = ControllerContext(
+        self.session_id = broker.session_id
+        idle = ControllerContext(
             self.broker_id,
             unclean_leader_election_enable=world.config.unclean_leader_election_enable,
         )
+        self.term = LeadingController(self.broker_id, epoch, epoch_zk_version, idle)
         self.active = True
-        self._pending: list[str] = []
+        self._queue: deque[_Item] = deque()
         self._busy = False
-        self._channels: dict[int, ChannelSender] = {}
+        self._channels: dict[int, _Channel] = {}
         broker.controller = self
         world.controller_count += 1
         world.trace(f"b{self.broker_id} is controller, controller epoch {epoch}")
         self.enqueue("load")
 
+    @property
+    def context(self) -> ControllerContext:
+        return self.term.context
+
+    @staticmethod
+    def refuse(broker_id: int, event: ControllerEvent) -> Reply | None:
+        """The core's answer when this broker is not the controller (NOT_CONTROLLER)."""
+        _, effects = handle(ControllerContext(broker_id), event, 0)
+        return effects[-1] if effects else None  # type: ignore[return-value]
+
     # -- the event queue -------------------------------------------------------------------
 
-    def enqueue(self, kind: str) -> None:
-        if kind not in self._pending:
-            self._pending.append(kind)
+    def enqueue(self, item: _Item, *, first: bool = False) -> None:
+        if item == "load" and "load" in self._queue:
+            return
+        if first:
+            self._queue.appendleft(item)
+        else:
+            self._queue.append(item)
         self._schedule()
 
+    def ask(self, event: ControllerEvent, reply: Callable[[Reply | None], None]) -> None:
+        self.enqueue((event, reply))
+
     def _schedule(self) -> None:
-        if self._busy or not self._pending or not self.active:
+        if self._busy or not self._queue or not self.active:
             return
         self._busy = True
         config = self.world.config
         delay_ms = self.world.draw(config.controller_event_delay_ms)
         if self.world.rng.random() < config.controller_slow_probability:
             delay_ms = self.world.draw(config.controller_slow_delay_ms)
-        self.broker.after(delay_ms, f"controller handles {self._pending[0]}", self._process_next)
+        self.broker.after(delay_ms, "controller handles an event", self._process_next)
 
     def _process_next(self) -> None:
         self._busy = False
-        if not self.active or not self._pending:
+        if not self.active or not self._queue:
             return
         if self.world.controller_paused:
             self._busy = True
             self.broker.after(10, "controller paused", self._process_next)
             return
-        event = self._read(self._pending.pop(0))
-        if event is not None:
-            self._apply(event)
+        item = self._queue.popleft()
+        now_ms = self.world.now_ms
+        zk, session, term = self.world.zk, self.session_id, self.term
+        answered: Callable[[], None] | None = None
+        try:
+            if item == "load":
+                zk.run(session, term.load(now_ms))
+            elif isinstance(item, WatchEvent):
+                zk.run(session, term.on_watch(item, now_ms))
+            elif isinstance(item, tuple):
+                event, reply = item
+                answer = zk.run(session, term.serve(event, now_ms))
+                for hook in self.world.on_reply:
+                    hook(event, answer, term.context)
+                answered = functools.partial(reply, answer)
+        except (ReloadNeeded, ZkError):
+            self.world.trace(f"controller b{self.broker_id}: a write lost a race; reloading")
+            if isinstance(item, tuple):
+                self.enqueue(item, first=True)  # served again after the re-load
+            self.enqueue("load", first=True)
+        except ControllerMovedError:
+            self.resign("controller moved")
+            with contextlib.suppress(ZkError):
+                zk.run(session, delete_own_controller_znode(session))
+        except ResignNeeded:
+            self.resign("/controller is not ours")
+        self._flush()  # the requests go out before the asker hears back, as in controller.py
+        if answered is not None:
+            answered()
         self._schedule()
 
-    def _read(self, kind: str) -> ControllerEvent | None:
-        """Turn a watch into an event by reading ZooKeeper now (controller._translate)."""
-        zk = self.world.zk
-        if kind == "load":
-            if zk.controller != (self.broker_id, self.session_id):
-                self.resign("/controller is not ours")
-                return None
-            states = {}
-            for tp in sorted((t, p) for t, parts in zk.assignments.items() for p in parts):
-                state = partition_state(self.world, tp)
-                if state is not None:
-                    states[tp] = state
-            return Elected(
-                self.epoch, self.epoch_zk_version, live_brokers(self.world), zk.assignments, states
-            )
-        if kind == "brokers":
-            return BrokersChanged(live_brokers(self.world))
-        changed = {}
-        for tp in zk.take_isr_notifications():
-            state = partition_state(self.world, tp)
-            if state is not None:
-                changed[tp] = state
-        return IsrChanged(changed) if changed else None
-
-    def _apply(self, event: ControllerEvent) -> None:
-        context, effects = handle(self.context, event, self.world.now_ms)
-        self._update_channels(context)
-        for effect in effects:
-            outcome = self._execute(effect, context)
-            if outcome is WriteOutcome.CONTROLLER_MOVED:
-                self.resign("controller moved")
-                self.world.zk.delete_controller(self.session_id)
-                return
-            if outcome is WriteOutcome.CONFLICT:
-                self.world.trace(f"controller b{self.broker_id}: write lost a race; reloading")
-                self._pending.insert(0, "load")
-                return
-        self.context = context
-
-    def _execute(self, effect: Effect, context: ControllerContext) -> WriteOutcome:
-        zk = self.world.zk
-        writer = f"controller b{self.broker_id}"
-        if isinstance(effect, CreatePartitionStates):
-            return zk.create_states(self.session_id, self.epoch_zk_version, effect.states, writer)
-        if isinstance(effect, WritePartitionStates):
-            return zk.write_states(self.session_id, self.epoch_zk_version, effect.updates, writer)
-        if isinstance(effect, SendLeaderAndIsr | SendStopReplica):
-            self._send(effect.broker_id, effect.request)
-        elif isinstance(effect, SendUpdateMetadata):
-            for broker_id in effect.broker_ids:
-                self._send(broker_id, effect.request)
-        elif isinstance(effect, LogEvent):
-            fields = " ".join(f"{k}={v}" for k, v in effect.fields.items())
-            self.world.trace(f"controller b{self.broker_id}: {effect.event} {fields}")
-        else:
-            self.world.trace(f"controller b{self.broker_id}: unexpected effect {effect!r}")
-        return WriteOutcome.OK
+    def _flush(self) -> None:
+        """Hand the step's broker requests to the channels (controller.py's `_run`)."""
+        outbox = self.term.take_outbox()
+        if not self.active:
+            return
+        live = self.term.live_brokers
+        for broker_id in list(self._channels):
+            if live.get(broker_id) != self._channels[broker_id].broker:
+                self._channels.pop(broker_id).stopped = True
+        for broker_id, broker in live.items():
+            if broker_id not in self._channels:
+                self._channels[broker_id] = _Channel(self, broker)
+        for broker_id, request in outbox:
+            channel = self._channels.get(broker_id)
+            if channel is not None:
+                channel.send(request)
 
     # -- leaving ---------------------------------------------------------------------------
 
     def resign(self, why: str) -> None:
-        if not self.active:
-            return
-        self.world.trace(f"controller b{self.broker_id} resigns: {why}")
-        self.die()
+        if self.active:
+            self.world.trace(f"controller b{self.broker_id} resigns: {why}")
+            self.die()
 
     def die(self) -> None:
         self.active = False
-        self.context, _ = handle(self.context, Resigned(), self.world.now_ms)
+        self.term.resign(self.world.now_ms)
         for channel in self._channels.values():
             channel.stopped = True
         self._channels = {}
+        for item in self._queue:
+            if isinstance(item, tuple):
+                event, reply = item
+                reply(self.refuse(self.broker_id, event))
+        self._queue.clear()
         if self.broker.controller is self:
             self.broker.controller = None
 
-    # -- the channel -----------------------------------------------------------------------
 
-    def _update_channels(self, context: ControllerContext) -> None:
-        for broker_id in list(self._channels):
-            if context.live_brokers.get(broker_id) != self._channels[broker_id].broker:
-                self._channels.pop(broker_id).stopped = True
-        for broker_id, broker in context.live_brokers.items():
-            if broker_id not in self._channels:
-                self._channels[broker_id] = ChannelSender(self, broker)
-
-    def _send(self, broker_id: int, request: ControllerRequest) -> None:
-        channel = self._channels.get(broker_id)
-        if channel is not None:
-            channel.send(request)
-
-
-class ChannelSender:
+class _Channel:
     """controller/channel.py's per-broker sender: in order, one at a time, retried."""
 
     def __init__(self, controller: SimController, broker: LiveBroker) -> None:
         self.controller = controller
         self.broker = broker
         self.stopped = False
-        self._queue: deque[ControllerRequest] = deque()
+        self._queue: deque[BrokerRequest] = deque()
         self._in_flight = False
         self._backoff_ms = controller.world.config.controller_channel_backoff_ms[0]
 
-    def send(self, request: ControllerRequest) -> None:
+    def send(self, request: BrokerRequest) -> None:
         self._queue.append(dataclasses.replace(request, broker_epoch=self.broker.epoch))
         self._pump()
 

@@ -8,7 +8,8 @@ without re-reading files. `verify_mirror` re-reads the files to prove the two ag
 `crash` models a power loss: the log is closed without a flush and its active segment is cut
 back to a batch boundary at or past the recovery point (everything below it was fsynced; a
 rolled segment was fsynced when it rolled), optionally leaving a torn half-batch behind.
-Reopening with `clean_shutdown=False` then runs the log's real crash recovery.
+The broker's LogManager, restarted without its clean-shutdown marker, then runs the real
+crash recovery.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from broker.log.config import LogConfig
 from broker.log.log import Log, LogAppendInfo
 from protocol.records import check_batches
 
-__all__ = ["BatchInfo", "CrashCut", "MirroredLog", "crash", "open_log"]
+__all__ = ["BatchInfo", "CrashCut", "MirroredLog", "crash"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,29 @@ class MirroredLog(Log):
 
     batches: list[BatchInfo]
     version: int  # bumped on every change, so checks can skip unchanged logs
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = True,
+    ) -> Log:
+        log = super().open(
+            directory,
+            config,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+        )
+        assert isinstance(log, MirroredLog)
+        log.load_mirror()
+        return log
 
     def load_mirror(self) -> None:
         self.batches = [
@@ -111,21 +135,6 @@ class MirroredLog(Log):
         ):
             return f"{self.directory.name}: LEO {self.log_end_offset} != last batch end"
         return None
-
-
-def open_log(
-    directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int | None = None
-) -> MirroredLog:
-    """Open (or create) a log; with a `recovery_point`, as after a crash (runs recovery)."""
-    if recovery_point is None:
-        log = MirroredLog.open(directory, config, now_ms=now_ms)
-    else:
-        log = MirroredLog.open(
-            directory, config, now_ms=now_ms, recovery_point=recovery_point, clean_shutdown=False
-        )
-    assert isinstance(log, MirroredLog)
-    log.load_mirror()
-    return log
 
 
 @dataclass(frozen=True, slots=True)

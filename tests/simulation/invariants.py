@@ -26,9 +26,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from broker.core.partition import Partition
+from protocol.topic_partition import TopicPartition
 from tests.simulation.disk import BatchInfo, MirroredLog
 from tests.simulation.world import Ack, World
-from tests.simulation.zk import StateWrite, TopicPartition
+from tests.simulation.zk import StateWrite
 
 __all__ = ["InvariantViolation", "Invariants", "TrackedAck"]
 
@@ -50,7 +51,7 @@ class Invariants:
         self.world = world
         world.on_ack.append(self._on_ack)
         world.on_crash.append(self._on_crash)
-        world.zk.watches.state_written.append(self._on_state_written)
+        world.zk.on_state_written.append(self._on_state_written)
         self.acks: dict[TopicPartition, list[TrackedAck]] = defaultdict(list)
         self.leaders: dict[tuple[TopicPartition, int], int] = {}
         self.zk_leaders: dict[tuple[TopicPartition, int], int] = {}
@@ -111,7 +112,7 @@ class Invariants:
             if znode.leader_epoch < old.leader_epoch:
                 raise InvariantViolation(
                     f"{_tp(tp)}: ZooKeeper leader epoch went from {old.leader_epoch} to "
-                    f"{znode.leader_epoch} ({write.writer})"
+                    f"{znode.leader_epoch} (session {write.session})"
                 )
             removed = set(old.isr) - set(znode.isr)
             added = set(znode.isr) - set(old.isr)
@@ -143,7 +144,9 @@ class Invariants:
             self.check_mirrors()
 
     def _partitions(self) -> list[TopicPartition]:
-        return sorted((t, p) for t, parts in self.world.zk.assignments.items() for p in parts)
+        return sorted(
+            TopicPartition(t, p) for t, parts in self.world.zk.assignments.items() for p in parts
+        )
 
     def _check_controllers(self) -> None:
         zk = self.world.zk
@@ -196,7 +199,7 @@ class Invariants:
 
     def current_leader(self, tp: TopicPartition) -> tuple[int, Partition] | None:
         """The leader ZooKeeper names, if it is up and has taken the leadership."""
-        found = self.world.zk.states.get(tp)
+        found = self.world.zk.state(tp)
         if found is None or found[0].leader < 0:
             return None
         znode = found[0]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from protocol.messages.elect_leaders import ElectionType
+from tests.simulation.operator import Operator
 from tests.simulation.world import World
 
 __all__ = ["Nemesis", "crash_broker", "may_restart", "restart_broker"]
@@ -63,10 +65,12 @@ def restart_broker(world: World, broker_id: int) -> str:
 
 
 class Nemesis:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, operator: Operator) -> None:
         self.world = world
+        self.operator = operator
         self.running = False
         self.actions: list[str] = []
+        self._topics_created = 0
 
     def start(self) -> None:
         self.running = True
@@ -108,8 +112,14 @@ class Nemesis:
             options.append(("expire session", 1))
         if up and not world.config.power_loss_restart_waits_for_controller:
             options.append(("power outage", 1))
+        if world.config.enable_operator:
+            options += [("reassign", 3), ("elect", 2), ("create topic", 1), ("delete topic", 1)]
+            if up and len(down) < world.config.max_crashed_brokers:
+                options.append(("controlled shutdown", 2))
         kinds, weights = zip(*options, strict=True)
         kind = rng.choices(kinds, weights)[0]
+        if kind in ("reassign", "elect", "create topic", "delete topic", "controlled shutdown"):
+            return self._operate(kind, up)
         if kind == "restart":
             return restart_broker(world, rng.choice(restartable))
         if kind == "crash":
@@ -132,4 +142,46 @@ class Nemesis:
             victim = rng.choice(up)
             world.brokers[victim].expire_session()
             return f"expire the zookeeper session of b{victim}"
+        return None
+
+    def _operate(self, kind: str, up: list[int]) -> str | None:
+        """An operator's action (operator.py), at a random moment among the faults."""
+        world, rng, operator = self.world, self.world.rng, self.operator
+        tps = sorted(world.zk.states)
+        brokers = sorted(world.brokers)
+        rf = world.config.replication_factor
+        if kind == "reassign" and tps:
+            tp = rng.choice(tps)
+            target = None if rng.random() < 0.1 else tuple(rng.sample(brokers, rf))
+            if operator.reassign(tp, target):
+                return (
+                    f"reassign {tp} to {target}" if target else f"cancel the reassignment of {tp}"
+                )
+        elif kind == "elect" and tps:
+            # An operator elects where it helps: leaderless partitions (unclean), or those
+            # whose leader is not the preferred replica.
+            states, assignments = world.zk.states, world.zk.assignments
+            offline = [tp for tp in tps if states[tp][0].leader < 0]
+            election = ElectionType.UNCLEAN if offline else ElectionType.PREFERRED
+            if election == ElectionType.PREFERRED:
+                offline = [tp for tp in tps if states[tp][0].leader != assignments[tp[0]][tp[1]][0]]
+            chosen = None if rng.random() < 0.3 or not offline else (rng.choice(offline),)
+            if operator.elect(election, chosen):
+                return f"elect {election.name.lower()} leaders for {chosen or 'every partition'}"
+        elif kind == "create topic":
+            self._topics_created += 1
+            topic = f"new{self._topics_created}"
+            assignment = {p: tuple(rng.sample(brokers, rf)) for p in range(rng.randint(1, 2))}
+            if operator.create_topic(topic, assignment):
+                return f"create topic {topic} {assignment}"
+        elif kind == "delete topic":
+            created = [t for t in world.zk.assignments if t.startswith("new")]
+            if created:
+                topic = rng.choice(created)
+                if operator.delete_topic(topic):
+                    return f"delete topic {topic}"
+        elif kind == "controlled shutdown":
+            victim = rng.choice(up)
+            world.brokers[victim].shut_down()
+            return f"controlled shutdown of b{victim}"
         return None

@@ -11,8 +11,14 @@ from __future__ import annotations
 from collections import Counter
 
 from protocol.errors import ErrorCode
+from protocol.messages.produce import (
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicData,
+)
 from protocol.records import Record, build_batch
-from tests.simulation.broker import ProduceCall, ProduceResult
+from protocol.topic_partition import TopicPartition
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import World
 
@@ -39,10 +45,11 @@ class Producer:
     def _tick(self) -> None:
         if not self.running:
             return
-        tps = sorted((t, p) for t, parts in self.world.zk.assignments.items() for p in parts)
-        tp = self.world.rng.choice(tps)
-        count = self.world.draw(self.world.config.records_per_batch)
-        self.produce(tp, [self._value() for _ in range(count)])
+        tps = sorted(self.world.zk.states)
+        if tps:
+            tp = self.world.rng.choice(tps)
+            count = self.world.draw(self.world.config.records_per_batch)
+            self.produce(tp, [self._value() for _ in range(count)])
         self._schedule()
 
     def _value(self) -> bytes:
@@ -51,18 +58,25 @@ class Producer:
 
     def produce(self, tp: tuple[str, int], values: list[bytes]) -> bool:
         """Send one batch to the partition's leader as ZooKeeper names it; False if none."""
-        found = self.world.zk.states.get(tp)
+        tp = TopicPartition(*tp)
+        found = self.world.zk.state(tp)
         leader = found[0].leader if found is not None else -1
         if leader < 0:
             self.outcomes["no leader"] += 1
             return False
         records = build_batch([Record(v) for v in values], now_ms=self.world.now_ms)
-        call = ProduceCall(tp, records, tuple(values), self.world.config.produce_timeout_ms)
+        timeout_ms = self.world.config.produce_timeout_ms
+        request = ProduceRequest(
+            -1,
+            timeout_ms,
+            (ProduceTopicData(tp.topic, (ProducePartitionData(tp.partition, records),)),),
+        )
         self.sent += 1
 
         def answered(response: object) -> None:
-            assert isinstance(response, ProduceResult)
-            self.outcomes[ErrorCode(response.error_code).name] += 1
+            assert isinstance(response, ProduceResponse)
+            code = response.responses[0].partition_responses[0].error_code
+            self.outcomes[ErrorCode(code).name] += 1
 
         def timed_out() -> None:
             self.outcomes["no answer"] += 1
@@ -70,10 +84,10 @@ class Producer:
         self.world.net.request(
             CLIENT_NODE,
             leader,
-            call,
-            timeout_ms=call.timeout_ms + self.world.config.request_timeout_ms,
+            request,
+            timeout_ms=timeout_ms + self.world.config.request_timeout_ms,
             on_response=answered,
             on_timeout=timed_out,
-            label=f"Produce {tp[0]}-{tp[1]} -> b{leader}",
+            label=f"Produce {tp} -> b{leader}",
         )
         return True

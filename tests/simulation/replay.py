@@ -1,6 +1,6 @@
 """Replay one simulation seed, printing every step.
 
-    python -m tests.simulation.replay --seed 17 [--steps 1000] [--quiet]
+    python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--quiet]
 
 Exits 1 (after printing the failure) if an invariant breaks, 0 with a summary otherwise.
 """
@@ -22,8 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--steps", type=int, default=SimConfig().chaos_steps, help="steps of chaos")
     parser.add_argument("--quiet", action="store_true", help="only the summary or failure")
+    parser.add_argument(
+        "--operator", action="store_true", help="4 brokers and an operator (test_simulation.py)"
+    )
     args = parser.parse_args(argv)
-    config = dataclasses.replace(SimConfig(), chaos_steps=args.steps)
+    base = SimConfig(brokers=4, enable_operator=True) if args.operator else SimConfig()
+    config = dataclasses.replace(base, chaos_steps=args.steps)
     with tempfile.TemporaryDirectory(prefix=f"hw-sim-{args.seed}-") as directory:
         try:
             report = run_seed(args.seed, Path(directory), config, out=None if args.quiet else print)
@@ -37,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         f"those actually lost), {report.crashes} crashes, {report.controllers} controller "
         f"elections, {report.messages_dropped} messages dropped; produce outcomes "
         f"{report.produce_outcomes}"
+        + (f"; the operator got done: {report.operator}" if config.enable_operator else "")
     )
     return 0
 

@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.log.config import LogConfig
+from protocol.topic_partition import TopicPartition
 from tests.simulation.config import SimConfig
 from tests.simulation.network import Network
 from tests.simulation.scheduler import Scheduler
-from tests.simulation.zk import SimZk, TopicPartition
+from tests.simulation.zk import SimZk
 
 if TYPE_CHECKING:
+    from controller.core import ControllerContext, ControllerEvent
+    from controller.leading import Reply
     from tests.simulation.broker import SimBroker
 
 __all__ = ["Ack", "World"]
@@ -50,6 +53,10 @@ class World:
     network: Network | None = None  # set once the brokers exist
     on_ack: list[Callable[[Ack], None]] = field(default_factory=list)
     on_crash: list[Callable[[int], None]] = field(default_factory=list)
+    # The controller answered a request (called in the step it decided, with its context).
+    on_reply: list[Callable[[ControllerEvent, Reply | None, ControllerContext], None]] = field(
+        default_factory=list
+    )
     controller_count: int = 0  # controllers ever elected (for reports)
     controller_paused: bool = False  # scripted tests: hold the controller's event queue
 

@@ -1,32 +1,73 @@
-"""A simulated ZooKeeper holding what Highwater keeps there, with versions and sessions.
+"""An in-memory ZooKeeper that runs the same ZooKeeper scripts as the brokers' kazoo client.
 
-- `/brokers/ids/<id>`: ephemeral registrations; a broker's epoch is its node's czxid, its
-  incarnation the czxid of its process's first registration (zk_brokers.RegisteredBroker).
-- `/controller` (ephemeral) and `/controller_epoch` (versioned): the controller election.
-- `/brokers/topics/<t>`: assignments, fixed for a run.
-- `/brokers/topics/<t>/partitions/<p>/state`: PartitionStateZnode + version, written by
-  compare-and-set (the controller's writes also check `/controller_epoch`'s version), and
-  its mzxid: czxids and mzxids come from one zxid counter, as in ZooKeeper, so a broker
-  epoch above a state's mzxid means the broker registered after the state was written.
-- `/isr_change_notification/isr_change_<n>`: the leaders' ISR change notifications.
-
-Operations apply at once (a step is atomic); callers model latency around them. A session
-that expired can do nothing. Watches are callbacks that fire on every change; the watcher
-re-reads, as a real one does after a one-shot watch.
+Znodes with data, versions, czxid/mzxid from one zxid counter, ephemeral owners and sequence
+nodes; sessions that expire (taking their ephemeral nodes); one-shot data and child watches
+per session; atomic multi-ops. `run(session, script)` executes a script (controller/zk_*.py)
+at once (a step is atomic; callers model latency around it). Read-only views (`brokers`,
+`states`, `controller`, ...) decode Kafka's znodes for the invariants and scenario tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from typing import TypeVar
 
-from controller.zk_data import PartitionStateZnode
+from controller import zk_data
+from controller.zk_script import ZkScript, run_sync
+from controller.zk_types import (
+    BadVersionError,
+    CheckOp,
+    Create,
+    CreateOp,
+    Delete,
+    DeleteOp,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SetData,
+    SetOp,
+    TransactionOp,
+    WatchEvent,
+    WatchKind,
+    ZkConnectionError,
+    ZkError,
+    ZkRequest,
+    ZnodeStat,
+)
+from protocol.topic_partition import TopicPartition
 
-__all__ = ["Registration", "SimZk", "StateWrite", "TopicPartition", "WriteOutcome"]
+__all__ = ["Registration", "SimZk", "StateWrite"]
 
-TopicPartition = tuple[str, int]
-Assignments = dict[str, dict[int, tuple[int, ...]]]
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class _Node:
+    data: bytes
+    czxid: int
+    mzxid: int
+    version: int = 0
+    cversion: int = 0
+    owner: int = 0  # the session of an ephemeral node
+    children: set[str] = field(default_factory=set)
+    next_sequence: int = 0
+
+    def stat(self) -> ZnodeStat:
+        return ZnodeStat(
+            self.czxid,
+            self.mzxid,
+            self.version,
+            self.cversion,
+            self.owner,
+            len(self.data),
+            len(self.children),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,184 +78,284 @@ class Registration:
     incarnation: int  # the czxid of the registering process's first registration
 
 
-class WriteOutcome(Enum):
-    OK = "ok"
-    CONTROLLER_MOVED = "controller moved"  # the epoch guard failed, or the session is gone
-    CONFLICT = "conflict"  # a CAS lost, or a node existed / was missing
-
-
 @dataclass(frozen=True, slots=True)
 class StateWrite:
-    """What changed in a partition state znode (for the invariants)."""
+    """A partition state znode written (for the invariants)."""
 
     tp: TopicPartition
-    old: tuple[PartitionStateZnode, int] | None
-    new: tuple[PartitionStateZnode, int]
-    writer: str
-
-
-@dataclass
-class Watches:
-    brokers_changed: list[Callable[[], None]] = field(default_factory=list)
-    controller_deleted: list[Callable[[], None]] = field(default_factory=list)
-    isr_notification: list[Callable[[], None]] = field(default_factory=list)
-    state_written: list[Callable[[StateWrite], None]] = field(default_factory=list)
+    old: tuple[zk_data.PartitionStateZnode, int] | None
+    new: tuple[zk_data.PartitionStateZnode, int]
+    session: int
 
 
 class SimZk:
-    def __init__(self, assignments: Assignments) -> None:
-        self.assignments = assignments
-        self.watches = Watches()
+    def __init__(self) -> None:
+        self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0)}
         self._zxid = 0
         self._next_session = 0
-        self._sessions: dict[int, int] = {}  # live session id -> broker id
-        self.brokers: dict[int, Registration] = {}
-        self.controller: tuple[int, int] | None = None  # (broker id, session id)
-        self.controller_epoch = 0
-        self.controller_epoch_version = 0
-        self.states: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
-        self.state_mzxids: dict[TopicPartition, int] = {}  # each state znode's last write
-        self._isr_notifications: dict[int, tuple[TopicPartition, ...]] = {}
+        self.sessions: dict[int, int] = {}  # live session -> the broker (or client) it serves
+        self._watches: dict[tuple[str, str], set[int]] = {}  # ("data"|"child", path) -> sessions
+        # Hooks: a fired watch (session, event), for the simulation to deliver; every
+        # partition state written, for the invariants.
+        self.deliver: Callable[[int, WatchEvent], None] = lambda session, event: None
+        self.on_state_written: list[Callable[[StateWrite], None]] = []
+        # Fired watches and state writes of the request in hand: told once it succeeded.
+        self._pending: list[tuple[int, WatchEvent]] = []
+        self._written: list[StateWrite] = []
+        self._assignments: tuple[int, dict[str, dict[int, tuple[int, ...]]]] = (-1, {})
 
-    # -- sessions and registrations --------------------------------------------------------
+    # -- sessions --------------------------------------------------------------------------
 
-    def open_session(self, broker_id: int) -> int:
+    def open_session(self, owner: int) -> int:
         self._next_session += 1
-        self._sessions[self._next_session] = broker_id
+        self.sessions[self._next_session] = owner
         return self._next_session
 
-    def session_alive(self, session_id: int | None) -> bool:
-        return session_id is not None and session_id in self._sessions
+    def session_alive(self, session: int | None) -> bool:
+        return session is not None and session in self.sessions
 
-    def expire_session(self, session_id: int) -> None:
-        """The session ends: its ephemeral nodes go, and their watchers hear of it."""
-        if self._sessions.pop(session_id, None) is None:
+    def expire_session(self, session: int) -> None:
+        """The session ends: its ephemeral nodes go (their watchers hear of it)."""
+        if self.sessions.pop(session, None) is None:
             return
-        gone = [b for b, r in self.brokers.items() if r.session_id == session_id]
-        for broker_id in gone:
-            del self.brokers[broker_id]
-        if gone:
-            self._fire(self.watches.brokers_changed)
-        if self.controller is not None and self.controller[1] == session_id:
-            self.controller = None
-            self._fire(self.watches.controller_deleted)
+        for key in list(self._watches):
+            self._watches[key].discard(session)
+        for path in sorted(p for p, n in self._nodes.items() if n.owner == session):
+            self._delete(path, session)
+        self._flush_watches()
 
-    def register_broker(
-        self, broker_id: int, session_id: int, incarnation: int | None = None
-    ) -> int | None:
-        """Create `/brokers/ids/<id>`; its epoch, or None while an older session holds it.
-        `incarnation`: None for a process's first registration (it is then the new epoch)."""
-        if not self.session_alive(session_id):
+    # -- running requests ------------------------------------------------------------------
+
+    def run(self, session: int | None, script: ZkScript[T]) -> T:
+        return run_sync(script, lambda request: self.execute(session, request))
+
+    def execute(self, session: int | None, request: ZkRequest) -> object:
+        if session is None or session not in self.sessions:
+            raise ZkConnectionError("session expired")
+        try:
+            return self._execute(session, request)
+        finally:
+            self._flush_watches()
+            written, self._written = self._written, []
+            for write in written:
+                for hook in self.on_state_written:
+                    hook(write)
+
+    def _execute(self, session: int, request: ZkRequest) -> object:
+        match request:
+            case GetData(path, watch):
+                node = self._nodes.get(path)
+                if watch:
+                    self._watch("data", path, session)
+                return None if node is None else (node.data, node.stat())
+            case Exists(path, watch):
+                node = self._nodes.get(path)
+                if watch:
+                    self._watch("data", path, session)
+                return None if node is None else node.stat()
+            case GetChildren(path, watch):
+                node = self._nodes.get(path)
+                if node is None:
+                    raise NoNodeError(f"no node {path}", path=path)
+                if watch:
+                    self._watch("child", path, session)
+                return sorted(node.children)
+            case Create(path, data, ephemeral, sequence, makepath):
+                if makepath:
+                    self._make_parents(path, session)
+                return self._create(path, data, session if ephemeral else 0, sequence, session)
+            case SetData(path, data, version):
+                return self._set(path, data, version, session)
+            case Delete(path, version):
+                self._check_delete(path, version)
+                self._delete(path, session)
+                return None
+            case Multi(ops):
+                return self._multi(ops, session)
+
+    def _multi(
+        self, ops: tuple[CheckOp | CreateOp | SetOp | DeleteOp, ...], session: int
+    ) -> object:
+        saved = copy.deepcopy(
+            (self._nodes, self._zxid, self._watches, self._pending, self._written)
+        )
+        results: list[object] = []
+        for index, op in enumerate(ops):
+            try:
+                results.append(self._apply_op(op, session))
+            except ZkError as exc:
+                self._nodes, self._zxid, self._watches, self._pending, self._written = saved
+                exc.op_index = index
+                raise
+        return results
+
+    def _apply_op(self, op: TransactionOp, session: int) -> object:
+        match op:
+            case CheckOp(path, version):
+                node = self._nodes.get(path)
+                if node is None:
+                    raise NoNodeError(f"no node {path}", path=path)
+                if node.version != version:
+                    raise BadVersionError(f"bad version of {path}", path=path)
+                return None
+            case CreateOp(path, data, ephemeral):
+                return self._create(path, data, session if ephemeral else 0, False, session)
+            case SetOp(path, data, version):
+                return self._set(path, data, version, session)
+            case DeleteOp(path, version):
+                self._check_delete(path, version)
+                self._delete(path, session)
+                return None
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _create(self, path: str, data: bytes, owner: int, sequence: bool, session: int) -> str:
+        parent_path, _, name = path.rpartition("/")
+        parent = self._nodes.get(parent_path or "/")
+        if parent is None:
+            raise NoNodeError(f"no parent for {path}", path=path)
+        if sequence:
+            name += f"{parent.next_sequence:010d}"
+            parent.next_sequence += 1
+            path = f"{parent_path}/{name}"
+        if path in self._nodes:
+            raise NodeExistsError(f"{path} exists", path=path)
+        self._zxid += 1
+        self._nodes[path] = _Node(data, self._zxid, self._zxid, owner=owner)
+        parent.children.add(name)
+        parent.cversion += 1
+        self._trigger("data", path, WatchKind.CREATED)
+        self._trigger("child", parent_path or "/", WatchKind.CHILDREN)
+        self._state_written(path, None, session)
+        return path
+
+    def _set(self, path: str, data: bytes, version: int, session: int) -> ZnodeStat:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(f"no node {path}", path=path)
+        if version != -1 and node.version != version:
+            raise BadVersionError(f"bad version of {path}", path=path)
+        old = (node.data, node.version)
+        self._zxid += 1
+        node.data, node.version, node.mzxid = data, node.version + 1, self._zxid
+        self._trigger("data", path, WatchKind.CHANGED)
+        self._state_written(path, old, session)
+        return node.stat()
+
+    def _check_delete(self, path: str, version: int) -> None:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(f"no node {path}", path=path)
+        if version != -1 and node.version != version:
+            raise BadVersionError(f"bad version of {path}", path=path)
+        if node.children:
+            raise NotEmptyError(f"{path} has children", path=path)
+
+    def _delete(self, path: str, session: int) -> None:
+        del self._nodes[path]
+        parent_path, _, name = path.rpartition("/")
+        parent = self._nodes[parent_path or "/"]
+        parent.children.discard(name)
+        parent.cversion += 1
+        self._trigger("data", path, WatchKind.DELETED)
+        self._trigger("child", path, WatchKind.DELETED)
+        self._trigger("child", parent_path or "/", WatchKind.CHILDREN)
+
+    def _make_parents(self, path: str, session: int) -> None:
+        parts = path.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            parent = "/" + "/".join(parts[:i])
+            if parent not in self._nodes:
+                self._create(parent, b"", 0, False, session)
+
+    # -- watches ---------------------------------------------------------------------------
+
+    def _watch(self, kind: str, path: str, session: int) -> None:
+        self._watches.setdefault((kind, path), set()).add(session)
+
+    def _trigger(self, kind: str, path: str, event_kind: WatchKind) -> None:
+        for session in sorted(self._watches.pop((kind, path), ())):
+            self._pending.append((session, WatchEvent(event_kind, path)))
+
+    def _flush_watches(self) -> None:
+        pending, self._pending = self._pending, []
+        for session, event in pending:
+            if session in self.sessions:
+                self.deliver(session, event)
+
+    def _state_written(self, path: str, old: tuple[bytes, int] | None, session: int) -> None:
+        tp = _state_path_tp(path)
+        if tp is None or not self.on_state_written:
+            return
+        node = self._nodes[path]
+        new = (zk_data.PartitionStateZnode.decode(node.data), node.version)
+        before = None if old is None else (zk_data.PartitionStateZnode.decode(old[0]), old[1])
+        self._written.append(StateWrite(tp, before, new, session))
+
+    # -- views for the invariants and scenario tests ---------------------------------------
+
+    def data(self, path: str) -> bytes | None:
+        node = self._nodes.get(path)
+        return None if node is None else node.data
+
+    def children(self, path: str) -> list[str]:
+        node = self._nodes.get(path)
+        return [] if node is None else sorted(node.children)
+
+    @property
+    def controller(self) -> tuple[int, int] | None:
+        """(broker id, session) of the controller, or None."""
+        node = self._nodes.get(zk_data.CONTROLLER_PATH)
+        if node is None:
             return None
-        current = self.brokers.get(broker_id)
-        if current is not None:
-            return current.epoch if current.session_id == session_id else None
-        self._zxid += 1
-        first = self._zxid if incarnation is None else incarnation
-        self.brokers[broker_id] = Registration(broker_id, self._zxid, session_id, first)
-        self._fire(self.watches.brokers_changed)
-        return self._zxid
+        return zk_data.ControllerZnode.decode(node.data).broker_id, node.owner
 
-    # -- controller election ---------------------------------------------------------------
+    @property
+    def controller_epoch(self) -> int:
+        data = self.data(zk_data.CONTROLLER_EPOCH_PATH)
+        return 0 if data is None else zk_data.decode_controller_epoch(data)
 
-    def elect_controller(self, broker_id: int, session_id: int) -> tuple[int, int] | None:
-        """The election multi-op: create `/controller` and bump `/controller_epoch` at its
-        version. (epoch, epoch znode version) if won, None if someone holds it."""
-        if self.controller is not None or not self.session_alive(session_id):
-            return None
-        self.controller = (broker_id, session_id)
-        self.controller_epoch += 1
-        self.controller_epoch_version += 1
-        self._zxid += 1
-        return self.controller_epoch, self.controller_epoch_version
+    @property
+    def brokers(self) -> dict[int, Registration]:
+        out = {}
+        for child in self.children(zk_data.BROKER_IDS_PATH):
+            node = self._nodes[f"{zk_data.BROKER_IDS_PATH}/{child}"]
+            registration = zk_data.BrokerRegistration.decode(node.data)
+            incarnation = registration.incarnation_of(node.czxid)
+            out[int(child)] = Registration(int(child), node.czxid, node.owner, incarnation)
+        return out
 
-    def delete_controller(self, session_id: int) -> None:
-        """Kafka's triggerControllerMove: free `/controller` if this session holds it."""
-        if self.controller is not None and self.controller[1] == session_id:
-            self.controller = None
-            self._fire(self.watches.controller_deleted)
+    @property
+    def assignments(self) -> dict[str, dict[int, tuple[int, ...]]]:
+        if self._assignments[0] != self._zxid:  # decoded once per change
+            out = {}
+            for topic in self.children(zk_data.TOPICS_PATH):
+                data = self.data(zk_data.topic_path(topic))
+                if data:
+                    out[topic] = dict(zk_data.TopicAssignment.decode(data).partitions)
+            self._assignments = (self._zxid, out)
+        return self._assignments[1]
 
-    def _guard(self, session_id: int, epoch_version: int) -> bool:
-        return self.session_alive(session_id) and epoch_version == self.controller_epoch_version
+    @property
+    def states(self) -> dict[TopicPartition, tuple[zk_data.PartitionStateZnode, int]]:
+        out = {}
+        for topic, partitions in self.assignments.items():
+            for partition in partitions:
+                node = self._nodes.get(zk_data.partition_state_path(topic, partition))
+                if node is not None:
+                    znode = zk_data.PartitionStateZnode.decode(node.data)
+                    out[TopicPartition(topic, partition)] = (znode, node.version)
+        return out
 
-    # -- partition state znodes ------------------------------------------------------------
+    def state(self, tp: TopicPartition) -> tuple[zk_data.PartitionStateZnode, int] | None:
+        node = self._nodes.get(zk_data.partition_state_path(*tp))
+        return (
+            None if node is None else (zk_data.PartitionStateZnode.decode(node.data), node.version)
+        )
 
-    def create_states(
-        self,
-        session_id: int,
-        epoch_version: int,
-        states: Mapping[TopicPartition, PartitionStateZnode],
-        writer: str,
-    ) -> WriteOutcome:
-        """One guarded transaction: all created, or none."""
-        if not self._guard(session_id, epoch_version):
-            return WriteOutcome.CONTROLLER_MOVED
-        if any(tp in self.states for tp in states):
-            return WriteOutcome.CONFLICT
-        for tp, znode in sorted(states.items()):
-            self._set_state(tp, znode, 0, writer)
-        return WriteOutcome.OK
 
-    def write_states(
-        self,
-        session_id: int,
-        epoch_version: int,
-        updates: Mapping[TopicPartition, tuple[PartitionStateZnode, int]],
-        writer: str,
-    ) -> WriteOutcome:
-        """One guarded transaction of CAS writes: all applied, or none."""
-        if not self._guard(session_id, epoch_version):
-            return WriteOutcome.CONTROLLER_MOVED
-        for tp, (_, expected) in updates.items():
-            current = self.states.get(tp)
-            if current is None or current[1] != expected:
-                return WriteOutcome.CONFLICT
-        for tp, (znode, expected) in sorted(updates.items()):
-            self._set_state(tp, znode, expected + 1, writer)
-        return WriteOutcome.OK
-
-    def cas_state(
-        self,
-        session_id: int | None,
-        tp: TopicPartition,
-        znode: PartitionStateZnode,
-        expected_version: int,
-        writer: str,
-    ) -> int | None:
-        """A leader's ISR write (zk_isr.write_isr): the new version, or None if it lost."""
-        current = self.states.get(tp)
-        if not self.session_alive(session_id) or current is None or current[1] != expected_version:
-            return None
-        self._set_state(tp, znode, expected_version + 1, writer)
-        return expected_version + 1
-
-    def _set_state(
-        self, tp: TopicPartition, znode: PartitionStateZnode, version: int, writer: str
-    ) -> None:
-        old = self.states.get(tp)
-        self.states[tp] = (znode, version)
-        self._zxid += 1
-        self.state_mzxids[tp] = self._zxid
-        write = StateWrite(tp, old, (znode, version), writer)
-        for watcher in self.watches.state_written:
-            watcher(write)
-
-    # -- ISR change notifications ----------------------------------------------------------
-
-    def publish_isr_changes(self, session_id: int | None, partitions: list[TopicPartition]) -> bool:
-        if not self.session_alive(session_id):
-            return False
-        self._zxid += 1
-        self._isr_notifications[self._zxid] = tuple(sorted(partitions))
-        self._fire(self.watches.isr_notification)
-        return True
-
-    def take_isr_notifications(self) -> list[TopicPartition]:
-        """Read and delete every notification (the controller's handler)."""
-        partitions = sorted({tp for tps in self._isr_notifications.values() for tp in tps})
-        self._isr_notifications.clear()
-        return partitions
-
-    def _fire(self, watchers: list[Callable[[], None]]) -> None:
-        for watcher in list(watchers):
-            watcher()
+def _state_path_tp(path: str) -> TopicPartition | None:
+    parts = path.split("/")  # "", brokers, topics, <t>, partitions, <p>, state
+    if len(parts) == 7 and parts[1:3] == ["brokers", "topics"] and parts[6] == "state":
+        return TopicPartition(parts[3], int(parts[5]))
+    return None

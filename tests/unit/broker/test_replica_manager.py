@@ -295,3 +295,19 @@ def test_stray_logs_of_deleted_topics_are_deleted_but_hosted_ones_kept(tmp_path:
         assert not (tmp_path / "gone-0").exists()
     finally:
         manager.shutdown(NOW)
+
+
+def test_a_hosted_partition_goes_when_newer_metadata_moves_it_away(tmp_path: Path) -> None:
+    """A controller that completed a reassignment and failed before its StopReplica: the
+    next controller's UpdateMetadata, in a newer leader epoch, no longer places it here."""
+    manager = open_manager(tmp_path)
+    rm = ReplicaManager(ME, manager)
+    rm.become_leader_or_follower((state(),), NOW)
+    epoch = rm.partitions[("t", 0)].leader_epoch
+    try:
+        placed = {("t", 0): (OTHER,)}
+        assert rm.delete_stray_logs(placed, {("t", 0): epoch}) == []  # not newer: kept
+        assert rm.delete_stray_logs(placed, {("t", 0): epoch + 1}) == [("t", 0)]
+        assert ("t", 0) not in rm.partitions and ("t", 0) not in manager.logs
+    finally:
+        manager.shutdown(NOW)
