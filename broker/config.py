@@ -115,6 +115,7 @@ class BrokerConfig:
     log_flush_interval_messages: int = _int("log.flush.interval.messages")
     log_flush_interval_ms: int = _int("log.flush.interval.ms")
     log_flush_scheduler_interval_ms: int = _int("log.flush.scheduler.interval.ms")
+    log_flush_offset_checkpoint_interval_ms: int = _int("log.flush.offset.checkpoint.interval.ms")
     replica_lag_time_max_ms: int = _int("replica.lag.time.max.ms")
     replica_fetch_wait_max_ms: int = _int("replica.fetch.wait.max.ms")
     replica_fetch_min_bytes: int = _int("replica.fetch.min.bytes")

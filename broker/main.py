@@ -36,8 +36,6 @@ from controller.zk_topics import get_or_create_cluster_id
 
 __all__ = ["run_broker"]
 
-RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60000  # log.flush.offset.checkpoint.interval.ms
-
 
 async def run_broker(config: BrokerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit status (0 after a clean shutdown)."""
@@ -90,6 +88,7 @@ async def run_broker(config: BrokerConfig) -> int:
                         run_controller,
                         zk,
                         config.broker_id,
+                        request_timeout_ms=config.request_timeout_ms,
                         unclean_leader_election_enable=config.unclean_leader_election_enable,
                         auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
                         leader_imbalance_per_broker_percentage=(
@@ -154,7 +153,7 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
         "retention": config.log_retention_check_interval_ms,
         "flush": config.log_flush_scheduler_interval_ms,
         "high_watermarks": config.replica_high_watermark_checkpoint_interval_ms,
-        "recovery_points": RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
+        "recovery_points": config.log_flush_offset_checkpoint_interval_ms,
         "producer_expiry": config.producer_id_expiration_check_interval_ms,
     }
     due_ms = {name: wall_clock_ms() + interval for name, interval in intervals_ms.items()}

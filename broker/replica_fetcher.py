@@ -53,10 +53,7 @@ class ReplicaFetcherManager:
     def apply(self, change: FollowerChange) -> None:
         if self._nursery is None:
             return
-        if change.leader is None:
-            update = self.followers.unfollow(change.tp)
-        else:
-            update = self.followers.follow(change.tp, change.leader, change.leader_epoch)
+        update = self.followers.apply(change)
         for follower in update.stopped:
             self._fetchers.pop(follower.leader).stop()
         if update.started is not None:

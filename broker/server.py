@@ -1,17 +1,10 @@
 """The broker's TCP server: one task per connection, requests answered in order.
 
-Like Kafka, a connection is served one request at a time (Kafka mutes the channel while a
-request is in flight), so a client may pipeline and still get responses in order. A frame
-that is too large or a request that cannot be decoded closes that connection only; so does a
-response that cannot be encoded or a handler that fails (a bug: logged with its traceback),
-never the broker. ApiVersions at a version this broker does not speak is answered at v0 with
-UNSUPPORTED_VERSION and the supported ranges, as Kafka does, so a client can find a common
-version. Limits: `connections.max.idle.ms` without a byte closes a connection; beyond
-`max.connections` a new connection is closed at once; a response not taken by the client
-within 30 s + 1 s per MiB closes it.
-
-Shutdown (`stop`): stop accepting, close idle connections, let busy ones finish the request in
-hand (bounded by `drain_timeout_s`), then return.
+One request at a time per connection (Kafka mutes the channel), so a client may pipeline. A
+bad frame, an undecodable request, an unencodable response or a failing handler closes that
+connection only. Limits: `connections.max.idle.ms`, `max.connections`, and a response not
+taken within 30 s + 1 s per MiB. `stop` stops accepting and drains in-flight requests.
+docs/architecture.md ("A request's life") has the details.
 """
 
 from __future__ import annotations
@@ -19,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import structlog
 import trio
 
 from broker.context import BrokerContext
 from broker.handlers import HANDLERS
+from broker.settings import default_of
 from protocol.apis import ApiKey, supported_versions
 from protocol.codec import RequestDecodeError, RequestHeader, decode_request, encode_response
 from protocol.errors import ErrorCode, FrameError, HighwaterError
@@ -35,8 +29,8 @@ from protocol.messages.api_versions import ApiVersionsResponse
 __all__ = ["BrokerServer"]
 
 _RECEIVE_BYTES = 256 * 1024
-IDLE_TIMEOUT_S = 600.0  # connections.max.idle.ms's default
-MAX_CONNECTIONS = 10_000  # max.connections's default
+IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
+MAX_CONNECTIONS = cast(int, default_of("max.connections"))
 _MESSAGE_CHARS = 1000  # an error message cut to this when the whole response is too big
 
 

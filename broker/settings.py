@@ -294,6 +294,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "How often logs are checked for a time-based fsync.",
             minimum=1,
         ),
+        number(
+            INT,
+            "log.flush.offset.checkpoint.interval.ms",
+            60000,
+            "How often each log dir's recovery-point and log-start-offset checkpoints are written.",
+            minimum=1,
+        ),
     ),
     *_section(
         "Replication",

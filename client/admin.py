@@ -1,22 +1,11 @@
-"""The admin client: create, delete, list and describe topics, add partitions; describe the
-cluster; elect leaders (preferred or unclean); reassign partitions and list reassignments.
+"""The admin client: topics (create, delete, list, describe, add partitions), the cluster,
+leader elections and partition reassignments.
 
-CreateTopics/DeleteTopics go to the controller when the metadata names one (any broker accepts
-them here: it writes ZooKeeper and waits until its metadata shows the change), else to any
-broker.
-
-ElectLeaders goes to the controller only (the one broker that can answer it): a
-NOT_CONTROLLER answer refreshes the metadata and asks the controller it names, once more.
-CreatePartitions goes to the controller like CreateTopics (any broker accepts it).
-AlterPartitionReassignments and ListPartitionReassignments go to the controller only, like
-ElectLeaders.
-
-describe_topics shows replication as it happens: each partition's high watermark (ListOffsets
-latest from its leader, as a consumer: replica id -1) and every replica's log end offset
-(ListOffsets latest with the debug replica id -2, which any broker hosting the partition
-answers, leader or follower). One request per broker and kind, all sent at once, each bounded
-by offsets_timeout_ms; an offset a broker did not give (offline, unreachable, slow, an error)
-is None.
+Requests that only the controller can answer (ElectLeaders, reassignments) go to it, asking
+again once after NOT_CONTROLLER; CreateTopics, DeleteTopics and CreatePartitions go to it when
+known (any broker accepts them). `describe_topics` shows each partition's HW and every
+replica's LEO (ListOffsets as a consumer, and with the debug replica id -2), one request per
+broker and kind, each bounded by offsets_timeout_ms; a missing answer is None.
 """
 
 from __future__ import annotations

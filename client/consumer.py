@@ -1,28 +1,11 @@
 """The async consumer: assign or subscribe, seek, and poll records in offset order.
 
-No background task: `poll()` does the work, as Kafka's KafkaConsumer.poll does. Each poll
-refreshes metadata when due, resolves pending position resets with ListOffsets (seek_to_*,
-auto_offset_reset), then returns buffered records, or sends one Fetch per partition leader
-(concurrently; long-polling with fetch_min_bytes / fetch_max_wait_ms) and returns as soon as
-one brings records (the others are abandoned: their answers are discarded by the connection).
-
-Only partitions with nothing buffered are fetched, so memory stays within one fetch's bytes per
-partition. A fetch may start mid-batch (records below the position are skipped) and end with a
-partial batch (ignored; the next fetch starts at it). OFFSET_OUT_OF_RANGE resets the position
-per auto_offset_reset ("earliest" | "latest" | "none": raise OffsetOutOfRangeError).
-
-Leader changes (KIP-320). Fetches carry the leader epoch the metadata gives; NOT_LEADER_OR_FOLLOWER,
-UNKNOWN/FENCED_LEADER_EPOCH and friends refresh the metadata and back off (retry_backoff_ms,
-doubling up to retry_backoff_max_ms). Each position remembers the leader epoch of the batch its
-last consumed record came from. When the metadata shows a new leader epoch, the position is
-validated before the partition is fetched again: OffsetForLeaderEpoch asks the leader where
-that epoch ends in its log. If it ends before the position (or the leader never had the epoch),
-records already consumed were truncated away: poll raises LogTruncationError rather than
-silently skipping or re-reading (Kafka's consumer instead seeks to the divergence point when
-auto.offset.reset is set). Positions set by seek or a reset have nothing consumed behind them
-and need no validation.
-
-Not safe for concurrent use by several tasks (as Kafka's consumer is single-threaded).
+No background task: `poll()` refreshes metadata, resolves position resets with ListOffsets,
+then returns buffered records or long-polls one Fetch per leader (Kafka's KafkaConsumer.poll).
+Leader changes follow KIP-320: a position is validated with OffsetForLeaderEpoch when its
+partition's leader epoch changes, and a truncation of consumed records raises
+LogTruncationError. docs/architecture.md ("client/") has the details. Not safe for concurrent
+use by several tasks (as Kafka's consumer).
 """
 
 from __future__ import annotations

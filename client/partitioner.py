@@ -1,14 +1,9 @@
 """Which partition a record goes to (pure, deterministic given its inputs).
 
-Keyed records: Kafka's default partitioner exactly, `(murmur2(key) & 0x7fffffff) % partitions`,
-so a key lands on the same partition as it would with Kafka's Java client (and stays there while
-the partition count is unchanged). murmur2 is Kafka's `Utils.murmur2`: seed 0x9747b28c,
-m 0x5bd1e995, r 24, little-endian 4-byte words, signed 32-bit result.
-
-Keyless records: the sticky partitioner of KIP-794 (Kafka's BuiltInPartitioner without the
-adaptive load part): all keyless records of a topic go to one partition, picked at random among
-partitions that have a leader, until `batch_size` bytes were produced to it; then another is
-picked. Batches fill up instead of trickling one record per partition.
+Keyed records: Kafka's default partitioner, `(murmur2(key) & 0x7fffffff) % partitions`, with
+Kafka's `Utils.murmur2` (seed 0x9747b28c), so a key lands where Kafka's Java client puts it.
+Keyless records: KIP-794's sticky partitioner (without the adaptive part): one partition with
+a leader, picked at random, until `batch_size` bytes went to it; then another.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Replica assignment for new topics: Kafka's rack-unaware round robin (AdminUtils). Pure.
 
-Kafka's goals, kept here: spread replicas evenly over brokers, spread each partition's
-leader (the first replica) evenly, and for partitions sharing a leader, place the followers
-on different brokers. The first replica of partition p goes to broker (p + start_index) mod n;
-the followers follow at a shift that grows by one every n partitions. Callers pass a random
-`start_index` and `shift` (Kafka draws both at random), so tests can fix them.
-
-Adding partitions to a topic (Kafka's AdminZkClient.addPartitions) continues the round robin:
-partition ids go on from the current count, and the start index is the broker of partition
-0's preferred replica, so the new preferred leaders go on where the old ones left off.
+Replicas and leaders spread evenly: the first replica of partition p on broker
+(p + start_index) mod n, the followers at a shift that grows by one every n partitions;
+callers pass a random `start_index` and `shift` (as Kafka draws them), so tests can fix them.
+Adding partitions (Kafka's AdminZkClient.addPartitions) continues the round robin.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class ControllerChannel:
         nursery: trio.Nursery,
         *,
         controller_id: int,
-        request_timeout_ms: int = 30_000,
+        request_timeout_ms: int,
         connect_timeout_ms: int = 5_000,
         backoff_ms: tuple[int, int] = (50, 2_000),
     ) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 import trio
 
+from broker.settings import default_of
 from controller import zk_data
 from controller.channel import ControllerChannel
 from controller.core import (
@@ -64,6 +65,11 @@ ElectionResults = dict[TopicPartition, ErrorCode]
 ReassignmentTargets = dict[TopicPartition, tuple[int, ...] | None]
 
 
+def _default(key: str) -> Any:
+    """A broker setting's default, from the one table (broker/settings.py)."""
+    return default_of(key)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -77,11 +83,15 @@ class Controller:
         zk: ZkClient,
         broker_id: int,
         *,
-        request_timeout_ms: int = 30_000,
-        unclean_leader_election_enable: bool = False,
-        auto_leader_rebalance_enable: bool = False,
-        leader_imbalance_per_broker_percentage: int = 10,
-        leader_imbalance_check_interval_seconds: int = 300,
+        request_timeout_ms: int = _default("request.timeout.ms"),
+        unclean_leader_election_enable: bool = _default("unclean.leader.election.enable"),
+        auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable"),
+        leader_imbalance_per_broker_percentage: int = _default(
+            "leader.imbalance.per.broker.percentage"
+        ),
+        leader_imbalance_check_interval_seconds: int = _default(
+            "leader.imbalance.check.interval.seconds"
+        ),
     ):
         self.zk = zk
         self.broker_id = broker_id
@@ -388,11 +398,15 @@ async def run_controller(
     zk: ZkClient,
     broker_id: int,
     *,
-    request_timeout_ms: int = 30_000,
-    unclean_leader_election_enable: bool = False,
-    auto_leader_rebalance_enable: bool = False,
-    leader_imbalance_per_broker_percentage: int = 10,
-    leader_imbalance_check_interval_seconds: int = 300,
+    request_timeout_ms: int = _default("request.timeout.ms"),
+    unclean_leader_election_enable: bool = _default("unclean.leader.election.enable"),
+    auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable"),
+    leader_imbalance_per_broker_percentage: int = _default(
+        "leader.imbalance.per.broker.percentage"
+    ),
+    leader_imbalance_check_interval_seconds: int = _default(
+        "leader.imbalance.check.interval.seconds"
+    ),
     task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run this broker's controller candidate until cancelled. `await nursery.start(...)`

@@ -1,18 +1,10 @@
 """An async (trio) facade over kazoo: the only module that imports kazoo.
 
-kazoo is blocking and thread based. Every call runs in a worker thread through
-`trio.to_thread.run_sync` and is bounded by `request_timeout_ms`. Watch notifications and
-session state changes arrive on kazoo's threads; they are handed to the trio loop with
-`TrioToken.run_sync_soon` and fanned out to every subscriber channel (`subscribe()`).
-
-Watches are ZooKeeper's one-shot watches: pass `watch=True` to a read and the next change of
-that node (or its children) produces one `WatchEvent`; read again with `watch=True` to re-arm.
-kazoo drops its watch table when the connection is suspended (it fires every watcher with an
-event whose path is None), so a subscriber must re-read what it watches after a `SessionEvent`
-with state CONNECTED.
-
-Errors are our own classes (`NoNodeError`, `NodeExistsError`, `BadVersionError`, ...), so no
-other module needs to know kazoo.
+Every call runs in a worker thread (`trio.to_thread.run_sync`), bounded by
+`request_timeout_ms`; `run(script)` drives a ZooKeeper procedure (zk_script.py). Watches are
+one-shot: `watch=True` on a read yields one `WatchEvent` at the next change; kazoo drops its
+watches while suspended, so subscribers re-read after a CONNECTED `SessionEvent`. Watch and
+session events reach trio through `TrioToken.run_sync_soon` and every `subscribe()` channel.
 """
 
 from __future__ import annotations
@@ -148,10 +140,14 @@ class ZkClient:
         hosts: str,
         session_timeout_ms: int,
         *,
-        timeout_ms: int = 10_000,
+        timeout_ms: int | None = None,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
     ) -> ZkClient:
-        """Connect; a chroot suffix ("h:p/chroot") is created first if missing, as Kafka does."""
+        """Connect within `timeout_ms` (None: the session timeout, Kafka's default for
+        zookeeper.connection.timeout.ms); a chroot suffix ("h:p/chroot") is created first if
+        missing, as Kafka does."""
+        if timeout_ms is None:
+            timeout_ms = session_timeout_ms
         base_hosts, slash, chroot = hosts.partition("/")
         if slash and chroot.strip("/"):
             await _ensure_chroot(

@@ -1,4 +1,5 @@
-"""A partition leader's own ZooKeeper writes: ISR changes, and their notification (seed 000 §1.2.1).
+"""A partition leader's own ZooKeeper writes: ISR changes, and their notification (Kafka's
+ZkAlterPartitionManager; docs/architecture.md, "Replication").
 
 In ZooKeeper-mode Kafka the leader, not the controller, shrinks and expands the ISR: it writes
 the partition state znode by compare-and-set on the zkVersion it last knew (the partition

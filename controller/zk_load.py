@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 import structlog
 
+from broker.config_def import InvalidValue
+from broker.topic_config import topic_setting
 from controller import zk_data, zk_topics
 from controller.core import (
     BrokersChanged,
@@ -191,9 +193,9 @@ def _read_unclean_overrides(topics: Iterable[str]) -> ZkScript[dict[str, bool]]:
         value = config.get(_UNCLEAN_CONFIG)
         if value is None:
             continue
-        if value.strip().lower() in ("true", "false"):
-            overrides[topic] = value.strip().lower() == "true"
-        else:
+        try:
+            overrides[topic] = topic_setting(_UNCLEAN_CONFIG).setting.parse(value.strip()) is True
+        except InvalidValue:
             _log.warning("bad topic config ignored", topic=topic, key=_UNCLEAN_CONFIG)
     return overrides
 

@@ -1,28 +1,10 @@
 """Record batches: the unit the producer sends, the log stores and the fetcher serves.
 
-Layout (magic 2), all integers big-endian; the 61-byte header is Kafka's v2 batch header:
-
-    offset  size  field
-         0     8  base_offset             set by the partition leader on append
-         8     4  batch_length            bytes after this field (total size - 12)
-        12     4  partition_leader_epoch  set by the partition leader on append
-        16     1  magic                   2
-        17     4  crc                     CRC-32C (Castagnoli) of bytes [21, end)
-        21     2  attributes              bits 0-2 compression, bit 3 timestamp type
-        23     4  last_offset_delta       record_count - 1
-        27     8  base_timestamp          first record's timestamp (ms)
-        35     8  max_timestamp           largest record timestamp (ms)
-        43     8  producer_id             -1 when not idempotent
-        51     2  producer_epoch          -1 when not idempotent
-        53     4  base_sequence           -1 when not idempotent
-        57     4  record_count
-        61     -  records section         msgpack array of records, compressed as a whole
-
-Because the CRC starts at byte 21, the leader can stamp base_offset and partition_leader_epoch
-without touching the CRC or the records: the broker never decodes records.
-
-A record is a msgpack array `[timestamp_delta, offset_delta, key, value, headers]` with headers
-an array of `[key: str, value: bin | nil]` pairs. See docs/protocol.md.
+Kafka's 61-byte v2 batch header (docs/protocol.md has the table), then a msgpack records
+section, compressed as a whole. The CRC covers bytes 21 onwards, so the leader stamps
+base_offset and partition_leader_epoch (bytes 0-15) without touching the CRC or the records:
+the broker never decodes records. A record is `[timestamp_delta, offset_delta, key, value,
+headers]`, headers `[key: str, value: bin | nil]` pairs.
 """
 
 from __future__ import annotations

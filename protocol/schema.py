@@ -1,18 +1,10 @@
-"""Versioned message schemas, defined once as frozen dataclasses.
+"""Versioned message schemas, defined once as frozen dataclasses whose annotations give the
+wire type (`Int16`, `Int32`, `X | None`, `tuple[X, ...]`; `Annotated[Int32, Since(1)]` for a
+field that exists from version 1 on, with the default used when decoding an older version).
 
-A message is a frozen dataclass whose field annotations say the wire type:
-
-    @dataclass(frozen=True, slots=True)
-    class OffsetForLeaderEpochPartitionResult:
-        error_code: Int16
-        partition: Int32
-        end_offset: Int64 = -1
-        leader_epoch: Annotated[Int32, Since(1)] = -1
-
-On the wire a message is a msgpack map from field name to value. A field marked `Since(v)` exists
-from version v on (and must have a default, used when decoding an older version). Decoding is
-strict: the map must hold exactly the fields of that version, each of the right type and range;
-otherwise InvalidRequestError names the field path. Codecs are compiled once per (class, version).
+On the wire a message is a msgpack map from field name to value. Decoding is strict: exactly
+the fields of that version, each of the right type and range, else InvalidRequestError naming
+the field path. Codecs are compiled once per (class, version).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from broker.core.controller_requests import FollowerChange
 from broker.core.partition import Partition
 from broker.core.replication import truncation_for
 from broker.core.replication_quota import ReplicationQuota
@@ -366,6 +367,11 @@ class FollowerSet:
     settings: FetcherSettings
     quota: ReplicationQuota = field(default_factory=ReplicationQuota)
     by_leader: dict[BrokerEndpoint, Follower] = field(default_factory=dict)
+
+    def apply(self, change: FollowerChange) -> FollowerUpdate:
+        if change.leader is None:
+            return self.unfollow(change.tp)
+        return self.follow(change.tp, change.leader, change.leader_epoch)
 
     def follow(
         self, tp: TopicPartition, leader: BrokerEndpoint, leader_epoch: int

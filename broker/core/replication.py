@@ -1,4 +1,5 @@
-"""The replication rules, as plain functions of their inputs (seed 000, KIP-101, KIP-279).
+"""The replication rules as plain functions of their inputs (Kafka's ISR and HW rules, KIP-101,
+KIP-279).
 
 No I/O, no clock: callers pass `now_ms`. Partition (leader side) and the replica fetcher
 (follower side) apply these; the cluster simulation tests them over many seeded runs.
@@ -138,9 +139,9 @@ def should_propagate_isr_changes(
     blackout_ms: int,
     max_delay_ms: int,
 ) -> bool:
-    """Seed 000 §1.2.1's damping: publish gathered ISR changes once none happened for the
-    blackout time, or once the last publication is older than the maximum delay, so a burst
-    of changes costs the controller one notification rather than one per change."""
+    """Kafka's damping of ISR change propagation (ZkAlterPartitionManager): publish gathered
+    changes once none happened for the blackout time, or once the last publication is older
+    than the maximum delay, so a burst costs the controller one notification, not many."""
     return has_changes and (
         now_ms - last_change_ms > blackout_ms or now_ms - last_propagation_ms > max_delay_ms
     )

@@ -1,14 +1,9 @@
 """Checkpoint files in Kafka's text format, written atomically and read strictly.
 
-A checkpoint (high watermark, recovery point, log start offset, leader epochs) is small and
-rewritten whole. It is written to a `.tmp` sibling, fsynced, renamed over the old file and the
-directory fsynced, so a crash leaves the old file or the new one, never a torn mix. Reading is
-strict: a checkpoint the broker cannot fully trust raises CorruptCheckpointError rather than
-returning partial data, because a wrong high watermark or recovery point silently loses or
-exposes records.
-
-Format (Kafka's): line 1 the version `0`, line 2 the entry count, then one entry per line, fields
-separated by single spaces, every line ending in `\\n`.
+Format: line 1 the version `0`, line 2 the entry count, then one entry per line, fields
+separated by single spaces. A write goes to a `.tmp` sibling, is fsynced and renamed over the
+old file (then the directory is fsynced): a crash leaves the old file or the new one. A file
+the broker cannot fully trust raises CorruptCheckpointError rather than returning partial data.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""One partition's log: a sequence of segments, its log start offset, LEO, recovery point,
-leader-epoch cache and producer state.
+"""One partition's log (Kafka's LocalLog with the log half of UnifiedLog): its segments, log
+start offset, LEO, recovery point, leader-epoch cache and producer state.
 
-The leader appends producer batches (`append_as_leader`): it checks each batch's header and
-CRC, stamps base offset and partition leader epoch into the first 16 bytes and writes the rest
-of the bytes as they came. Followers append the leader's batches as they are
-(`append_as_follower`). Reads return file slices. Nothing here decodes records.
-
-Producer state (the idempotent producer's dedupe window, broker/log/producer_state.py) is
-kept in step with the log: the leader checks a produce request against it before appending
-(a resent batch gets its original offsets and nothing is written); every appended batch, the
-leader's or a follower's, updates it, reading only batch headers. A snapshot is written at
-each segment roll and at close (`<offset>.snapshot`); opening, and truncating, load the newest
-valid snapshot at or below the log end and replay the batch headers after it.
-
-The high watermark is not kept here: it is replication state (the replica layer passes it in
-as `max_offset` when a consumer reads).
+The leader stamps base offset and leader epoch into each batch's first 16 bytes and writes
+the rest as it came; followers append the leader's batches as they are; reads return file
+slices. Nothing here decodes records or knows the high watermark (the replica layer passes it
+as `max_offset`). docs/architecture.md ("broker/log/") describes appending, producer state
+snapshots and recovery.
 """
 
 from __future__ import annotations

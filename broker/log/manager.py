@@ -1,16 +1,9 @@
-"""All partition logs of a broker across its log dirs, with the per-dir checkpoint files.
-
-Each log dir holds partition directories `<topic>-<partition>` and:
-    recovery-point-offset-checkpoint  where each log's crash recovery starts
-    log-start-offset-checkpoint       each log's first offset
-    replication-offset-checkpoint     each partition's high watermark (written for the replica
-                                      layer, which owns the HW)
-    .highwater_cleanshutdown          present only between a clean shutdown and the next start
-    .lock                             flock'ed while a broker uses the dir
-
-A corrupt checkpoint never loses data silently: a corrupt recovery-point file means "recover
-everything", a corrupt log-start-offset file falls back to each log's first segment, and a
-corrupt high-watermark file to 0 (the leader recomputes its HW from the ISR); each is logged.
+"""All partition logs of a broker across its log dirs (Kafka's LogManager), with the per-dir
+files: recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+replication-offset-checkpoint (the HWs, for the replica layer), `.highwater_cleanshutdown`
+(between a clean shutdown and the next start) and `.lock`. A corrupt checkpoint never loses
+data silently: it falls back to recovering everything, to each log's first segment, or to a
+HW of 0, and is logged.
 """
 
 from __future__ import annotations

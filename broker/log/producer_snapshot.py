@@ -1,20 +1,9 @@
 """Producer state snapshots: `<offset>.snapshot` files in a partition's log directory.
 
-A snapshot named for offset N holds the producer state after applying every batch below N
-(the manager's `map_end_offset` was N), so recovery replays the log from N only. Files are
-written atomically (tmp, fsync, rename, directory fsync, see checkpoints.write_atomically) and
-read strictly: a snapshot that cannot be trusted raises CorruptSnapshotError, and
-`load_latest_snapshot` deletes it and falls back to an older one (or to replaying everything).
-
-Format, integers big-endian:
-
-    offset  size  field
-         0     2  version     1
-         2     4  crc         CRC-32C (Castagnoli) of bytes [6, end)
-         6     -  body        msgpack array of producers, ascending by id, each
-                              [producer_id, producer_epoch, last_timestamp, batches] with
-                              batches an array (oldest first, at most MAX_CACHED_BATCHES) of
-                              [first_seq, last_seq, first_offset, last_offset, max_timestamp]
+A snapshot named for offset N holds the producer state after every batch below N, so recovery
+replays the log from N only. Written atomically (checkpoints.write_atomically), read strictly:
+a snapshot that cannot be trusted raises CorruptSnapshotError and `load_latest_snapshot` falls
+back to an older one. The file format is in docs/architecture.md ("Producer state").
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Producer state of one partition for the idempotent producer (KIP-98), as Kafka's
-ProducerStateManager without transactions.
+ProducerStateManager without transactions: per producer id its epoch and its last
+MAX_CACHED_BATCHES batches, so a resend is recognised (original offsets, nothing appended), a
+sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER and an older epoch INVALID_PRODUCER_EPOCH.
 
-A producer retrying after a lost ack resends a batch the log already holds. For every producer
-id the broker keeps its current epoch and the metadata of its last MAX_CACHED_BATCHES batches,
-so a resent batch is recognised (the original offsets are returned, nothing is appended), a gap
-in sequences is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and a fenced, older producer instance is
-refused (INVALID_PRODUCER_EPOCH).
-
-The state is a pure function of the batches applied, in log order: the leader checks a produce
-request with `check_leader_append` (which changes nothing), appends, then applies each appended
-batch with `update`; followers and log recovery apply every batch with `update`. Rebuilding
-after a truncation is `reset` from the newest snapshot at or below the new end, then `update`
-for each batch from `map_end_offset` on. Every entry holds only batches of its current epoch.
+A pure function of the batches applied in log order: the leader checks with
+`check_leader_append` (no change), appends, then `update`s; followers and recovery `update`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """One Spark task's read: the records [start, end) of one partition, as Arrow batches.
 
-Runs on an executor. A fetch loop on its own trio thread asks whichever broker leads the
-partition now (Fetch with the leader epoch from the metadata, KIP-320, so a stale leader
-answers FENCED_LEADER_EPOCH), follows leader changes and retries retriable errors, and turns
-each response into Arrow columns (columns.ColumnBuilder) handed to Spark's thread through a
-small queue. Two overlaps keep the task busy: the next Fetch is sent (its offset read from the
-batch headers) before the last response is decoded, and Spark takes one Arrow batch while the
-loop builds the next. Brokers serve consumers only records below the high watermark, and `end`
-was planned at or below it, so every record read is committed.
-
-Data loss: offsets below the log start (deleted by retention), a log that no longer reaches
-`end`, or records this task read that a new leader's log no longer holds (both truncated by an
-unclean election; the last is found with OffsetForLeaderEpoch when the leader epoch changes,
-KIP-320). With failOnDataLoss the task fails with DataLossError; without it, it logs a
-warning and reads what is left.
+A fetch loop on its own trio thread follows the leader (KIP-320 epochs), keeps one Fetch ahead
+of its decoding and hands Arrow columns (columns.ColumnBuilder) to Spark's thread through a
+small queue. `end` is at or below the HW, so every record read is committed. Data loss
+(retention, or an unclean election's truncation found with OffsetForLeaderEpoch) fails the
+task with DataLossError under failOnDataLoss, else logs a warning. See docs/spark.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """`df.write.format("highwater")` and `df.writeStream.format("highwater")`: the sink.
 
-Columns as Spark's Kafka sink: `value` (binary or string, required), `key` (binary or string),
-`topic` (string; the `topic` option, when given, overrides it), `partition` (int; else the
-producer's partitioner), `headers` (array<struct<key string, value binary>>). Other columns
-are ignored.
-
-Each Spark task sends its rows with one idempotent producer (acks=all) and returns only when
-every row is acknowledged, or fails. What a retry can duplicate: the producer's own retries
-never duplicate (idempotence), but a failed Spark task that is retried, or a micro-batch that
-is run again after a crash, starts a new producer and sends its rows again. The sink is
-at-least-once, as Spark's Kafka sink is.
+Columns as Spark's Kafka sink: `value` (required), `key`, `topic` (the `topic` option
+overrides it), `partition`, `headers`; others are ignored. Each task sends its rows with one
+idempotent producer (acks=all) and returns once every row is acknowledged, or fails. A retried
+task or a re-run micro-batch sends its rows again: at-least-once, as Spark's Kafka sink.
 """
 
 from __future__ import annotations

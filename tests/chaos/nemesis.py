@@ -14,7 +14,7 @@ Kinds (each bounded in time, chosen and timed by a seeded RNG):
   past its ZooKeeper session timeout (its session expires; if it led, a new leader is
   elected; it must truncate and rejoin after healing), then heal;
 - lose-acks: for 1-3 s every new connection through the brokers' LossyProxy (runs with lossy
-  links only) may deliver a request and lose its answer: seed 003's lost acknowledgement.
+  links only) may deliver a request and lose its answer: the lost acknowledgement behind KIP-98.
 Targets: a random broker, the controller, or the leader of partition 0. Between faults the
 nemesis waits (bounded) for the cluster to be whole again, so at most one broker is faulty at a
 time: with RF=3 and min.insync.replicas=2 acks=all writes can go on through every fault.

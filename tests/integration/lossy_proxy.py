@@ -1,4 +1,4 @@
-"""A TCP proxy that loses answers: seed 003's "the acknowledgement is lost" on demand.
+"""A TCP proxy that loses answers: KIP-98's lost acknowledgement, on demand.
 
 Connections accepted while the proxy is armed forward the client's bytes to the broker as
 they come; after forwarding a chunk, with probability `drop_probability` (a seeded RNG), the

@@ -1,4 +1,4 @@
-"""The idempotent producer against real brokers and a real ZooKeeper (seed 003: a produce whose
+"""The idempotent producer against real brokers and a real ZooKeeper (KIP-98: a produce whose
 acknowledgement is lost is retried, and must not be written twice).
 
 These tests speak the wire protocol directly, so each step is exact: send a batch and drop the
@@ -248,7 +248,7 @@ async def test_producer_ids_are_unique_across_the_cluster(cluster: Cluster) -> N
 async def test_lost_acks_duplicate_records_only_without_idempotence(
     zookeeper: ZooKeeperServer, tmp_path: Path, idempotent: bool
 ) -> None:
-    """The client's own retries through a link that loses answers (seed 003). The producer
+    """The client's own retries through a link that loses answers (KIP-98). The producer
     reaches its broker only through a LossyProxy (the broker advertises the proxy's port); a
     consumer then reads everything back. Idempotent: every value exactly once, in order.
     Without idempotence the same losses must show up as duplicates, or this test could not

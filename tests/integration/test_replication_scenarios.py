@@ -1,6 +1,7 @@
 """Replication scenarios with RF=2 against real broker processes and a real ZooKeeper.
 
-scenarios.md 1, 2, 3, 4 and 11, seed 000 §1.4.1 and §1.4.2, KIP-101 scenarios 1 and 2.
+the failure scenarios of docs/reliability.md, KIP-101 scenarios 1 and 2 and the two
+HW-truncation stories that motivated it (a lagging-HW follower elected; both replicas failing).
 
 One 3-broker cluster for the module; each test creates its own topic on the two brokers that
 are not the controller (so bouncing a replica never moves the controller, and the third broker
@@ -355,9 +356,10 @@ async def test_unclean_leader_election_on_converges(cluster: Cluster) -> None:
 
 @pytest.mark.timeout(120)
 async def test_seed_data_loss_scenario(cluster: Cluster) -> None:
-    """Seed 000 §1.4.1 (data loss under HW truncation): follower A holds 5 records but its
-    checkpointed HW is 3 when it crashes; it comes back, the leader B crashes, A leads, B
-    comes back as follower. With leader epochs neither truncates: all 5 acked records stay."""
+    """Data loss under HW truncation (the story KIP-101 opens with): follower A holds 5
+    records but its checkpointed HW is 3 when it crashes; it comes back, the leader B
+    crashes, A leads, B comes back as follower. With leader epochs neither truncates: all 5
+    acked records stay."""
     topic = "seed-data-loss"
     async with zk_view(cluster) as zk:
         b, a = await _pair(cluster, zk)
@@ -397,7 +399,7 @@ async def test_seed_data_loss_scenario(cluster: Cluster) -> None:
 
 @pytest.mark.timeout(120)
 async def test_seed_inconsistency_scenario(cluster: Cluster) -> None:
-    """Seed 000 §1.4.2 (inconsistency under HW truncation): leader B holds a record follower
+    """Inconsistency under HW truncation (KIP-101's second story): leader B holds a record follower
     A lacks when both crash; A comes back first and leads (unclean election allowed here, as
     the seed's old Kafka would), takes a different record at the same offset; B comes back.
     With leader epochs B truncates its record and copies A's: the logs agree."""

@@ -21,6 +21,6 @@ Modules:
 - `invariants`: what must hold after every step, and at the end.
 - `cluster`: wires it all and runs a seed; `replay` runs one seed verbosely:
   `python -m tests.simulation.replay --seed N [--steps S]`.
-- `test_simulation`: hundreds of seeds; `test_scenarios`: the seed documents' stories and
+- `test_simulation`: hundreds of seeds; `test_scenarios`: the KIP-101 stories and
   the bugs the simulation found, scripted.
 """

@@ -11,8 +11,7 @@ LogManager at the next start.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, cast
 
@@ -24,12 +23,11 @@ from broker.core.controller_requests import (
     apply_update_metadata,
 )
 from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
-from broker.core.follower import FetcherSettings, FetchState, FollowerSet, FollowerUpdate
+from broker.core.follower import FetcherSettings, FetchState, FollowerSet
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from broker.core.partition import Partition
 from broker.core.produce import (
-    ProduceAppend,
     append_produce,
     check_waiting,
     produce_response,
@@ -59,6 +57,8 @@ from tests.simulation.controller_shell import ControllerAsk, SimController, camp
 from tests.simulation.disk import CrashCut, MirroredLog, crash
 from tests.simulation.fetcher import SimFetcher
 from tests.simulation.network import Envelope
+from tests.simulation.process import SimProcess
+from tests.simulation.purgatory import SimPurgatory
 from tests.simulation.world import Ack, World
 
 __all__ = ["SimBroker"]
@@ -66,25 +66,19 @@ __all__ = ["SimBroker"]
 T = TypeVar("T")
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+_REFUSALS: dict[type, type] = {
+    LeaderAndIsrRequest: LeaderAndIsrResponse,
+    UpdateMetadataRequest: UpdateMetadataResponse,
+    StopReplicaRequest: StopReplicaResponse,
+}
 
 
-@dataclass(eq=False, slots=True)
-class _Parked:
-    """A request in the purgatory: `check(expired)` answers it and returns True when done."""
-
-    keys: frozenset[Hashable]
-    check: Callable[[bool], bool]
-    done: bool = False
-    wake_pending: bool = False
-
-
-class SimBroker:
+class SimBroker(SimProcess):
     def __init__(self, world: World, broker_id: int, data_dir: Path) -> None:
+        super().__init__(world.scheduler, f"b{broker_id}")
         self.world = world
         self.broker_id = broker_id
         self.data_dir = data_dir
-        self.alive = False
-        self.incarnation = 0
         self.session_id: int | None = None
         self.crashes = 0
         self.last_crash_ms = -1
@@ -98,7 +92,7 @@ class SimBroker:
         self.state: BrokerState | None = None
         self.followers: FollowerSet | None = None
         self.fetchers: dict[int, SimFetcher] = {}
-        self.parked: list[_Parked] = []
+        self.purgatory = SimPurgatory(self)
         self.controller: SimController | None = None
         # The broker epoch of this process's first registration: its incarnation.
         self.first_broker_epoch: int | None = None
@@ -124,29 +118,6 @@ class SimBroker:
 
     def fetch_state(self, tp: TopicPartition) -> FetchState | None:
         return self.followers.fetch_state(tp) if self.followers is not None else None
-
-    # -- timers ----------------------------------------------------------------------------
-
-    @property
-    def now_ms(self) -> int:
-        return self.world.now_ms
-
-    def after(self, delay_ms: int, label: str, action: Callable[[], None]) -> None:
-        """Run `action` later, unless this process has crashed by then."""
-        incarnation = self.incarnation
-
-        def guarded() -> None:
-            if self.alive and self.incarnation == incarnation:
-                action()
-
-        self.world.scheduler.after(delay_ms, f"b{self.broker_id} {label}", guarded)
-
-    def every(self, interval_ms: int, label: str, action: Callable[[], None]) -> None:
-        def tick() -> None:
-            action()
-            self.after(interval_ms, label, tick)
-
-        self.after(interval_ms, label, tick)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -319,20 +290,19 @@ class SimBroker:
         if self.state is not None:
             self.state.replica_manager.checkpoint_high_watermarks()
 
-    def flush(self) -> None:
-        """fsync every log, then write the recovery points and the HWs (a clean moment)."""
+    def flush(self, *, hws: bool = True) -> None:
+        """fsync every log, so the recovery points (and their checkpoint) move up; with
+        `hws`, checkpoint the HWs too (a clean moment, for scripted tests)."""
         assert self.log_manager is not None
         for log in self.logs.values():
             log.flush(self.now_ms)
         self.log_manager.checkpoint(self.now_ms)
-        self.checkpoint()
+        if hws:
+            self.checkpoint()
 
     def _flush_logs(self) -> None:
-        """log.flush.interval: fsync, so the recovery point moves up (and its checkpoint)."""
-        assert self.log_manager is not None
-        for log in self.logs.values():
-            log.flush(self.now_ms)
-        self.log_manager.checkpoint(self.now_ms)
+        """log.flush.interval: now and then the logs are fsynced."""
+        self.flush(hws=False)
         config = self.world.config
         self.after(self.world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
 
@@ -380,10 +350,10 @@ class SimBroker:
             self.after(self.world.config.broker_registration_retry_ms, "held request", retry)
             return
         refused = state.admit_controller_request(request.controller_epoch, request.broker_epoch)
+        if refused != ErrorCode.NONE:
+            return self._respond(envelope, _REFUSALS[type(request)](refused))
         outcome: ControllerRequestOutcome[object]
         if isinstance(request, LeaderAndIsrRequest):
-            if refused != ErrorCode.NONE:
-                return self._respond(envelope, LeaderAndIsrResponse(refused))
             try:
                 topics = {s.topic_name for s in request.partition_states}
                 configs = {t: self._zk_run(get_topic_config(t), raising=True) for t in topics}
@@ -391,41 +361,13 @@ class SimBroker:
                 return  # the handler fails: no answer; the controller's channel retries
             outcome = apply_leader_and_isr(state, request, configs, self.now_ms)  # type: ignore[assignment]
         elif isinstance(request, UpdateMetadataRequest):
-            if refused != ErrorCode.NONE:
-                return self._respond(envelope, UpdateMetadataResponse(refused))
             outcome = apply_update_metadata(state, request)  # type: ignore[assignment]
         else:
-            if refused != ErrorCode.NONE:
-                return self._respond(envelope, StopReplicaResponse(refused))
             outcome = apply_stop_replica(state, request)  # type: ignore[assignment]
         self.world.trace(f"b{self.broker_id} applied {type(request).__name__}")
         self._change_followers(outcome.followers)
-        self._wake(outcome.wake)
+        self.purgatory.wake(outcome.wake)
         self._respond(envelope, outcome.response)
-
-    # -- the purgatory ---------------------------------------------------------------------
-
-    def _park(
-        self, keys: Iterable[Hashable], deadline_ms: int, check: Callable[[bool], bool]
-    ) -> None:
-        parked = _Parked(frozenset(keys), check)
-        self.parked.append(parked)
-        self.after(deadline_ms - self.now_ms, "deadline", lambda: self._settle(parked, True))
-
-    def _wake(self, keys: Iterable[Hashable]) -> None:
-        """Purgatory.notify: parked requests on these keys re-check, as a later step (as
-        their trio tasks would)."""
-        woken = set(keys)
-        for parked in self.parked:
-            if not parked.done and not parked.wake_pending and parked.keys & woken:
-                parked.wake_pending = True
-                self.after(0, "wakes", functools.partial(self._settle, parked, False))
-
-    def _settle(self, parked: _Parked, expired: bool) -> None:
-        parked.wake_pending = False
-        if not parked.done and parked.check(expired):
-            parked.done = True
-            self.parked.remove(parked)
 
     # -- Fetch and Produce -----------------------------------------------------------------
 
@@ -437,13 +379,12 @@ class SimBroker:
                 return True
             return False
 
-        if not check(max_wait_ms(request) == 0):
-            self._park(fetch_keys(request), self.now_ms + max_wait_ms(request), check)
+        self.purgatory.answer_or_park(fetch_keys(request), max_wait_ms(request), check)
 
     def _read(self, request: FetchRequest) -> FetchRead:
         assert self.state is not None
         read = read_fetch(self.state, request, self.now_ms)
-        self._wake(read.wake)
+        self.purgatory.wake(read.wake)
         self._write_isr(read.isr_writes)
         return read
 
@@ -451,54 +392,39 @@ class SimBroker:
         assert self.state is not None
         state = self.state
         append = append_produce(state, request, self.now_ms)
-        self._wake(append.wake)
+        self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
         needed, appended_ms = dict(append.waiting), self.now_ms
+        batches = {
+            (t.name, d.index): d.records for t in request.topic_data for d in t.partition_data
+        }
 
         def check(expired: bool) -> bool:
-            for tp in check_waiting(state, append):
-                self._acked(request, append, tp, needed[tp], appended_ms)
+            for tp in check_waiting(state, append):  # tell the invariants, with the ISR
+                partition, records = self.partitions[tp], batches[tp]
+                values = tuple(r.value or b"" for b in decode_batches(records) for r in b.records)
+                ack = Ack(
+                    tp,
+                    append.results[tp].base_offset,
+                    needed[tp],
+                    read_header(records).crc,
+                    values,
+                    self.broker_id,
+                    partition.leader_epoch,
+                    partition.isr,
+                    appended_ms,
+                    self.now_ms,
+                )
+                for hook in self.world.on_ack:
+                    hook(ack)
             if append.waiting and not expired:
                 return False
             time_out(append)
             self._respond(envelope, produce_response(request, append))
             return True
 
-        if not check(timeout_ms(request) == 0):
-            self._park(append.waiting, self.now_ms + timeout_ms(request), check)
-
-    def _acked(
-        self,
-        request: ProduceRequest,
-        append: ProduceAppend,
-        tp: TopicPartition,
-        needed: int,
-        appended_ms: int,
-    ) -> None:
-        """Tell the invariants what was acknowledged, and with which ISR."""
-        partition = self.partitions[tp]
-        records = next(
-            d.records
-            for t in request.topic_data
-            for d in t.partition_data
-            if (t.name, d.index) == tp
-        )
-        values = tuple(r.value or b"" for b in decode_batches(records) for r in b.records)
-        ack = Ack(
-            tp,
-            append.results[tp].base_offset,
-            needed,
-            read_header(records).crc,
-            values,
-            self.broker_id,
-            partition.leader_epoch,
-            partition.isr,
-            appended_ms,
-            self.now_ms,
-        )
-        for hook in self.world.on_ack:
-            hook(ack)
+        self.purgatory.answer_or_park(list(append.waiting), timeout_ms(request), check)
 
     # -- the ISR upkeep --------------------------------------------------------------------
 
@@ -528,7 +454,7 @@ class SimBroker:
             assert self.state is not None
             partition = self.partitions.get(write.tp)
             if self.state.isr.written(write, partition, version, self.now_ms):
-                self._wake([write.tp])
+                self.purgatory.wake([write.tp])
 
         self.after(self.world.draw(self.world.config.zk_latency_ms), "isr write done", done)
 
@@ -544,11 +470,7 @@ class SimBroker:
     def _change_followers(self, changes: Iterable[FollowerChange]) -> None:
         assert self.followers is not None
         for change in changes:
-            update: FollowerUpdate
-            if change.leader is None:
-                update = self.followers.unfollow(change.tp)
-            else:
-                update = self.followers.follow(change.tp, change.leader, change.leader_epoch)
+            update = self.followers.apply(change)
             for follower in update.stopped:
                 self.fetchers.pop(follower.leader.node_id).stopped = True
             if update.started is not None:

@@ -10,19 +10,19 @@ keeps them in order and retries until answered, as controller/channel.py does.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from controller.core import ControllerContext, ControllerEvent, LiveBroker, handle
-from controller.leading import BrokerRequest, LeadingController, Reply
+from controller.core import ControllerContext, ControllerEvent, handle
+from controller.leading import LeadingController, Reply
 from controller.zk_election import delete_own_controller_znode, read_controller_id, try_elect
 from controller.zk_load import ResignNeeded
 from controller.zk_types import WatchEvent, ZkError
 from controller.zk_writes import ControllerMovedError, ReloadNeeded
+from tests.simulation.channel import SimChannel
 from tests.simulation.world import World
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class SimController:
         self.active = True
         self._queue: deque[_Item] = deque()
         self._busy = False
-        self._channels: dict[int, _Channel] = {}
+        self._channels: dict[int, SimChannel] = {}
         broker.controller = self
         world.controller_count += 1
         world.trace(f"b{self.broker_id} is controller, controller epoch {epoch}")
@@ -166,7 +166,9 @@ class SimController:
                 self._channels.pop(broker_id).stopped = True
         for broker_id, broker in live.items():
             if broker_id not in self._channels:
-                self._channels[broker_id] = _Channel(self, broker)
+                self._channels[broker_id] = SimChannel(
+                    self.world, self.broker, self.broker_id, broker
+                )
         for broker_id, request in outbox:
             channel = self._channels.get(broker_id)
             if channel is not None:
@@ -192,53 +194,3 @@ class SimController:
         self._queue.clear()
         if self.broker.controller is self:
             self.broker.controller = None
-
-
-class _Channel:
-    """controller/channel.py's per-broker sender: in order, one at a time, retried."""
-
-    def __init__(self, controller: SimController, broker: LiveBroker) -> None:
-        self.controller = controller
-        self.broker = broker
-        self.stopped = False
-        self._queue: deque[BrokerRequest] = deque()
-        self._in_flight = False
-        self._backoff_ms = controller.world.config.controller_channel_backoff_ms[0]
-
-    def send(self, request: BrokerRequest) -> None:
-        self._queue.append(dataclasses.replace(request, broker_epoch=self.broker.epoch))
-        self._pump()
-
-    def _pump(self) -> None:
-        if self.stopped or self._in_flight or not self._queue:
-            return
-        self._in_flight = True
-        world = self.controller.world
-        request = self._queue[0]
-        world.net.request(
-            self.controller.broker_id,
-            self.broker.broker_id,
-            request,
-            timeout_ms=world.config.request_timeout_ms,
-            on_response=self._answered,
-            on_timeout=self._failed,
-            label=f"{type(request).__name__} b{self.controller.broker_id}"
-            f"->b{self.broker.broker_id}",
-        )
-
-    def _answered(self, response: object) -> None:
-        del response  # errors are only logged by the real channel
-        self._in_flight = False
-        if self.stopped:
-            return
-        self._queue.popleft()
-        self._backoff_ms = self.controller.world.config.controller_channel_backoff_ms[0]
-        self._pump()
-
-    def _failed(self) -> None:
-        self._in_flight = False
-        if self.stopped:
-            return
-        high = self.controller.world.config.controller_channel_backoff_ms[1]
-        delay_ms, self._backoff_ms = self._backoff_ms, min(self._backoff_ms * 2, high)
-        self.controller.broker.after(delay_ms, "channel retry", self._pump)

@@ -19,7 +19,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from broker.log.config import LogConfig
 from broker.log.log import Log, LogAppendInfo
@@ -43,24 +43,8 @@ class MirroredLog(Log):
     version: int  # bumped on every change, so checks can skip unchanged logs
 
     @classmethod
-    def open(
-        cls,
-        directory: Path,
-        config: LogConfig,
-        *,
-        now_ms: int,
-        recovery_point: int = 0,
-        log_start_offset: int = 0,
-        clean_shutdown: bool = True,
-    ) -> Log:
-        log = super().open(
-            directory,
-            config,
-            now_ms=now_ms,
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            clean_shutdown=clean_shutdown,
-        )
+    def open(cls, directory: Path, config: LogConfig, **options: Any) -> Log:
+        log = super().open(directory, config, **options)
         assert isinstance(log, MirroredLog)
         log.load_mirror()
         return log

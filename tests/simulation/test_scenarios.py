@@ -1,6 +1,6 @@
-"""The seed documents' replication stories, scripted step by step in the simulation.
+"""KIP-101's replication stories, scripted step by step in the simulation.
 
-Seed 000 §1.4.1 and §1.4.2 and KIP-101's scenarios 1 and 2 lose or diverge data when followers
+Two HW-truncation stories and KIP-101's scenarios 1 and 2 lose or diverge data when followers
 truncate to their high watermark; with leader epochs (OffsetForLeaderEpoch, KIP-101/279) they
 must not. Each test drives the real Partition/Log/controller code through the simulated
 cluster with every invariant checked after every step (invariants.py), and ends with the
@@ -106,7 +106,7 @@ def leads(cluster: SimCluster, broker_id: int, tp: TopicPartition = TP) -> Calla
     return check
 
 
-# -- seed 000 §1.4.1 and KIP-101 scenario 1: HW truncation, then an immediate election -------
+# -- KIP-101 scenario 1: HW truncation, then an immediate election ---------------------------
 #
 # The stories restart follower A while it stays in the ISR. Here a restarted broker leaves the
 # ISR (the controller sees its session end) and must catch up to rejoin, so the hazard takes
@@ -160,10 +160,10 @@ def story_config() -> SimConfig:
     return scripted(min_insync_replicas=1, replica_fetch_wait_max_ms=10_000)
 
 
-def test_seed000_1_4_1_no_data_loss_when_a_lagging_hw_follower_is_elected(
+def test_no_data_loss_when_a_lagging_hw_follower_is_elected(
     make_cluster: MakeCluster,
 ) -> None:
-    """§1.4.1: follower A has LEO 5, HW 3; it truncates (to its HW, before leader epochs),
+    """HW truncation: follower A has LEO 5, HW 3; it truncates (to its HW, before leader epochs),
     the leader B fails, A is elected: offsets 3 and 4 would be lost."""
     follower_truncates_then_leader_fails(
         make_cluster(story_config()), values("m0", "m1", "m2"), values("m3", "m4")
@@ -178,14 +178,14 @@ def test_kip101_scenario1_hw_truncation_then_immediate_election(
     follower_truncates_then_leader_fails(make_cluster(story_config()), values("m1"), values("m2"))
 
 
-# -- seed 000 §1.4.2 and KIP-101 scenario 2: divergence after a double failure ------------
+# -- KIP-101 scenario 2 and its HW-truncation cousin: divergence after a double failure ------------
 
 
-def test_seed000_1_4_2_no_divergence_after_both_replicas_fail(make_cluster: MakeCluster) -> None:
-    """§1.4.2: A and the leader B both go down; A had not flushed the last record, B had.
-    A comes back first and leads, and a new record takes offset 3 on A. B comes back with
-    HW == LEO == 4: HW truncation would keep its old offset 3, and the replicas would
-    diverge. With leader epochs B drops it and fetches A's."""
+def test_no_divergence_after_both_replicas_fail(make_cluster: MakeCluster) -> None:
+    """HW truncation and divergence: A and the leader B both go down; A had not flushed the
+    last record, B had. A comes back first and leads, and a new record takes offset 3 on A.
+    B comes back with HW == LEO == 4: HW truncation would keep its old offset 3, and the
+    replicas would diverge. With leader epochs B drops it and fetches A's."""
     cluster = make_cluster(scripted(brokers=2, replication_factor=2, min_insync_replicas=1))
     cluster.boot()
     leader_b = cluster.leader_of(TP)

@@ -14,32 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller import zk_data
-from controller.zk_script import ZkScript, run_sync
-from controller.zk_types import (
-    BadVersionError,
-    CheckOp,
-    Create,
-    CreateOp,
-    Delete,
-    DeleteOp,
-    Exists,
-    GetChildren,
-    GetData,
-    Multi,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    SetData,
-    SetOp,
-    TransactionOp,
-    WatchEvent,
-    WatchKind,
-    ZkConnectionError,
-    ZkError,
-    ZkRequest,
-    ZnodeStat,
-)
+from controller import zk_data, zk_script
+from controller import zk_types as zt
 from protocol.topic_partition import TopicPartition
 
 __all__ = ["Registration", "SimZk", "StateWrite"]
@@ -58,8 +34,8 @@ class _Node:
     children: set[str] = field(default_factory=set)
     next_sequence: int = 0
 
-    def stat(self) -> ZnodeStat:
-        return ZnodeStat(
+    def stat(self) -> zt.ZnodeStat:
+        return zt.ZnodeStat(
             self.czxid,
             self.mzxid,
             self.version,
@@ -97,10 +73,10 @@ class SimZk:
         self._watches: dict[tuple[str, str], set[int]] = {}  # ("data"|"child", path) -> sessions
         # Hooks: a fired watch (session, event), for the simulation to deliver; every
         # partition state written, for the invariants.
-        self.deliver: Callable[[int, WatchEvent], None] = lambda session, event: None
+        self.deliver: Callable[[int, zt.WatchEvent], None] = lambda session, event: None
         self.on_state_written: list[Callable[[StateWrite], None]] = []
         # Fired watches and state writes of the request in hand: told once it succeeded.
-        self._pending: list[tuple[int, WatchEvent]] = []
+        self._pending: list[tuple[int, zt.WatchEvent]] = []
         self._written: list[StateWrite] = []
         self._assignments: tuple[int, dict[str, dict[int, tuple[int, ...]]]] = (-1, {})
 
@@ -126,12 +102,12 @@ class SimZk:
 
     # -- running requests ------------------------------------------------------------------
 
-    def run(self, session: int | None, script: ZkScript[T]) -> T:
-        return run_sync(script, lambda request: self.execute(session, request))
+    def run(self, session: int | None, script: zk_script.ZkScript[T]) -> T:
+        return zk_script.run_sync(script, lambda request: self.execute(session, request))
 
-    def execute(self, session: int | None, request: ZkRequest) -> object:
+    def execute(self, session: int | None, request: zt.ZkRequest) -> object:
         if session is None or session not in self.sessions:
-            raise ZkConnectionError("session expired")
+            raise zt.ZkConnectionError("session expired")
         try:
             return self._execute(session, request)
         finally:
@@ -141,40 +117,40 @@ class SimZk:
                 for hook in self.on_state_written:
                     hook(write)
 
-    def _execute(self, session: int, request: ZkRequest) -> object:
+    def _execute(self, session: int, request: zt.ZkRequest) -> object:
         match request:
-            case GetData(path, watch):
+            case zt.GetData(path, watch):
                 node = self._nodes.get(path)
                 if watch:
                     self._watch("data", path, session)
                 return None if node is None else (node.data, node.stat())
-            case Exists(path, watch):
+            case zt.Exists(path, watch):
                 node = self._nodes.get(path)
                 if watch:
                     self._watch("data", path, session)
                 return None if node is None else node.stat()
-            case GetChildren(path, watch):
+            case zt.GetChildren(path, watch):
                 node = self._nodes.get(path)
                 if node is None:
-                    raise NoNodeError(f"no node {path}", path=path)
+                    raise zt.NoNodeError(f"no node {path}", path=path)
                 if watch:
                     self._watch("child", path, session)
                 return sorted(node.children)
-            case Create(path, data, ephemeral, sequence, makepath):
+            case zt.Create(path, data, ephemeral, sequence, makepath):
                 if makepath:
                     self._make_parents(path, session)
                 return self._create(path, data, session if ephemeral else 0, sequence, session)
-            case SetData(path, data, version):
+            case zt.SetData(path, data, version):
                 return self._set(path, data, version, session)
-            case Delete(path, version):
+            case zt.Delete(path, version):
                 self._check_delete(path, version)
                 self._delete(path, session)
                 return None
-            case Multi(ops):
+            case zt.Multi(ops):
                 return self._multi(ops, session)
 
     def _multi(
-        self, ops: tuple[CheckOp | CreateOp | SetOp | DeleteOp, ...], session: int
+        self, ops: tuple[zt.CheckOp | zt.CreateOp | zt.SetOp | zt.DeleteOp, ...], session: int
     ) -> object:
         saved = copy.deepcopy(
             (self._nodes, self._zxid, self._watches, self._pending, self._written)
@@ -183,26 +159,26 @@ class SimZk:
         for index, op in enumerate(ops):
             try:
                 results.append(self._apply_op(op, session))
-            except ZkError as exc:
+            except zt.ZkError as exc:
                 self._nodes, self._zxid, self._watches, self._pending, self._written = saved
                 exc.op_index = index
                 raise
         return results
 
-    def _apply_op(self, op: TransactionOp, session: int) -> object:
+    def _apply_op(self, op: zt.TransactionOp, session: int) -> object:
         match op:
-            case CheckOp(path, version):
+            case zt.CheckOp(path, version):
                 node = self._nodes.get(path)
                 if node is None:
-                    raise NoNodeError(f"no node {path}", path=path)
+                    raise zt.NoNodeError(f"no node {path}", path=path)
                 if node.version != version:
-                    raise BadVersionError(f"bad version of {path}", path=path)
+                    raise zt.BadVersionError(f"bad version of {path}", path=path)
                 return None
-            case CreateOp(path, data, ephemeral):
+            case zt.CreateOp(path, data, ephemeral):
                 return self._create(path, data, session if ephemeral else 0, False, session)
-            case SetOp(path, data, version):
+            case zt.SetOp(path, data, version):
                 return self._set(path, data, version, session)
-            case DeleteOp(path, version):
+            case zt.DeleteOp(path, version):
                 self._check_delete(path, version)
                 self._delete(path, session)
                 return None
@@ -213,43 +189,43 @@ class SimZk:
         parent_path, _, name = path.rpartition("/")
         parent = self._nodes.get(parent_path or "/")
         if parent is None:
-            raise NoNodeError(f"no parent for {path}", path=path)
+            raise zt.NoNodeError(f"no parent for {path}", path=path)
         if sequence:
             name += f"{parent.next_sequence:010d}"
             parent.next_sequence += 1
             path = f"{parent_path}/{name}"
         if path in self._nodes:
-            raise NodeExistsError(f"{path} exists", path=path)
+            raise zt.NodeExistsError(f"{path} exists", path=path)
         self._zxid += 1
         self._nodes[path] = _Node(data, self._zxid, self._zxid, owner=owner)
         parent.children.add(name)
         parent.cversion += 1
-        self._trigger("data", path, WatchKind.CREATED)
-        self._trigger("child", parent_path or "/", WatchKind.CHILDREN)
+        self._trigger("data", path, zt.WatchKind.CREATED)
+        self._trigger("child", parent_path or "/", zt.WatchKind.CHILDREN)
         self._state_written(path, None, session)
         return path
 
-    def _set(self, path: str, data: bytes, version: int, session: int) -> ZnodeStat:
+    def _set(self, path: str, data: bytes, version: int, session: int) -> zt.ZnodeStat:
         node = self._nodes.get(path)
         if node is None:
-            raise NoNodeError(f"no node {path}", path=path)
+            raise zt.NoNodeError(f"no node {path}", path=path)
         if version != -1 and node.version != version:
-            raise BadVersionError(f"bad version of {path}", path=path)
+            raise zt.BadVersionError(f"bad version of {path}", path=path)
         old = (node.data, node.version)
         self._zxid += 1
         node.data, node.version, node.mzxid = data, node.version + 1, self._zxid
-        self._trigger("data", path, WatchKind.CHANGED)
+        self._trigger("data", path, zt.WatchKind.CHANGED)
         self._state_written(path, old, session)
         return node.stat()
 
     def _check_delete(self, path: str, version: int) -> None:
         node = self._nodes.get(path)
         if node is None:
-            raise NoNodeError(f"no node {path}", path=path)
+            raise zt.NoNodeError(f"no node {path}", path=path)
         if version != -1 and node.version != version:
-            raise BadVersionError(f"bad version of {path}", path=path)
+            raise zt.BadVersionError(f"bad version of {path}", path=path)
         if node.children:
-            raise NotEmptyError(f"{path} has children", path=path)
+            raise zt.NotEmptyError(f"{path} has children", path=path)
 
     def _delete(self, path: str, session: int) -> None:
         del self._nodes[path]
@@ -257,9 +233,9 @@ class SimZk:
         parent = self._nodes[parent_path or "/"]
         parent.children.discard(name)
         parent.cversion += 1
-        self._trigger("data", path, WatchKind.DELETED)
-        self._trigger("child", path, WatchKind.DELETED)
-        self._trigger("child", parent_path or "/", WatchKind.CHILDREN)
+        self._trigger("data", path, zt.WatchKind.DELETED)
+        self._trigger("child", path, zt.WatchKind.DELETED)
+        self._trigger("child", parent_path or "/", zt.WatchKind.CHILDREN)
 
     def _make_parents(self, path: str, session: int) -> None:
         parts = path.strip("/").split("/")[:-1]
@@ -273,9 +249,9 @@ class SimZk:
     def _watch(self, kind: str, path: str, session: int) -> None:
         self._watches.setdefault((kind, path), set()).add(session)
 
-    def _trigger(self, kind: str, path: str, event_kind: WatchKind) -> None:
+    def _trigger(self, kind: str, path: str, event_kind: zt.WatchKind) -> None:
         for session in sorted(self._watches.pop((kind, path), ())):
-            self._pending.append((session, WatchEvent(event_kind, path)))
+            self._pending.append((session, zt.WatchEvent(event_kind, path)))
 
     def _flush_watches(self) -> None:
         pending, self._pending = self._pending, []
