@@ -51,14 +51,18 @@ unit: venv
 integration: venv zookeeper
 	$(BIN)/pytest tests/integration
 
+# Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
+# integration tests start real clusters (ZooKeeper, brokers, Spark) sized for the machine, so
+# they run one at a time.
 test: venv zookeeper lint typecheck imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto tests/unit tests/simulation
+	$(BIN)/pytest tests/integration
 
 bench: venv
 	$(BIN)/python -m tests.benchmarks.run
 
 sim: venv
-	$(BIN)/pytest -q tests/simulation
+	$(BIN)/pytest -q -n auto tests/simulation
 
 # One chaos run by hand, e.g. make chaos ARGS="--seed 7 --duration-s 300 --nemeses kill,lose-acks"
 chaos: venv zookeeper

@@ -11,24 +11,27 @@ snapshots and recovery.
 from __future__ import annotations
 
 import bisect
-import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple, NoReturn
+from typing import Final, NamedTuple
 
 import structlog
 
-from broker.log.checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
 from broker.log.config import LogConfig
 from broker.log.errors import (
     LogStorageError,
-    MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
 from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.loader import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    open_epoch_cache,
+    remove_stray_files,
+    segment_bases,
+)
 from broker.log.producer_snapshot import (
     delete_snapshots_below,
     list_snapshot_offsets,
@@ -38,24 +41,23 @@ from broker.log.producer_snapshot import (
 )
 from broker.log.producer_state import DuplicateBatch, ProducerStateManager, has_producer_id
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
-from protocol.compression import check_supported
+from broker.log.validator import (
+    check_headers,
+    check_producer_batch,
+    raise_bad_request_size,
+    raise_batch_too_large,
+    validate_batches,
+)
 from protocol.errors import HighwaterError, InvalidRecordError
 from protocol.records import (
-    COMPRESSION_MASK,
-    CONTROL_BIT,
     LOG_OVERHEAD_BYTES,
     NO_PRODUCER_ID,
-    TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
     BatchHeader,
     check_batches,
 )
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "FetchDataInfo", "Log", "LogAppendInfo"]
 
-LEADER_EPOCH_CHECKPOINT_FILE: Final = "leader-epoch-checkpoint"
-_STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
-_UNSUPPORTED_ATTRIBUTES: Final = CONTROL_BIT | TRANSACTIONAL_BIT | TIMESTAMP_TYPE_BIT
 _tuple_new: Final = tuple.__new__
 
 
@@ -129,8 +131,8 @@ class Log:
         """
         logger = structlog.get_logger("highwater.log").bind(log=directory.name)
         directory.mkdir(parents=True, exist_ok=True)
-        _remove_stray_files(directory)
-        bases = _segment_bases(directory)
+        remove_stray_files(directory)
+        bases = segment_bases(directory)
         segments: list[LogSegment] = []
         for i, base in enumerate(bases):
             segment = LogSegment(directory, base, config, now_ms)
@@ -161,7 +163,7 @@ class Log:
             segments.append(LogSegment(directory, log_start_offset, config, now_ms))
         log_end_offset = segments[-1].next_offset
         start = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
-        epoch_cache = _open_epoch_cache(directory, segments, start, logger)
+        epoch_cache = open_epoch_cache(directory, segments, start, logger)
         epoch_cache.truncate_from_end(log_end_offset)
         epoch_cache.truncate_from_start(start)
         if not clean_shutdown:
@@ -225,17 +227,17 @@ class Log:
         config = self._config
         byte_count = len(records)
         if not byte_count or byte_count > config.segment_bytes:
-            _raise_bad_request_size(records, config)
+            raise_bad_request_size(records, config)
         view = memoryview(records)  # one view for the CRC check and the write
         headers = check_batches(view)
         if len(headers) != 1:
-            _check_headers(headers, config, from_producer=True)
+            check_headers(headers, config, from_producer=True)
             return self._append_batches_as_leader(records, headers, leader_epoch, now_ms)
         header = headers[0][1]
         if header.batch_length > config.max_message_bytes - LOG_OVERHEAD_BYTES:
-            _raise_batch_too_large(0, header, config)
+            raise_batch_too_large(0, header, config)
         if header.base_offset or header.attributes:
-            _check_producer_batch(0, header)
+            check_producer_batch(0, header)
         idempotent = header.producer_id != NO_PRODUCER_ID
         if idempotent:
             duplicate = self.producer_state.check_leader_append([header])
@@ -341,12 +343,7 @@ class Log:
 
     def _validate(self, records: bytes, *, from_producer: bool) -> list[tuple[int, BatchHeader]]:
         """(position, header) of every batch, or an error for the first bad one."""
-        config = self._config  # not the property: this runs per append
-        if not records or len(records) > config.segment_bytes:
-            _raise_bad_request_size(records, config)
-        headers = check_batches(records)
-        _check_headers(headers, config, from_producer=from_producer)
-        return headers
+        return validate_batches(records, self._config, from_producer=from_producer)
 
     def _append(
         self,
@@ -629,96 +626,3 @@ class Log:
         """Remove the whole partition directory."""
         self._close_segments()
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def _raise_bad_request_size(records: bytes, config: LogConfig) -> NoReturn:
-    if not records:
-        raise InvalidRecordError("no record batches")
-    raise RecordListTooLargeError(
-        f"{len(records)} bytes in one request, over log.segment.bytes {config.segment_bytes}"
-    )
-
-
-def _check_headers(
-    headers: list[tuple[int, BatchHeader]], config: LogConfig, *, from_producer: bool
-) -> None:
-    """Per-batch rules after the CRC check: size, and a producer's batch fields."""
-    max_batch_length = config.max_message_bytes - LOG_OVERHEAD_BYTES
-    for position, header in headers:
-        if header.batch_length > max_batch_length:
-            _raise_batch_too_large(position, header, config)
-        if from_producer and (header.base_offset or header.attributes):
-            _check_producer_batch(position, header)
-
-
-def _raise_batch_too_large(position: int, header: BatchHeader, config: LogConfig) -> NoReturn:
-    raise MessageTooLargeError(
-        f"batch at byte {position} is {header.size} bytes, "
-        f"over message.max.bytes {config.max_message_bytes}"
-    )
-
-
-def _check_producer_batch(position: int, header: BatchHeader) -> None:
-    """Rules for batches from producers (followers take the leader's batches as they are)."""
-    if header.base_offset != 0:
-        raise InvalidRecordError(
-            f"batch at byte {position}: base offset {header.base_offset}, must be 0"
-        )
-    if header.attributes & _UNSUPPORTED_ATTRIBUTES:
-        raise InvalidRecordError(
-            f"batch at byte {position}: transactional, control and log-append-time "
-            "batches are not supported"
-        )
-    if header.attributes & COMPRESSION_MASK:
-        check_supported(header.compression)
-
-
-# -- helpers for open() ---------------------------------------------------------------------
-
-
-def _remove_stray_files(directory: Path) -> None:
-    """Files a crash can leave behind: half-written checkpoints and renamed segments."""
-    for path in directory.iterdir():
-        if path.name.endswith(_STRAY_SUFFIXES):
-            path.unlink(missing_ok=True)
-
-
-def _segment_bases(directory: Path) -> list[int]:
-    """Base offsets of the segments present; index files without a .log are deleted."""
-    bases = sorted(int(p.stem) for p in directory.glob("*.log") if _is_segment_stem(p.stem))
-    present = set(bases)
-    for pattern in ("*.index", "*.timeindex"):
-        for path in directory.glob(pattern):
-            if _is_segment_stem(path.stem) and int(path.stem) not in present:
-                path.unlink(missing_ok=True)
-    return bases
-
-
-def _is_segment_stem(stem: str) -> bool:
-    return len(stem) == 20 and stem.isascii() and stem.isdigit()
-
-
-def _open_epoch_cache(
-    directory: Path,
-    segments: list[LogSegment],
-    log_start_offset: int,
-    logger: structlog.typing.FilteringBoundLogger,
-) -> LeaderEpochCache:
-    """Load the leader-epoch checkpoint; rebuild it from batch headers if corrupt or missing."""
-    checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT_FILE)
-    log_end_offset = segments[-1].next_offset
-    try:
-        cache = LeaderEpochCache(checkpoint)
-        if cache.entries() or log_end_offset <= log_start_offset:
-            return cache
-        reason = "missing"
-    except CorruptCheckpointError as exc:
-        reason = str(exc)
-        os.unlink(checkpoint.path)
-        cache = LeaderEpochCache(checkpoint)
-    logger.warning("rebuilding leader epoch cache from the log", reason=reason)
-    for segment in segments:
-        for _, header in segment.iter_headers(0, validate=False):
-            if header.partition_leader_epoch > cache.latest_epoch():
-                cache.assign(header.partition_leader_epoch, header.base_offset)
-    return cache

@@ -1,0 +1,85 @@
+"""What the log checks before it appends (Kafka's LogValidator): request and batch sizes, the
+CRC and header coherence of every batch, and a producer's batch fields. Records are not
+decoded here."""
+
+from __future__ import annotations
+
+from typing import Final, NoReturn
+
+from broker.log.config import LogConfig
+from broker.log.errors import MessageTooLargeError, RecordListTooLargeError
+from protocol.compression import check_supported
+from protocol.errors import InvalidRecordError
+from protocol.records import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    LOG_OVERHEAD_BYTES,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    check_batches,
+)
+
+__all__ = [
+    "check_headers",
+    "check_producer_batch",
+    "raise_bad_request_size",
+    "raise_batch_too_large",
+    "validate_batches",
+]
+
+_UNSUPPORTED_ATTRIBUTES: Final = CONTROL_BIT | TRANSACTIONAL_BIT | TIMESTAMP_TYPE_BIT
+
+
+def validate_batches(
+    records: bytes, config: LogConfig, *, from_producer: bool
+) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of every batch, or an error for the first bad one. Followers'
+    batches (`from_producer` False) are the leader's, taken as they are."""
+    if not records or len(records) > config.segment_bytes:
+        raise_bad_request_size(records, config)
+    headers = check_batches(records)
+    check_headers(headers, config, from_producer=from_producer)
+    return headers
+
+
+def raise_bad_request_size(records: bytes, config: LogConfig) -> NoReturn:
+    if not records:
+        raise InvalidRecordError("no record batches")
+    raise RecordListTooLargeError(
+        f"{len(records)} bytes in one request, over log.segment.bytes {config.segment_bytes}"
+    )
+
+
+def check_headers(
+    headers: list[tuple[int, BatchHeader]], config: LogConfig, *, from_producer: bool
+) -> None:
+    """Per-batch rules after the CRC check: size, and a producer's batch fields."""
+    max_batch_length = config.max_message_bytes - LOG_OVERHEAD_BYTES
+    for position, header in headers:
+        if header.batch_length > max_batch_length:
+            raise_batch_too_large(position, header, config)
+        if from_producer and (header.base_offset or header.attributes):
+            check_producer_batch(position, header)
+
+
+def raise_batch_too_large(position: int, header: BatchHeader, config: LogConfig) -> NoReturn:
+    raise MessageTooLargeError(
+        f"batch at byte {position} is {header.size} bytes, "
+        f"over message.max.bytes {config.max_message_bytes}"
+    )
+
+
+def check_producer_batch(position: int, header: BatchHeader) -> None:
+    """Rules for batches from producers (followers take the leader's batches as they are)."""
+    if header.base_offset != 0:
+        raise InvalidRecordError(
+            f"batch at byte {position}: base offset {header.base_offset}, must be 0"
+        )
+    if header.attributes & _UNSUPPORTED_ATTRIBUTES:
+        raise InvalidRecordError(
+            f"batch at byte {position}: transactional, control and log-append-time "
+            "batches are not supported"
+        )
+    if header.attributes & COMPRESSION_MASK:
+        check_supported(header.compression)
