@@ -145,9 +145,14 @@ def four_letter_word(host: str, port: int, cmd: str, timeout_s: float = 2.0) -> 
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-def _answers_ruok(host: str, port: int, timeout_s: float = 1.0) -> bool:
+def _serving(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """ZooKeeper answers `ruok` before it serves requests; `srvr` names its mode only once it
+    does (before, it says "not currently serving requests")."""
     try:
-        return four_letter_word(host, port, "ruok", timeout_s) == "imok"
+        return (
+            four_letter_word(host, port, "ruok", timeout_s) == "imok"
+            and "Mode:" in four_letter_word(host, port, "srvr", timeout_s)
+        )
     except OSError:
         return False
 
@@ -390,11 +395,11 @@ class ZooKeeperServer:
                     f"ZooKeeper on {self.connect_string} exited with code {code} "
                     f"while starting\n{self.log_tail()}"
                 )
-            if _answers_ruok(self.host, self.port, timeout_s=0.5):
+            if _serving(self.host, self.port, timeout_s=0.5):
                 return
             if time.monotonic() >= deadline:
                 raise ZooKeeperError(
-                    f"ZooKeeper on {self.connect_string} did not answer `ruok` within "
+                    f"ZooKeeper on {self.connect_string} did not start serving within "
                     f"{timeout_s:g}s\n{self.log_tail()}"
                 )
             time.sleep(0.1)
