@@ -149,10 +149,9 @@ def _serving(host: str, port: int, timeout_s: float = 1.0) -> bool:
     """ZooKeeper answers `ruok` before it serves requests; `srvr` names its mode only once it
     does (before, it says "not currently serving requests")."""
     try:
-        return (
-            four_letter_word(host, port, "ruok", timeout_s) == "imok"
-            and "Mode:" in four_letter_word(host, port, "srvr", timeout_s)
-        )
+        if four_letter_word(host, port, "ruok", timeout_s) != "imok":
+            return False
+        return "Mode:" in four_letter_word(host, port, "srvr", timeout_s)
     except OSError:
         return False
 
