@@ -68,6 +68,20 @@ def _optional_str(key: str) -> str | None:
     return field(default=value, metadata={"key": key})
 
 
+def _float(key: str) -> float:
+    value = default_of(key)
+    if not isinstance(value, float):
+        raise TypeError(f"{key}: the default {value!r} is not a number")
+    return field(default=value, metadata={"key": key})
+
+
+def _strs(key: str) -> tuple[str, ...]:
+    value = default_of(key)
+    if not isinstance(value, tuple):
+        raise TypeError(f"{key}: the default {value!r} is not a list")
+    return field(default=value, metadata={"key": key})
+
+
 def _paths(key: str) -> tuple[Path, ...]:
     value = default_of(key)
     if not isinstance(value, tuple):
@@ -116,6 +130,15 @@ class BrokerConfig:
     log_flush_interval_ms: int = _int("log.flush.interval.ms")
     log_flush_scheduler_interval_ms: int = _int("log.flush.scheduler.interval.ms")
     log_flush_offset_checkpoint_interval_ms: int = _int("log.flush.offset.checkpoint.interval.ms")
+    log_cleanup_policy: tuple[str, ...] = _strs("log.cleanup.policy")
+    log_cleaner_enable: bool = _bool("log.cleaner.enable")
+    log_cleaner_threads: int = _int("log.cleaner.threads")
+    log_cleaner_min_cleanable_ratio: float = _float("log.cleaner.min.cleanable.ratio")
+    log_cleaner_min_compaction_lag_ms: int = _int("log.cleaner.min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: int = _int("log.cleaner.max.compaction.lag.ms")
+    log_cleaner_delete_retention_ms: int = _int("log.cleaner.delete.retention.ms")
+    log_cleaner_backoff_ms: int = _int("log.cleaner.backoff.ms")
+    log_cleaner_dedupe_buffer_size: int = _int("log.cleaner.dedupe.buffer.size")
     replica_lag_time_max_ms: int = _int("replica.lag.time.max.ms")
     replica_fetch_wait_max_ms: int = _int("replica.fetch.wait.max.ms")
     replica_fetch_min_bytes: int = _int("replica.fetch.min.bytes")
@@ -162,7 +185,7 @@ def value_of(config: BrokerConfig, key: str) -> Value | None:
     value: object = getattr(config, attr)
     if isinstance(value, tuple):
         return tuple(str(v) for v in value)
-    if value is None or isinstance(value, int | str):
+    if value is None or isinstance(value, int | float | str):
         return value
     raise TypeError(f"{attr}: unexpected {type(value).__name__}")
 

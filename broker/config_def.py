@@ -26,6 +26,7 @@ __all__ = [
     "check_directories",
     "check_listeners",
     "check_zookeeper_connect",
+    "double",
     "format_value",
     "number",
     "parse_listeners",
@@ -38,7 +39,7 @@ LONG_MAX: Final = (1 << 63) - 1  # Java long; Kafka's "never" for the flush sett
 _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")  # Integer/Long.parseLong: no "_", no spaces
 
 # A parsed value: INT/LONG -> int, BOOLEAN -> bool, STRING -> str, LIST -> tuple of str.
-Value = int | bool | str | tuple[str, ...]
+Value = int | bool | float | str | tuple[str, ...]
 
 
 class InvalidValue(ValueError):
@@ -55,6 +56,7 @@ class Type(enum.Enum):
     BOOLEAN = "boolean"
     STRING = "string"
     LIST = "list"
+    DOUBLE = "double"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,14 @@ class Setting:
             if text.lower() not in ("true", "false"):
                 raise InvalidValue(self.expected)
             return text.lower() == "true"
+        if self.type is Type.DOUBLE:
+            try:
+                double = float(text)
+            except ValueError:
+                raise InvalidValue(self.expected) from None
+            if not self.minimum <= double <= self.maximum:  # NaN fails this too
+                raise InvalidValue(self.expected)
+            return double
         if self.type is Type.LIST:  # Kafka's parseCsvList: trimmed, empty items dropped
             return tuple(item.strip() for item in text.split(",") if item.strip())
         if self.choices and text not in self.choices:
@@ -131,6 +141,8 @@ class Setting:
             return f"an integer from {self.minimum} to {self.maximum}"
         if self.type is Type.BOOLEAN:
             return "true or false"
+        if self.type is Type.DOUBLE:
+            return f"a number from {self.minimum} to {self.maximum}"
         if self.choices:
             return f"one of: {', '.join(self.choices)}"
         return self.syntax or "a value"
@@ -144,6 +156,8 @@ class Setting:
             return f"{self.minimum} to {self.maximum}"
         if self.type is Type.BOOLEAN:
             return "true, false"
+        if self.type is Type.DOUBLE:
+            return f"{self.minimum} to {self.maximum}"
         if self.choices:
             return ", ".join(self.choices)
         return self.syntax
@@ -255,6 +269,28 @@ def number(
     )
 
 
+def double(
+    key: str,
+    default: float,
+    doc: str,
+    *,
+    minimum: int,
+    maximum: int,
+    attr: str | None = _DERIVED,
+    log_field: str | None = None,
+) -> Setting:
+    return Setting(
+        key,
+        Type.DOUBLE,
+        default,
+        doc,
+        _attr(key, attr),
+        minimum=minimum,
+        maximum=maximum,
+        log_field=log_field,
+    )
+
+
 def boolean(key: str, default: bool, doc: str) -> Setting:
     return Setting(key, Type.BOOLEAN, default, doc, _attr(key, _DERIVED))
 
@@ -294,6 +330,7 @@ def strings(
     check: Callable[[Value], None] | None = None,
     attr: str | None = _DERIVED,
     fallback: Fallback | None = None,
+    log_field: str | None = None,
 ) -> Setting:
     """A LIST setting: comma-separated strings."""
     return Setting(
@@ -305,6 +342,7 @@ def strings(
         syntax=syntax,
         check=check,
         fallback=fallback,
+        log_field=log_field,
     )
 
 

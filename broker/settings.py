@@ -15,6 +15,7 @@ from typing import Final
 from broker.config_def import (
     ZK_SYNTAX,
     Fallback,
+    InvalidValue,
     Setting,
     Type,
     Value,
@@ -22,11 +23,18 @@ from broker.config_def import (
     check_directories,
     check_listeners,
     check_zookeeper_connect,
+    double,
     number,
     string,
     strings,
 )
-from broker.log.config import MIN_SEGMENT_BYTES, MIN_SEGMENT_INDEX_BYTES, NO_LIMIT, LogConfig
+from broker.log.config import (
+    CLEANUP_POLICIES,
+    MIN_SEGMENT_BYTES,
+    MIN_SEGMENT_INDEX_BYTES,
+    NO_LIMIT,
+    LogConfig,
+)
 
 __all__ = [
     "KNOWN_KEYS",
@@ -41,6 +49,11 @@ __all__ = [
 MS_PER_MINUTE: Final = 60 * 1000
 MS_PER_HOUR: Final = 60 * MS_PER_MINUTE
 _LOG: Final = LogConfig()  # the log engine's defaults
+
+
+def _check_cleanup_policy(value: Value) -> None:
+    if not value or not isinstance(value, tuple) or set(value) - set(CLEANUP_POLICIES):
+        raise InvalidValue("delete, compact, or compact,delete")
 
 
 def _hours(ms: int) -> int:
@@ -300,6 +313,68 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             60000,
             "How often each log dir's recovery-point and log-start-offset checkpoints are written.",
             minimum=1,
+        ),
+    ),
+    *_section(
+        "Log compaction",
+        strings(
+            "log.cleanup.policy",
+            _LOG.cleanup_policy,
+            "delete: retention deletes old segments; compact: keep the latest record per key.",
+            syntax="delete, compact, or compact,delete",
+            check=_check_cleanup_policy,
+            log_field="cleanup_policy",
+        ),
+        boolean("log.cleaner.enable", True, "Run the log cleaner (compacted topics need it)."),
+        number(
+            INT,
+            "log.cleaner.threads",
+            1,
+            "How many logs are cleaned at once (each in a worker process of its own).",
+            minimum=1,
+        ),
+        double(
+            "log.cleaner.min.cleanable.ratio",
+            _LOG.min_cleanable_dirty_ratio,
+            "Clean a log once this share of it is dirty (not cleaned yet).",
+            minimum=0,
+            maximum=1,
+            log_field="min_cleanable_dirty_ratio",
+        ),
+        number(
+            LONG,
+            "log.cleaner.min.compaction.lag.ms",
+            _LOG.min_compaction_lag_ms,
+            "Records younger than this are never cleaned.",
+            log_field="min_compaction_lag_ms",
+        ),
+        number(
+            LONG,
+            "log.cleaner.max.compaction.lag.ms",
+            _LOG.max_compaction_lag_ms,
+            "A log with records dirty for longer is cleaned whatever its dirty ratio.",
+            minimum=1,
+            log_field="max_compaction_lag_ms",
+        ),
+        number(
+            LONG,
+            "log.cleaner.delete.retention.ms",
+            _LOG.delete_retention_ms,
+            "How long a tombstone (null value) is kept before the cleaner removes it.",
+            log_field="delete_retention_ms",
+        ),
+        number(
+            LONG,
+            "log.cleaner.backoff.ms",
+            15000,
+            "How long the cleaner waits when no log needs cleaning.",
+        ),
+        number(
+            LONG,
+            "log.cleaner.dedupe.buffer.size",
+            128 * 1024 * 1024,
+            "Memory for the key -> offset map of one cleaning (fewer keys per pass if small).",
+            minimum=1024 * 1024,
         ),
     ),
     *_section(

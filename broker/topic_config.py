@@ -12,7 +12,7 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from broker.config_def import InvalidValue, Setting, Value, string
 from broker.log.config import LogConfig
@@ -86,17 +86,13 @@ TOPIC_SETTINGS: Final = {
         _from_broker("max.message.bytes", "message.max.bytes"),
         _from_broker("min.insync.replicas", "min.insync.replicas"),
         _from_broker("unclean.leader.election.enable", "unclean.leader.election.enable"),
-        # Kafka's broker defaults log.cleanup.policy / log.message.timestamp.type do not exist
-        # here: only one value of each is supported.
-        _topic_only(
-            string(
-                "cleanup.policy",
-                "delete",
-                "Old segments are deleted (compaction is not supported).",
-                choices=("delete",),
-                attr=None,
-            )
-        ),
+        _from_broker("cleanup.policy", "log.cleanup.policy"),
+        _from_broker("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+        _from_broker("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+        _from_broker("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+        _from_broker("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+        # Kafka's broker default log.message.timestamp.type does not exist here: only one
+        # value is supported.
         _topic_only(
             string(
                 "message.timestamp.type",
@@ -133,11 +129,14 @@ def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
 
 def log_config_for(defaults: LogConfig, config: Mapping[str, str]) -> LogConfig:
     """`defaults` with the log settings of `config` (a topic's stored configs) applied."""
-    changes = {
-        t.log_field: int(config[key])
-        for key, t in TOPIC_SETTINGS.items()
-        if t.log_field is not None and key in config
-    }
+    try:
+        changes: dict[str, Any] = {
+            t.log_field: t.setting.parse(config[key])
+            for key, t in TOPIC_SETTINGS.items()
+            if t.log_field is not None and key in config
+        }
+    except InvalidValue as exc:
+        raise TopicConfigError(f"invalid topic config value: expected {exc.expected}") from None
     try:
         return dataclasses.replace(defaults, **changes)
     except ValueError as exc:

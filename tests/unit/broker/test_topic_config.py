@@ -16,7 +16,7 @@ from broker.topic_config import (
 )
 
 # A valid value for every key we claim to support, and the LogConfig field it sets (if any).
-VALID: dict[str, tuple[str, str | None, int | None]] = {
+VALID: dict[str, tuple[str, str | None, object]] = {
     "segment.bytes": ("1048576", "segment_bytes", 1048576),
     "segment.ms": ("60000", "segment_ms", 60000),
     "segment.index.bytes": ("4096", "segment_index_bytes", 4096),
@@ -28,7 +28,11 @@ VALID: dict[str, tuple[str, str | None, int | None]] = {
     "max.message.bytes": ("2000", "max_message_bytes", 2000),
     "min.insync.replicas": ("2", None, None),
     "unclean.leader.election.enable": ("true", None, None),
-    "cleanup.policy": ("delete", None, None),
+    "cleanup.policy": ("compact,delete", "cleanup_policy", ("compact", "delete")),
+    "min.cleanable.dirty.ratio": ("0.25", "min_cleanable_dirty_ratio", 0.25),
+    "min.compaction.lag.ms": ("1000", "min_compaction_lag_ms", 1000),
+    "max.compaction.lag.ms": ("60000", "max_compaction_lag_ms", 60000),
+    "delete.retention.ms": ("0", "delete_retention_ms", 0),
     "message.timestamp.type": ("CreateTime", None, None),
 }
 
@@ -97,8 +101,11 @@ def test_a_key_without_a_value_is_rejected() -> None:
         ("min.insync.replicas", "two"),
         ("unclean.leader.election.enable", "yes"),
         ("unclean.leader.election.enable", "1"),
-        ("cleanup.policy", "compact"),
-        ("cleanup.policy", "delete,compact"),
+        ("cleanup.policy", "compact,truncate"),
+        ("cleanup.policy", ""),
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("min.cleanable.dirty.ratio", "half"),
+        ("delete.retention.ms", "-1"),
         ("message.timestamp.type", "LogAppendTime"),
     ],
 )
@@ -155,7 +162,11 @@ BROKER_KEYS = {
     "max.message.bytes": "message.max.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "cleanup.policy": None,
+    "cleanup.policy": "log.cleanup.policy",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "message.timestamp.type": None,
 }
 
@@ -170,7 +181,7 @@ def test_built_in_defaults_are_the_broker_settings_defaults() -> None:
     assert topic_setting("retention.ms").default == 7 * 24 * 3600 * 1000
     assert topic_setting("max.message.bytes").default == broker_defaults.message_max_bytes
     assert topic_setting("unclean.leader.election.enable").default is False
-    assert topic_setting("cleanup.policy").default == "delete"
+    assert topic_setting("cleanup.policy").default == ("delete",)
     assert topic_setting("message.timestamp.type").default == "CreateTime"
     for key, (_, field, _) in VALID.items():
         if field is not None:  # a log setting: LogConfig's default, the broker's default
@@ -208,8 +219,9 @@ def test_validate_is_one_call_per_key() -> None:
         topic_setting("retention.ms").validate("-5")
     with pytest.raises(TopicConfigError, match=r"segment\.bytes.*expected an integer >= 128"):
         topic_setting("segment.bytes").validate("100")
-    with pytest.raises(TopicConfigError, match="expected one of: delete"):
-        topic_setting("cleanup.policy").validate("compact")
+    assert topic_setting("cleanup.policy").validate("compact") == "compact"
+    with pytest.raises(TopicConfigError, match="expected delete, compact, or compact,delete"):
+        topic_setting("cleanup.policy").validate("compact,truncate")
 
 
 def test_unknown_topic_config_suggests_the_closest() -> None:
