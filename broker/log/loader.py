@@ -11,18 +11,49 @@ from typing import Final
 import structlog
 
 from broker.log.checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
+from broker.log.config import LogConfig
 from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.segment import LogSegment
 
 __all__ = [
     "LEADER_EPOCH_CHECKPOINT_FILE",
+    "SWAP_SUFFIX",
+    "finish_swaps",
     "open_epoch_cache",
     "remove_stray_files",
     "segment_bases",
 ]
 
 LEADER_EPOCH_CHECKPOINT_FILE: Final = "leader-epoch-checkpoint"
-_STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
+SWAP_SUFFIX: Final = ".swap"
+_STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", SWAP_SUFFIX)
+
+
+def finish_swaps(directory: Path, config: LogConfig, now_ms: int) -> list[int]:
+    """Complete the segment swaps a crash interrupted (Kafka's LogLoader): a `.log.swap` is a
+    whole cleaned segment, so the old segments it replaces (base offsets from its own up to
+    its next offset) go, and it becomes a `.log`. Returns the swapped bases."""
+    swapped = []
+    for path in sorted(directory.glob("*.log" + SWAP_SUFFIX)):
+        stem = path.name[: -len(".log" + SWAP_SUFFIX)]
+        if not _is_segment_stem(stem):
+            continue
+        base = int(stem)
+        swap = LogSegment(directory, base, config, now_ms, suffix=SWAP_SUFFIX)
+        try:
+            swap.recover()
+            end = swap.next_offset
+        finally:
+            swap.close()
+        for old in segment_bases(directory):
+            if base <= old < max(end, base + 1):
+                for suffix in (".log", ".index", ".timeindex"):
+                    (directory / f"{old:020d}{suffix}").unlink(missing_ok=True)
+        finished = LogSegment(directory, base, config, now_ms, suffix=SWAP_SUFFIX)
+        finished.change_suffix("")
+        finished.close()
+        swapped.append(base)
+    return swapped
 
 
 def remove_stray_files(directory: Path) -> None:

@@ -19,6 +19,13 @@ from typing import Final, NamedTuple
 
 import structlog
 
+from broker.log.cleaner import (
+    CLEANED_SUFFIX,
+    CleanedGroup,
+    CleaningResult,
+    CleaningTask,
+    SegmentRef,
+)
 from broker.log.config import LogConfig
 from broker.log.errors import (
     LogStorageError,
@@ -28,6 +35,8 @@ from broker.log.errors import (
 from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.loader import (
     LEADER_EPOCH_CHECKPOINT_FILE,
+    SWAP_SUFFIX,
+    finish_swaps,
     open_epoch_cache,
     remove_stray_files,
     segment_bases,
@@ -43,6 +52,7 @@ from broker.log.producer_state import DuplicateBatch, ProducerStateManager, has_
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from broker.log.validator import (
     check_headers,
+    check_keyed,
     check_producer_batch,
     raise_bad_request_size,
     raise_batch_too_large,
@@ -131,6 +141,9 @@ class Log:
         """
         logger = structlog.get_logger("highwater.log").bind(log=directory.name)
         directory.mkdir(parents=True, exist_ok=True)
+        swapped = finish_swaps(directory, config, now_ms)
+        if swapped:
+            logger.warning("finished interrupted segment swaps", bases=swapped)
         remove_stray_files(directory)
         bases = segment_bases(directory)
         segments: list[LogSegment] = []
@@ -232,12 +245,16 @@ class Log:
         headers = check_batches(view)
         if len(headers) != 1:
             check_headers(headers, config, from_producer=True)
+            if config.compact:
+                check_keyed(view, headers)
             return self._append_batches_as_leader(records, headers, leader_epoch, now_ms)
         header = headers[0][1]
         if header.batch_length > config.max_message_bytes - LOG_OVERHEAD_BYTES:
             raise_batch_too_large(0, header, config)
         if header.base_offset or header.attributes:
             check_producer_batch(0, header)
+        if config.compact:
+            check_keyed(view, headers)
         idempotent = header.producer_id != NO_PRODUCER_ID
         if idempotent:
             duplicate = self.producer_state.check_leader_append([header])
@@ -322,15 +339,16 @@ class Log:
         )
 
     def append_as_follower(self, records: bytes, now_ms: int) -> LogAppendInfo:
-        """Append the leader's batches as they are; they must continue exactly at the LEO."""
+        """Append the leader's batches as they are, at or past the LEO and in order. A gap is
+        the leader's log compaction at work (offsets are kept, records removed)."""
         headers = self._validate(records, from_producer=False)
         expected = self._segments[-1].next_offset
         for _, header in headers:
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 raise InvalidRecordError(
-                    f"follower append: batch base offset {header.base_offset}, expected {expected}"
+                    f"follower append: batch base offset {header.base_offset} below {expected}"
                 )
-            expected += header.record_count
+            expected = header.next_offset
         for _, header in headers:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -354,7 +372,6 @@ class Log:
     ) -> LogAppendInfo:
         """Write validated batches at the LEO; `leader_epoch` None keeps their offsets/epochs."""
         segment = self._segments[-1]
-        first_offset = segment.next_offset
         batch_count = len(headers)
         if batch_count == 1:  # the common case, kept loop-free: this runs per produce
             header = headers[0][1]
@@ -363,10 +380,17 @@ class Log:
         else:
             record_count = sum(header.record_count for _, header in headers)
             max_timestamp = max(header.max_timestamp for _, header in headers)
-        if record_count - 1 > MAX_RELATIVE_OFFSET:
+        if leader_epoch is None:  # a follower's: offsets as the leader gave them, maybe gaps
+            first_offset = headers[0][1].base_offset
+            last_offset = headers[-1][1].next_offset - 1
+        else:
+            first_offset = segment.next_offset
+            last_offset = first_offset + record_count - 1
+        if last_offset - first_offset > MAX_RELATIVE_OFFSET:
             # One request must fit one segment's int32 relative offsets.
-            raise RecordListTooLargeError(f"{record_count} offsets in one request")
-        last_offset = first_offset + record_count - 1
+            raise RecordListTooLargeError(
+                f"{last_offset - first_offset + 1} offsets in one request"
+            )
         byte_count = len(records)
         if segment.should_roll(byte_count, max_timestamp, last_offset, now_ms):
             segment = self.roll(now_ms)
@@ -544,6 +568,8 @@ class Log:
         """Delete whole segments past `retention.ms` or beyond `retention.bytes`, oldest first.
         Returns how many were deleted. The active segment goes too only if it is expired; a
         new empty one is rolled first, as Kafka does."""
+        if not self._config.delete:
+            return 0  # cleanup.policy=compact: the cleaner, not retention, keeps it bounded
         count = 0
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
@@ -584,6 +610,76 @@ class Log:
             raise LogStorageError("cannot delete the active segment")
         self._segments.pop(0).delete()
         self._bases.pop(0)
+
+    # -- compaction (the log cleaner's two steps around its work in broker/log/cleaner.py) --
+
+    def cleaning_task(
+        self, first_dirty_offset: int, end_offset: int, now_ms: int, max_map_keys: int
+    ) -> CleaningTask:
+        """What `cleaner.clean` needs to clean this log below `end_offset` (a boundary of a
+        segment that is not the active one)."""
+        refs = tuple(
+            SegmentRef(s.base_offset, s.size)
+            for s in self._segments[:-1]
+            if s.base_offset < end_offset
+        )
+        return CleaningTask(
+            self.directory,
+            self._config,
+            refs,
+            first_dirty_offset,
+            end_offset,
+            now_ms,
+            self.producer_state.last_offsets(),
+            max_map_keys,
+        )
+
+    def replace_segments(self, task: CleaningTask, result: CleaningResult, now_ms: int) -> bool:
+        """Swap the cleaned segments in, group by group (Kafka's LocalLog.replaceSegments):
+        `.cleaned` -> `.swap`, the old segments deleted, `.swap` -> `.log`, so a crash at any
+        point leaves the old segments or the new ones (LogLoader finishes a swap). False,
+        and the cleaned files deleted, if the log changed meanwhile (truncated, retention,
+        deleted): the cleaning is then void."""
+        by_base = {s.base_offset: s for s in self._segments[:-1]}
+        planned = {r.base_offset: r.size for r in task.segments}
+        unchanged = all(
+            base in by_base and by_base[base].size == planned[base]
+            for group in result.groups
+            for base in group.replaces
+        )
+        if not unchanged:
+            for group in result.groups:
+                if group.size:
+                    LogSegment(
+                        self.directory,
+                        group.base_offset,
+                        self._config,
+                        now_ms,
+                        suffix=CLEANED_SUFFIX,
+                    ).delete()
+            return False
+        for group in result.groups:
+            self._swap_in(group, by_base, now_ms)
+        self._bases = [s.base_offset for s in self._segments]
+        return True
+
+    def _swap_in(self, group: CleanedGroup, by_base: dict[int, LogSegment], now_ms: int) -> None:
+        old = [by_base[base] for base in group.replaces]
+        new: LogSegment | None = None
+        if group.size:
+            new = LogSegment(
+                self.directory, group.base_offset, self._config, now_ms, suffix=CLEANED_SUFFIX
+            )
+            new.recover()  # indexes and next offset from the bytes the cleaner wrote
+            new.flush()
+            new.change_suffix(SWAP_SUFFIX)
+        first = self._segments.index(old[0])
+        for segment in old:
+            segment.delete()
+        replacement = [new] if new is not None else []
+        self._segments[first : first + len(old)] = replacement
+        if new is not None:
+            new.change_suffix("")
 
     # -- durability ------------------------------------------------------------------------
 

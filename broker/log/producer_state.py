@@ -209,6 +209,11 @@ class ProducerStateManager:
         self._producers = producers
         self.map_end_offset = map_end_offset
 
+    def last_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its newest batch (the batch the log cleaner
+        keeps whole, as Kafka's cleaner keeps each active producer's last batch)."""
+        return {p: e.batches[-1].last_offset for p, e in self._producers.items() if e.batches}
+
     def snapshot_entries(self) -> list[ProducerStateEntry]:
         """Copies of all entries, by producer id (what a snapshot file holds)."""
         return [self._producers[p].copy() for p in sorted(self._producers)]

@@ -53,24 +53,30 @@ class FileSlice:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        *,
+        suffix: str = "",
+    ) -> None:
+        """`suffix`: "" for a segment of the log; the cleaner writes ".cleaned" segments that
+        become ".swap" ones before they replace the old (Kafka's LocalLog.replaceSegments)."""
         self.base_offset = base_offset
         self.config = config
-        self.log_path = directory / segment_file_name(base_offset, ".log")
+        self.directory = directory
+        self.suffix = suffix
+        self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
-        index_paths = [directory / segment_file_name(base_offset, s) for s in _INDEX_SUFFIXES]
+        index_paths = [
+            directory / segment_file_name(base_offset, s + suffix) for s in _INDEX_SUFFIXES
+        ]
         self._indexes_existed = all(path.exists() for path in index_paths)
-        self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, ".index"),
-            base_offset,
-            config.segment_index_bytes,
-        )
-        self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, ".timeindex"),
-            base_offset,
-            config.segment_index_bytes,
-        )
+        self.offset_index = OffsetIndex(index_paths[0], base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(index_paths[1], base_offset, config.segment_index_bytes)
         self.created_ms = now_ms
         self.next_offset = base_offset  # one past the last offset held here
         self.max_timestamp = -1  # largest batch max_timestamp so far
@@ -182,7 +188,8 @@ class LogSegment:
         does not cover them). Without one (follower append) the bytes go as they are.
         `records` may be a memoryview already (the leader's: it is not wrapped again).
         """
-        base_offset = self.next_offset
+        # A follower's batch keeps the leader's offset, past a compacted gap maybe.
+        base_offset = self.next_offset if leader_epoch is not None else header.base_offset
         batch_length = header.batch_length
         size = batch_length + LOG_OVERHEAD_BYTES
         whole = position == 0 and size == len(records)
@@ -358,6 +365,16 @@ class LogSegment:
         self.offset_index.delete()
         self.time_index.delete()
         self.log_path.unlink(missing_ok=True)
+
+    def change_suffix(self, suffix: str) -> None:
+        """Rename the three files (open descriptors stay valid): indexes first, the .log
+        last, so a .log with a given suffix always has its indexes next to it."""
+        for index, name in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
+            index.rename(self.directory / segment_file_name(self.base_offset, name + suffix))
+        log_path = self.directory / segment_file_name(self.base_offset, ".log" + suffix)
+        os.replace(self.log_path, log_path)
+        self.log_path = log_path
+        self.suffix = suffix
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"

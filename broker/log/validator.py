@@ -18,10 +18,12 @@ from protocol.records import (
     TRANSACTIONAL_BIT,
     BatchHeader,
     check_batches,
+    decode_batch_entries,
 )
 
 __all__ = [
     "check_headers",
+    "check_keyed",
     "check_producer_batch",
     "raise_bad_request_size",
     "raise_batch_too_large",
@@ -41,6 +43,20 @@ def validate_batches(
     headers = check_batches(records)
     check_headers(headers, config, from_producer=from_producer)
     return headers
+
+
+def check_keyed(records: bytes | memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
+    """A compacted topic keeps the latest record per key: a record without a key is refused
+    (INVALID_RECORD, as Kafka's LogValidator). The only place the broker decodes records on
+    the produce path, and only for compacted topics."""
+    for position, _ in headers:
+        _, entries = decode_batch_entries(records, position)
+        for index, entry in enumerate(entries):
+            if type(entry) is not tuple or len(entry) != 5 or entry[2] is None:
+                raise InvalidRecordError(
+                    f"batch at byte {position}: record {index} has no key; a compacted topic "
+                    "accepts only keyed records"
+                )
 
 
 def raise_bad_request_size(records: bytes, config: LogConfig) -> NoReturn:

@@ -13,7 +13,7 @@ from broker.log.errors import MessageTooLargeError, OffsetOutOfRangeError
 from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE, Log
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError, ErrorCode, HighwaterError, InvalidRecordError
-from protocol.records import read_header
+from protocol.records import decode_batches, read_header
 from tests.unit.log.helpers import (
     ATTRIBUTES_AT,
     T0,
@@ -246,14 +246,12 @@ def follower_batch(base: int, count: int, epoch: int, tag: int = 0) -> bytes:
 @pytest.mark.parametrize(
     "request_batches",
     [
-        [(3, 2, 5)],  # starts past the LEO
         [(1, 2, 5)],  # starts before the LEO
-        [(2, 2, 5), (5, 1, 6)],  # gap between batches
         [(2, 2, 5), (3, 1, 6)],  # overlapping batches
         [(2, 2, 5), (4, 1, 6), (4, 1, 7)],
     ],
 )
-def test_follower_batches_must_continue_exactly_at_the_leo(
+def test_follower_batches_must_not_go_back_below_the_leo(
     tmp_path: Path, request_batches: list[tuple[int, int, int]]
 ) -> None:
     follower = open_log(tmp_path / "t-0")
@@ -268,6 +266,26 @@ def test_follower_batches_must_continue_exactly_at_the_leo(
     assert snapshot(follower) == before
     assert follower.leader_epoch_cache.entries() == [E(4, 0)]
     follower.close()
+
+
+def test_follower_keeps_the_leaders_offsets_across_compacted_gaps(tmp_path: Path) -> None:
+    """A compacted leader's log has offsets with no record: the follower appends past the
+    gap, keeps every offset as the leader has it, and reads skip the gap."""
+    follower = open_log(tmp_path / "t-0")
+    follower.append_as_follower(follower_batch(0, 2, epoch=4), T0)
+    follower.append_as_follower(follower_batch(5, 2, epoch=4) + follower_batch(9, 1, epoch=5), T0)
+    assert follower.log_end_offset == 10
+    assert [(h.base_offset, h.next_offset) for h in follower.iter_batch_headers()] == [
+        (0, 2),
+        (5, 7),
+        (9, 10),
+    ]
+    data = follower.read(3, 1 << 20).read()
+    assert [b.header.base_offset for b in decode_batches(data)] == [5, 9]
+    follower.close()
+    reopened = open_log(tmp_path / "t-0", clean_shutdown=False)
+    assert reopened.log_end_offset == 10
+    reopened.close()
 
 
 def test_follower_rejects_corrupt_batches(tmp_path: Path) -> None:

@@ -1,0 +1,255 @@
+"""Cleaning one log (Kafka's Cleaner): keep the latest record per key, as new segments.
+
+`clean(task)` only reads the segment files it is given and writes `.cleaned` segments next to
+them, so it can run in a worker process; the log swaps them in afterwards
+(`Log.replace_segments`). Offsets are kept (a cleaned log has gaps); a batch loses the records
+a later offset of the same key supersedes, keyless records and tombstones older than
+delete.retention.ms, and is re-encoded as one batch per run of consecutive offsets. Each
+producer's last batch is copied whole, so its idempotence state survives (as Kafka keeps it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from broker.log.config import LogConfig
+from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, segment_file_name
+from protocol.compression import Compression
+from protocol.records import (
+    BATCH_HEADER_BYTES,
+    NO_PRODUCER_ID,
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_batch,
+    read_header,
+    validate_batch,
+)
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "CleanedGroup",
+    "CleaningResult",
+    "CleaningTask",
+    "SegmentRef",
+    "clean",
+    "retains",
+]
+
+CLEANED_SUFFIX: Final = ".cleaned"
+_READ_CHUNK_BYTES: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRef:
+    base_offset: int
+    size: int  # the bytes to read: the segment's size when the cleaning was planned
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningTask:
+    directory: Path
+    config: LogConfig
+    segments: tuple[SegmentRef, ...]  # every segment below `end_offset`, in order
+    first_dirty_offset: int  # records below were cleaned before
+    end_offset: int  # a segment boundary: nothing at or above is read or changed
+    now_ms: int
+    # producer id -> the last offset of its last batch: that batch is kept whole.
+    producer_last_offsets: Mapping[int, int] = field(default_factory=dict)
+    max_map_keys: int = 1 << 20  # the key -> offset map's bound (log.cleaner.dedupe.buffer.size)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedGroup:
+    replaces: tuple[int, ...]  # base offsets of the segments it replaces
+    base_offset: int
+    size: int  # of its .cleaned segment; 0: nothing survived, the old segments just go
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningResult:
+    end_offset: int  # cleaned below this: the log's next first dirty offset
+    groups: tuple[CleanedGroup, ...]
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+
+
+def clean(task: CleaningTask) -> CleaningResult:
+    offset_map, end_offset = _build_offset_map(task)
+    if end_offset <= task.first_dirty_offset:
+        return CleaningResult(task.first_dirty_offset, ())
+    refs = tuple(r for r in task.segments if r.base_offset < end_offset)
+    groups: list[CleanedGroup] = []
+    totals = [0, 0, 0, 0]  # bytes read, bytes written, records read, records kept
+    for group in _group(refs, task.config, end_offset):
+        groups.append(_clean_group(task, group, offset_map, end_offset, totals))
+    return CleaningResult(end_offset, tuple(groups), *totals)
+
+
+def retains(
+    record: Record,
+    offset_map: Mapping[bytes, int],
+    end_offset: int,
+    delete_horizon_ms: int,
+) -> bool:
+    """Kafka's cleaner rule for one record below `end_offset`: it is the latest for its key
+    (the map holds the key's last offset in the dirty part; a key missing from it was not
+    rewritten since), it has a key, and it is not a tombstone past its retention."""
+    if record.key is None:
+        return False
+    if offset_map.get(record.key, record.offset) != record.offset:
+        return False
+    return record.value is not None or record.timestamp_ms >= delete_horizon_ms
+
+
+# -- the key -> latest offset map (Kafka's SkimpyOffsetMap, as a dict) ----------------------
+
+
+def _build_offset_map(task: CleaningTask) -> tuple[dict[bytes, int], int]:
+    """Latest offset per key among the dirty records; the end offset is cut back to a segment
+    boundary if the map fills up (at least the first dirty segment is mapped)."""
+    offset_map: dict[bytes, int] = {}
+    end_offset = task.end_offset
+    for ref in task.segments:
+        if ref.base_offset >= end_offset:
+            break
+        for header, raw in _batches(task.directory, ref):
+            if header.next_offset <= task.first_dirty_offset:
+                continue
+            for record in decode_batch(raw).records:
+                if record.key is not None and record.offset >= task.first_dirty_offset:
+                    offset_map[record.key] = record.offset
+        if len(offset_map) > task.max_map_keys and ref.base_offset > task.first_dirty_offset:
+            return offset_map, ref.base_offset  # full: clean up to this segment
+    return offset_map, end_offset
+
+
+# -- grouping and rewriting -----------------------------------------------------------------
+
+
+def _group(
+    refs: tuple[SegmentRef, ...], config: LogConfig, end_offset: int
+) -> Iterator[tuple[SegmentRef, ...]]:
+    """Consecutive segments whose cleaned output fits one segment (Kafka's
+    groupSegmentsBySize, on the sizes before cleaning: an upper bound)."""
+    group: list[SegmentRef] = []
+    size = 0
+    for i, ref in enumerate(refs):
+        next_base = refs[i + 1].base_offset if i + 1 < len(refs) else end_offset
+        if group and (
+            size + ref.size > config.segment_bytes
+            or next_base - 1 - group[0].base_offset > MAX_RELATIVE_OFFSET
+        ):
+            yield tuple(group)
+            group, size = [], 0
+        group.append(ref)
+        size += ref.size
+    if group:
+        yield tuple(group)
+
+
+def _clean_group(
+    task: CleaningTask,
+    group: tuple[SegmentRef, ...],
+    offset_map: Mapping[bytes, int],
+    end_offset: int,
+    totals: list[int],
+) -> CleanedGroup:
+    base = group[0].base_offset
+    for stale in (".log", ".index", ".timeindex"):  # from a cleaning a crash interrupted
+        (task.directory / segment_file_name(base, stale + CLEANED_SUFFIX)).unlink(missing_ok=True)
+    out = LogSegment(task.directory, base, task.config, task.now_ms, suffix=CLEANED_SUFFIX)
+    horizon_ms = task.now_ms - task.config.delete_retention_ms
+    try:
+        for ref in group:
+            totals[0] += ref.size
+            for header, raw in _batches(task.directory, ref):
+                totals[2] += header.record_count
+                if task.producer_last_offsets.get(header.producer_id) == header.last_offset:
+                    out.append(raw, 0, header, None)  # a producer's last batch: whole
+                    totals[3] += header.record_count
+                    continue
+                records = decode_batch(raw).records
+                kept = [r for r in records if retains(r, offset_map, end_offset, horizon_ms)]
+                totals[3] += len(kept)
+                for run in _runs(kept):
+                    batch = _rebuild(header, run)
+                    out.append(batch, 0, read_header(batch), None)
+        out.flush()
+        size = out.size
+        totals[1] += size
+    finally:
+        out.close()
+    if size == 0:
+        out.delete()
+    return CleanedGroup(tuple(r.base_offset for r in group), base, size)
+
+
+def _runs(records: list[Record]) -> Iterator[list[Record]]:
+    """Records in runs of consecutive offsets: a batch's offsets have no gaps."""
+    run: list[Record] = []
+    for record in records:
+        if run and record.offset != run[-1].offset + 1:
+            yield run
+            run = []
+        run.append(record)
+    if run:
+        yield run
+
+
+def _rebuild(header: BatchHeader, run: list[Record]) -> bytes:
+    """One batch of `run`, keeping the original batch's leader epoch, codec and producer."""
+    first = run[0].offset
+    base_sequence = header.base_sequence
+    if header.producer_id != NO_PRODUCER_ID and base_sequence >= 0:
+        base_sequence += first - header.base_offset
+    return build_batch(
+        run,
+        compression=Compression(header.compression),
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=base_sequence,
+        base_offset=first,
+        partition_leader_epoch=header.partition_leader_epoch,
+    )
+
+
+def _batches(directory: Path, ref: SegmentRef) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every whole batch in the first `ref.size` bytes of the segment, with its bytes."""
+    path = directory / segment_file_name(ref.base_offset, ".log")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        position, pending = 0, b""
+        while position < ref.size:
+            chunk = os.pread(fd, min(_READ_CHUNK_BYTES, ref.size - position), position)
+            if not chunk:
+                raise OSError(f"{path} is shorter than {ref.size} bytes")
+            position += len(chunk)
+            buf = pending + chunk
+            used = 0
+            for pos, header in _whole(buf):
+                yield header, buf[pos : pos + header.size]
+                used = pos + header.size
+            pending = buf[used:]
+        if pending:
+            raise OSError(f"{path}: a partial batch at its end")
+    finally:
+        os.close(fd)
+
+
+def _whole(buf: bytes) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of the whole, CRC-checked batches at the start of `buf`."""
+    pos = 0
+    while pos + BATCH_HEADER_BYTES <= len(buf):
+        header = read_header(buf, pos)
+        if pos + header.size > len(buf):
+            return
+        validate_batch(buf, pos, header)
+        yield pos, header
+        pos += header.size
