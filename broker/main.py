@@ -25,6 +25,7 @@ from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
 from broker.isr_manager import IsrManager
 from broker.log.manager import LogManager
+from broker.log_cleaner import LogCleaner
 from broker.logging_setup import bind_broker, configure_logging
 from broker.producer_id_manager import ProducerIdManager
 from broker.registration import maintain_registration
@@ -99,6 +100,8 @@ async def run_broker(config: BrokerConfig) -> int:
                         ),
                     )
                 )
+                if config.log_cleaner_enable:
+                    await nursery.start(LogCleaner(ctx, log_manager).run)
                 nursery.start_soon(_housekeeping, ctx, log_manager)
                 log.info("started", port=server.port)
                 async for signum in signals:

@@ -11,7 +11,7 @@ producer's last batch is copied whole, so its idempotence state survives (as Kaf
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -80,14 +80,18 @@ class CleaningResult:
     records_kept: int = 0
 
 
-def clean(task: CleaningTask) -> CleaningResult:
-    offset_map, end_offset = _build_offset_map(task)
+def clean(task: CleaningTask, *, parent_pid: int | None = None) -> CleaningResult:
+    """`parent_pid`: when run in a child process, the broker's: an orphaned child (the broker
+    was killed) stops rather than write files a new broker process may be reading."""
+    check = _Orphaned(parent_pid)
+    offset_map, end_offset = _build_offset_map(task, check)
     if end_offset <= task.first_dirty_offset:
         return CleaningResult(task.first_dirty_offset, ())
     refs = tuple(r for r in task.segments if r.base_offset < end_offset)
     groups: list[CleanedGroup] = []
     totals = [0, 0, 0, 0]  # bytes read, bytes written, records read, records kept
     for group in _group(refs, task.config, end_offset):
+        check()
         groups.append(_clean_group(task, group, offset_map, end_offset, totals))
     return CleaningResult(end_offset, tuple(groups), *totals)
 
@@ -108,10 +112,21 @@ def retains(
     return record.value is not None or record.timestamp_ms >= delete_horizon_ms
 
 
+class _Orphaned:
+    def __init__(self, parent_pid: int | None) -> None:
+        self._parent_pid = parent_pid
+
+    def __call__(self) -> None:
+        if self._parent_pid is not None and os.getppid() != self._parent_pid:
+            raise OSError("the broker that started this cleaning is gone")
+
+
 # -- the key -> latest offset map (Kafka's SkimpyOffsetMap, as a dict) ----------------------
 
 
-def _build_offset_map(task: CleaningTask) -> tuple[dict[bytes, int], int]:
+def _build_offset_map(
+    task: CleaningTask, check: Callable[[], None]
+) -> tuple[dict[bytes, int], int]:
     """Latest offset per key among the dirty records; the end offset is cut back to a segment
     boundary if the map fills up (at least the first dirty segment is mapped)."""
     offset_map: dict[bytes, int] = {}
@@ -119,6 +134,7 @@ def _build_offset_map(task: CleaningTask) -> tuple[dict[bytes, int], int]:
     for ref in task.segments:
         if ref.base_offset >= end_offset:
             break
+        check()
         for header, raw in _batches(task.directory, ref):
             if header.next_offset <= task.first_dirty_offset:
                 continue

@@ -26,6 +26,7 @@ from broker.log.log import Log
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
+    "CLEANER_CHECKPOINT_FILE",
     "CLEAN_SHUTDOWN_FILE",
     "HIGH_WATERMARK_CHECKPOINT_FILE",
     "LOG_START_OFFSET_CHECKPOINT_FILE",
@@ -38,6 +39,7 @@ __all__ = [
 RECOVERY_POINT_CHECKPOINT_FILE: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE: Final = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_FILE: Final = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT_FILE: Final = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE: Final = ".highwater_cleanshutdown"
 LOCK_FILE: Final = ".lock"
 DELETE_SUFFIX: Final = "-delete"
@@ -213,6 +215,20 @@ class LogManager:
             OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE).write(
                 {tp: hw for tp, hw in high_watermarks.items() if self._dir_of.get(tp) == log_dir}
             )
+
+    def checkpoint_cleaned(self, first_dirty_offsets: Mapping[TopicPartition, int]) -> None:
+        """The cleaner-offset-checkpoint: how far each compacted log is clean."""
+        for log_dir in self.log_dirs:
+            OffsetCheckpointFile(log_dir / CLEANER_CHECKPOINT_FILE).write(
+                {tp: o for tp, o in first_dirty_offsets.items() if self._dir_of.get(tp) == log_dir}
+            )
+
+    def read_cleaned(self) -> dict[TopicPartition, int]:
+        """The cleaner-offset-checkpoint of every log dir (corrupt: everything is dirty)."""
+        out: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            out.update(self._read_checkpoint(log_dir / CLEANER_CHECKPOINT_FILE) or {})
+        return {tp: offset for tp, offset in out.items() if tp in self.logs}
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}

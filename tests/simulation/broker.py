@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, cast
 
+from broker.core.cleaner_manager import CleanerManager
 from broker.core.controller_requests import (
     ControllerRequestOutcome,
     FollowerChange,
@@ -36,6 +37,7 @@ from broker.core.produce import (
 )
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
+from broker.log.cleaner import clean
 from broker.log.manager import LogManager
 from controller.core import ControlledShutdownReply, ControlledShutdownRequested
 from controller.zk_brokers import try_register
@@ -156,6 +158,9 @@ class SimBroker(SimProcess):
         self.every(config.isr_change_propagation_interval_ms, "isr-propagation", self._propagate)
         self.every(config.high_watermark_checkpoint_interval_ms, "hw-checkpoint", self.checkpoint)
         self.after(world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
+        self.cleaner = CleanerManager(self.log_manager.read_cleaned())
+        if config.compacted_topic and self.broker_id % 3 != 0:  # some brokers clean
+            self.every(world.draw(config.cleaner_interval_ms), "log-cleaner", self._clean)
 
     def crash(
         self, keep: Literal["random", "all", "flushed"] = "random", torn: bool | None = None
@@ -403,7 +408,8 @@ class SimBroker(SimProcess):
         def check(expired: bool) -> bool:
             for tp in check_waiting(state, append):  # tell the invariants, with the ISR
                 partition, records = self.partitions[tp], batches[tp]
-                values = tuple(r.value or b"" for b in decode_batches(records) for r in b.records)
+                decoded = [r for b in decode_batches(records) for r in b.records]
+                values = tuple(r.value or b"" for r in decoded)
                 ack = Ack(
                     tp,
                     append.results[tp].base_offset,
@@ -415,6 +421,7 @@ class SimBroker(SimProcess):
                     partition.isr,
                     appended_ms,
                     self.now_ms,
+                    tuple(r.key for r in decoded),
                 )
                 for hook in self.world.on_ack:
                     hook(ack)
@@ -464,6 +471,38 @@ class SimBroker(SimProcess):
         if changed is not None:
             ok = self._zk_run(publish_isr_changes(changed)) is not None
             self.state.isr.propagated(changed, ok, self.now_ms)
+
+    # -- the log cleaner (broker/log_cleaner.py) ---------------------------------------------
+
+    def _clean(self) -> None:
+        """The work is done now, on the files as they are; the swap comes a while later, as
+        after a child process's run, so the log may have changed meanwhile."""
+        assert self.log_manager is not None
+        logs = {tp: (p.log, p.high_watermark) for tp, p in self.partitions.items()}
+        candidate = self.cleaner.choose(logs, self.now_ms)
+        if candidate is None:
+            return
+        tp, log = candidate.tp, logs[candidate.tp][0]
+        self.cleaner.begin(tp)
+        task = log.cleaning_task(
+            candidate.first_dirty_offset, candidate.end_offset, self.now_ms, 1 << 20
+        )
+        result = clean(task)
+
+        def swap() -> None:
+            assert self.log_manager is not None
+            partition = self.partitions.get(tp)
+            if partition is None or partition.log is not log:
+                self.cleaner.aborted(tp)
+            elif log.replace_segments(task, result, self.now_ms):
+                self.cleaner.done(tp, result.end_offset)
+                self.log_manager.checkpoint_cleaned(self.cleaner.checkpoints)
+                self.world.cleanings += 1
+                self.world.trace(f"b{self.broker_id} cleaned {tp} below {result.end_offset}")
+            else:
+                self.cleaner.aborted(tp)
+
+        self.after(self.world.draw(self.world.config.cleaning_time_ms), "cleaner swaps", swap)
 
     # -- the followers ---------------------------------------------------------------------
 

@@ -27,9 +27,10 @@ from controller.zk_topics import create_topic
 from controller.zk_types import WatchEvent
 from protocol.records import decode_batches
 from protocol.topic_partition import TopicPartition
+from tests.simulation import compaction
 from tests.simulation.broker import SimBroker
 from tests.simulation.config import SimConfig
-from tests.simulation.disk import BatchInfo
+from tests.simulation.disk import BatchInfo, MirroredLog
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.nemesis import Nemesis, crash_broker, may_restart, restart_broker
 from tests.simulation.network import CLIENT_NODE, Envelope, Network
@@ -44,6 +45,7 @@ __all__ = ["SimCluster", "SimReport", "SimulationFailure", "quiet_logs", "run_se
 
 START_MS = 1_700_000_000_000
 TOPIC = "t"
+COMPACTED_TOPIC = "c"
 SETTLE_CHECK_INTERVAL_MS = 100
 TRACE_TAIL = 60
 
@@ -67,6 +69,7 @@ class SimReport:
     produce_outcomes: dict[str, int] = field(default_factory=dict)
     messages_dropped: int = 0
     operator: dict[str, int] = field(default_factory=dict)  # what the operator got done
+    cleanings: int = 0  # cleaned segments swapped in (compacted topic)
 
 
 class SimCluster:
@@ -94,12 +97,23 @@ class SimCluster:
         zk.deliver = self._deliver_watch
         self.admin_session = zk.open_session(CLIENT_NODE)  # an operator's tools
         zk.run(self.admin_session, create_topic(TOPIC, assignment, {}))
+        compacted = set()
+        if self.config.compacted_topic:
+            retention_ms = rng.choice(self.config.delete_retention_ms_choices)
+            config = {
+                "cleanup.policy": "compact",
+                "delete.retention.ms": str(retention_ms),
+                "segment.bytes": str(rng.choice((600, 1_500))),  # segments roll: cleanable
+            }
+            zk.run(self.admin_session, create_topic(COMPACTED_TOPIC, assignment, config))
+            compacted.add(COMPACTED_TOPIC)
         self.world = World(
             seed=seed,
             config=self.config,
             rng=rng,
             scheduler=Scheduler(START_MS),
             zk=zk,
+            compacted=compacted,
             log_config=LogConfig(segment_bytes=rng.choice(self.config.segment_bytes_choices)),
             replica_fetch_max_bytes=rng.choice(self.config.replica_fetch_max_bytes_choices),
             trace=self.trace,
@@ -203,6 +217,8 @@ class SimCluster:
             replay += f" --steps {self.config.chaos_steps}"
         if self.config.enable_operator:
             replay += " --operator"
+        if self.config.compacted_topic:
+            replay += " --compacted"
         raise SimulationFailure(
             f"simulation seed {self.seed} failed at step {self.steps} (t={self.now_ms} ms): "
             f"{what}\nreplay: {replay}\nlast steps:\n" + "\n".join(self._recent)
@@ -294,9 +310,22 @@ class SimCluster:
             follower = broker.partitions.get(tp)
             if follower is None or follower.leader_epoch != znode.leader_epoch:
                 return f"b{broker_id} has not learnt leader epoch {znode.leader_epoch}"
-            if broker.logs[tp].batches != leader_log.batches:
+            if tp.topic in self.world.compacted:
+                if follower.log_end_offset != partition.log_end_offset or self._latest_differs(
+                    tp, broker_id, leader
+                ):
+                    return f"b{broker_id} has not caught up (compacted)"
+            elif broker.logs[tp].batches != leader_log.batches:
                 return f"b{broker_id} LEO {follower.log_end_offset} != {partition.log_end_offset}"
         return None
+
+    def _latest_differs(self, tp: TopicPartition, a: int, b: int) -> str | None:
+        """Compacted replicas: their latest records differ (each over its whole log)."""
+        log_a, log_b = self.world.brokers[a].logs[tp], self.world.brokers[b].logs[tp]
+        end = max(log_a.log_end_offset, log_b.log_end_offset)
+        return compaction.disagreement(
+            compaction.latest_records(log_a, end), compaction.latest_records(log_b, end), end
+        )
 
     # -- final checks ----------------------------------------------------------------------
 
@@ -305,6 +334,13 @@ class SimCluster:
         self.invariants.check_mirrors()
         for tp in self.partitions():
             replicas = self.world.zk.assignments[tp[0]][tp[1]]
+            if tp.topic in self.world.compacted:  # cleaned independently: compare keys
+                for broker_id in replicas[1:]:
+                    problem = self._latest_differs(tp, replicas[0], broker_id)
+                    if problem is not None:
+                        self.fail(f"{tp}: b{broker_id} and b{replicas[0]} differ: {problem}")
+                self._check_acked_readable(tp)
+                continue
             on_disk: dict[int, list[BatchInfo]] = {}
             for broker_id in replicas:
                 log = self.world.brokers[broker_id].logs[tp]
@@ -332,6 +368,12 @@ class SimCluster:
                 offset = batch.header.next_offset
         for tracked in self.invariants.acks.get(tp, []):
             ack = tracked.ack
+            if tp.topic in self.world.compacted:
+                log = partition.log
+                assert isinstance(log, MirroredLog)
+                if tracked.holders and not compaction.holds(log, ack, self.world.tombstoned):
+                    self.fail(f"acked {ack.values!r} at {tp}@{ack.base_offset}: its keys lost")
+                continue
             found = tuple(values.get(ack.base_offset + i) for i in range(len(ack.values)))
             if found != ack.values and tracked.holders:
                 self.fail(
@@ -345,6 +387,10 @@ class SimCluster:
             current = self.invariants.current_leader(tp)
             log = self.world.brokers[current[0]].logs[tp] if current is not None else None
             for t in tracked:
+                if log is not None and tp.topic in self.world.compacted:
+                    if not compaction.holds(log, t.ack, self.world.tombstoned):
+                        lost.append(t.ack.values)
+                    continue
                 batch = log.batch_at(t.ack.base_offset) if log is not None else None
                 if batch is None or batch.crc != t.ack.crc:
                     lost.append(t.ack.values)
@@ -366,6 +412,7 @@ class SimCluster:
             produce_outcomes=dict(self.producer.outcomes),
             messages_dropped=self.world.net.dropped,
             operator=self.operator_invariants.done(),
+            cleanings=self.world.cleanings,
         )
 
     def close(self) -> None:

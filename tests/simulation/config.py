@@ -73,3 +73,11 @@ class SimConfig:
     # An operator at work among the faults: reassignments, preferred and unclean elections,
     # topics created and deleted, controlled shutdowns (see operator.py).
     enable_operator: bool = False
+    # A second topic, "c", compacted: keyed writes (a few keys, some tombstones) and a log
+    # cleaner on some brokers, cleaning now and then and swapping in a while later.
+    compacted_topic: bool = False
+    compact_keys: int = 5
+    tombstone_probability: float = 0.15
+    delete_retention_ms_choices: tuple[int, ...] = (300, 1 << 40)
+    cleaner_interval_ms: Range = (50, 500)
+    cleaning_time_ms: Range = (0, 150)

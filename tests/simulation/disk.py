@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from broker.log.cleaner import CleaningResult, CleaningTask
 from broker.log.config import LogConfig
 from broker.log.log import Log, LogAppendInfo
 from protocol.records import check_batches
@@ -83,6 +84,12 @@ class MirroredLog(Log):
             del self.batches[self._count_below(end) :]
             self.version += 1
         return removed
+
+    def replace_segments(self, task: CleaningTask, result: CleaningResult, now_ms: int) -> bool:
+        swapped = super().replace_segments(task, result, now_ms)
+        if swapped:
+            self.load_mirror()  # the cleaner rewrote batches below its end offset
+        return swapped
 
     def truncate_fully_and_start_at(self, new_offset: int, now_ms: int) -> None:
         super().truncate_fully_and_start_at(new_offset, now_ms)

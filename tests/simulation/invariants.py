@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from broker.core.partition import Partition
 from protocol.topic_partition import TopicPartition
+from tests.simulation import compaction
 from tests.simulation.disk import BatchInfo, MirroredLog
 from tests.simulation.world import Ack, World
 from tests.simulation.zk import StateWrite
@@ -72,6 +73,8 @@ class Invariants:
 
     def _holds(self, broker_id: int, ack: Ack) -> bool:
         log = self._log_of(broker_id, ack.tp)
+        if log is not None and ack.tp.topic in self.world.compacted:
+            return compaction.holds(log, ack, self.world.tombstoned)
         batch = log.batch_at(ack.base_offset) if log is not None else None
         return batch is not None and batch.crc == ack.crc
 
@@ -226,6 +229,13 @@ class Invariants:
         for t in tracked:
             if not t.holders:
                 continue
+            if tp.topic in self.world.compacted:
+                if not compaction.holds(log, t.ack, self.world.tombstoned):
+                    raise InvariantViolation(
+                        f"acked {_describe(t.ack)} is lost: leader b{leader} has no record of "
+                        f"its keys at or after it, while ISR members {sorted(t.holders)} had it"
+                    )
+                continue
             batch = log.batch_at(t.ack.base_offset)
             if batch is None or batch.crc != t.ack.crc:
                 raise InvariantViolation(
@@ -263,6 +273,19 @@ class Invariants:
                 if pa.leader_epoch != pb.leader_epoch:
                     continue
                 below = min(pa.high_watermark, pb.high_watermark)
+                if tp.topic in self.world.compacted:  # replicas clean independently
+                    problem = compaction.disagreement(
+                        compaction.latest_records(_log(pa), _log(pa).log_end_offset),
+                        compaction.latest_records(_log(pb), _log(pb).log_end_offset),
+                        below,
+                    )
+                    if problem is not None:
+                        raise InvariantViolation(
+                            f"{_tp(tp)}: b{a} (HW {pa.high_watermark}) and b{b} (HW "
+                            f"{pb.high_watermark}) disagree on the latest records below "
+                            f"{below}: {problem}"
+                        )
+                    continue
                 batches_a = _log(pa).batches_below(below)
                 batches_b = _log(pb).batches_below(below)
                 if batches_a != batches_b:

@@ -49,14 +49,31 @@ class Producer:
         if tps:
             tp = self.world.rng.choice(tps)
             count = self.world.draw(self.world.config.records_per_batch)
-            self.produce(tp, [self._value() for _ in range(count)])
+            if tp.topic in self.world.compacted:
+                self.produce_keyed(tp, [self._keyed() for _ in range(count)])
+            else:
+                self.produce(tp, [self._value() for _ in range(count)])
         self._schedule()
 
     def _value(self) -> bytes:
         self._next_value += 1
         return f"s{self.world.seed}-v{self._next_value}".encode()
 
-    def produce(self, tp: tuple[str, int], values: list[bytes]) -> bool:
+    def _keyed(self) -> Record:
+        """A record of a compacted topic: one of a few keys; sometimes a tombstone."""
+        config = self.world.config
+        key = f"k{self.world.rng.randrange(config.compact_keys)}".encode()
+        if self.world.rng.random() < config.tombstone_probability:
+            return Record(None, key=key)
+        return Record(self._value(), key=key)
+
+    def produce_keyed(self, tp: TopicPartition, records: list[Record]) -> bool:
+        for record in records:
+            if record.value is None and record.key is not None:
+                self.world.tombstoned.add((tp, record.key))
+        return self.produce(tp, records)
+
+    def produce(self, tp: tuple[str, int], values: list[bytes] | list[Record]) -> bool:
         """Send one batch to the partition's leader as ZooKeeper names it; False if none."""
         tp = TopicPartition(*tp)
         found = self.world.zk.state(tp)
@@ -64,7 +81,9 @@ class Producer:
         if leader < 0:
             self.outcomes["no leader"] += 1
             return False
-        records = build_batch([Record(v) for v in values], now_ms=self.world.now_ms)
+        records = build_batch(
+            [v if isinstance(v, Record) else Record(v) for v in values], now_ms=self.world.now_ms
+        )
         timeout_ms = self.world.config.produce_timeout_ms
         request = ProduceRequest(
             -1,

@@ -1,6 +1,6 @@
 """Replay one simulation seed, printing every step.
 
-    python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--quiet]
+    python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--compacted] [--quiet]
 
 Exits 1 (after printing the failure) if an invariant breaks, 0 with a summary otherwise.
 """
@@ -25,8 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--operator", action="store_true", help="4 brokers and an operator (test_simulation.py)"
     )
+    parser.add_argument(
+        "--compacted", action="store_true", help="a compacted topic and log cleaners too"
+    )
     args = parser.parse_args(argv)
     base = SimConfig(brokers=4, enable_operator=True) if args.operator else SimConfig()
+    if args.compacted:
+        base = dataclasses.replace(base, compacted_topic=True)
     config = dataclasses.replace(base, chaos_steps=args.steps)
     with tempfile.TemporaryDirectory(prefix=f"hw-sim-{args.seed}-") as directory:
         try:

@@ -37,6 +37,7 @@ class Ack:
     isr: tuple[int, ...]
     appended_ms: int
     acked_ms: int
+    keys: tuple[bytes | None, ...] = ()
 
 
 @dataclass
@@ -57,6 +58,9 @@ class World:
     on_reply: list[Callable[[ControllerEvent, Reply | None, ControllerContext], None]] = field(
         default_factory=list
     )
+    compacted: set[str] = field(default_factory=set)  # topics with cleanup.policy=compact
+    tombstoned: set[tuple[TopicPartition, bytes]] = field(default_factory=set)  # ever sent
+    cleanings: int = 0  # cleaned segments swapped in, on any broker
     controller_count: int = 0  # controllers ever elected (for reports)
     controller_paused: bool = False  # scripted tests: hold the controller's event queue
 

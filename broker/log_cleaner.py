@@ -1,0 +1,145 @@
+"""The log cleaner, trio shell: `log.cleaner.threads` loops, each asking
+`core.cleaner_manager.CleanerManager` for the filthiest log, cleaning it in a child process
+(`broker.log.cleaner.clean` reads and writes files only, so produce and fetch never wait on
+its CPU) and swapping the result in (`Log.replace_segments`) on the broker's own thread. A
+child stops when the broker does, or when it finds itself orphaned."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from broker.core.cleaner_manager import CleanerManager
+from broker.log.cleaner import CleaningResult, CleaningTask, clean
+from broker.log.log import Log
+from protocol.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+    from broker.log.manager import LogManager
+
+__all__ = ["BYTES_PER_MAP_KEY", "LogCleaner"]
+
+BYTES_PER_MAP_KEY = 128  # what one key of the key -> offset map costs, roughly (a dict entry)
+
+
+class LogCleaner:
+    def __init__(self, ctx: BrokerContext, log_manager: LogManager) -> None:
+        self._ctx = ctx
+        self._log_manager = log_manager
+        self.manager = CleanerManager(log_manager.read_cleaned())
+        config = ctx.config
+        self._threads = config.log_cleaner_threads
+        self._backoff_s = config.log_cleaner_backoff_ms / 1000
+        self._max_map_keys = max(1, config.log_cleaner_dedupe_buffer_size // BYTES_PER_MAP_KEY)
+        self._log = structlog.get_logger("highwater.cleaner")
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(self._threads):
+                nursery.start_soon(self._loop)
+            task_status.started()
+
+    async def _loop(self) -> None:
+        while True:
+            if not await self.clean_once():
+                await trio.sleep(self._backoff_s)
+
+    def _logs(self) -> dict[TopicPartition, tuple[Log, int]]:
+        """Every hosted log with its high watermark (the cleaner stays below it)."""
+        partitions = self._ctx.replica_manager.partitions
+        return {tp: (p.log, p.high_watermark) for tp, p in partitions.items()}
+
+    async def clean_once(self) -> bool:
+        """Clean the filthiest log, if one is due; True if one was cleaned."""
+        for gone in [tp for tp in self.manager.checkpoints if tp not in self._log_manager.logs]:
+            self.manager.forget(gone)
+        now_ms = self._ctx.now_ms()
+        candidate = self.manager.choose(self._logs(), now_ms)
+        if candidate is None:
+            return False
+        tp = candidate.tp
+        log = self._ctx.replica_manager.partitions[tp].log
+        self.manager.begin(tp)
+        started = time.monotonic()
+        task = log.cleaning_task(
+            candidate.first_dirty_offset, candidate.end_offset, now_ms, self._max_map_keys
+        )
+        try:
+            result = await _clean_in_child(task)
+        except Exception as exc:  # the log changed under it, a bad batch: not the broker's end
+            self.manager.aborted(tp)
+            self._log.warning("cleaning failed", topic=tp[0], partition=tp[1], error=repr(exc))
+            return False
+        partition = self._ctx.replica_manager.partitions.get(tp)
+        if partition is None or partition.log is not log:
+            self.manager.aborted(tp)  # deleted or replaced meanwhile: nothing to swap into
+            return True
+        if not log.replace_segments(task, result, self._ctx.now_ms()):
+            self.manager.aborted(tp)
+            self._log.info("cleaning voided: the log changed", topic=tp[0], partition=tp[1])
+            return True
+        self.manager.done(tp, result.end_offset)
+        self._log_manager.checkpoint_cleaned(self.manager.checkpoints)
+        elapsed_s = max(time.monotonic() - started, 1e-6)
+        self._log.info(
+            "log cleaned",
+            topic=tp[0],
+            partition=tp[1],
+            dirty_ratio=round(candidate.dirty_ratio, 3),
+            end_offset=result.end_offset,
+            records_read=result.records_read,
+            records_kept=result.records_kept,
+            mb_read=round(result.bytes_read / 1e6, 3),
+            mb_written=round(result.bytes_written / 1e6, 3),
+            mb_per_s=round(result.bytes_read / 1e6 / elapsed_s, 2),
+        )
+        return True
+
+
+async def _clean_in_child(task: CleaningTask) -> CleaningResult:
+    """Run `clean(task)` in a child process ("spawn": it must not inherit the broker's trio
+    loop, sockets or locks); terminated if the broker cancels the wait."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child_main, args=(task, os.getpid(), send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        outcome = await trio.to_thread.run_sync(_receive, receive, abandon_on_cancel=True)
+    finally:
+        if child.is_alive():
+            child.terminate()
+        with trio.CancelScope(shield=True):  # reap it even when the broker is stopping
+            await trio.to_thread.run_sync(child.join)
+        receive.close()
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def _receive(connection: Connection) -> CleaningResult | BaseException:
+    try:
+        received: CleaningResult | BaseException = connection.recv()
+    except EOFError:
+        return OSError("the cleaner process died")
+    return received
+
+
+def _child_main(task: CleaningTask, parent_pid: int, connection: Connection) -> None:
+    try:
+        outcome: CleaningResult | BaseException = clean(task, parent_pid=parent_pid)
+    except Exception as exc:
+        outcome = OSError(f"cleaning failed: {exc!r}")
+    try:
+        connection.send(outcome)
+    except OSError:
+        pass  # the broker is gone (killed, or it cancelled the wait): nobody to tell
+    finally:
+        connection.close()
