@@ -3,18 +3,21 @@
 Client commands (topics, produce, consume, cluster describe, elect-leaders, reassign, perf)
 live in the other modules of client/cli/; `dev` (the local cluster) in client/cli/dev.py.
 `broker` is here because this is the one client-side module allowed to import the broker (see
-pyproject's import contracts).
+pyproject's import contracts). An unexpected error prints one line and a hint; with
+HIGHWATER_DEBUG=1 its traceback.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import trio
 
-from client.cli.common import readable_client_errors
+from client.cli.common import exception_leaves, readable_client_errors
 from client.cli.consume import consume
 from client.cli.dev import dev
 from client.cli.dump_log import dump_file
@@ -27,9 +30,34 @@ from client.cli.topics import cluster, topics
 __all__ = ["main"]
 
 CONFIG_ERROR_EXIT = 2
+DEBUG_ENV = "HIGHWATER_DEBUG"
 
 
-@click.group()
+class _Commands(click.Group):
+    """Runs a command; an exception no command expected becomes one line, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except BaseException as exc:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            if any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
+                click.echo("interrupted", err=True)
+                sys.exit(130)
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            click.echo(
+                f"Error: unexpected {type(exc).__name__}"
+                + (f": {message}" if message else "")
+                + f" (run again with {DEBUG_ENV}=1 for the traceback)",
+                err=True,
+            )
+            sys.exit(1)
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="highwater")
 def main() -> None:
     """Highwater: a small Kafka-like replicated log.
