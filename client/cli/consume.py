@@ -100,8 +100,8 @@ async def _consume(
         with interrupts.scope():
             tps = await _partitions(consumer, options, timeout_ms)
             consumer.assign(tps)
-            check_range = "auto_offset_reset" not in settings
-            await seek_start(consumer, tps, options.offsets.start, check_range)
+            reset = settings.get("auto_offset_reset")
+            await seek_start(consumer, tps, options.offsets.start, reset)
             stops = await stop_offsets(consumer, tps, options.offsets.stop_ms, options.exit_at_end)
             await _poll_and_print(consumer, options, stops, render, out, progress)
         nursery.cancel_scope.cancel()

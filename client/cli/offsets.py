@@ -112,10 +112,11 @@ class SeekingConsumer(Protocol):
 
 
 async def seek_start(
-    consumer: SeekingConsumer, tps: Sequence[TopicPartition], start: Start, check_range: bool
+    consumer: SeekingConsumer, tps: Sequence[TopicPartition], start: Start, reset: str | None
 ) -> None:
-    """Place every partition at `start`. `check_range` (no auto.offset.reset given): an
-    absolute offset outside a partition's [log start, high watermark] is OFFSET_OUT_OF_RANGE."""
+    """Place every partition at `start`. An absolute offset outside a partition's [log start,
+    high watermark] is OFFSET_OUT_OF_RANGE, unless `reset` (auto.offset.reset) is earliest or
+    latest: then that partition starts there instead."""
     match start.kind:
         case "beginning":
             consumer.seek_to_beginning(tps)
@@ -128,20 +129,22 @@ async def seek_start(
             for tp in tps:
                 consumer.seek(tp, max(firsts[tp], ends[tp] - start.value))
         case "absolute":
-            if check_range:
-                firsts = await consumer.beginning_offsets(tps)
-                ends = await consumer.end_offsets(tps)
-                for tp in tps:
-                    if not firsts[tp] <= start.value <= ends[tp]:
-                        raise HighwaterClientError(
-                            f"OFFSET_OUT_OF_RANGE: offset {start.value} is not in "
-                            f"{tp.topic}-{tp.partition}: valid are {firsts[tp]} (the log start "
-                            f"offset) to {ends[tp]} (the high watermark); -o end or -o -N "
-                            f"count from the end, -X auto.offset.reset=earliest|latest resets",
-                            ErrorCode.OFFSET_OUT_OF_RANGE,
-                        )
+            firsts, ends = await consumer.beginning_offsets(tps), await consumer.end_offsets(tps)
             for tp in tps:
-                consumer.seek(tp, start.value)
+                if firsts[tp] <= start.value <= ends[tp]:
+                    consumer.seek(tp, start.value)
+                elif reset == "earliest":
+                    consumer.seek_to_beginning([tp])
+                elif reset == "latest":
+                    consumer.seek_to_end([tp])
+                else:
+                    raise HighwaterClientError(
+                        f"OFFSET_OUT_OF_RANGE: offset {start.value} is not in "
+                        f"{tp.topic}-{tp.partition}: valid are {firsts[tp]} (the log start "
+                        f"offset) to {ends[tp]} (the high watermark); -o end or -o -N "
+                        f"count from the end, -X auto.offset.reset=earliest|latest resets",
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                    )
         case "stored":
             raise HighwaterClientError(
                 "-o stored needs a consumer group (--group), and consumer groups are not "

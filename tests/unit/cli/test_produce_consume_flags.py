@@ -112,4 +112,4 @@ def test_consume_absolute_offset_beyond_the_end_names_the_range(
     assert result.exit_code == 0, result.output
     assert consumer.last is not None
     assert consumer.last.options["auto_offset_reset"] == "earliest"
-    assert consumer.last.resets == ["offset 1900"]
+    assert consumer.last.resets == ["beginning"]
