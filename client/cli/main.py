@@ -47,9 +47,10 @@ class _Commands(click.Group):
             if any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
                 click.echo("interrupted", err=True)
                 sys.exit(130)
-            message = str(exc).splitlines()[0] if str(exc) else ""
+            leaf = next(exception_leaves(exc), exc)  # the first of a group's errors
+            message = str(leaf).splitlines()[0] if str(leaf) else ""
             click.echo(
-                f"Error: unexpected {type(exc).__name__}"
+                f"Error: unexpected {type(leaf).__name__}"
                 + (f": {message}" if message else "")
                 + f" (run again with {DEBUG_ENV}=1 for the traceback)",
                 err=True,

@@ -274,3 +274,25 @@ def test_help_lists_every_command() -> None:
     result = run(["--help"])
     for command in ("topics", "produce", "consume", "cluster", "broker", "dev", "perf", "dump-log"):
         assert f"  {command} " in result.output
+
+
+def test_an_unexpected_error_is_one_line_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    class BrokenAdmin:
+        def __init__(self, bootstrap: str, **options: Any) -> None:
+            pass
+
+        async def __aenter__(self) -> BrokenAdmin:
+            raise RuntimeError("a bug\nwith a second line")
+
+        async def __aexit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr("client.cli.topics.Admin", BrokenAdmin)
+    result = run(["topics", "list"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "Error: unexpected RuntimeError: a bug (run again with HIGHWATER_DEBUG=1 for the "
+        "traceback)"
+    ]
+    result = run(["topics", "list"], env={"HIGHWATER_DEBUG": "1"})
+    assert isinstance(result.exception, BaseExceptionGroup | RuntimeError)
