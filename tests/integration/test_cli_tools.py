@@ -7,6 +7,7 @@ One cluster for the module; each test uses its own topics.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -236,7 +237,19 @@ def test_produce_warns_while_a_partition_has_no_leader(cluster: Cluster) -> None
 
 # -- offsets ---------------------------------------------------------------------------------
 
-STAMPS = [1_000 * (i + 1) for i in range(10)]  # offset i has timestamp (i + 1) s
+# Offset i has timestamp BASE_MS + (i + 1) s: recent, or retention.ms (7 days) deletes it.
+BASE_MS = (int(time.time()) - 3600) * 1000
+STAMPS = [BASE_MS + 1_000 * (i + 1) for i in range(10)]
+
+
+def at(seconds: float) -> str:
+    """A time BASE_MS + seconds, in ms."""
+    return str(BASE_MS + int(seconds * 1000))
+
+
+def iso(seconds: int) -> str:
+    moment = datetime.datetime.fromtimestamp(BASE_MS / 1000 + seconds, datetime.UTC)
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 @pytest.fixture(scope="module")
@@ -262,12 +275,12 @@ def stamped(cluster: Cluster) -> str:
         (["-o", "10"], range(0)),
         (["-o", "-2"], range(8, 10)),
         (["-o", "-20"], range(10)),
-        (["-o", "s@5000"], range(4, 10)),
-        (["-o", "s@4500"], range(4, 10)),
-        (["--from-timestamp", "1970-01-01T00:00:05Z"], range(4, 10)),
-        (["-o", "s@5000", "-o", "e@8000"], range(4, 7)),
-        (["-o", "beginning", "-o", "e@2000"], range(1)),
-        (["-o", "s@99000"], range(0)),
+        (["-o", f"s@{at(5)}"], range(4, 10)),
+        (["-o", f"s@{at(4.5)}"], range(4, 10)),
+        (["--from-timestamp", iso(5)], range(4, 10)),
+        (["-o", f"s@{at(5)}", "-o", f"e@{at(8)}"], range(4, 7)),
+        (["-o", "beginning", "-o", f"e@{at(2)}"], range(1)),
+        (["-o", f"s@{at(99)}"], range(0)),
         (["-o", "11", "-X", "auto.offset.reset=earliest"], range(10)),
     ],
 )
