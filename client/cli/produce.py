@@ -180,7 +180,7 @@ async def _send_records(
         except _FATAL:
             raise  # every record would fail the same way: one line, not one per record
         except HighwaterClientError as exc:
-            await results.send(BadLine(line_number, str(exc)))
+            await results.send(BadLine(line_number, str(exc), exc.name))
             continue
         if scope.cancelled_caught:
             return

@@ -83,6 +83,8 @@ class FakeProducer:
         pass
 
     async def send(self, topic: str, value: bytes | None, **kwargs: Any) -> FakeFuture:
+        if value == b"refuse":  # refused by send itself, as a record over max.request.size
+            raise HighwaterClientError("MESSAGE_TOO_LARGE: a record", ErrorCode.MESSAGE_TOO_LARGE)
         self.sent.append({"topic": topic, "value": value, **kwargs})
         if value == b"fail":
             error = HighwaterClientError("MESSAGE_TOO_LARGE: too big", ErrorCode.MESSAGE_TOO_LARGE)

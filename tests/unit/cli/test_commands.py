@@ -291,8 +291,7 @@ def test_an_unexpected_error_is_one_line_with_a_hint(monkeypatch: pytest.MonkeyP
     result = run(["topics", "list"])
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        "Error: unexpected RuntimeError: a bug (run again with HIGHWATER_DEBUG=1 for the "
-        "traceback)"
+        "Error: unexpected RuntimeError: a bug (run again with HIGHWATER_DEBUG=1 for the traceback)"
     ]
     result = run(["topics", "list"], env={"HIGHWATER_DEBUG": "1"})
     assert isinstance(result.exception, BaseExceptionGroup | RuntimeError)

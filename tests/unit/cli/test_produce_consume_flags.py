@@ -113,3 +113,12 @@ def test_consume_absolute_offset_beyond_the_end_names_the_range(
     assert consumer.last is not None
     assert consumer.last.options["auto_offset_reset"] == "earliest"
     assert consumer.last.resets == ["beginning"]
+
+
+def test_a_record_send_refuses_is_reported_with_its_error_name(
+    producer: type[FakeProducer],
+) -> None:
+    result = run(["produce", "t", "--print-offsets"], b"refuse\nok\n")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == '{"error":"MESSAGE_TOO_LARGE","line":1}'
+    assert "Error: 1 of 2 records failed (MESSAGE_TOO_LARGE: 1)" in result.stderr
