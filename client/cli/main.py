@@ -118,6 +118,9 @@ def dump_log(files: tuple[Path, ...], records: bool) -> None:
         for path in files:
             for line in dump_file(path, records=records):
                 click.echo(line)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as `consume` does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as exc:
         raise click.ClickException(str(exc)) from exc
 

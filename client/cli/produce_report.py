@@ -9,6 +9,7 @@ the partitions without a leader (as Kafka's producer logs LEADER_NOT_AVAILABLE a
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from client.producer import DeliveryFuture, Producer, RecordMetadata
 __all__ = ["BadLine", "Outcome", "Sent", "report", "warn_while_stalled"]
 
 WARN_INTERVAL_S = 5.0
+_CHECK_INTERVAL_S = 0.5
 SHOWN_PER_ERROR = 3  # records whose error is printed in full, per error name
 DELIVERY_TIMEOUT_MS = 120_000  # the producer's default delivery.timeout.ms
 
@@ -130,12 +132,15 @@ async def warn_while_stalled(
     """Every WARN_INTERVAL_S without a result while records wait: one warning line."""
     delivery_timeout_ms = settings.get("delivery_timeout_ms", DELIVERY_TIMEOUT_MS)
     outcome.last_progress = trio.current_time()
+    last_warning = -math.inf
     while True:
-        await trio.sleep(WARN_INTERVAL_S)
+        await trio.sleep(_CHECK_INTERVAL_S)
+        now = trio.current_time()
         waiting = outcome.queued - outcome.settled
-        stalled_s = trio.current_time() - outcome.last_progress
-        if waiting <= 0 or stalled_s < WARN_INTERVAL_S:
+        stalled_s = now - outcome.last_progress
+        if waiting <= 0 or min(stalled_s, now - last_warning) < WARN_INTERVAL_S:
             continue
+        last_warning = now
         metadata = producer.metadata
         leaderless = [
             f"{topic}-{p}"
