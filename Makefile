@@ -1,19 +1,34 @@
 # Highwater developer commands. `make up` and `make test` each do all their own set-up.
+# `make up` installs what a cluster and the CLI need; `make test` (and the other developer
+# targets) also the dev and spark extras. Ports: make up PORT=19092 ZK_PORT=12181 [ARGS=...].
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-all
+BASE_STAMP := $(VENV)/.installed-base
 ZK_JAR := /usr/share/java/zookeeper.jar
+PORT ?=
+ZK_PORT ?=
+ARGS ?=
+DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper venv base-venv clean
 
-$(STAMP): pyproject.toml constraints.txt
+# The cluster and the CLI only: no Spark, no test tools.
+$(BASE_STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e .
+	touch $(BASE_STAMP)
+
+# Everything: the dev and spark extras too.
+$(STAMP): $(BASE_STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
 	touch $(STAMP)
+
+base-venv: $(BASE_STAMP)
 
 venv: $(STAMP)
 
@@ -26,13 +41,13 @@ zookeeper:
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper default-jre-headless; \
 	fi
 
-up: venv zookeeper
-	$(BIN)/highwater dev up
+up: base-venv zookeeper
+	$(BIN)/highwater dev up $(DEV_UP_ARGS)
 
-down: venv
+down: base-venv
 	$(BIN)/highwater dev down
 
-status: venv
+status: base-venv
 	$(BIN)/highwater dev status
 
 lint: venv

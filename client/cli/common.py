@@ -2,7 +2,8 @@
 
 Client commands run the async client library under `trio.run` (`run_client`). Expected
 failures (a broker error, no broker reachable, a timeout, a bad input) become one line on
-stderr and a non-zero exit, never a traceback.
+stderr and a non-zero exit, never a traceback; `check_topics` makes the first of them fail
+fast, once, before any input is read. Unexpected errors: see main.py (HIGHWATER_DEBUG).
 """
 
 from __future__ import annotations
@@ -16,13 +17,22 @@ from typing import Any, NoReturn, TypeVar
 import click
 import trio
 
-from client.errors import HighwaterClientError, HighwaterTimeoutError, NoBrokersAvailable
+from client.errors import (
+    HighwaterClientError,
+    HighwaterTimeoutError,
+    NoBrokersAvailable,
+    UnknownTopicError,
+)
+from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
+from protocol.errors import ErrorCode
 
 __all__ = [
     "BOOTSTRAP_ENV",
     "DEFAULT_BOOTSTRAP",
     "bootstrap_option",
+    "check_topics",
+    "exception_leaves",
     "fail",
     "parse_bootstrap",
     "readable_client_errors",
@@ -84,10 +94,10 @@ def fail(message: str, exit_code: int = 1) -> NoReturn:
     raise _ExitError(message, exit_code)
 
 
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
+def exception_leaves(exc: BaseException) -> Iterator[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            yield from _leaves(inner)
+            yield from exception_leaves(inner)
     else:
         yield exc
 
@@ -107,7 +117,7 @@ def readable_client_errors(bootstrap: str | None = None) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        leaves = list(_leaves(exc))
+        leaves = list(exception_leaves(exc))
         for leaf in leaves:
             if isinstance(leaf, BrokenPipeError):
                 raise leaf from None  # the reader of our stdout went away: the caller decides
@@ -119,6 +129,26 @@ def readable_client_errors(bootstrap: str | None = None) -> Iterator[None]:
         )
         where = f" (bootstrap {bootstrap})" if bootstrap and unreachable else ""
         fail(_describe(first) + where)
+
+
+async def check_topics(
+    metadata: ClusterMetadata, topics: list[str], timeout_ms: float
+) -> dict[str, tuple[int, ...]]:
+    """Each topic's partitions, after one Metadata round: NoBrokersAvailable at once if no
+    bootstrap broker answers, UnknownTopicError if a topic does not exist (topics are not
+    created automatically); a topic still being created (LEADER_NOT_AVAILABLE) is waited for,
+    at most timeout_ms. The topics stay in the metadata's interest."""
+    metadata.add_topics(topics)
+    await metadata.refresh()
+    found = {}
+    for topic in topics:
+        if metadata.topic_error(topic) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise UnknownTopicError(
+                f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r} does not exist "
+                "(create it with `highwater topics create`)"
+            )
+        found[topic] = await metadata.wait_for_topic(topic, timeout_ms)
+    return found
 
 
 def run_client(
@@ -142,7 +172,9 @@ def run_client(
     with readable_client_errors(bootstrap):
         try:
             return trio.run(bounded)
-        except KeyboardInterrupt:
+        except BaseException as exc:
+            if not any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
+                raise
             if on_interrupt is not None:
                 on_interrupt()
             else:

@@ -28,7 +28,6 @@ __all__ = [
     "format_headers",
     "format_table",
     "split_key",
-    "split_lines",
 ]
 
 DEFAULT_FORMAT = "%s\\n"
@@ -248,18 +247,6 @@ def split_key(line: bytes, separator: bytes) -> ProducerInput:
     if not found:
         raise EnvelopeError(f"no key separator {separator.decode(errors='replace')!r} in line")
     return ProducerInput(value=value, key=key)
-
-
-def split_lines(pending: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
-    """Complete lines (newline stripped) from pending + chunk, and the unfinished remainder.
-
-    An empty chunk means end of input: the remainder, if any, is the last line.
-    """
-    data = pending + chunk
-    if not chunk:
-        return ([data] if data else []), b""
-    lines = data.split(b"\n")
-    return lines[:-1], lines[-1]
 
 
 # --- tables -----------------------------------------------------------------------------------

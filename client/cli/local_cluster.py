@@ -212,10 +212,9 @@ def up(
     _wait_cluster_ready(layout, specs, timeout_s)
     echo(f"ZooKeeper: {layout.zk_connect}; {layout.brokers} broker(s): {layout.bootstrap}")
     echo(f"Pid files, data and logs are in {root}.")
-    first = f"{BROKER_HOST}:{layout.base_port}"
     echo("")
-    echo("The cluster is ready. Try:")
-    echo(f"  export HIGHWATER_BOOTSTRAP={first}")
+    echo("The cluster is ready. Try (every broker in the bootstrap list: any one may be down):")
+    echo(f"  export HIGHWATER_BOOTSTRAP={layout.bootstrap}")
     echo("  highwater cluster describe")
     echo("  highwater topics create demo --partitions 6 --replication-factor 1")
     echo("  seq 10 | highwater produce demo")

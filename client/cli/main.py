@@ -3,18 +3,21 @@
 Client commands (topics, produce, consume, cluster describe, elect-leaders, reassign, perf)
 live in the other modules of client/cli/; `dev` (the local cluster) in client/cli/dev.py.
 `broker` is here because this is the one client-side module allowed to import the broker (see
-pyproject's import contracts).
+pyproject's import contracts). An unexpected error prints one line and a hint; with
+HIGHWATER_DEBUG=1 its traceback.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import trio
 
-from client.cli.common import readable_client_errors
+from client.cli.common import exception_leaves, readable_client_errors
 from client.cli.consume import consume
 from client.cli.dev import dev
 from client.cli.dump_log import dump_file
@@ -27,9 +30,35 @@ from client.cli.topics import cluster, topics
 __all__ = ["main"]
 
 CONFIG_ERROR_EXIT = 2
+DEBUG_ENV = "HIGHWATER_DEBUG"
 
 
-@click.group()
+class _Commands(click.Group):
+    """Runs a command; an exception no command expected becomes one line, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except BaseException as exc:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            if any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
+                click.echo("interrupted", err=True)
+                sys.exit(130)
+            leaf = next(exception_leaves(exc), exc)  # the first of a group's errors
+            message = str(leaf).splitlines()[0] if str(leaf) else ""
+            click.echo(
+                f"Error: unexpected {type(leaf).__name__}"
+                + (f": {message}" if message else "")
+                + f" (run again with {DEBUG_ENV}=1 for the traceback)",
+                err=True,
+            )
+            sys.exit(1)
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="highwater")
 def main() -> None:
     """Highwater: a small Kafka-like replicated log.
@@ -89,6 +118,9 @@ def dump_log(files: tuple[Path, ...], records: bool) -> None:
         for path in files:
             for line in dump_file(path, records=records):
                 click.echo(line)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as `consume` does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as exc:
         raise click.ClickException(str(exc)) from exc
 

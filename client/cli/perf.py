@@ -7,6 +7,7 @@ import click
 from client.cli import perf_tools
 from client.cli.common import bootstrap_option, fail, run_client
 from client.cli.produce import ACKS
+from protocol.compression import CODECS
 
 __all__ = ["perf"]
 
@@ -33,7 +34,7 @@ def perf() -> None:
 @click.option("--linger-ms", type=click.FloatRange(min=0), default=5, show_default=True)
 @click.option(
     "--compression",
-    type=click.Choice(["none", "gzip", "zstd"]),
+    type=click.Choice(list(CODECS)),
     default="none",
     show_default=True,
 )
@@ -42,13 +43,6 @@ def perf() -> None:
     "no_idempotence",
     is_flag=True,
     help="Send without producer ids and sequences (with --acks all; acks 0/1 never use them).",
-)
-@click.option(
-    "--target",
-    type=click.FloatRange(min=0),
-    default=perf_tools.TARGET_RATIO,
-    show_default=True,
-    help="The ratio to the build-only rate to report against.",
 )
 def perf_produce(
     bootstrap: str,
@@ -61,7 +55,6 @@ def perf_produce(
     linger_ms: float,
     compression: str,
     no_idempotence: bool,
-    target: float,
 ) -> None:
     """Send records and print records/s, MB/s and latency percentiles; then the build-only
     rate of the same batches in this process, and the ratio."""
@@ -86,7 +79,7 @@ def perf_produce(
         perf_tools.producer_summary_line(result.latencies_ms, result.elapsed_s, result.bytes_total)
     )
     floor = perf_tools.build_only_rate(num_records, record_size, batch_size, compression)
-    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor, target):
+    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor):
         click.echo(line)
     if result.failed:
         fail(f"{result.failed} of {num_records} records failed; first: {result.first_error}")

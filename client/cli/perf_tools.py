@@ -3,8 +3,9 @@
 Each run also measures, in the same process, the client-side floor of the work: how fast this
 process merely *builds* the same batches (`protocol.records.build_batch`, what the producer
 must do anyway) or merely *decodes* the same batches (`decode_batches`, what the consumer must
-do anyway), and prints the end-to-end rate as a ratio of it (target >= 0.5). The output lines
-follow Kafka's tools (MB = 2^20 bytes): docs/operations.md ("Benchmark") shows them.
+do anyway), and prints the end-to-end rate as a ratio of it, as information: the share of the
+client's own ceiling that reached the cluster. The output lines follow Kafka's tools (MB = 2^20
+bytes): docs/operations.md ("Benchmark") shows them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from client.consumer import Consumer
 from client.errors import HighwaterClientError, HighwaterTimeoutError
 from client.metadata import ClusterMetadata
 from client.producer import COMPRESSIONS, DeliveryFuture, Producer, estimate_record_bytes
+from protocol.compression import codec_named
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import (
     CONSUMER_REPLICA_ID,
@@ -54,7 +56,6 @@ __all__ = [
 MB = 1024 * 1024
 REPORT_INTERVAL_S = 5.0  # Kafka's producer-perf prints a window line every 5 s
 MAX_YARDSTICK_RECORDS = 1_000_000  # the build/decode yardstick needs a sample, not everything
-TARGET_RATIO = 0.5
 YIELD_EVERY_BYTES = 64 * 1024  # perf produce yields to the producer's sender this often
 
 Echo = Callable[[str], None]
@@ -159,15 +160,12 @@ def consumer_lines(
     ]
 
 
-def format_ratio(
-    what: str, rate: float, yardstick: str, floor_rate: float, target: float = TARGET_RATIO
-) -> list[str]:
-    """The yardstick lines: the floor's rate and the end-to-end / floor ratio vs the target."""
+def format_ratio(what: str, rate: float, yardstick: str, floor_rate: float) -> list[str]:
+    """The yardstick lines: the ceiling's rate and the end-to-end / ceiling ratio."""
     ratio = rate / floor_rate if floor_rate > 0 else 0.0
-    verdict = "ok" if ratio >= target else "BELOW TARGET"
     return [
         f"{yardstick} only (same process, same batches): {floor_rate:.1f} records/sec",
-        f"{what} / {yardstick}-only ratio: {ratio:.2f} (target >= {target}: {verdict})",
+        f"{what} / {yardstick}-only ratio: {ratio:.2f}",
     ]
 
 
@@ -192,7 +190,7 @@ def build_only_rate(
     """Records/s at which this process builds the producer's batches (Record objects included)."""
     value = payload(record_size)
     per_batch = records_per_batch(record_size, batch_size)
-    codec = COMPRESSIONS[compression]
+    codec = codec_named(compression)
     num_records = min(num_records, MAX_YARDSTICK_RECORDS)
     started = time.perf_counter()
     built = 0
@@ -266,10 +264,12 @@ async def run_produce_perf(
         acks=acks,
         batch_size=batch_size,
         linger_ms=linger_ms,
-        compression=compression,
+        compression=compression if compression in COMPRESSIONS else "none",
         enable_idempotence=enable_idempotence,
         client_id="highwater-perf",
     ) as producer:
+        if compression not in COMPRESSIONS:  # codecs the producer's own table lacks
+            producer.compression = codec_named(compression)
         await producer.partitions_for(topic)  # metadata first: not part of the measurement
         clock = time.perf_counter
         wall = time.time

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
+from protocol.compression import CODECS
 
 __all__ = [
     "OptionError",
@@ -67,6 +68,7 @@ class SourceOptions:
 class SinkOptions:
     bootstrap_servers: str
     topic: str | None = None
+    compression: str = "none"  # Kafka's compression.type name
 
 
 _SOURCE_KEYS: Final = frozenset(
@@ -87,7 +89,9 @@ _SOURCE_KEYS: Final = frozenset(
         "kafkaconsumer.polltimeoutms",
     }
 )
-_SINK_KEYS: Final = frozenset({"bootstrap.servers", "kafka.bootstrap.servers", "topic"})
+_SINK_KEYS: Final = frozenset(
+    {"bootstrap.servers", "kafka.bootstrap.servers", "topic", "kafka.compression.type"}
+)
 _SPELLED: Final = {
     name.lower(): name
     for name in (
@@ -106,6 +110,7 @@ _SPELLED: Final = {
         "includeHeaders",
         "kafkaConsumer.pollTimeoutMs",
         "topic",
+        "kafka.compression.type",
     )
 }
 
@@ -196,7 +201,12 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("option 'topic' is empty")
-    return SinkOptions(_bootstrap(options), topic.strip() if topic else None)
+    compression = options.get("kafka.compression.type", "none").strip().lower()
+    if compression not in CODECS:
+        raise OptionError(
+            f"option 'kafka.compression.type': {compression!r} is not one of {', '.join(CODECS)}"
+        )
+    return SinkOptions(_bootstrap(options), topic.strip() if topic else None, compression)
 
 
 def parse_offsets_json(text: str, option: str) -> PartitionOffsets:

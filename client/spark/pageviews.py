@@ -140,8 +140,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     run = commands.add_parser("run", help="run the Spark job")
     run.add_argument("--source-topic", default="pageviews")
     run.add_argument("--output-topic", default="pageview-counts")
-    run.add_argument("--parquet-dir", default="pageview-counts.parquet")
-    run.add_argument("--checkpoint-dir", default="pageviews-checkpoint")
+    # Under .spark-output/ (git-ignored), not the directory it runs from.
+    run.add_argument("--parquet-dir", default=".spark-output/pageview-counts.parquet")
+    run.add_argument("--checkpoint-dir", default=".spark-output/pageviews-checkpoint")
     run.add_argument(
         "--available-now", action="store_true", help="process what is there, then stop"
     )
@@ -175,8 +176,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
-    rows = spark.read.parquet(os.path.abspath(args.parquet_dir)).count()
-    print(f"done: {rows} count updates in {args.parquet_dir}, and in topic {args.output_topic}")
+    parquet_dir = os.path.abspath(args.parquet_dir)
+    rows = spark.read.parquet(parquet_dir).count()
+    print(f"done: {rows} count updates in {parquet_dir}, and in topic {args.output_topic}")
+    print(f"checkpoint: {os.path.abspath(args.checkpoint_dir)}")
     spark.stop()
 
 

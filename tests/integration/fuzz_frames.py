@@ -398,7 +398,7 @@ def crafted_batches() -> dict[str, bytes]:
         "zero_count": _edited(
             good, (_RECORD_COUNT_AT, ">i", 0), (_LAST_OFFSET_DELTA_AT, ">i", -1), recrc=True
         ),
-        "codec_lz4": _edited(good, (_ATTRIBUTES_AT, ">h", 3), recrc=True),
+        "codec_5": _edited(good, (_ATTRIBUTES_AT, ">h", 5), recrc=True),
         "codec_7": _edited(good, (_ATTRIBUTES_AT, ">h", 7), recrc=True),
         "length_negative": _edited(good, (8, ">i", -1), recrc=False),
         "length_huge": _edited(good, (8, ">i", _INT32_MAX), recrc=False),

@@ -565,7 +565,7 @@ def _produce_cases(target: Target) -> Iterator[Case]:
         "base_offset_5": E.INVALID_RECORD,
         "count_mismatch": E.INVALID_RECORD,
         "zero_count": E.INVALID_RECORD,
-        "codec_lz4": E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        "codec_5": E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
         "codec_7": E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
         "length_negative": E.CORRUPT_MESSAGE,
         "length_huge": E.CORRUPT_MESSAGE,

@@ -3,86 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterable
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from client.admin import PartitionDescription, TopicDescription
-from client.cli import consume as cli_consume
-from client.cli import produce as cli_produce
-from client.cli.main import main
-from client.consumer import ConsumerRecord, TopicPartition
-from client.errors import HighwaterClientError, NoBrokersAvailable, UnknownTopicError
-from client.producer import RecordMetadata
-from protocol.errors import ErrorCode
+from client.errors import NoBrokersAvailable
+from tests.unit.cli.fakes import FakeConsumer, FakeProducer, consumer, producer, run
 
-
-class FakeFuture:
-    def __init__(self, metadata: RecordMetadata | None, error: HighwaterClientError | None) -> None:
-        self._metadata = metadata
-        self._error = error
-
-    def done(self) -> bool:
-        return True
-
-    def result(self) -> RecordMetadata:
-        if self._error is not None:
-            raise self._error
-        assert self._metadata is not None
-        return self._metadata
-
-    async def wait(self) -> RecordMetadata:
-        return self.result()
-
-    def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        return self.wait().__await__()
-
-
-class FakeProducer:
-    """Acknowledges every record at the next offset of partition 0, except values b"fail"."""
-
-    instances: list[FakeProducer] = []
-
-    def __init__(self, bootstrap: str, **options: Any) -> None:
-        self.bootstrap = bootstrap
-        self.options = options
-        self.sent: list[dict[str, Any]] = []
-        FakeProducer.instances.append(self)
-
-    async def __aenter__(self) -> FakeProducer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        pass
-
-    async def send(self, topic: str, value: bytes | None, **kwargs: Any) -> FakeFuture:
-        if topic == "missing":
-            raise UnknownTopicError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r}")
-        self.sent.append({"topic": topic, "value": value, **kwargs})
-        if value == b"fail":
-            error = HighwaterClientError("MESSAGE_TOO_LARGE: too big", ErrorCode.MESSAGE_TOO_LARGE)
-            return FakeFuture(None, error)
-        offset = len(self.sent) - 1
-        return FakeFuture(RecordMetadata(topic, kwargs.get("partition") or 0, offset, 0), None)
-
-    async def flush(self) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
-
-
-@pytest.fixture
-def producer(monkeypatch: pytest.MonkeyPatch) -> type[FakeProducer]:
-    FakeProducer.instances = []
-    monkeypatch.setattr(cli_produce, "Producer", FakeProducer)
-    return FakeProducer
-
-
-def run(args: list[str], stdin: bytes | str = b"", env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(main, args, input=stdin, env=env)
+__all__ = ["consumer", "producer"]  # fixtures
 
 
 # --- produce ---------------------------------------------------------------------------------
@@ -145,8 +74,10 @@ def test_produce_unknown_topic_is_one_line(producer: type[FakeProducer]) -> None
     result = run(["produce", "missing"], b"a\nb\n")
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
-        "Error: UNKNOWN_TOPIC_OR_PARTITION: topic 'missing'"
+        "Error: UNKNOWN_TOPIC_OR_PARTITION: topic 'missing' does not exist "
+        "(create it with `highwater topics create`)"
     ]
+    assert producer.instances[0].sent == []
 
 
 @pytest.mark.parametrize(
@@ -157,6 +88,19 @@ def test_produce_unknown_topic_is_one_line(producer: type[FakeProducer]) -> None
         (["produce", "t", "-b", "nohostport"], "is not HOST:PORT"),
         (["consume", "t", "--format", "%q"], "unknown format token %q"),
         (["consume", "t", "--from-beginning", "--offset", "3"], "cannot be combined"),
+        (["consume", "t", "-o", "3", "-o", "end"], "two start offsets"),
+        (["consume", "t", "-o", "later"], "is not an offset"),
+        (["consume", "t", "-o", "s@yesterday"], "neither ms since the epoch nor ISO-8601"),
+        (["consume", "t", "-o", "stored"], "consumer groups are not available yet"),
+        (["consume", "t", "-X", "group.id=g"], "consumer groups are not available yet"),
+        (["consume", "t", "-X", "fetch.max.wait=1"], "unknown consumer property"),
+        (["consume", "t", "u", "--partition", "1"], "exactly one TOPIC"),
+        (["consume"], "TOPIC names or --pattern"),
+        (["consume", "--pattern", "("], "--pattern"),
+        (["produce", "t", "-X", "acks=2"], "expected all, -1, 0 or 1"),
+        (["produce", "t", "-X", "compression.type=brotli"], "unknown compression"),
+        (["produce", "t", "-D", "\\q"], "unknown escape"),
+        (["produce", "t", "-H", "=v"], "has no name"),
         (["consume", "t", "--json", "--format", "%s"], "cannot be combined"),
         (["consume", "t", "--max-messages", "0"], "0 is not in the range"),
         (["topics", "create", "t", "--partitions", "0", "--replication-factor", "1"], "range"),
@@ -194,74 +138,6 @@ def test_bootstrap_comes_from_the_flag_then_the_environment_then_the_default(
 
 
 # --- consume ---------------------------------------------------------------------------------
-
-
-def _records() -> list[ConsumerRecord]:
-    return [
-        ConsumerRecord("t", 0, 0, 1000, b"k0", b"v0", (("h", b"1"),)),
-        ConsumerRecord("t", 1, 0, 1001, None, b"\xff"),
-        ConsumerRecord("t", 0, 1, 1002, b"k1", None),
-    ]
-
-
-class FakeConsumer:
-    """Serves _records() one per poll; end offsets are where those records end."""
-
-    last: FakeConsumer | None = None
-
-    def __init__(self, bootstrap: str, **options: Any) -> None:
-        self.pending = _records()
-        self.positions: dict[TopicPartition, int] = {}
-        self.resets: list[str] = []
-        FakeConsumer.last = self
-
-    async def __aenter__(self) -> FakeConsumer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        pass
-
-    async def partitions_for(self, topic: str) -> tuple[int, ...]:
-        if topic != "t":
-            raise UnknownTopicError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic!r}")
-        return (0, 1)
-
-    def assign(self, tps: Iterable[tuple[str, int]]) -> None:
-        self.assigned = [TopicPartition(*tp) for tp in tps]
-        self.pending = [r for r in self.pending if (r.topic, r.partition) in self.assigned]
-        self.positions = dict.fromkeys(self.assigned, 0)
-
-    def seek_to_beginning(self, tps: Iterable[tuple[str, int]]) -> None:
-        self.resets.append("beginning")
-
-    def seek_to_end(self, tps: Iterable[tuple[str, int]]) -> None:
-        self.resets.append("end")
-
-    def seek(self, tp: tuple[str, int], offset: int) -> None:
-        self.resets.append(f"offset {offset}")
-
-    async def end_offsets(self, tps: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        ends = dict.fromkeys((TopicPartition(*tp) for tp in tps), 0)
-        for r in _records():
-            if TopicPartition(r.topic, r.partition) in ends:
-                ends[TopicPartition(r.topic, r.partition)] = r.offset + 1
-        return ends
-
-    async def position(self, tp: TopicPartition) -> int:
-        return self.positions[tp]
-
-    async def poll(self, timeout_ms: float, max_records: int) -> list[ConsumerRecord]:
-        if not self.pending:
-            return []
-        record = self.pending.pop(0)
-        self.positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
-        return [record]
-
-
-@pytest.fixture
-def consumer(monkeypatch: pytest.MonkeyPatch) -> type[FakeConsumer]:
-    monkeypatch.setattr(cli_consume, "Consumer", FakeConsumer)
-    return FakeConsumer
 
 
 def test_consume_format_until_the_end(consumer: type[FakeConsumer]) -> None:
@@ -302,7 +178,10 @@ def test_consume_missing_partition_or_topic_is_one_line(consumer: type[FakeConsu
     assert "has no partition 7" in result.stderr
     result = run(["consume", "nope", "-e"])
     assert result.exit_code == 1
-    assert result.stderr.strip() == "Error: UNKNOWN_TOPIC_OR_PARTITION: topic 'nope'"
+    assert result.stderr.strip() == (
+        "Error: UNKNOWN_TOPIC_OR_PARTITION: topic 'nope' does not exist "
+        "(create it with `highwater topics create`)"
+    )
 
 
 # --- admin and errors ---------------------------------------------------------------------------
@@ -395,3 +274,24 @@ def test_help_lists_every_command() -> None:
     result = run(["--help"])
     for command in ("topics", "produce", "consume", "cluster", "broker", "dev", "perf", "dump-log"):
         assert f"  {command} " in result.output
+
+
+def test_an_unexpected_error_is_one_line_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    class BrokenAdmin:
+        def __init__(self, bootstrap: str, **options: Any) -> None:
+            pass
+
+        async def __aenter__(self) -> BrokenAdmin:
+            raise RuntimeError("a bug\nwith a second line")
+
+        async def __aexit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr("client.cli.topics.Admin", BrokenAdmin)
+    result = run(["topics", "list"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "Error: unexpected RuntimeError: a bug (run again with HIGHWATER_DEBUG=1 for the traceback)"
+    ]
+    result = run(["topics", "list"], env={"HIGHWATER_DEBUG": "1"})
+    assert isinstance(result.exception, BaseExceptionGroup | RuntimeError)

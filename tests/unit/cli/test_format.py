@@ -16,7 +16,6 @@ from client.cli.format import (
     encode_envelope,
     format_table,
     split_key,
-    split_lines,
 )
 
 
@@ -125,15 +124,6 @@ def test_split_key_at_first_separator() -> None:
     assert split_key(b":v", b":") == ProducerInput(value=b"v", key=b"")
     with pytest.raises(EnvelopeError, match="no key separator"):
         split_key(b"no-separator", b":")
-
-
-def test_split_lines_keeps_partial_line_until_more_or_eof() -> None:
-    lines, pending = split_lines(b"", b"a\nb\nc")
-    assert (lines, pending) == ([b"a", b"b"], b"c")
-    lines, pending = split_lines(pending, b"d\n\n")
-    assert (lines, pending) == ([b"cd", b""], b"")
-    assert split_lines(b"tail", b"") == ([b"tail"], b"")
-    assert split_lines(b"", b"") == ([], b"")
 
 
 def test_format_table_aligns_columns_without_trailing_spaces() -> None:

@@ -428,6 +428,13 @@ def test_sink_options() -> None:
     )
 
 
+def test_sink_compression_by_kafkas_name() -> None:
+    options = parse_sink_options({**BOOT, "kafka.compression.type": "LZ4"})
+    assert options == SinkOptions("localhost:9092", None, "lz4")
+    with pytest.raises(OptionError, match=r"'kafka\.compression\.type'"):
+        parse_sink_options({**BOOT, "kafka.compression.type": "brotli"})
+
+
 def test_sink_empty_topic_is_an_error() -> None:
     with pytest.raises(OptionError, match="'topic'"):
         parse_sink_options({**BOOT, "topic": "  "})

@@ -46,7 +46,7 @@ CORRUPT_MESSAGE = 2
 INVALID_RECORD = 87
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 
-CODECS = st.sampled_from([Compression.NONE, Compression.GZIP, Compression.ZSTD])
+CODECS = st.sampled_from(list(Compression))
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -394,7 +394,7 @@ def test_well_formed_handmade_section_decodes() -> None:
     )
 
 
-@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+@pytest.mark.parametrize("codec", [c for c in Compression if c is not Compression.NONE])
 @pytest.mark.parametrize("payload", [b"", b"garbage", b"\x1f\x8b\x08\x00", b"\x28\xb5\x2f\xfd"])
 def test_garbage_compressed_section_with_a_valid_crc_is_corrupt(
     codec: Compression, payload: bytes
@@ -404,7 +404,7 @@ def test_garbage_compressed_section_with_a_valid_crc_is_corrupt(
     assert info.value.code == CORRUPT_MESSAGE
 
 
-@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+@pytest.mark.parametrize("codec", [c for c in Compression if c is not Compression.NONE])
 def test_compressed_garbage_records_are_corrupt(codec: Compression) -> None:
     # Decompresses fine, but what comes out is not a records array.
     with pytest.raises(CorruptRecordError, match="records section"):
@@ -425,7 +425,7 @@ def test_random_records_section_only_raises_corrupt_record(
         assert len(decoded.records) == record_count
 
 
-@pytest.mark.parametrize("codec", [2, 3, 5, 6, 7])
+@pytest.mark.parametrize("codec", [5, 6, 7])
 def test_unsupported_codec_in_attributes(codec: int) -> None:
     batch = _with_section(b"\x90", codec=codec)
     assert read_header(batch).compression == codec
@@ -435,10 +435,10 @@ def test_unsupported_codec_in_attributes(codec: int) -> None:
     assert info.value.code is ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
 
 
-@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+@pytest.mark.parametrize("codec", [c for c in Compression if c is not Compression.NONE])
 def test_decode_batch_bounds_decompression(codec: Compression) -> None:
     batch = build_batch([Record(b"\x00" * 100_000)], compression=codec, now_ms=NOW_MS)
-    assert len(batch) < 1000
+    assert len(batch) < 10_000  # snappy squeezes least: about 21 to 1
     assert decode_batch(batch, max_decompressed_bytes=200_000).records[0].value == b"\x00" * 100_000
     with pytest.raises(CorruptRecordError) as info:
         decode_batch(batch, max_decompressed_bytes=10_000)

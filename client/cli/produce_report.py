@@ -1,0 +1,157 @@
+"""What `produce` tells the user: delivery results in input order, warnings while stalled.
+
+Each failure's error is printed for its first few records (Kafka's error name and the line),
+then counted: a cluster that refuses everything gives a handful of lines, not one per record.
+While records wait for acknowledgement and none has come for WARN_INTERVAL_S, a warning names
+the partitions without a leader (as Kafka's producer logs LEADER_NOT_AVAILABLE as it retries).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+import trio
+
+from client.errors import ClientClosedError, HighwaterClientError
+from client.producer import DeliveryFuture, Producer, RecordMetadata
+
+__all__ = ["BadLine", "Outcome", "Sent", "report", "warn_while_stalled"]
+
+WARN_INTERVAL_S = 5.0
+_CHECK_INTERVAL_S = 0.5
+SHOWN_PER_ERROR = 3  # records whose error is printed in full, per error name
+DELIVERY_TIMEOUT_MS = 120_000  # the producer's default delivery.timeout.ms
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """An input line that was not sent."""
+
+    line_number: int
+    message: str
+    error: str = "INVALID_RECORD"
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    line_number: int
+    delivery: DeliveryFuture
+
+
+@dataclass
+class Outcome:
+    print_offsets: bool = False
+    queued: int = 0  # records handed to the producer
+    settled: int = 0  # of those, the ones with a result
+    acknowledged: int = 0
+    failed: int = 0
+    unknown: int = 0  # not acknowledged when the producer was closed: may be in the topic
+    errors: Counter[str] = field(default_factory=Counter)
+    interrupted: bool = False
+    last_progress: float = 0.0  # trio time of the last result
+
+    @property
+    def total(self) -> int:
+        return self.acknowledged + self.failed + self.unknown
+
+    def summary(self) -> str:
+        return (
+            f"Processed a total of {self.total} records: {self.acknowledged} acknowledged, "
+            f"{self.failed} failed, {self.unknown} unknown (no answer before the end)"
+        )
+
+    def failure_line(self) -> str:
+        counts = ", ".join(f"{name}: {count}" for name, count in self.errors.most_common())
+        text = f"{self.failed} of {self.total} records failed"
+        if self.unknown:
+            text += f", {self.unknown} were not acknowledged in time (they may be in the topic)"
+        return f"{text} ({counts})" if counts else text
+
+    def _failure(self, error: str, message: str, extra: Mapping[str, Any]) -> None:
+        self.errors[error] += 1
+        if self.errors[error] <= SHOWN_PER_ERROR:
+            click.echo(f"Error: {message}", err=True)
+        elif self.errors[error] == SHOWN_PER_ERROR + 1:
+            click.echo(f"Error: more records failed with {error} (counted at the end)", err=True)
+        if self.print_offsets:
+            _echo_json({"error": error, **extra})
+
+
+def _echo_json(obj: dict[str, Any]) -> None:
+    click.echo(json.dumps(obj, separators=(",", ":")))
+
+
+async def _delivered(future: DeliveryFuture) -> RecordMetadata:
+    # Most results are in by the time we look: skip the checkpoint of awaiting them.
+    return future.result() if future.done() else await future
+
+
+async def report(
+    results: trio.MemoryReceiveChannel[Sent | BadLine], outcome: Outcome, done: trio.Event
+) -> None:
+    """Await delivery results in input order; print them; count them."""
+    try:
+        async with results:
+            async for item in results:
+                outcome.last_progress = trio.current_time()
+                if isinstance(item, BadLine):
+                    outcome.failed += 1
+                    message = f"line {item.line_number}: {item.message}"
+                    outcome._failure(item.error, message, {"line": item.line_number})
+                    continue
+                try:
+                    metadata = await _delivered(item.delivery)
+                except ClientClosedError as exc:
+                    outcome.unknown += 1
+                    if outcome.print_offsets:
+                        _echo_json({"error": exc.name})
+                    continue
+                except HighwaterClientError as exc:
+                    outcome.failed += 1
+                    outcome._failure(exc.name, f"line {item.line_number}: {exc}", {})
+                    continue
+                finally:
+                    outcome.settled += 1
+                    outcome.last_progress = trio.current_time()
+                outcome.acknowledged += 1
+                if outcome.print_offsets:
+                    _echo_json({"partition": metadata.partition, "offset": metadata.offset})
+    finally:
+        done.set()
+
+
+async def warn_while_stalled(
+    producer: Producer, topic: str, outcome: Outcome, settings: Mapping[str, Any]
+) -> None:
+    """Every WARN_INTERVAL_S without a result while records wait: one warning line."""
+    delivery_timeout_ms = settings.get("delivery_timeout_ms", DELIVERY_TIMEOUT_MS)
+    outcome.last_progress = trio.current_time()
+    last_warning = -math.inf
+    while True:
+        await trio.sleep(_CHECK_INTERVAL_S)
+        now = trio.current_time()
+        waiting = outcome.queued - outcome.settled
+        stalled_s = now - outcome.last_progress
+        if waiting <= 0 or min(stalled_s, now - last_warning) < WARN_INTERVAL_S:
+            continue
+        last_warning = now
+        metadata = producer.metadata
+        leaderless = [
+            f"{topic}-{p}"
+            for p in metadata.partitions_for(topic) or ()
+            if metadata.leader_for(topic, p) is None
+        ]
+        why = ""
+        if leaderless:
+            why = f"; no leader for {', '.join(leaderless)} (LEADER_NOT_AVAILABLE)"
+        click.echo(
+            f"Warning: {waiting} records not acknowledged for {stalled_s:.0f} s{why}; retrying "
+            f"until delivery.timeout.ms ({delivery_timeout_ms:.0f} ms) after each was sent",
+            err=True,
+        )

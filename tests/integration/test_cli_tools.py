@@ -1,0 +1,369 @@
+"""The `highwater` produce/consume commands as a user runs them: real processes against a real
+3-broker cluster. Ctrl-C mid-stream, a wrong bootstrap, every offset form, headers, every
+compression codec, and the warning while a partition has no leader.
+
+One cluster for the module; each test uses its own topics.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import pytest
+import trio
+
+from client.cli.zookeeper_server import ZooKeeperServer, free_port
+from client.metadata import ClusterMetadata
+from protocol.compression import Compression
+from protocol.messages.fetch import (
+    CONSUMER_REPLICA_ID,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+)
+from protocol.records import read_header
+from tests.integration.cluster_harness import Cluster
+from tests.integration.replication_checks import (
+    FAST_REPLICATION,
+    create_topic,
+    prepare_cluster,
+    running_cluster,
+    whole_cluster_around,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+CLI = [sys.executable, "-m", "client.cli"]
+DEADLINE_S = 60  # for conditions a test waits for (never a fixed sleep)
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("cli-tools")
+    with running_cluster(zookeeper.port, directory, FAST_REPLICATION) as cluster:
+        yield cluster
+
+
+@pytest.fixture(autouse=True)
+def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from whole_cluster_around(cluster, request)
+
+
+def _env(cluster: Cluster) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "HIGHWATER_DEBUG"}
+    return {**env, "HIGHWATER_BOOTSTRAP": cluster.bootstrap, "PYTHONUNBUFFERED": "1"}
+
+
+def cli(
+    cluster: Cluster, *args: str, stdin: bytes = b"", timeout_s: float = DEADLINE_S
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*CLI, *args], input=stdin, capture_output=True, env=_env(cluster), timeout=timeout_s
+    )
+
+
+def start(cluster: Cluster, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*CLI, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(cluster),
+    )
+
+
+class Lines:
+    """The lines a process writes to stdout, collected by a thread as they come."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.lines: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self.lines.append(line)
+
+    def wait_for(self, count: int) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(self.lines) < count:
+            assert time.monotonic() < deadline, f"only {len(self.lines)} of {count} lines"
+            time.sleep(0.01)
+
+    def finish(self) -> list[bytes]:
+        self._thread.join(DEADLINE_S)
+        return self.lines
+
+
+def create(cluster: Cluster, topic: str, partitions: int = 1, rf: int = 3) -> None:
+    replicas = [[(p + i) % 3 + 1 for i in range(rf)] for p in range(partitions)]
+    trio.run(create_topic, cluster, topic, replicas)
+
+
+def no_traceback(stderr: bytes) -> None:
+    assert b"Traceback" not in stderr and b"ExceptionGroup" not in stderr, stderr.decode()
+
+
+def values(cluster: Cluster, topic: str, *args: str) -> list[str]:
+    done = cli(cluster, "consume", topic, "-o", "beginning", "-e", *args)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().splitlines()
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------
+
+
+def test_ctrl_c_ends_consume_with_its_summary_and_exit_0(cluster: Cluster) -> None:
+    create(cluster, "cli-sigint-consume", partitions=3)
+    produced = cli(cluster, "produce", "cli-sigint-consume", stdin=b"".join(
+        b"%d\n" % i for i in range(2000)))  # fmt: skip
+    assert produced.returncode == 0, produced.stderr.decode()
+    proc = start(cluster, "consume", "cli-sigint-consume", "-o", "beginning")
+    out = Lines(proc)
+    out.wait_for(2000)  # everything read: it now waits for more, until Ctrl-C
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0
+    no_traceback(stderr)
+    assert stderr.decode().strip() == "Processed a total of 2000 messages"
+    assert sorted(int(v) for v in out.finish()) == list(range(2000))
+
+
+def test_ctrl_c_ends_produce_with_every_acknowledged_record_in_the_topic(
+    cluster: Cluster,
+) -> None:
+    create(cluster, "cli-sigint-produce", partitions=2)
+    proc = start(cluster, "produce", "cli-sigint-produce", "--print-offsets", "-K", ":")
+    out = Lines(proc)
+    assert proc.stdin is not None
+    proc.stdin.write(b"".join(b"k%d:v%d\n" % (i % 7, i) for i in range(500)))
+    proc.stdin.flush()
+    out.wait_for(500)  # acknowledged; stdin stays open, as a terminal's would
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0
+    no_traceback(stderr)
+    assert stderr.decode().strip() == (
+        "Processed a total of 500 records: 500 acknowledged, 0 failed, 0 unknown "
+        "(no answer before the end)"
+    )
+    acknowledged = [json.loads(line) for line in out.finish()]
+    assert all("offset" in a for a in acknowledged)
+    stored = values(cluster, "cli-sigint-produce", "--format", "%p %o %s\n")
+    assert len(stored) == 500
+    positions = {(a["partition"], a["offset"]) for a in acknowledged}
+    assert positions == {(int(p), int(o)) for p, o, _ in (s.split() for s in stored)}
+
+
+def test_sigterm_ends_produce_like_ctrl_c(cluster: Cluster) -> None:
+    create(cluster, "cli-sigterm")
+    proc = start(cluster, "produce", "cli-sigterm", "--print-offsets")
+    out = Lines(proc)
+    assert proc.stdin is not None
+    proc.stdin.write(b"a\nb\n")
+    proc.stdin.flush()
+    out.wait_for(2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0
+    no_traceback(stderr)
+    assert b"2 acknowledged, 0 failed, 0 unknown" in stderr
+
+
+# -- failing fast ----------------------------------------------------------------------------
+
+
+def test_a_wrong_bootstrap_fails_once_before_reading_1000_lines(cluster: Cluster) -> None:
+    nobody = f"127.0.0.1:{free_port()}"
+    lines = b"".join(b"%d\n" % i for i in range(1000))
+    # The deadline is max.block.ms (15 s): a command waiting per line would take hours.
+    done = cli(cluster, "produce", "demo", "-b", nobody, stdin=lines, timeout_s=15)
+    assert done.returncode == 1
+    no_traceback(done.stderr)
+    (line,) = done.stderr.decode().splitlines()
+    assert line.startswith("Error: no broker answered a metadata request")
+    assert line.endswith(f"(bootstrap {nobody})")
+
+
+def test_an_unknown_topic_fails_once(cluster: Cluster) -> None:
+    done = cli(cluster, "produce", "cli-never-created", stdin=b"x\n" * 1000, timeout_s=15)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "Error: UNKNOWN_TOPIC_OR_PARTITION: topic 'cli-never-created' does not exist "
+        "(create it with `highwater topics create`)"
+    ]
+    done = cli(cluster, "consume", "cli-never-created", "-e", timeout_s=15)
+    assert done.returncode == 1
+    assert len(done.stderr.decode().splitlines()) == 1
+
+
+def test_produce_warns_while_a_partition_has_no_leader(cluster: Cluster) -> None:
+    create(cluster, "cli-leaderless", rf=1)  # partition 0 on broker 1 alone
+    broker = cluster.brokers[1]
+    broker.stop()
+    try:
+        done = cli(
+            cluster,
+            "produce",
+            "cli-leaderless",
+            "-b",
+            f"{cluster.brokers[2].host}:{cluster.brokers[2].port}",
+            "-X",
+            "delivery.timeout.ms=12000",
+            stdin=b"one\n",
+        )
+    finally:
+        broker.start()
+        prepare_cluster(cluster)
+    assert done.returncode == 1
+    no_traceback(done.stderr)
+    stderr = done.stderr.decode()
+    assert "Warning: 1 records not acknowledged for" in stderr
+    assert "no leader for cli-leaderless-0 (LEADER_NOT_AVAILABLE)" in stderr
+    assert stderr.strip().splitlines()[-1].startswith("Error: 1 of 1 records failed")
+
+
+# -- offsets ---------------------------------------------------------------------------------
+
+# Offset i has timestamp BASE_MS + (i + 1) s: recent, or retention.ms (7 days) deletes it.
+BASE_MS = (int(time.time()) - 3600) * 1000
+STAMPS = [BASE_MS + 1_000 * (i + 1) for i in range(10)]
+
+
+def at(seconds: float) -> str:
+    """A time BASE_MS + seconds, in ms."""
+    return str(BASE_MS + int(seconds * 1000))
+
+
+def iso(seconds: int) -> str:
+    moment = datetime.datetime.fromtimestamp(BASE_MS / 1000 + seconds, datetime.UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@pytest.fixture(scope="module")
+def stamped(cluster: Cluster) -> str:
+    topic = "cli-offsets"
+    create(cluster, topic)
+    lines = b"".join(
+        json.dumps({"value": f"v{i}", "timestamp": ts}).encode() + b"\n"
+        for i, ts in enumerate(STAMPS)
+    )
+    done = cli(cluster, "produce", topic, "--json", stdin=lines)
+    assert done.returncode == 0, done.stderr.decode()
+    return topic
+
+
+@pytest.mark.parametrize(
+    ("offsets", "expected"),
+    [
+        (["-o", "beginning"], range(10)),
+        (["--from-beginning"], range(10)),
+        (["-o", "end"], range(0)),
+        (["-o", "3"], range(3, 10)),
+        (["-o", "10"], range(0)),
+        (["-o", "-2"], range(8, 10)),
+        (["-o", "-20"], range(10)),
+        (["-o", f"s@{at(5)}"], range(4, 10)),
+        (["-o", f"s@{at(4.5)}"], range(4, 10)),
+        (["--from-timestamp", iso(5)], range(4, 10)),
+        (["-o", f"s@{at(5)}", "-o", f"e@{at(8)}"], range(4, 7)),
+        (["-o", "beginning", "-o", f"e@{at(2)}"], range(1)),
+        (["-o", f"s@{at(99)}"], range(0)),
+        (["-o", "11", "-X", "auto.offset.reset=earliest"], range(10)),
+    ],
+)
+def test_every_offset_form(
+    cluster: Cluster, stamped: str, offsets: Sequence[str], expected: range
+) -> None:
+    done = cli(cluster, "consume", stamped, *offsets, "-e", "--format", "%o %T %s\n")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines() == [f"{i} {STAMPS[i]} v{i}" for i in expected]
+    assert done.stderr.decode().strip() == f"Processed a total of {len(expected)} messages"
+
+
+@pytest.mark.parametrize(
+    ("offsets", "status", "message"),
+    [
+        (["-o", "11"], 1, "offset 11 is not in cli-offsets-0: valid are 0 (the log start offset) "
+         "to 10 (the high watermark)"),
+        (["-o", "1900"], 1, "offset 1900 is not in cli-offsets-0"),
+        (["-o", "stored"], 2, "consumer groups are not available yet"),
+        (["-o", "later"], 2, "is not an offset"),
+    ],
+)  # fmt: skip
+def test_offset_errors(
+    cluster: Cluster, stamped: str, offsets: Sequence[str], status: int, message: str
+) -> None:
+    done = cli(cluster, "consume", stamped, *offsets, "-e")
+    assert done.returncode == status
+    assert message in done.stderr.decode()
+    assert done.stdout == b""
+    no_traceback(done.stderr)
+
+
+# -- headers and codecs ------------------------------------------------------------------------
+
+
+def test_headers_with_h(cluster: Cluster) -> None:
+    create(cluster, "cli-headers")
+    done = cli(cluster, "produce", "cli-headers", "-H", "trace=abc", "-H", "src=cli", stdin=b"v\n")
+    assert done.returncode == 0, done.stderr.decode()
+    assert values(cluster, "cli-headers", "--format", "%h|%s\n") == ["trace=abc,src=cli|v"]
+
+
+async def _stored_codecs(bootstrap: str, topic: str) -> set[int]:
+    """The compression codec of each batch in partition 0, from a raw Fetch."""
+    metadata = ClusterMetadata(bootstrap)
+    try:
+        await metadata.refresh([topic])
+        leader = metadata.leader_for(topic, 0)
+        assert leader is not None
+        request = FetchRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            topics=(FetchTopic(topic, (FetchPartition(0, 0, 1 << 20),)),),
+        )
+        response: FetchResponse = await metadata.request(leader, request, timeout_ms=10_000)
+    finally:
+        await metadata.aclose()
+    records = response.responses[0].partitions[0].records
+    codecs, pos = set(), 0
+    while pos < len(records):
+        header = read_header(records, pos)
+        codecs.add(header.compression)
+        pos += header.size
+    return codecs
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_every_codec_round_trips_through_the_cluster(cluster: Cluster, codec: Compression) -> None:
+    topic = f"cli-codec-{codec.name.lower()}"
+    create(cluster, topic)
+    lines = [f"record {i} " + "compressible " * (i % 5) for i in range(300)]
+    done = cli(
+        cluster,
+        "produce",
+        topic,
+        "--compression",
+        codec.name.lower(),
+        stdin="\n".join(lines).encode(),
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert values(cluster, topic) == lines
+    assert trio.run(_stored_codecs, cluster.bootstrap, topic) == {int(codec)}
+    done = cli(cluster, "produce", topic, "-X", f"compression.type={codec.name}", stdin=b"x\n")
+    assert done.returncode == 0, done.stderr.decode()
