@@ -1,18 +1,22 @@
-"""The async producer (Kafka's KafkaProducer, RecordAccumulator and Sender, in trio)."""
+"""The async producer, split along Kafka's classes: `batch` (ProducerBatch and the records'
+futures), `accumulator` (RecordAccumulator), `idempotence` (the idempotent half of
+TransactionManager), `sender` (Sender) and `producer` (KafkaProducer: the public Producer).
+"""
 
-from client.producer.producer import (
-    COMPRESSIONS,
-    MAX_IN_FLIGHT_BATCHES_PER_PARTITION,
+from client.producer.accumulator import RecordAccumulator
+from client.producer.batch import (
     DeliveryFuture,
-    IdempotenceState,
-    PartitionSequences,
-    Producer,
     ProducerBatch,
-    RecordAccumulator,
     RecordMetadata,
     estimate_record_bytes,
     increment_sequence,
 )
+from client.producer.idempotence import (
+    MAX_IN_FLIGHT_BATCHES_PER_PARTITION,
+    IdempotenceState,
+    PartitionSequences,
+)
+from client.producer.producer import COMPRESSIONS, Producer
 
 __all__ = [
     "COMPRESSIONS",
