@@ -23,6 +23,7 @@ __all__ = [
     "RECORD_OVERHEAD_BYTES",
     "BatchResult",
     "DeliveryFuture",
+    "DoneCallback",
     "ProducerBatch",
     "RecordMetadata",
     "estimate_record_bytes",

@@ -224,7 +224,7 @@ class Producer:
                     await self._flush_all()
         finally:
             # Also when the wait above is cancelled from outside: nothing stays pending.
-            self._sender.close(ClientClosedError("producer closed before delivery"))
+            self._sender.close()
             self._background_scope.cancel()
             await self.metadata.aclose()  # drops the connections before its checkpoint
 

@@ -12,6 +12,7 @@ from typing import Final
 import trio
 
 from client.errors import (
+    ClientClosedError,
     HighwaterClientError,
     HighwaterTimeoutError,
     NoBrokersAvailable,
@@ -127,11 +128,11 @@ class Sender:
         """Have the sender look at the accumulator now (a batch opened, filled or flushed)."""
         self._wakeup.set()
 
-    def close(self, error: HighwaterClientError) -> None:
-        """Stop: every batch not completed yet fails with `error`; the run loop returns."""
+    def close(self) -> None:
+        """Stop: every batch not completed yet fails (ClientClosedError); the run loop returns."""
         self._closed = True
         for batch in list(self._accumulator.incomplete):
-            self.finish(batch, error=error)
+            self.finish(batch, error=ClientClosedError("producer closed before delivery"))
         self.wake()
 
     async def run(self, nursery: trio.Nursery) -> None:
