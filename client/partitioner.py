@@ -9,10 +9,10 @@ a leader, picked at random, until `batch_size` bytes went to it; then another.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "to_positive"]
+__all__ = ["StickyPartition", "StickyPartitioner", "murmur2", "partition_for_key", "to_positive"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -58,7 +58,9 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
 
 
 @dataclass(slots=True)
-class _Sticky:
+class StickyPartition:
+    """A topic's current sticky partition, and the bytes of keyless records it took so far."""
+
     partition: int
     produced_bytes: int = 0
 
@@ -69,7 +71,19 @@ class StickyPartitioner:
     def __init__(self, batch_size: int, rng: random.Random | None = None) -> None:
         self._batch_size = max(1, batch_size)
         self._rng = rng if rng is not None else random.Random()
-        self._sticky: dict[str, _Sticky] = {}
+        self._sticky: dict[str, StickyPartition] = {}
+
+    @property
+    def batch_size(self) -> int:
+        """Bytes of keyless records a sticky partition takes before another one is picked."""
+        return self._batch_size
+
+    @property
+    def sticky_partitions(self) -> Mapping[str, StickyPartition]:
+        """The live map topic -> its sticky partition (the same object for the partitioner's
+        lifetime): for a hot path that keeps it, uses a partition while it has taken fewer
+        than batch_size bytes, and counts them itself (partition + record_appended, inlined)."""
+        return self._sticky
 
     def partition(
         self,
@@ -97,7 +111,7 @@ class StickyPartitioner:
             # Move on: a different partition from the one just filled.
             choices = [p for p in choices if p != current.partition]
         chosen = self._rng.choice(choices)
-        self._sticky[topic] = _Sticky(chosen)
+        self._sticky[topic] = StickyPartition(chosen)
         return chosen
 
     def record_appended(self, topic: str, partition: int, size_bytes: int) -> None:

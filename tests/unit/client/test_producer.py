@@ -278,7 +278,7 @@ async def test_send_after_close_is_refused(cluster: FakeCluster) -> None:
 
 def test_accumulator_ready_and_drain_are_pure() -> None:
     acc = RecordAccumulator(batch_size=100, linger_ms=10, delivery_timeout_ms=1000, muting=False)
-    record = Record(b"x" * 30)
+    record = Record(b"x" * 30, timestamp_ms=0)  # the accumulator has no clock
     acc.append("t", 0, record, 15, now_ms=0)
     leaders = {("t", 0): 1, ("t", 1): 2}
 

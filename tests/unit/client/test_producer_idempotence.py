@@ -595,10 +595,11 @@ async def test_a_gap_reported_for_a_batch_sent_behind_an_unacked_one_is_retried(
     state.partitions.setdefault(("t", 0), PartitionSequences()).acknowledged = True
     drained = accumulator.drain(1, leader, 1_000_000, now_ms, encode)
     assert drained == [a, b]
-    producer._produce_request(drained)  # both sent: b behind a
+    sender = producer._sender
+    sender.produce_request(drained)  # both sent: b behind a
     assert b.sent_behind and not a.sent_behind
-    producer._acknowledged(a, 0, -1)
-    producer._retry_or_fail(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "t-0")
+    sender.acknowledged(a, 0, -1)
+    sender.retry_or_fail(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "t-0")
     assert producer._fatal_error is None
     assert list(accumulator.batches[("t", 0)]) == [b]  # queued for its retry
     assert first.done() and first.result().offset == 0

@@ -1,0 +1,33 @@
+"""The async producer, split along Kafka's classes: `batch` (ProducerBatch and the records'
+futures), `accumulator` (RecordAccumulator), `idempotence` (the idempotent half of
+TransactionManager), `sender` (Sender) and `producer` (KafkaProducer: the public Producer).
+"""
+
+from client.producer.accumulator import RecordAccumulator
+from client.producer.batch import (
+    DeliveryFuture,
+    ProducerBatch,
+    RecordMetadata,
+    estimate_record_bytes,
+    increment_sequence,
+)
+from client.producer.idempotence import (
+    MAX_IN_FLIGHT_BATCHES_PER_PARTITION,
+    IdempotenceState,
+    PartitionSequences,
+)
+from client.producer.producer import COMPRESSIONS, Producer
+
+__all__ = [
+    "COMPRESSIONS",
+    "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",
+    "DeliveryFuture",
+    "IdempotenceState",
+    "PartitionSequences",
+    "Producer",
+    "ProducerBatch",
+    "RecordAccumulator",
+    "RecordMetadata",
+    "estimate_record_bytes",
+    "increment_sequence",
+]
