@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper containers venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
@@ -25,6 +25,18 @@ zookeeper:
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper default-jre-headless; \
 	fi
+
+# The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
+# from apt, installed only where missing; then the local stand-ins for the compose file's base
+# images (tests/compose/images.py: about two minutes the first time on a machine, kept in
+# podman's storage after that). Where the engine cannot run, this says so and the test skips.
+containers: venv
+	@if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/sbin/runc ] || [ ! -x /usr/sbin/debootstrap ]; then \
+		echo "installing podman, runc and debootstrap from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q podman runc debootstrap; \
+	fi
+	$(BIN)/python -m tests.compose.images --if-engine-works
 
 up: venv zookeeper
 	$(BIN)/highwater dev up
@@ -48,10 +60,10 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper
+integration: venv zookeeper containers
 	$(BIN)/pytest tests/integration
 
-test: venv zookeeper lint typecheck imports
+test: venv zookeeper containers lint typecheck imports
 	$(BIN)/pytest
 
 bench: venv
