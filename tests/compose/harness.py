@@ -76,13 +76,17 @@ def port_in_use(port: int) -> bool:
 
 
 def wait_for(what: str, condition: Callable[[], T | None], timeout_s: float) -> T:
-    """Poll `condition` until it returns something other than None/False; fail at the deadline."""
+    """Poll `condition` until it returns something other than None/False; fail at the deadline.
+
+    A condition that raises (a CLI call failing while leaders move, a container not there yet)
+    counts as not yet true; the last error is reported at the deadline.
+    """
     deadline = time.monotonic() + timeout_s
     last_error: Exception | None = None
     while True:
         try:
             result = condition()
-        except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+        except (RuntimeError, TimeoutError, OSError, ValueError, KeyError) as exc:
             result, last_error = None, exc
         if result is not None and result is not False:
             return result

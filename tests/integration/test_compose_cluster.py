@@ -295,7 +295,7 @@ def _scenario(compose: ComposeProject, client: HostClient, report: list[str]) ->
             else ""
         )
     )
-    report += [without_engine_noise(down.stdout + down.stderr)[-600:]]
+    report += ["$ podman-compose down", without_engine_noise(down.stdout + down.stderr)]
     timed.run("up -d (again)", lambda: compose.compose("up", "-d", timeout_s=UP_S))
     timed.run("all health checks pass (again)", lambda: compose.wait_healthy(SERVICES, HEALTHY_S))
     again = timed.run("consume after down/up", lambda: _consume_all(client))
