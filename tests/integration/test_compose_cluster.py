@@ -87,13 +87,13 @@ def compose(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     podman_compose = find_podman_compose()
     if podman_compose is None:
         _unavailable("podman-compose is not installed (the dev extra pins it)")
-    why_not = HostClient.can_resolve_broker_names()
-    if why_not is not None:
-        _unavailable(why_not)
     try:
         ensure_images(log=lambda line: print(line, flush=True))
     except EngineUnavailable as exc:
         _unavailable(f"the container engine cannot run here: {exc}")
+    why_not = HostClient.can_resolve_broker_names()
+    if why_not is not None:
+        _unavailable(why_not)
     assert podman_compose is not None
     project = ComposeProject(PROJECT, podman_compose)
     leftovers = project.destroy()  # from an earlier run that was killed before its clean-up
