@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper containers venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -41,6 +41,18 @@ zookeeper:
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper default-jre-headless; \
 	fi
 
+# The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
+# from apt, installed only where missing; then the local stand-ins for the compose file's base
+# images (tests/compose/images.py: about two minutes the first time on a machine, kept in
+# podman's storage after that). Where the engine cannot run, this says so and the test skips.
+containers: venv
+	@if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/sbin/runc ] || [ ! -x /usr/sbin/debootstrap ]; then \
+		echo "installing podman, runc and debootstrap from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q podman runc debootstrap; \
+	fi
+	$(BIN)/python -m tests.compose.images --if-engine-works
+
 up: base-venv zookeeper
 	$(BIN)/highwater dev up $(DEV_UP_ARGS)
 
@@ -63,13 +75,13 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper
+integration: venv zookeeper containers
 	$(BIN)/pytest tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
-# integration tests start real clusters (ZooKeeper, brokers, Spark) sized for the machine, so
-# they run one at a time.
-test: venv zookeeper lint typecheck imports
+# integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
+# machine, so they run one at a time.
+test: venv zookeeper containers lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation
 	$(BIN)/pytest tests/integration
 

@@ -1,9 +1,10 @@
-"""docker-compose.yml and the Dockerfile, checked without a Docker engine.
+"""docker-compose.yml and the Dockerfile, checked without a container engine.
 
 The compose file is parsed by a small parser for the YAML subset it is written in (block
 mappings and sequences, JSON-style flow sequences and quoted strings, full-line comments);
-when PyYAML is installed the two parsers must agree. Broker commands and health checks are
-parsed by the real CLI, and the brokers' settings by the real broker config loader.
+when PyYAML is installed the two parsers must agree. Broker commands are parsed by the real
+CLI, and the brokers' settings by the real broker config loader. The real thing (build, up,
+produce, consume, stop a broker, down and up) is tests/integration/test_compose_cluster.py.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import click
 import pytest
 
 from broker.config import KNOWN_KEYS, load_config
+from broker.healthcheck import broker_args_from_cmdline
 from client.cli.main import main
+from tests.compose import images
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
+OVERRIDE = ROOT / "tests/compose/docker-compose.local-images.yml"
 BROKERS = ("broker-1", "broker-2", "broker-3")
 
 
@@ -102,6 +106,7 @@ def compose() -> dict[str, Any]:
 def test_the_subset_parser_agrees_with_pyyaml(compose: dict[str, Any]) -> None:
     yaml = pytest.importorskip("yaml")
     assert yaml.safe_load(COMPOSE.read_text()) == compose
+    assert yaml.safe_load(OVERRIDE.read_text()) == parse_yaml_subset(OVERRIDE.read_text())
 
 
 def test_subset_parser_reads_nesting_and_flows() -> None:
@@ -156,8 +161,37 @@ def test_every_service_has_a_health_check(compose: dict[str, Any]) -> None:
         test = service["healthcheck"]["test"]
         assert test[0] == "CMD", name
         if name in BROKERS:
-            assert test[1] == "highwater"
-            _cli_accepts(test[2:])
+            # The image's own check (the Dockerfile's HEALTHCHECK), spelled out for engines
+            # that ignore it.
+            assert test == ["CMD", "python", "-m", "broker.healthcheck"]
+    zookeeper = compose["services"]["zookeeper"]["healthcheck"]["test"]
+    # Works in the official image and in the local stand-in alike: bash, no zkServer.sh.
+    assert zookeeper[1:3] == ["bash", "-c"]
+    assert "srvr" in zookeeper[3]
+
+
+def test_the_health_check_finds_each_brokers_settings_in_its_command_line(
+    compose: dict[str, Any],
+) -> None:
+    for name in BROKERS:
+        command = _service(compose, name)["command"]
+        # The image's entry point is `highwater`; the container's PID 1 runs it with `command`.
+        found = broker_args_from_cmdline(
+            ["/usr/local/bin/python", "/usr/local/bin/highwater", *command]
+        )
+        assert found is not None, name
+        assert found.config_path is None
+        config = load_config(None, found.overrides)
+        assert config.broker_id == int(name.removeprefix("broker-"))
+
+
+def test_services_restart_and_brokers_stop_gracefully(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        # Engines that ignore depends_on's condition start brokers before ZooKeeper answers:
+        # a broker that gives up waiting exits and is started again.
+        assert service["restart"] == "unless-stopped", name
+    for name in BROKERS:
+        assert _service(compose, name)["stop_grace_period"] == "30s"
 
 
 def test_broker_commands_use_real_flags_and_config_keys(compose: dict[str, Any]) -> None:
@@ -213,13 +247,52 @@ def test_data_lives_in_named_volumes(compose: dict[str, Any]) -> None:
 
 def test_dockerfile_builds_from_python_with_constraints() -> None:
     text = DOCKERFILE.read_text()
-    assert re.search(r"^FROM python:3\.11-slim\b", text, re.MULTILINE)
+    # The base image is a build argument (the compose test swaps in a local stand-in).
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim$", text, re.MULTILINE)
+    froms = re.findall(r"^FROM (\S+)", text, re.MULTILINE)
+    assert froms == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
     assert "-c constraints.txt" in text
     for package in ("protocol", "broker", "controller", "client"):
         assert re.search(rf"^COPY {package} ", text, re.MULTILINE), package
     assert 'ENTRYPOINT ["highwater"]' in text
     # Paths the compose file mounts are created (and owned) in the image.
     assert "/var/lib/highwater/data" in text
+
+
+def _final_stage(text: str) -> str:
+    return text[text.rindex("\nFROM ") :]
+
+
+def test_the_image_holds_the_installed_package_only_and_runs_unprivileged() -> None:
+    text = DOCKERFILE.read_text()
+    final = _final_stage(text)
+    # Sources, tests and build tools stay in the build stage: only pip's installed tree moves.
+    assert re.findall(r"^COPY .*", final, re.MULTILINE) == ["COPY --from=build /install/ /"]
+    assert re.search(r"^USER highwater$", final, re.MULTILINE)
+    assert re.search(
+        r"^HEALTHCHECK .*\n?.*CMD \[\"python\", \"-m\", \"broker.healthcheck\"\]", final, re.M
+    )
+    dockerignore = (ROOT / ".dockerignore").read_text().split()
+    assert {"tests", "docs", ".venv", ".git"} <= set(dockerignore)
+
+
+def test_the_pip_ca_bundle_is_an_optional_build_argument() -> None:
+    text = DOCKERFILE.read_text()
+    # Declared (a RUN sees only declared build arguments), with no default: unset unless given.
+    assert re.search(r"^ARG PIP_CERT$", text, re.MULTILINE)
+    assert "PIP_CERT=" not in text.replace("--build-arg PIP_CERT=", "")
+
+
+def test_the_test_override_swaps_base_images_and_nothing_else(compose: dict[str, Any]) -> None:
+    override = parse_yaml_subset(OVERRIDE.read_text())
+    assert set(override) == {"services"}
+    services = override["services"]
+    assert set(services) == set(compose["services"])
+    assert services["zookeeper"] == {"image": images.ZOOKEEPER_IMAGE}
+    for name in BROKERS:
+        assert services[name] == {
+            "build": {"context": ".", "args": {"BASE_IMAGE": images.PYTHON_IMAGE}}
+        }
 
 
 def test_the_flag_check_rejects_what_the_cli_rejects() -> None:
