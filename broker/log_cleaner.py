@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["BYTES_PER_MAP_KEY", "CleaningFailed", "LogCleaner"]
 
 BYTES_PER_MAP_KEY = 128  # what one key of the key -> offset map costs, roughly (a dict entry)
+CLEANER_NICENESS = 10  # added to the cleaning process's nice value
 
 
 class LogCleaner:
@@ -146,6 +147,9 @@ def _receive(connection: Connection) -> CleaningResult | CleaningFailed:
 
 
 def _child_main(task: CleaningTask, parent_pid: int, connection: Connection) -> None:
+    # Below the broker's priority: on a busy machine produce and fetch go first and the
+    # cleaning takes the spare CPU (Kafka's cleaner threads compete with request handlers).
+    os.nice(CLEANER_NICENESS)
     outcome: CleaningResult | CleaningFailed
     try:
         outcome = clean(task, parent_pid=parent_pid)

@@ -147,7 +147,6 @@ def bench_produce(directory: Path, quick: bool) -> None:
         config = {
             "cleanup.policy": "compact",
             "segment.bytes": str(2 * MIB),
-            "min.cleanable.dirty.ratio": "0.1",
         }
         trio.run(create_topic, cluster, topic, [[1, 2, 3], [2, 3, 1], [3, 1, 2]], config)
         for cleaner_on in (False, True) * 3:
