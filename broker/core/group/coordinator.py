@@ -52,7 +52,7 @@ from protocol.messages.offset_fetch import (
     OffsetFetchResponse,
     OffsetFetchTopic,
 )
-from protocol.topic_partition import TopicPartition
+from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
 
 __all__ = [
     "OFFSETS_TOPIC",
@@ -64,7 +64,6 @@ __all__ = [
     "partition_for",
 ]
 
-OFFSETS_TOPIC: Final = "__consumer_offsets"
 _RETRY_MS: Final = 1000  # a failed removal's next attempt
 R = TypeVar("R")
 

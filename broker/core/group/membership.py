@@ -20,10 +20,9 @@ from protocol.messages.consumer_group_heartbeat import (
     STATIC_LEAVE_EPOCH,
     ConsumerGroupHeartbeatRequest,
 )
-from protocol.topic_partition import TopicPartition
+from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
 
 __all__ = [
-    "INTERNAL_TOPICS",
     "HeartbeatRefused",
     "MemberUpdate",
     "apply_heartbeat",
@@ -33,7 +32,6 @@ __all__ = [
     "with_target",
 ]
 
-INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets"})
 MAX_REGEX_CHARS: Final = 1000
 # A group around a quantified group that itself holds a quantifier: (a+)+ and kin can take
 # exponential time in Python's backtracking `re` (Kafka uses RE2J, which cannot).
