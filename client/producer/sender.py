@@ -129,8 +129,10 @@ class Sender:
         self._wakeup.set()
 
     def close(self) -> None:
-        """Stop: every batch not completed yet fails (ClientClosedError); the run loop returns."""
+        """Stop: every batch not completed yet fails (ClientClosedError); the run loop returns.
+        The queues are emptied first, so the loop, woken once more, finds nothing to drain."""
         self._closed = True
+        self._accumulator.abort_all()
         for batch in list(self._accumulator.incomplete):
             self.finish(batch, error=ClientClosedError("producer closed before delivery"))
         self.wake()
@@ -141,6 +143,8 @@ class Sender:
         accumulator = self._accumulator
         metadata = self._metadata
         while True:
+            if self._closed:
+                return
             self._wakeup = trio.Event()
             now = _now_ms()
             for batch in accumulator.expire(now):
@@ -170,8 +174,6 @@ class Sender:
                     request = self.produce_request(batches)
                     self._in_flight[node] = self._in_flight.get(node, 0) + 1
                     nursery.start_soon(self._send_produce, node, batches, request)
-            if self._closed:
-                return
             if drained and self._idempotence is not None:
                 # A retry goes alone and max_request_size may cut a drain short: look
                 # again before waiting.
