@@ -28,8 +28,8 @@ from client.cli.lines import LineSplitter, TooLong, unescape
 from client.cli.produce_report import BadLine, Outcome, Sent, report, warn_while_stalled
 from client.cli.properties import PRODUCER_PROPERTIES, PropertyError, parse_properties
 from client.errors import HighwaterClientError, HighwaterTimeoutError, ProducerFatalError
-from client.producer import COMPRESSIONS, Producer
-from protocol.compression import CODECS, codec_named
+from client.producer import Producer
+from protocol.compression import CODECS
 
 __all__ = ["ACKS", "produce"]
 
@@ -99,20 +99,6 @@ def _reader(stdin: BinaryIO) -> Callable[[int], bytes]:
     return partial(os.read, fd)
 
 
-def _open_producer(bootstrap: str, settings: dict[str, Any]) -> Producer:
-    compression = settings.pop("compression", "none")
-    producer = Producer(
-        bootstrap,
-        compression=compression if compression in COMPRESSIONS else "none",
-        **settings,
-    )
-    if compression not in COMPRESSIONS:
-        # The producer's own table lists fewer codecs than protocol.compression: until it takes
-        # them from there, set the codec it encodes batches with.
-        producer.compression = codec_named(compression)
-    return producer
-
-
 async def _produce(
     bootstrap: str, options: _Options, settings: dict[str, Any], stdin: BinaryIO
 ) -> Outcome:
@@ -121,7 +107,7 @@ async def _produce(
     results_in, results_out = trio.open_memory_channel[Sent | BadLine](_MAX_PENDING_RECORDS)
     max_block_ms = settings.get("max_block_ms", MAX_BLOCK_MS)
     async with (
-        _open_producer(bootstrap, dict(settings)) as producer,
+        Producer(bootstrap, **settings) as producer,
         trio.open_nursery() as nursery,
     ):
         abort = partial(producer.aclose, timeout_ms=0)

@@ -16,10 +16,9 @@ from client.producer.idempotence import (
     IdempotenceState,
     PartitionSequences,
 )
-from client.producer.producer import COMPRESSIONS, Producer
+from client.producer.producer import Producer
 
 __all__ = [
-    "COMPRESSIONS",
     "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",
     "DeliveryFuture",
     "IdempotenceState",

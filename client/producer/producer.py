@@ -33,17 +33,12 @@ from client.producer.batch import (
 )
 from client.producer.idempotence import IdempotenceState, idempotence_enabled
 from client.producer.sender import Sender
-from protocol.compression import Compression
+from protocol.compression import Compression, codec_named
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
-__all__ = ["COMPRESSIONS", "Producer"]
+__all__ = ["Producer"]
 
-COMPRESSIONS: Final = {
-    "none": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "zstd": Compression.ZSTD,
-}
 # The most a backlogged idempotent partition's batch grows to: 5 of them in flight keep a
 # replicated partition's pipeline full, and each stays well under message.max.bytes (1 MiB).
 _MAX_BACKLOG_BATCH_BYTES: Final = 256 * 1024
@@ -66,7 +61,7 @@ class Producer:
         enable_idempotence: bool | None = None,
         linger_ms: float = 5,
         batch_size: int = 16_384,
-        compression: str = "none",
+        compression: str | Compression = "none",
         retries: int = 2_147_483_647,
         retry_backoff_ms: float = 100,
         delivery_timeout_ms: float = 120_000,
@@ -83,15 +78,15 @@ class Producer:
             acks = -1
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
+        if not isinstance(compression, Compression):
+            compression = codec_named(compression)  # Kafka's compression.type names
         if batch_size <= 0 or max_in_flight_requests_per_connection <= 0 or buffer_memory <= 0:
             raise ValueError("batch_size, buffer_memory and max in flight must be positive")
         self.enable_idempotence = idempotence_enabled(
             enable_idempotence, int(acks), retries, max_in_flight_requests_per_connection
         )
         self.acks = int(acks)
-        self.compression = COMPRESSIONS[compression]
+        self._compression = compression
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms
@@ -125,7 +120,7 @@ class Producer:
             self._accumulator,
             self._idempotence,
             acks=self.acks,
-            compression=self.compression,
+            compression=compression,
             retries=retries,
             retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms,
@@ -154,6 +149,11 @@ class Producer:
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._closing = False
         self._background_scope = trio.CancelScope()
+
+    @property
+    def compression(self) -> Compression:
+        """The codec every batch is compressed with (fixed for the producer's lifetime)."""
+        return self._compression
 
     @property
     def producer_id(self) -> int:

@@ -63,6 +63,7 @@ def test_producer_properties_by_kafka_names_and_flags_win(producer: type[FakePro
         1,
         30000.0,
     )
+    assert options["compression"] == "lz4"  # the producer takes every codec itself
     result = run(["produce", "t", "-X", "acks=1", "--acks", "all", "-X", "client.id=me"], b"x\n")
     assert result.exit_code == 0, result.output
     assert producer.instances[1].options["acks"] == -1
