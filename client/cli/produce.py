@@ -25,7 +25,14 @@ from client.cli.common import bootstrap_option, check_topics, fail, run_client
 from client.cli.format import EnvelopeError, ProducerInput, decode_envelope, split_key
 from client.cli.interrupts import Interrupts
 from client.cli.lines import LineSplitter, TooLong, unescape
-from client.cli.produce_report import BadLine, Outcome, Sent, report, warn_while_stalled
+from client.cli.produce_report import (
+    DELIVERY_TIMEOUT_MS,
+    BadLine,
+    Outcome,
+    Sent,
+    report,
+    retry_warning,
+)
 from client.cli.properties import PRODUCER_PROPERTIES, PropertyError, parse_properties
 from client.errors import HighwaterClientError, HighwaterTimeoutError, ProducerFatalError
 from client.producer import Producer
@@ -106,8 +113,9 @@ async def _produce(
     interrupts = Interrupts()
     results_in, results_out = trio.open_memory_channel[Sent | BadLine](_MAX_PENDING_RECORDS)
     max_block_ms = settings.get("max_block_ms", MAX_BLOCK_MS)
+    warn = retry_warning(settings.get("delivery_timeout_ms", DELIVERY_TIMEOUT_MS))
     async with (
-        Producer(bootstrap, **settings) as producer,
+        Producer(bootstrap, on_retry=warn, **settings) as producer,
         trio.open_nursery() as nursery,
     ):
         abort = partial(producer.aclose, timeout_ms=0)
@@ -117,9 +125,8 @@ async def _produce(
         if not interrupts.interrupted:
             reported = trio.Event()
             nursery.start_soon(report, results_out, outcome, reported)
-            nursery.start_soon(warn_while_stalled, producer, options.topic, outcome, settings)
             async with results_in:
-                await _send_records(producer, stdin, options, results_in, interrupts, outcome)
+                await _send_records(producer, stdin, options, results_in, interrupts)
                 await producer.flush()
             await reported.wait()
         nursery.cancel_scope.cancel()
@@ -133,7 +140,6 @@ async def _send_records(
     options: _Options,
     results: trio.MemorySendChannel[Sent | BadLine],
     interrupts: Interrupts,
-    outcome: Outcome,
 ) -> None:
     splitter = LineSplitter(options.delimiter, options.max_line_bytes)
     line_number = 0
@@ -170,7 +176,6 @@ async def _send_records(
             continue
         if scope.cancelled_caught:
             return
-        outcome.queued += 1
         await results.send(Sent(line_number, delivery))
 
 

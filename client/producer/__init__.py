@@ -17,9 +17,11 @@ from client.producer.idempotence import (
     PartitionSequences,
 )
 from client.producer.producer import Producer
+from client.producer.sender import RETRY_NOTICE_INTERVAL_MS, RetryNotice
 
 __all__ = [
     "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",
+    "RETRY_NOTICE_INTERVAL_MS",
     "DeliveryFuture",
     "IdempotenceState",
     "PartitionSequences",
@@ -27,6 +29,7 @@ __all__ = [
     "ProducerBatch",
     "RecordAccumulator",
     "RecordMetadata",
+    "RetryNotice",
     "estimate_record_bytes",
     "increment_sequence",
 ]

@@ -32,7 +32,7 @@ from client.producer.batch import (
     estimate_record_bytes,
 )
 from client.producer.idempotence import IdempotenceState, idempotence_enabled
-from client.producer.sender import Sender
+from client.producer.sender import RetryNotice, Sender
 from protocol.compression import Compression, codec_named
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -51,6 +51,10 @@ class Producer:
     acks, retries or max_in_flight_requests_per_connection conflict; True: ValueError then;
     False: off). docs/architecture.md (client/) says what idempotence guarantees and when it
     stops the producer (a ProducerFatalError).
+
+    `on_retry(notice)` learns of records waiting for a retry (a RetryNotice: no leader, a
+    leader's refusal, a failed request), at most once per partition every 5 s; it runs in the
+    producer's task and must not block or raise.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class Producer:
         metadata_max_age_ms: int = 300_000,
         client_id: str = "highwater-producer",
         partitioner: StickyPartitioner | None = None,
+        on_retry: Callable[[RetryNotice], None] | None = None,
     ) -> None:
         if acks == "all":
             acks = -1
@@ -131,6 +136,7 @@ class Producer:
             batch_size=batch_size,
             on_batch_done=self._batch_done,
             on_stop=self._stop_accepting,
+            on_retry=on_retry,
         )
         self._partitioner = partitioner or StickyPartitioner(batch_size)
         # send's fast path reads a plain StickyPartitioner's state (not a subclass's)

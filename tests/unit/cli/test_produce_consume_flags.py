@@ -70,6 +70,15 @@ def test_producer_properties_by_kafka_names_and_flags_win(producer: type[FakePro
     assert producer.instances[1].options["client_id"] == "me"
 
 
+def test_the_producers_retry_notices_are_warnings_on_stderr(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "t", "-X", "delivery.timeout.ms=30000"], b"retry\n")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "WARN: t-0: LEADER_NOT_AVAILABLE, retrying (1 record waiting, the oldest for 5 s; they "
+        "fail after delivery.timeout.ms 30000 ms)"
+    ]
+
+
 def test_consume_several_topics_and_a_pattern(consumer: type[FakeConsumer]) -> None:
     result = run(["consume", "t", "t2", "-o", "beginning", "-e", "--format", "%t:%s\n"])
     assert result.exit_code == 0, result.output

@@ -302,7 +302,7 @@ def test_accumulator_ready_and_drain_are_pure() -> None:
     def leader_for(topic: str, partition: int) -> int | None:
         return leaders.get((topic, partition))
 
-    assert acc.ready(leader_for, 5) == (set(), 5, False)
+    assert acc.ready(leader_for, 5) == (set(), 5, [])
     assert acc.ready(leader_for, 10)[0] == {1}
     acc.append("t", 1, record, 15, now_ms=0)
     acc.append("t", 1, record, 15, now_ms=0)
