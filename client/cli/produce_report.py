@@ -47,7 +47,7 @@ class Outcome:
     print_offsets: bool = False
     acknowledged: int = 0
     failed: int = 0
-    unknown: int = 0  # not acknowledged when the producer was closed: may be in the topic
+    unknown: int = 0  # in flight when the producer was closed: may be in the topic
     errors: Counter[str] = field(default_factory=Counter)
     interrupted: bool = False
 
@@ -102,6 +102,10 @@ async def report(
                 try:
                     metadata = await _delivered(item.delivery)
                 except ClientClosedError as exc:
+                    if not exc.in_doubt:  # closed before delivery: not in the topic
+                        outcome.failed += 1
+                        outcome._failure(exc.name, f"line {item.line_number}: {exc}", {})
+                        continue
                     outcome.unknown += 1
                     if outcome.print_offsets:
                         _echo_json({"error": exc.name})

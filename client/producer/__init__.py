@@ -17,11 +17,12 @@ from client.producer.idempotence import (
     PartitionSequences,
 )
 from client.producer.producer import Producer
-from client.producer.sender import RETRY_NOTICE_INTERVAL_MS, RetryNotice
+from client.producer.sender import RETRY_NOTICE_INTERVAL_MS, CloseResult, RetryNotice
 
 __all__ = [
     "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",
     "RETRY_NOTICE_INTERVAL_MS",
+    "CloseResult",
     "DeliveryFuture",
     "IdempotenceState",
     "PartitionSequences",

@@ -32,7 +32,7 @@ from client.producer.batch import (
     estimate_record_bytes,
 )
 from client.producer.idempotence import IdempotenceState, idempotence_enabled
-from client.producer.sender import RetryNotice, Sender
+from client.producer.sender import CloseResult, RetryNotice, Sender
 from protocol.compression import Compression, codec_named
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -216,11 +216,15 @@ class Producer:
             raise
         return await stack.__aexit__(exc_type, exc, tb)
 
-    async def aclose(self, timeout_ms: float | None = None) -> None:
+    async def aclose(self, timeout_ms: float | None = None) -> CloseResult:
         """Send what is buffered (waiting at most timeout_ms; None: until delivered or expired),
-        fail what is left with ClientClosedError, stop the sender, close connections."""
+        fail what is left with ClientClosedError, stop the sender, close connections.
+
+        Returns how many records close failed (Kafka's close(timeout) fails them "forcefully"):
+        `aborted` ones are not in the topic, `in_doubt` ones (in flight) may be; each record's
+        error says which (`ClientClosedError.in_doubt`). Closing again returns the same."""
         if self._sender.closed:
-            return
+            return self._sender.close()
         self._closing = True
         self._accepting = False
         self._sender.wake()
@@ -230,9 +234,10 @@ class Producer:
                     await self._flush_all()
         finally:
             # Also when the wait above is cancelled from outside: nothing stays pending.
-            self._sender.close()
+            result = self._sender.close()
             self._background_scope.cancel()
             await self.metadata.aclose()  # drops the connections before its checkpoint
+        return result
 
     def _stop_accepting(self) -> None:
         """The sender stopped the producer after a fatal error: sends raise it from now on."""

@@ -38,7 +38,7 @@ from protocol.messages.produce import (
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["METADATA_ERRORS", "RETRY_NOTICE_INTERVAL_MS", "RetryNotice", "Sender"]
+__all__ = ["METADATA_ERRORS", "RETRY_NOTICE_INTERVAL_MS", "CloseResult", "RetryNotice", "Sender"]
 
 # Errors after which our idea of the partition's leader is probably wrong.
 METADATA_ERRORS: Final = frozenset(
@@ -74,6 +74,15 @@ _NETWORK_TIMEOUT_MARGIN_MS: Final = 1_000  # the broker answers its own timeout 
 _TOO_LARGE: Final = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 # At most one RetryNotice per partition this often (Kafka's Sender logs every retry at WARN).
 RETRY_NOTICE_INTERVAL_MS: Final = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class CloseResult:
+    """What closing did to the records still pending: each failed with ClientClosedError, as
+    Kafka's forced close fails them; `in_doubt` (the error's too) tells them apart."""
+
+    aborted: int = 0  # never sent, or refused by every attempt: certainly not in the topic
+    in_doubt: int = 0  # a request carrying them went unanswered: they may be in the topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +149,7 @@ class Sender:
         self._initializing = False  # an InitProducerId task is running
         self._nursery: trio.Nursery | None = None
         self._closed = False
+        self._close_result: CloseResult | None = None
 
     @property
     def closed(self) -> bool:
@@ -149,14 +159,34 @@ class Sender:
         """Have the sender look at the accumulator now (a batch opened, filled or flushed)."""
         self._wakeup.set()
 
-    def close(self) -> None:
+    def close(self) -> CloseResult:
         """Stop: every batch not completed yet fails (ClientClosedError); the run loop returns.
-        The queues are emptied first, so the loop, woken once more, finds nothing to drain."""
+        The queues are emptied first, so the loop, woken once more, finds nothing to drain.
+        A batch in flight, or one an earlier attempt may have appended, is in doubt. Closing
+        again returns the first close's result."""
+        if self._close_result is not None:
+            return self._close_result
         self._closed = True
-        self._accumulator.abort_all()
+        queued = set(self._accumulator.abort_all())
+        aborted = in_doubt = 0
         for batch in list(self._accumulator.incomplete):
-            self.finish(batch, error=ClientClosedError("producer closed before delivery"))
+            if batch.maybe_appended or batch not in queued:
+                in_doubt += batch.record_count
+                error = ClientClosedError(
+                    "producer closed forcefully with the record's request unanswered: it may "
+                    "be in the topic",
+                    in_doubt=True,
+                )
+            else:
+                aborted += batch.record_count
+                error = ClientClosedError(
+                    "producer closed forcefully before the record was delivered: it is not in "
+                    "the topic"
+                )
+            self.finish(batch, error=error)
+        self._close_result = CloseResult(aborted, in_doubt)
         self.wake()
+        return self._close_result
 
     async def run(self, nursery: trio.Nursery) -> None:
         """The sender loop, until closed; request tasks start in `nursery`."""

@@ -12,7 +12,7 @@ from client.cli import consume as cli_consume
 from client.cli import produce as cli_produce
 from client.cli.main import main
 from client.consumer import ConsumerRecord, TopicPartition
-from client.errors import HighwaterClientError
+from client.errors import ClientClosedError, HighwaterClientError
 from client.producer import RecordMetadata, RetryNotice
 from protocol.errors import ErrorCode
 
@@ -66,7 +66,8 @@ class FakeMetadata:
 
 class FakeProducer:
     """Acknowledges every record at the next offset of partition 0, except values b"fail";
-    b"retry" is acknowledged after one notice to the on_retry hook."""
+    b"retry" is acknowledged after one notice to the on_retry hook; b"aborted" and b"in doubt"
+    fail as the producer's close fails records never sent and records in flight."""
 
     instances: list[FakeProducer] = []
 
@@ -92,6 +93,9 @@ class FakeProducer:
         if value == b"fail":
             error = HighwaterClientError("MESSAGE_TOO_LARGE: too big", ErrorCode.MESSAGE_TOO_LARGE)
             return FakeFuture(None, error)
+        if value in (b"aborted", b"in doubt"):
+            closed = ClientClosedError(f"closed: {value.decode()}", in_doubt=value == b"in doubt")
+            return FakeFuture(None, closed)
         offset = len(self.sent) - 1
         return FakeFuture(RecordMetadata(topic, kwargs.get("partition") or 0, offset, 0), None)
 

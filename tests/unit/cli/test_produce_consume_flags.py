@@ -79,6 +79,23 @@ def test_the_producers_retry_notices_are_warnings_on_stderr(producer: type[FakeP
     ]
 
 
+def test_records_the_close_failed_count_as_failed_or_unknown_as_the_producer_says(
+    producer: type[FakeProducer],
+) -> None:
+    result = run(["produce", "t", "--print-offsets"], b"ok\naborted\nin doubt\n")
+    assert result.exit_code == 1
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"partition": 0, "offset": 0},
+        {"error": "ClientClosedError"},
+        {"error": "ClientClosedError"},
+    ]
+    assert result.stderr.splitlines() == [
+        "Error: line 2: closed: aborted",
+        "Error: 1 of 3 records failed, 1 were not acknowledged in time (they may be in the "
+        "topic) (ClientClosedError: 1)",
+    ]
+
+
 def test_consume_several_topics_and_a_pattern(consumer: type[FakeConsumer]) -> None:
     result = run(["consume", "t", "t2", "-o", "beginning", "-e", "--format", "%t:%s\n"])
     assert result.exit_code == 0, result.output
