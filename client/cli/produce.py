@@ -1,10 +1,12 @@
 """`highwater produce TOPIC`: one record per input line (kafka-console-producer, kcat -P).
 
 Before reading input, one Metadata round checks the cluster and the topic (`check_topics`): no
-broker or no topic fails once, at once. Records are then sent as lines arrive (`lines.py`
-splits them in linear time, refusing one over max.request.size as it streams in); results are
-reported in input order (`produce_report.py`). Ctrl-C or SIGTERM stops reading, waits at most
-FLUSH_ON_INTERRUPT_S for the records in flight, and prints what became of them.
+broker or no topic fails once, at once (the producer would wait max.block.ms first). Records
+are then sent as lines arrive (`lines.py` splits them in linear time, refusing one over
+max.request.size as it streams in); results are reported in input order, and the producer's
+retries as warnings (`produce_report.py`). Ctrl-C or SIGTERM stops reading, waits at most
+FLUSH_ON_INTERRUPT_S for the records in flight, then closes the producer, which says which
+records are in doubt.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ from client.cli.produce_report import (
     retry_warning,
 )
 from client.cli.properties import PRODUCER_PROPERTIES, PropertyError, parse_properties
-from client.errors import HighwaterClientError, HighwaterTimeoutError, ProducerFatalError
+from client.errors import (
+    HighwaterClientError,
+    HighwaterTimeoutError,
+    NoBrokersAvailable,
+    ProducerFatalError,
+)
 from client.producer import Producer
 from protocol.compression import CODECS
 
@@ -48,7 +55,7 @@ MAX_REQUEST_SIZE = 1_048_576  # the producer's default max.request.size
 FLUSH_ON_INTERRUPT_S = 5.0  # after Ctrl-C: how long to wait for acknowledgements
 _JSON_LINE_FACTOR = 4  # an envelope line may be this much larger than its record (base64...)
 # Errors after which every later record would fail the same way: one line, then stop.
-_FATAL = (ProducerFatalError, HighwaterTimeoutError)
+_FATAL = (ProducerFatalError, HighwaterTimeoutError, NoBrokersAvailable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from client.errors import (
     ClientClosedError,
     HighwaterClientError,
     HighwaterTimeoutError,
+    NoBrokersAvailable,
     ProducerFatalError,
 )
 from client.metadata import ClusterMetadata
@@ -155,6 +156,11 @@ class Producer:
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._closing = False
         self._background_scope = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None  # the sender's, for background tasks
+        # Set when no broker answered a metadata wait of max_block_ms; cleared by the first
+        # answer (_probe_brokers asks meanwhile). While set, a send that needs metadata fails
+        # at once: records never wait behind a cluster that is not there.
+        self._no_brokers: NoBrokersAvailable | None = None
 
     @property
     def compression(self) -> Compression:
@@ -191,6 +197,7 @@ class Producer:
         cancels them, never the body of the caller's `async with`."""
         with self._background_scope:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 self._accepting = not self._closing
                 task_status.started()
                 await self._sender.run(nursery)
@@ -408,7 +415,7 @@ class Producer:
             if not self._accepting:
                 raise self._not_accepting_error()
             if not self.metadata.partition_count(topic):
-                await self.metadata.wait_for_topic(topic, self.max_block_ms)
+                await self._wait_for_topic(topic)
             size = estimate_record_bytes(key, value, headers)
             if size <= self.buffer_memory and self._buffer_used + size > self.buffer_memory:
                 await self._wait_for_memory(size)
@@ -431,7 +438,43 @@ class Producer:
             raise HighwaterTimeoutError(f"flush did not complete in {timeout_ms:.0f} ms")
 
     async def partitions_for(self, topic: str) -> tuple[int, ...]:
-        return await self.metadata.wait_for_topic(topic, self.max_block_ms)
+        return await self._wait_for_topic(topic)
+
+    async def _wait_for_topic(self, topic: str) -> tuple[int, ...]:
+        """The topic's partitions, waiting at most max_block_ms (Kafka's waitOnMetadata):
+        UnknownTopicError or HighwaterTimeoutError if the cluster did not show it in time;
+        NoBrokersAvailable if no broker answered at all, and from then on at once, without
+        waiting, until one answers."""
+        partitions = self.metadata.partitions_for(topic)
+        if partitions:
+            return partitions
+        if self._no_brokers is not None:
+            raise NoBrokersAvailable(str(self._no_brokers))
+        started_ms = _now_ms()
+        try:
+            return await self.metadata.wait_for_topic(topic, self.max_block_ms)
+        except HighwaterTimeoutError as exc:
+            if self.metadata.last_answer_ms >= started_ms:
+                raise  # the cluster is there
+            cause = exc.__cause__ or "no broker answered a metadata request"
+            error = NoBrokersAvailable(
+                f"{cause} (none in max_block_ms, {self.max_block_ms:.0f} ms)"
+            )
+            if self._nursery is not None and not self._closing:
+                self._no_brokers = error
+                self._nursery.start_soon(self._probe_brokers)
+            raise error from None
+
+    async def _probe_brokers(self) -> None:
+        """While no broker answers: a metadata round every retry_backoff_ms (connections back
+        off further, up to reconnect_backoff_max_ms), until one answers."""
+        while self._no_brokers is not None:
+            try:
+                await self.metadata.refresh()
+            except NoBrokersAvailable:
+                await trio.sleep(self.retry_backoff_ms / 1000)
+            else:
+                self._no_brokers = None
 
     async def _flush_all(self) -> None:
         accumulator = self._accumulator
