@@ -173,6 +173,10 @@ class ZkClient:
             raise ZkConnectionError(
                 f"cannot connect to ZooKeeper at {hosts} within {timeout_ms} ms: {exc}"
             ) from exc
+        except BaseException:  # cancelled (a broker told to stop while it waits): stop trying
+            with trio.CancelScope(shield=True):
+                await client.close()
+            raise
         client._last_session_id = kazoo.client_id[0] if kazoo.client_id else None
         return client
 
