@@ -4,9 +4,9 @@ Start-up order: recover the logs (a broker must not serve before its logs are co
 connect to ZooKeeper, start listening, register `/brokers/ids/<id>` (which tells the
 controller we exist), start the replica fetchers and the ISR tasks, and stand as a controller
 candidate. Shutdown reverses it: ask the controller to move our leaderships away (controlled
-shutdown), stop accepting and drain in-flight requests, checkpoint HWs, close the logs and
-write the clean-shutdown marker, then close the ZooKeeper session (our registration vanishes
-with it).
+shutdown, bounded), stop being a controller candidate, stop accepting and drain in-flight
+requests, checkpoint HWs, close the logs and write the clean-shutdown marker, then close the
+ZooKeeper session (our registration vanishes with it). A failed start stops the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import structlog
 import trio
@@ -33,7 +34,7 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.registration import BrokerIdInUseError, maintain_registration
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.server import BrokerServer
-from controller.controller import run_controller
+from controller.controller import Controller, run_controller
 from controller.zk_client import ZkClient, ZkError
 from controller.zk_topics import get_or_create_cluster_id
 
@@ -99,6 +100,7 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
                 # registration to expire) stops the broker at once, as later.
                 stopping, starting = trio.Event(), trio.CancelScope()
                 nursery.start_soon(_wait_for_signal, signals, stopping, starting, log)
+                candidacy = trio.CancelScope()  # the controller candidate's
                 with starting:
                     try:
                         zk = await ZkClient.connect(
@@ -106,7 +108,7 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
                             config.zookeeper_session_timeout_ms,
                             timeout_ms=config.zookeeper_connection_timeout_ms,
                         )
-                        await _start(nursery, ctx, zk, server, log_manager)
+                        await _start(nursery, ctx, zk, server, log_manager, candidacy)
                     except (ZkError, BrokerIdInUseError) as exc:
                         connected = zk is not None and isinstance(exc, ZkError)
                         message = f"ZooKeeper: {exc}" if connected else str(exc)
@@ -115,6 +117,9 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
                 await stopping.wait()
                 if config.controlled_shutdown_enable and not starting.cancelled_caught:
                     await controlled_shutdown(ctx)
+                # The controller (if we are it) resigns before requests drain: those waiting
+                # for it (other brokers' controlled shutdowns) are answered NOT_CONTROLLER now.
+                candidacy.cancel()
                 await server.stop()
                 nursery.cancel_scope.cancel()
         finally:
@@ -133,8 +138,10 @@ async def _start(
     zk: ZkClient,
     server: BrokerServer,
     log_manager: LogManager,
+    candidacy: trio.CancelScope,
 ) -> None:
-    """Listen, register, and start every task, in the order the module docstring gives."""
+    """Listen, register, and start every task, in the order the module docstring gives; the
+    controller candidate runs until `candidacy` is cancelled."""
     config = ctx.config
     ctx.zk = zk
     ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
@@ -164,7 +171,8 @@ async def _start(
     )
     ctx.controller = await nursery.start(
         partial(
-            run_controller,
+            _controller_candidate,
+            candidacy,
             zk,
             config.broker_id,
             request_timeout_ms=config.request_timeout_ms,
@@ -179,6 +187,16 @@ async def _start(
     if config.log_cleaner_enable:
         await nursery.start(LogCleaner(ctx, log_manager).run)
     nursery.start_soon(_housekeeping, ctx, log_manager)
+
+
+async def _controller_candidate(
+    scope: trio.CancelScope,
+    *args: Any,
+    task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
+    **kwargs: Any,
+) -> None:
+    with scope:
+        await run_controller(*args, task_status=task_status, **kwargs)
 
 
 async def _wait_for_signal(
