@@ -33,7 +33,7 @@ CONNECT_TIMEOUT_MS: Final = 3_000
 class StopReason(enum.Enum):
     ACCEPTED = "accepted"
     ZOOKEEPER_DISCONNECTED = "ZooKeeper session not connected"
-    RETRIES_EXHAUSTED = "controlled.shutdown.max.retries attempts failed"
+    RETRIES_EXHAUSTED = "no attempt left (controlled.shutdown.max.retries)"
     DEADLINE = "controlled.shutdown.timeout.ms elapsed"
 
 
