@@ -85,8 +85,9 @@ test: venv zookeeper containers lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation
 	$(BIN)/pytest tests/integration
 
-bench: venv
+bench: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.run
+	$(BIN)/python -m tests.benchmarks.compaction
 
 sim: venv
 	$(BIN)/pytest -q -n auto tests/simulation

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
@@ -18,15 +19,17 @@ import trio
 from broker.core.cleaner_manager import CleanerManager
 from broker.log.cleaner import CleaningResult, CleaningTask, clean
 from broker.log.log import Log
+from protocol.errors import HighwaterError
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
     from broker.log.manager import LogManager
 
-__all__ = ["BYTES_PER_MAP_KEY", "LogCleaner"]
+__all__ = ["BYTES_PER_MAP_KEY", "CleaningFailed", "LogCleaner"]
 
 BYTES_PER_MAP_KEY = 128  # what one key of the key -> offset map costs, roughly (a dict entry)
+CLEANER_NICENESS = 10  # added to the cleaning process's nice value
 
 
 class LogCleaner:
@@ -71,11 +74,19 @@ class LogCleaner:
         task = log.cleaning_task(
             candidate.first_dirty_offset, candidate.end_offset, now_ms, self._max_map_keys
         )
-        try:
-            result = await _clean_in_child(task)
-        except Exception as exc:  # the log changed under it, a bad batch: not the broker's end
-            self.manager.aborted(tp)
-            self._log.warning("cleaning failed", topic=tp[0], partition=tp[1], error=repr(exc))
+        result = await _clean_in_child(task)
+        if isinstance(result, CleaningFailed):
+            if result.corrupt:  # Kafka's uncleanable partitions: not retried until restart
+                self.manager.failed(tp)
+                self._log.error(
+                    "log uncleanable: a corrupt batch", topic=tp[0], partition=tp[1],
+                    error=result.message,
+                )  # fmt: skip
+            else:  # the log changed under it (truncated, deleted): the next round retries
+                self.manager.aborted(tp)
+                self._log.warning(
+                    "cleaning failed", topic=tp[0], partition=tp[1], error=result.message
+                )
             return False
         partition = self._ctx.replica_manager.partitions.get(tp)
         if partition is None or partition.log is not log:
@@ -103,7 +114,13 @@ class LogCleaner:
         return True
 
 
-async def _clean_in_child(task: CleaningTask) -> CleaningResult:
+@dataclass(frozen=True, slots=True)
+class CleaningFailed:
+    message: str
+    corrupt: bool  # a bad batch or record (CORRUPT_MESSAGE, INVALID_RECORD), not an IO error
+
+
+async def _clean_in_child(task: CleaningTask) -> CleaningResult | CleaningFailed:
     """Run `clean(task)` in a child process ("spawn": it must not inherit the broker's trio
     loop, sockets or locks); terminated if the broker cancels the wait."""
     context = multiprocessing.get_context("spawn")
@@ -112,31 +129,34 @@ async def _clean_in_child(task: CleaningTask) -> CleaningResult:
     child.start()
     send.close()
     try:
-        outcome = await trio.to_thread.run_sync(_receive, receive, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(_receive, receive, abandon_on_cancel=True)
     finally:
         if child.is_alive():
             child.terminate()
         with trio.CancelScope(shield=True):  # reap it even when the broker is stopping
             await trio.to_thread.run_sync(child.join)
         receive.close()
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
 
 
-def _receive(connection: Connection) -> CleaningResult | BaseException:
+def _receive(connection: Connection) -> CleaningResult | CleaningFailed:
     try:
-        received: CleaningResult | BaseException = connection.recv()
+        received: CleaningResult | CleaningFailed = connection.recv()
     except EOFError:
-        return OSError("the cleaner process died")
+        return CleaningFailed("the cleaner process died", corrupt=False)
     return received
 
 
 def _child_main(task: CleaningTask, parent_pid: int, connection: Connection) -> None:
+    # Below the broker's priority: on a busy machine produce and fetch go first and the
+    # cleaning takes the spare CPU (Kafka's cleaner threads compete with request handlers).
+    os.nice(CLEANER_NICENESS)
+    outcome: CleaningResult | CleaningFailed
     try:
-        outcome: CleaningResult | BaseException = clean(task, parent_pid=parent_pid)
+        outcome = clean(task, parent_pid=parent_pid)
+    except HighwaterError as exc:
+        outcome = CleaningFailed(str(exc), corrupt=True)
     except Exception as exc:
-        outcome = OSError(f"cleaning failed: {exc!r}")
+        outcome = CleaningFailed(repr(exc), corrupt=False)
     try:
         connection.send(outcome)
     except OSError:

@@ -561,7 +561,8 @@ class Consumer:
                         ):
                             offset = base_offset + offset_delta
                             if offset < fetch_offset:
-                                continue  # the fetch started mid-batch
+                                continue  # the fetch started mid-batch (or a bad delta)
+                            fetch_offset = offset + 1  # offsets only go up, gaps or not
                             append(
                                 _new_record(
                                     ConsumerRecord,
@@ -582,6 +583,7 @@ class Consumer:
                     r = decode_record(entry, header, index)
                     if r.offset < fetch_offset:
                         continue
+                    fetch_offset = r.offset + 1
                     append(
                         ConsumerRecord(
                             topic,

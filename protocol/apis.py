@@ -1,7 +1,7 @@
 """The API table: Kafka's api key, request and response schemas, and supported versions.
 
 A message module is imported the first time its API is used, not with this module: a client
-process needs two or three of the seventeen (a Spark query's source runner, a CLI command),
+process needs two or three of them (a Spark query's source runner, a CLI command),
 and importing them all cost about 50 ms at every start.
 """
 
@@ -30,15 +30,23 @@ class ApiKey(enum.IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +76,17 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.STOP_REPLICA: ("stop_replica", "StopReplica", 0),
     ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 0),
     ApiKey.CONTROLLED_SHUTDOWN: ("controlled_shutdown", "ControlledShutdown", 0),
+    ApiKey.OFFSET_COMMIT: ("offset_commit", "OffsetCommit", 0),
+    ApiKey.OFFSET_FETCH: ("offset_fetch", "OffsetFetch", 0),
+    ApiKey.FIND_COORDINATOR: ("find_coordinator", "FindCoordinator", 0),
+    ApiKey.LIST_GROUPS: ("list_groups", "ListGroups", 0),
     ApiKey.API_VERSIONS: ("api_versions", "ApiVersions", 0),
     ApiKey.CREATE_TOPICS: ("create_topics", "CreateTopics", 0),
     ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 0),
     ApiKey.INIT_PRODUCER_ID: ("init_producer_id", "InitProducerId", 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 1),
     ApiKey.CREATE_PARTITIONS: ("create_partitions", "CreatePartitions", 0),
+    ApiKey.DELETE_GROUPS: ("delete_groups", "DeleteGroups", 0),
     ApiKey.ELECT_LEADERS: ("elect_leaders", "ElectLeaders", 0),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
         "alter_partition_reassignments",
@@ -85,6 +98,9 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
         "ListPartitionReassignments",
         0,
     ),
+    ApiKey.OFFSET_DELETE: ("offset_delete", "OffsetDelete", 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", "ConsumerGroupDescribe", 0),
 }
 _MESSAGES_PACKAGE: Final = "protocol.messages"
 _KEY_BY_MODULE: Final = {f"{_MESSAGES_PACKAGE}.{m}": key for key, (m, _, _) in _TABLE.items()}

@@ -168,9 +168,11 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int, header: BatchH
         raise CorruptRecordError(
             f"batch at byte {pos}: CRC-32C {actual:#010x} != stored {header.crc:#010x}"
         )
-    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+    # A producer's batch is dense (record_count == last_offset_delta + 1); a cleaned one
+    # keeps its offsets and last_offset_delta with fewer records (Kafka's v2 batches too).
+    if not 0 < header.record_count <= header.last_offset_delta + 1:
         raise InvalidRecordError(
-            f"batch at byte {pos}: record_count {header.record_count} does not match "
+            f"batch at byte {pos}: record_count {header.record_count} does not fit "
             f"last_offset_delta {header.last_offset_delta}"
         )
 
@@ -216,8 +218,7 @@ def _coherent(fields: tuple[Any, ...], view: memoryview, pos: int, end: int) -> 
     record counts that agree, a matching CRC. When one fails, validate_batch names it."""
     return bool(
         fields[3] == MAGIC_V2
-        and fields[12] > 0
-        and fields[6] == fields[12] - 1
+        and 0 < fields[12] <= fields[6] + 1
         and _crc(view[pos + CRC_START : end]) == fields[4]
     )
 
@@ -326,16 +327,20 @@ def build_batch_from_entries(
     base_sequence: int = NO_SEQUENCE,
     base_offset: int = 0,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """One batch from records already in their msgpack form, for builders that gather them
     one at a time (the producer's accumulator): each entry is
     `[timestamp - base_timestamp, index, key, value, headers]` with headers a sequence of
-    (str, bytes | None) pairs. The bytes are identical to `build_batch` of the same records."""
+    (str, bytes | None) pairs. The bytes are identical to `build_batch` of the same records.
+    `last_offset_delta`: the log cleaner's, keeping a batch's offsets with fewer records."""
     if not entries:
         raise ValueError("a batch holds at least one record")
     section = compress(compression, msgpack.packb(entries, use_bin_type=True))
     batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
     count = len(entries)
+    if last_offset_delta is None:
+        last_offset_delta = count - 1
     tail = (
         _HEADER.pack(
             base_offset,
@@ -344,7 +349,7 @@ def build_batch_from_entries(
             MAGIC_V2,
             0,
             int(compression),
-            count - 1,
+            last_offset_delta,
             base_timestamp,
             max_timestamp,
             producer_id,
@@ -400,7 +405,7 @@ def decode_batch(
 ) -> RecordBatch:
     """Validate and fully decode one batch (consumer side)."""
     header, plain = decode_batch_entries(buf, pos, max_decompressed_bytes=max_decompressed_bytes)
-    return RecordBatch(header, tuple(_decode_record(p, header, i) for i, p in enumerate(plain)))
+    return RecordBatch(header, _decode_records(plain, header))
 
 
 def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[RecordBatch]:
@@ -409,7 +414,16 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[RecordBatch]
     A partial batch at the very end (a fetch cut at max_bytes) is skipped, as Kafka clients do.
     """
     for header, plain in decode_batches_entries(buf):
-        yield RecordBatch(header, tuple(_decode_record(p, header, i) for i, p in enumerate(plain)))
+        yield RecordBatch(header, _decode_records(plain, header))
+
+
+def _decode_records(plain: tuple[Any, ...], header: BatchHeader) -> tuple[Record, ...]:
+    records = tuple(_decode_record(p, header, i) for i, p in enumerate(plain))
+    if header.record_count != header.last_offset_delta + 1:  # cleaned: gaps, still in order
+        for i in range(1, len(records)):
+            if records[i].offset <= records[i - 1].offset:
+                raise CorruptRecordError(f"record {i}: offset delta not above the previous")
+    return records
 
 
 # Additive fast paths for consumers that build their own record objects: the batch is checked

@@ -40,6 +40,9 @@ class CleanerManager:
     # tp -> first dirty offset (the cleaner-offset-checkpoint): below it, cleaned before.
     checkpoints: dict[TopicPartition, int] = field(default_factory=dict)
     in_progress: set[TopicPartition] = field(default_factory=set)
+    # Logs a cleaning found corrupt: skipped until the broker restarts (Kafka's
+    # LogCleanerManager.uncleanablePartitions).
+    uncleanable: set[TopicPartition] = field(default_factory=set)
 
     def choose(
         self, logs: Mapping[TopicPartition, tuple[Log, int]], now_ms: int
@@ -48,7 +51,7 @@ class CleanerManager:
         filthiest that is due."""
         best: CleanCandidate | None = None
         for tp, (log, high_watermark) in sorted(logs.items()):
-            if tp in self.in_progress:
+            if tp in self.in_progress or tp in self.uncleanable:
                 continue
             candidate = self.candidate(tp, log, high_watermark, now_ms)
             if candidate is None or not (
@@ -104,9 +107,15 @@ class CleanerManager:
     def aborted(self, tp: TopicPartition) -> None:
         self.in_progress.discard(tp)
 
+    def failed(self, tp: TopicPartition) -> None:
+        """The cleaning met a corrupt batch: leave this log alone."""
+        self.in_progress.discard(tp)
+        self.uncleanable.add(tp)
+
     def forget(self, tp: TopicPartition) -> None:
         """The log was deleted."""
         self.in_progress.discard(tp)
+        self.uncleanable.discard(tp)
         self.checkpoints.pop(tp, None)
 
 

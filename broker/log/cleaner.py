@@ -2,10 +2,12 @@
 
 `clean(task)` only reads the segment files it is given and writes `.cleaned` segments next to
 them, so it can run in a worker process; the log swaps them in afterwards
-(`Log.replace_segments`). Offsets are kept (a cleaned log has gaps); a batch loses the records
-a later offset of the same key supersedes, keyless records and tombstones older than
-delete.retention.ms, and is re-encoded as one batch per run of consecutive offsets. Each
-producer's last batch is copied whole, so its idempotence state survives (as Kafka keeps it).
+(`Log.replace_segments`). Offsets are kept: a batch loses the records a later offset of the
+same key supersedes, keyless records and tombstones older than delete.retention.ms, and keeps
+its base offset, last offset delta and producer fields (as Kafka's MemoryRecords.filterTo);
+a batch that keeps every record is copied as it is. Each producer's last batch is copied
+whole, so its idempotence state survives. Records are read as raw msgpack entries, not
+Record objects: this is the one place the broker looks at every record of a log.
 """
 
 from __future__ import annotations
@@ -14,18 +16,17 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from broker.log.config import LogConfig
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, segment_file_name
 from protocol.compression import Compression
 from protocol.records import (
     BATCH_HEADER_BYTES,
-    NO_PRODUCER_ID,
     BatchHeader,
-    Record,
-    build_batch,
-    decode_batch,
+    build_batch_from_entries,
+    decode_batch_entries,
+    decode_record,
     read_header,
     validate_batch,
 )
@@ -37,7 +38,6 @@ __all__ = [
     "CleaningTask",
     "SegmentRef",
     "clean",
-    "retains",
 ]
 
 CLEANED_SUFFIX: Final = ".cleaned"
@@ -96,20 +96,29 @@ def clean(task: CleaningTask, *, parent_pid: int | None = None) -> CleaningResul
     return CleaningResult(end_offset, tuple(groups), *totals)
 
 
-def retains(
-    record: Record,
+def _retained(
+    entries: tuple[Any, ...],
+    header: BatchHeader,
     offset_map: Mapping[bytes, int],
-    end_offset: int,
     delete_horizon_ms: int,
-) -> bool:
-    """Kafka's cleaner rule for one record below `end_offset`: it is the latest for its key
-    (the map holds the key's last offset in the dirty part; a key missing from it was not
-    rewritten since), it has a key, and it is not a tombstone past its retention."""
-    if record.key is None:
-        return False
-    if offset_map.get(record.key, record.offset) != record.offset:
-        return False
-    return record.value is not None or record.timestamp_ms >= delete_horizon_ms
+) -> list[Any]:
+    """Kafka's cleaner rule for a batch's records: a record stays if it has a key, it is the
+    latest for that key (the map holds the key's last offset in the dirty part; a key missing
+    from it was not rewritten since), and it is not a tombstone past its retention."""
+    base, base_ts = header.base_offset, header.base_timestamp
+    get = offset_map.get
+    try:
+        return [
+            e
+            for e in entries
+            if e[2] is not None
+            and get(e[2], base + e[1]) == base + e[1]
+            and (e[3] is not None or base_ts + e[0] >= delete_horizon_ms)
+        ]
+    except (TypeError, IndexError):  # a malformed entry: decode_record names it
+        for index, entry in enumerate(entries):
+            decode_record(entry, header, index)
+        raise
 
 
 class _Orphaned:
@@ -131,17 +140,31 @@ def _build_offset_map(
     boundary if the map fills up (at least the first dirty segment is mapped)."""
     offset_map: dict[bytes, int] = {}
     end_offset = task.end_offset
+    first_dirty = task.first_dirty_offset
     for ref in task.segments:
         if ref.base_offset >= end_offset:
             break
         check()
         for header, raw in _batches(task.directory, ref):
-            if header.next_offset <= task.first_dirty_offset:
+            if header.next_offset <= first_dirty:
                 continue
-            for record in decode_batch(raw).records:
-                if record.key is not None and record.offset >= task.first_dirty_offset:
-                    offset_map[record.key] = record.offset
-        if len(offset_map) > task.max_map_keys and ref.base_offset > task.first_dirty_offset:
+            _, entries = decode_batch_entries(raw)
+            base = header.base_offset
+            try:
+                offset_map.update(
+                    {e[2]: base + e[1] for e in entries if e[2] is not None}
+                    if base >= first_dirty
+                    else {
+                        e[2]: base + e[1]
+                        for e in entries
+                        if e[2] is not None and base + e[1] >= first_dirty
+                    }
+                )
+            except (TypeError, IndexError):  # a malformed entry: decode_record names it
+                for index, entry in enumerate(entries):
+                    decode_record(entry, header, index)
+                raise
+        if len(offset_map) > task.max_map_keys and ref.base_offset > first_dirty:
             return offset_map, ref.base_offset  # full: clean up to this segment
     return offset_map, end_offset
 
@@ -186,17 +209,19 @@ def _clean_group(
         for ref in group:
             totals[0] += ref.size
             for header, raw in _batches(task.directory, ref):
-                totals[2] += header.record_count
+                count = header.record_count
+                totals[2] += count
                 if task.producer_last_offsets.get(header.producer_id) == header.last_offset:
-                    out.append(raw, 0, header, None)  # a producer's last batch: whole
-                    totals[3] += header.record_count
-                    continue
-                records = decode_batch(raw).records
-                kept = [r for r in records if retains(r, offset_map, end_offset, horizon_ms)]
-                totals[3] += len(kept)
-                for run in _runs(kept):
-                    batch = _rebuild(header, run)
-                    out.append(batch, 0, read_header(batch), None)
+                    kept = count  # a producer's last batch: whole
+                else:
+                    _, entries = decode_batch_entries(raw)
+                    retained = _retained(entries, header, offset_map, horizon_ms)
+                    kept = len(retained)
+                    if kept and kept < count:
+                        raw = _filtered(header, retained)
+                totals[3] += kept
+                if kept:
+                    out.append(raw, 0, read_header(raw), None)
         out.flush()
         size = out.size
         totals[1] += size
@@ -207,32 +232,20 @@ def _clean_group(
     return CleanedGroup(tuple(r.base_offset for r in group), base, size)
 
 
-def _runs(records: list[Record]) -> Iterator[list[Record]]:
-    """Records in runs of consecutive offsets: a batch's offsets have no gaps."""
-    run: list[Record] = []
-    for record in records:
-        if run and record.offset != run[-1].offset + 1:
-            yield run
-            run = []
-        run.append(record)
-    if run:
-        yield run
-
-
-def _rebuild(header: BatchHeader, run: list[Record]) -> bytes:
-    """One batch of `run`, keeping the original batch's leader epoch, codec and producer."""
-    first = run[0].offset
-    base_sequence = header.base_sequence
-    if header.producer_id != NO_PRODUCER_ID and base_sequence >= 0:
-        base_sequence += first - header.base_offset
-    return build_batch(
-        run,
+def _filtered(header: BatchHeader, retained: list[Any]) -> bytes:
+    """The batch with only `retained` records: its offsets, codec, producer fields and leader
+    epoch as they were (records keep their offset deltas, so the batch has gaps)."""
+    return build_batch_from_entries(
+        retained,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.base_timestamp + max(e[0] for e in retained),
         compression=Compression(header.compression),
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
-        base_sequence=base_sequence,
-        base_offset=first,
+        base_sequence=header.base_sequence,
+        base_offset=header.base_offset,
         partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta,
     )
 
 

@@ -251,7 +251,11 @@ class Log:
         header = headers[0][1]
         if header.batch_length > config.max_message_bytes - LOG_OVERHEAD_BYTES:
             raise_batch_too_large(0, header, config)
-        if header.base_offset or header.attributes:
+        if (
+            header.base_offset
+            or header.attributes
+            or header.record_count != header.last_offset_delta + 1
+        ):
             check_producer_batch(0, header)
         if config.compact:
             check_keyed(view, headers)

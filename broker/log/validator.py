@@ -75,7 +75,11 @@ def check_headers(
     for position, header in headers:
         if header.batch_length > max_batch_length:
             raise_batch_too_large(position, header, config)
-        if from_producer and (header.base_offset or header.attributes):
+        if from_producer and (
+            header.base_offset
+            or header.attributes
+            or header.record_count != header.last_offset_delta + 1
+        ):
             check_producer_batch(position, header)
 
 
@@ -91,6 +95,11 @@ def check_producer_batch(position: int, header: BatchHeader) -> None:
     if header.base_offset != 0:
         raise InvalidRecordError(
             f"batch at byte {position}: base offset {header.base_offset}, must be 0"
+        )
+    if header.record_count != header.last_offset_delta + 1:  # Kafka's LogValidator: dense
+        raise InvalidRecordError(
+            f"batch at byte {position}: record_count {header.record_count} with "
+            f"last_offset_delta {header.last_offset_delta}: a producer's offsets are dense"
         )
     if header.attributes & _UNSUPPORTED_ATTRIBUTES:
         raise InvalidRecordError(

@@ -11,6 +11,7 @@ error.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from dataclasses import dataclass, field
 from itertools import chain
@@ -38,7 +39,7 @@ class ColumnBuilder:
     _count: int = 0
     _keys: list[tuple[bytes | None, ...]] = field(default_factory=list)  # one tuple per batch
     _values: list[tuple[bytes | None, ...]] = field(default_factory=list)
-    _offsets: list[range] = field(default_factory=list)
+    _offsets: list[range | tuple[int, ...]] = field(default_factory=list)
     _timestamp_deltas: list[tuple[int, ...]] = field(default_factory=list)
     _batches: list[tuple[int, int, int]] = field(default_factory=list)  # (count, ts, ts type)
     _headers: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -62,17 +63,24 @@ class ColumnBuilder:
             columns = list(zip(*entries, strict=False)) if count else []
             if len(columns) != 5 or columns[1] != _deltas(count):
                 columns = _checked_columns(entries, header)
-            ts_deltas, _, keys, values, headers = columns
+            ts_deltas, deltas, keys, values, headers = columns
             base = header.base_offset
-            lo = max(0, start - base)
-            hi = min(count, end - base)
+            offsets: range | tuple[int, ...]
+            if deltas == _deltas(count):  # dense: the usual batch
+                lo = max(0, start - base)
+                hi = min(count, end - base)
+                offsets = range(base + lo, base + hi)
+            else:  # a cleaned batch: offsets with gaps, in order
+                lo = bisect.bisect_left(deltas, start - base)
+                hi = bisect.bisect_left(deltas, end - base)
+                offsets = tuple(base + d for d in deltas[lo:hi])
             if lo >= hi:
                 continue
             if lo or hi < count:
                 keys, values, ts_deltas = keys[lo:hi], values[lo:hi], ts_deltas[lo:hi]
             self._keys.append(keys)
             self._values.append(values)
-            self._offsets.append(range(base + lo, base + hi))
+            self._offsets.append(offsets)
             self._timestamp_deltas.append(ts_deltas)
             self._batches.append((hi - lo, header.base_timestamp, header.timestamp_type))
             if self.include_headers:
@@ -86,7 +94,12 @@ class ColumnBuilder:
         """The collected records as one Arrow batch in the source's schema; starts anew."""
         count = self._count
         offsets = np.concatenate(
-            [np.arange(r.start, r.stop, dtype=np.int64) for r in self._offsets]
+            [
+                np.arange(r.start, r.stop, dtype=np.int64)
+                if type(r) is range
+                else np.array(r, dtype=np.int64)
+                for r in self._offsets
+            ]
             or [np.empty(0, dtype=np.int64)]
         )
         runs, base_timestamps, types = (
@@ -143,16 +156,15 @@ def _constant_string(text: str, count: int) -> pa.Array:
 
 def _checked_columns(entries: tuple[Any, ...], header: Any) -> list[tuple[Any, ...]]:
     """Columns of a batch, each record checked (CorruptRecordError on a malformed one); the
-    records come back in offset order and without gaps, as `add` expects."""
+    records come back in offset order, offsets strictly increasing (a cleaned batch has gaps)."""
     records = [decode_record(e, header, i) for i, e in enumerate(entries)]
     records.sort(key=lambda r: r.offset)
-    if [r.offset - header.base_offset for r in records] != list(range(len(records))):
-        raise CorruptRecordError(
-            f"batch at offset {header.base_offset}: offset deltas are not 0..{len(records) - 1}"
-        )
+    deltas = tuple(r.offset - header.base_offset for r in records)
+    if len(set(deltas)) != len(deltas):
+        raise CorruptRecordError(f"batch at offset {header.base_offset}: repeated offsets")
     return [
         tuple(r.timestamp_ms - header.base_timestamp for r in records),
-        tuple(range(len(records))),
+        deltas,
         tuple(r.key for r in records),
         tuple(r.value for r in records),
         tuple(r.headers for r in records),

@@ -159,6 +159,20 @@ def test_a_range_cuts_batches_mid_way() -> None:
     assert [t.timestamp() * 1000 for t in out["timestamp"]] == [103, 104, 105, 106]
 
 
+def test_a_cleaned_batch_keeps_its_offsets_and_a_range_cuts_it() -> None:
+    """A compacted topic's batch has gaps: offsets as stored, cut by [start, end)."""
+    entries = [(d, d, b"k%d" % d, b"v%d" % d, ()) for d in (0, 3, 4, 8)]
+    stored = build_batch_from_entries(
+        entries, base_timestamp=100, max_timestamp=108, base_offset=10, last_offset_delta=9
+    )
+    builder = ColumnBuilder("t", 0, include_headers=False)
+    assert builder.add(stored, 11, 19) == (1, 20)
+    out = builder.flush().to_pydict()
+    assert out["offset"] == [13, 14, 18]
+    assert out["key"] == [b"k3", b"k4", b"k8"]
+    assert [t.timestamp() * 1000 for t in out["timestamp"]] == [103, 104, 108]
+
+
 def test_a_partial_batch_at_the_end_is_left_for_the_next_fetch() -> None:
     whole = build_batch([Record(b"a")], base_offset=0, now_ms=0)
     cut = build_batch([Record(b"b")], base_offset=1, now_ms=0)[:-3]

@@ -17,8 +17,8 @@ from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.log import Log
 from protocol.compression import Compression
-from protocol.errors import InvalidRecordError
-from protocol.records import Record, build_batch, decode_batches
+from protocol.errors import CorruptRecordError, InvalidRecordError
+from protocol.records import Record, build_batch, build_batch_from_entries, decode_batches
 from tests.unit.log.helpers import T0
 
 DAY_MS = 24 * 3600 * 1000
@@ -161,7 +161,7 @@ def test_each_producers_last_batch_is_kept_whole(tmp_path: Path) -> None:
     log.close()
 
 
-def test_a_kept_run_of_a_filtered_batch_keeps_its_sequence_and_codec(tmp_path: Path) -> None:
+def test_a_filtered_batch_keeps_its_offsets_sequence_and_codec(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", COMPACT, now_ms=T0)
     records = [Record(f"v{i}".encode(), key=KEYS[i]) for i in range(4)]
     batch = build_batch(
@@ -173,10 +173,28 @@ def test_a_kept_run_of_a_filtered_batch_keeps_its_sequence_and_codec(tmp_path: P
     log.roll(T0)
     clean_below_active(log, 0, T0)
     headers = list(log.iter_batch_headers())
-    first = headers[0]
-    assert (first.base_offset, first.record_count, first.base_sequence) == (1, 2, 11)
+    first = headers[0]  # records 1 and 2 kept, in the batch as it was (Kafka's filterTo)
+    assert (first.base_offset, first.last_offset, first.base_sequence) == (0, 3, 10)
+    assert first.record_count == 2
+    assert [r.offset for r in records_of(log)[:2]] == [1, 2]
     assert first.compression == Compression.GZIP
     assert first.producer_id == 5
+    log.close()
+
+
+def test_a_malformed_record_makes_the_cleaning_fail_clearly(tmp_path: Path) -> None:
+    """A batch whose header and CRC are fine but whose record is not [ts, offset, key, value,
+    headers] (a follower takes the leader's batches as they are) and must be kept: a clear
+    CORRUPT_MESSAGE, and the shell marks the log uncleanable. (One a later record supersedes
+    is simply dropped.)"""
+    log = Log.open(tmp_path / "t-0", COMPACT, now_ms=T0)
+    bad = build_batch_from_entries([[0, 0, b"k"]], base_timestamp=T0, max_timestamp=T0)
+    log.append_as_follower(bad, T0)
+    produce(log, Record(b"v", key=b"other"))
+    log.roll(T0)
+    task = log.cleaning_task(0, log.active_segment.base_offset, T0, 1 << 20)
+    with pytest.raises(CorruptRecordError, match="record 0"):
+        clean(task)
     log.close()
 
 

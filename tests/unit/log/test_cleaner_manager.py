@@ -99,3 +99,14 @@ def test_below_the_ratio_nothing_is_due_unless_max_compaction_lag_passed(tmp_pat
     assert manager.choose(logs, T0) is None
     due = manager.choose(logs, T0 + hour_ms + 1)
     assert due is not None and due.max_lag_due
+
+
+def test_an_uncleanable_log_is_skipped_until_forgotten(tmp_path: Path) -> None:
+    log = filled(tmp_path / "a-0", COMPACT, 40)
+    manager = CleanerManager()
+    logs = {A: (log, log.log_end_offset)}
+    manager.begin(A)
+    manager.failed(A)
+    assert manager.choose(logs, T0) is None
+    manager.forget(A)  # deleted (and re-created): a new log
+    assert manager.choose(logs, T0) is not None

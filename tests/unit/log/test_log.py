@@ -13,7 +13,7 @@ from broker.log.errors import MessageTooLargeError, OffsetOutOfRangeError
 from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE, Log
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError, ErrorCode, HighwaterError, InvalidRecordError
-from protocol.records import decode_batches, read_header
+from protocol.records import build_batch_from_entries, decode_batches, read_header
 from tests.unit.log.helpers import (
     ATTRIBUTES_AT,
     T0,
@@ -285,6 +285,29 @@ def test_follower_keeps_the_leaders_offsets_across_compacted_gaps(tmp_path: Path
     reopened = open_log(tmp_path / "t-0", clean_shutdown=False)
     assert reopened.log_end_offset == 10
     reopened.close()
+
+
+def _gapped_batch(base_offset: int) -> bytes:
+    """Two records at deltas 0 and 2 of a batch spanning three offsets (a cleaned batch)."""
+    entries = [(0, 0, b"a", b"1", ()), (0, 2, b"b", b"2", ())]
+    return build_batch_from_entries(
+        entries, base_timestamp=T0, max_timestamp=T0, base_offset=base_offset,
+        partition_leader_epoch=4, last_offset_delta=2,
+    )  # fmt: skip
+
+
+def test_a_cleaned_batch_with_gaps_is_a_followers_not_a_producers(tmp_path: Path) -> None:
+    """Kafka's LogValidator: a producer's batch is dense; the leader's cleaned batches reach
+    followers with gaps inside and keep their offsets."""
+    log = open_log(tmp_path / "t-0")
+    with pytest.raises(InvalidRecordError, match="dense"):
+        log.append_as_leader(_gapped_batch(0), 4, T0)
+    assert log.log_end_offset == 0
+    log.append_as_follower(_gapped_batch(0), T0)
+    assert log.log_end_offset == 3
+    records = [r for b in decode_batches(log.read(0, 1 << 20).read()) for r in b.records]
+    assert [(r.offset, r.key) for r in records] == [(0, b"a"), (2, b"b")]
+    log.close()
 
 
 def test_follower_rejects_corrupt_batches(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from protocol.records import (
     RecordBatch,
     TimestampType,
     build_batch,
+    build_batch_from_entries,
     crc32c,
     decode_batch,
     decode_batch_entries,
@@ -45,6 +46,7 @@ from tests.unit.protocol.strategies import FAST, THOROUGH, flip_bit, recompute_c
 CORRUPT_MESSAGE = 2
 INVALID_RECORD = 87
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+T = 1_700_000_000_000
 
 CODECS = st.sampled_from(list(Compression))
 INT16 = st.integers(-(2**15), 2**15 - 1)
@@ -310,7 +312,7 @@ def test_batch_length_too_small_for_a_header_is_corrupt(batch_length: int) -> No
 
 @pytest.mark.parametrize(
     ("last_offset_delta", "record_count"),
-    [(2, 4), (2, 2), (3, 3), (-1, 0), (0, 0), (2, -3), (2**31 - 1, -(2**31))],
+    [(2, 4), (1, 3), (-1, 0), (0, 0), (2, -3), (2**31 - 1, -(2**31))],
 )
 def test_record_count_inconsistent_with_last_offset_delta_is_invalid(
     last_offset_delta: int, record_count: int
@@ -331,6 +333,25 @@ def test_record_count_inconsistent_with_last_offset_delta_is_invalid(
         assert info.value.code == INVALID_RECORD
         assert info.value.code is ErrorCode.INVALID_RECORD
         assert not isinstance(info.value, CorruptRecordError)
+
+
+def test_a_cleaned_batch_has_gaps_and_keeps_its_offsets() -> None:
+    """Kafka's v2 batches after compaction: fewer records than last_offset_delta + 1, each
+    at its own offset delta, strictly increasing."""
+    entries = [(0, 1, b"a", b"1", ()), (5, 3, b"b", b"2", ())]
+    batch = build_batch_from_entries(
+        entries, base_timestamp=T, max_timestamp=T + 5, base_offset=10, last_offset_delta=4
+    )
+    decoded = decode_batch(batch)
+    assert (decoded.header.record_count, decoded.header.next_offset) == (2, 15)
+    assert [(r.offset, r.key) for r in decoded.records] == [(11, b"a"), (13, b"b")]
+
+    backwards = [(0, 3, b"a", b"1", ()), (5, 1, b"b", b"2", ())]
+    bad = build_batch_from_entries(
+        backwards, base_timestamp=T, max_timestamp=T + 5, base_offset=10, last_offset_delta=4
+    )
+    with pytest.raises(CorruptRecordError, match="not above the previous"):
+        decode_batch(bad)
 
 
 def test_header_counts_that_agree_but_differ_from_the_records_section_are_corrupt() -> None:
