@@ -154,6 +154,7 @@ class BrokerConfig:
     isr_change_propagation_max_delay_ms: int = _int("isr.change.propagation.max.delay.ms")
     controlled_shutdown_max_retries: int = _int("controlled.shutdown.max.retries")
     controlled_shutdown_retry_backoff_ms: int = _int("controlled.shutdown.retry.backoff.ms")
+    controlled_shutdown_timeout_ms: int = _int("controlled.shutdown.timeout.ms")
     min_insync_replicas: int = _int("min.insync.replicas")
     unclean_leader_election_enable: bool = _bool("unclean.leader.election.enable")
     auto_create_topics_enable: bool = _bool("auto.create.topics.enable")

@@ -468,6 +468,15 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             5000,
             "Wait between controlled shutdown attempts.",
         ),
+        number(
+            LONG,
+            "controlled.shutdown.timeout.ms",
+            10000,
+            "Highwater only: a controlled shutdown ends within this, its attempts sharing it "
+            "(each at most request.timeout.ms); keep it well inside a container's stop grace "
+            "period.",
+            minimum=1,
+        ),
         boolean(
             "auto.leader.rebalance.enable",
             True,
