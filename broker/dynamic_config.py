@@ -51,6 +51,7 @@ _CONFIG_TYPES: Final = {
     Type.BOOLEAN: ConfigType.BOOLEAN,
     Type.STRING: ConfigType.STRING,
     Type.LIST: ConfigType.LIST,
+    Type.DOUBLE: ConfigType.DOUBLE,
 }
 
 

@@ -39,6 +39,7 @@ class ConfigType(enum.IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 

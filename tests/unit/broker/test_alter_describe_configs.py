@@ -62,7 +62,7 @@ def test_deleting_a_key_that_is_not_set_is_fine() -> None:
         ([op("retention.mss", kind=DELETE)], ErrorCode.INVALID_CONFIG, "retention.mss"),
         ([op("retention.ms", "soon")], ErrorCode.INVALID_CONFIG, "retention.ms"),
         ([op("segment.bytes", "12")], ErrorCode.INVALID_CONFIG, "segment.bytes"),
-        ([op("cleanup.policy", "compact")], ErrorCode.INVALID_CONFIG, "cleanup.policy"),
+        ([op("cleanup.policy", "compaction")], ErrorCode.INVALID_CONFIG, "cleanup.policy"),
         ([op("retention.ms", None)], ErrorCode.INVALID_CONFIG, "retention.ms"),
         ([op("retention.ms", "1"), op("retention.ms", "2")], ErrorCode.INVALID_REQUEST, "twice"),
         ([op("retention.ms", "1", AlterConfigOpType.APPEND)], ErrorCode.INVALID_CONFIG, "list"),
