@@ -73,7 +73,10 @@ class ConfigChangeListener:
         everything = False
         while True:
             with trio.move_on_at(retry_at):
-                event = await events.receive()
+                try:
+                    event = await events.receive()
+                except trio.EndOfChannel:
+                    return  # the ZkClient was closed
                 match event:
                     case WatchEvent(path=zk_data.CONFIG_CHANGES_PATH):
                         pass
@@ -92,8 +95,9 @@ class ConfigChangeListener:
         try:
             async with self._ctx.config_lock:
                 await self._apply_changes(everything)
-        except (ZkError, zk_data.ZkDataError) as exc:
-            self._log.warning("config changes not read; will retry", error=repr(exc))
+        except (ZkError, zk_data.ZkDataError, OSError) as exc:
+            # OSError: a retention pass that could not delete (EMFILE...): try again later.
+            self._log.warning("config changes not applied; will retry", error=repr(exc))
             return False
         return True
 
@@ -106,11 +110,15 @@ class ConfigChangeListener:
         entities = set(changes.entities)
         defaults_changed = everything or (BROKERS, zk_data.DEFAULT_BROKER_ENTITY) in entities
         if defaults_changed:
-            stored = await zk.run(get_entity_config(BROKERS, zk_data.DEFAULT_BROKER_ENTITY))
-            self.defaults, skipped = with_dynamic_defaults(self._static, stored.config)
-            self.dynamic_defaults = dict(stored.config)
-            for key, why in skipped.items():
-                self._log.warning("dynamic broker default ignored", key=key, reason=why)
+            try:
+                stored = await zk.run(get_entity_config(BROKERS, zk_data.DEFAULT_BROKER_ENTITY))
+            except zk_data.ZkDataError as exc:  # written by hand? keep what is in force
+                self._log.warning("dynamic broker defaults unreadable", error=str(exc))
+            else:
+                self.defaults, skipped = with_dynamic_defaults(self._static, stored.config)
+                self.dynamic_defaults = dict(stored.config)
+                for key, why in skipped.items():
+                    self._log.warning("dynamic broker default ignored", key=key, reason=why)
         hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
         named = {name for kind, name in entities if kind == TOPICS}
         topics = hosted if defaults_changed else hosted & named
