@@ -22,6 +22,7 @@ import structlog
 import trio
 
 from broker.config import BrokerConfig, describe
+from broker.config_changes import ConfigChangeListener
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
@@ -161,6 +162,8 @@ async def _start(
     await nursery.start(ctx.isr_manager.run)
     ctx.group_coordinator = GroupCoordinator(ctx)
     await nursery.start(ctx.group_coordinator.run)
+    # Dynamic configs before registering: LeaderAndIsr must find them in place.
+    await nursery.start(ConfigChangeListener(ctx, zk).run)
     # listeners=...:0 binds any free port; advertise the one actually bound.
     advertised_port = config.advertised_port or port
     # ctx.registered records the broker epoch (again after a session expiry).

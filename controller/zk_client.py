@@ -105,6 +105,7 @@ def _stat(stat: Any) -> ZnodeStat:
         ephemeral_owner=stat.ephemeralOwner,
         data_length=stat.dataLength,
         num_children=stat.numChildren,
+        ctime=stat.ctime,
     )
 
 
@@ -302,7 +303,7 @@ class ZkClient:
                 if isinstance(op, CheckOp):
                     tx.check(op.path, op.version)
                 elif isinstance(op, CreateOp):
-                    tx.create(op.path, op.data, ephemeral=op.ephemeral)
+                    tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
                 elif isinstance(op, SetOp):
                     tx.set_data(op.path, op.data, version=op.version)
                 else:
