@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -22,6 +23,7 @@ import trio
 
 from client.errors import (
     ClientClosedError,
+    CorruptBatchError,
     HighwaterClientError,
     LogTruncationError,
     OffsetOutOfRangeError,
@@ -50,6 +52,10 @@ from protocol.records import LOG_OVERHEAD_BYTES, decode_batches_entries, decode_
 from protocol.topic_partition import TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "truncation_offset"]
+
+_BASE_AND_LENGTH: Final = struct.Struct(">qi")
+_LAST_OFFSET_DELTA: Final = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT: Final = 23
 
 RESETS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
 LEADER_ERRORS: Final = frozenset(
@@ -106,6 +112,9 @@ class _PartitionState:
     fetched_epoch: int | None = None  # the epoch of the last whole batch fetched
     # One (buffer index after the batch's last record, batch epoch) per buffered batch.
     buffer_epochs: list[tuple[int, int]] = field(default_factory=list)
+    # A batch that could not be read after records that could: raised once those are polled
+    # (as Kafka's fetcher returns what it read before the corrupt batch first).
+    pending_error: HighwaterClientError | None = None
 
     def awaits_validation(self, current_leader_epoch: int) -> bool:
         """Records were consumed under an earlier leader epoch than the metadata's."""
@@ -430,6 +439,9 @@ class Consumer:
         for tp, state in self._states.items():
             if state.position is None or state.buffer:
                 continue
+            if state.pending_error is not None:
+                error, state.pending_error = state.pending_error, None
+                raise error
             if state.retry_at > now:
                 next_retry = min(next_retry, state.retry_at)
                 continue
@@ -535,9 +547,12 @@ class Consumer:
         fetch_offset = state.next_fetch_offset
         appended = False
         whole_batches = 0
+        read_batches = 0  # those whose records were all taken
         topic, partition = tp
-        append = state.buffer.append
+        buffer = state.buffer
+        append = buffer.append
         epochs = state.buffer_epochs
+        kept = len(buffer)  # the buffer up to the last batch read whole
         try:
             for header, entries in decode_batches_entries(records):
                 whole_batches += 1
@@ -601,11 +616,16 @@ class Consumer:
                 if header.next_offset > state.next_fetch_offset:
                     state.next_fetch_offset = header.next_offset
                     state.fetched_epoch = _epoch_or_none(header.partition_leader_epoch)
+                read_batches += 1
+                kept = len(buffer)
         except (CorruptRecordError, HighwaterError) as exc:
-            raise HighwaterClientError(
-                f"CORRUPT_MESSAGE: {tp.topic}-{tp.partition} at offset {fetch_offset}: {exc}",
-                ErrorCode.CORRUPT_MESSAGE,
-            ) from exc
+            del buffer[kept:]  # a batch is returned whole or not at all
+            offset, next_offset = _corrupt_batch_offsets(records, read_batches, fetch_offset)
+            error = CorruptBatchError(topic, partition, offset, next_offset, str(exc))
+            error.__cause__ = exc
+            if not buffer:
+                raise error from exc
+            state.pending_error = error
         if whole_batches:
             state.fetch_bytes = 0
         elif len(records) >= LOG_OVERHEAD_BYTES:
@@ -743,7 +763,36 @@ def _set_position(state: _PartitionState, offset: int) -> None:
     state.reset = None
     state.position_epoch = None
     state.fetched_epoch = None
+    state.pending_error = None
     _clear_buffer(state)
+
+
+def _corrupt_batch_offsets(records: bytes, good_batches: int, fetch_offset: int) -> tuple[int, int]:
+    """The base offset of the batch after the first `good_batches` of `records` (the one that
+    failed to decode), and the offset past it: the next batch's base offset when it came
+    along, else the damaged header's own count, else one past its base (at least past the
+    fetch offset)."""
+    positions: list[int] = []
+    pos = 0
+    while len(records) - pos >= LOG_OVERHEAD_BYTES and len(positions) < good_batches + 2:
+        positions.append(pos)
+        _, length = _BASE_AND_LENGTH.unpack_from(records, pos)
+        if length <= 0:
+            break
+        pos += LOG_OVERHEAD_BYTES + length
+    if good_batches >= len(positions):
+        return fetch_offset, fetch_offset + 1
+    at = positions[good_batches]
+    base, _ = _BASE_AND_LENGTH.unpack_from(records, at)
+    if good_batches + 1 < len(positions):
+        after, _ = _BASE_AND_LENGTH.unpack_from(records, positions[good_batches + 1])
+        if after > base:
+            return base, after
+    if len(records) - at >= _LAST_OFFSET_DELTA_AT + 4:
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(records, at + _LAST_OFFSET_DELTA_AT)
+        if delta >= 0:
+            return base, max(base + delta + 1, fetch_offset + 1)
+    return base, max(base + 1, fetch_offset + 1)
 
 
 def _advance_past_fetched(state: _PartitionState) -> None:

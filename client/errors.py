@@ -15,6 +15,7 @@ from protocol.errors import ErrorCode
 
 __all__ = [
     "ClientClosedError",
+    "CorruptBatchError",
     "HighwaterClientError",
     "HighwaterTimeoutError",
     "LogTruncationError",
@@ -108,6 +109,27 @@ class LogTruncationError(HighwaterClientError):
         self.partition = partition
         self.position = position
         self.divergent_offset = divergent_offset
+
+
+class CorruptBatchError(HighwaterClientError):
+    """A fetched batch cannot be read (CORRUPT_MESSAGE): it does not decompress or decode, or
+    its CRC does not match. A leader refuses such batches, so it was stored by an older version
+    or damaged on disk. The consumer stops at it; `seek()` to `next_offset` skips the batch
+    (Kafka's consumer asks the same: "seek past the record to continue consumption")."""
+
+    def __init__(
+        self, topic: str, partition: int, offset: int, next_offset: int, reason: str
+    ) -> None:
+        super().__init__(
+            f"CORRUPT_MESSAGE: {topic}-{partition}: the batch at offset {offset} cannot be "
+            f"read ({reason}); seek to offset {next_offset} to skip it",
+            ErrorCode.CORRUPT_MESSAGE,
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.next_offset = next_offset
+        self.reason = reason
 
 
 class ProducerFatalError(HighwaterClientError):

@@ -1,4 +1,4 @@
-"""Produce: validate each partition's batches (header and CRC, never the records) and append.
+"""Produce: validate each partition's batches (header, CRC and records) and append.
 
 acks=0 gets no response; acks=1 is answered once the leader appended; acks=-1 (all) waits
 until the HW covers the appended batches (the shell parks it; `check_waiting` decides), as

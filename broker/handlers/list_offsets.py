@@ -1,4 +1,5 @@
-"""ListOffsets: earliest (-2), latest (-1) or the first offset at/after a timestamp.
+"""ListOffsets: earliest (-2), latest (-1), the record with the largest timestamp (-3,
+KIP-734) or the first offset at/after a timestamp.
 
 For a consumer "latest" is the HW and a timestamp lookup only finds committed records; the
 debug replica id (-2) and followers see up to the LEO. Only the leader answers, except for the
@@ -66,7 +67,7 @@ def _one(
         return ListOffsetsPartitionResponse(index, 0, -1, limit, partition.leader_epoch)
     try:
         if wanted.timestamp == MAX_TIMESTAMP:
-            found = _max_timestamp(partition, limit)
+            found = partition.log.fetch_offset_of_max_timestamp(limit)
         elif wanted.timestamp >= 0:
             found = partition.log.fetch_offset_by_timestamp(wanted.timestamp)
         else:
@@ -100,14 +101,3 @@ def _epoch_at(partition: Partition, offset: int) -> int:
             break
         epoch = entry.epoch
     return epoch
-
-
-def _max_timestamp(partition: Partition, limit: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the batch with the largest timestamp below `limit`."""
-    best: tuple[int, int] | None = None
-    for segment in partition.log.segments:
-        offset = segment.offset_of_max_timestamp
-        newer = best is None or segment.max_timestamp > best[1]
-        if segment.max_timestamp >= 0 and offset < limit and newer:
-            best = (offset, segment.max_timestamp)
-    return best

@@ -1,11 +1,11 @@
 """One partition's log (Kafka's LocalLog with the log half of UnifiedLog): its segments, log
 start offset, LEO, recovery point, leader-epoch cache and producer state.
 
-The leader stamps base offset and leader epoch into each batch's first 16 bytes and writes
-the rest as it came; followers append the leader's batches as they are; reads return file
-slices. Nothing here decodes records or knows the high watermark (the replica layer passes it
-as `max_offset`). docs/architecture.md ("broker/log/") describes appending, producer state
-snapshots and recovery.
+The leader checks each producer batch (validator.py, records included), stamps base offset and
+leader epoch into its first 16 bytes and writes the rest as it came; followers append the
+leader's batches as they are; reads return file slices. Nothing here knows the high watermark
+(the replica layer passes it as `max_offset`). docs/architecture.md ("broker/log/") describes
+appending, producer state snapshots and recovery.
 """
 
 from __future__ import annotations
@@ -52,13 +52,14 @@ from broker.log.producer_state import DuplicateBatch, ProducerStateManager, has_
 from broker.log.segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 from broker.log.validator import (
     check_headers,
-    check_keyed,
     check_producer_batch,
+    check_producer_records,
     raise_bad_request_size,
     raise_batch_too_large,
     validate_batches,
 )
 from protocol.errors import HighwaterError, InvalidRecordError
+from protocol.record_check import check_records
 from protocol.records import (
     LOG_OVERHEAD_BYTES,
     NO_PRODUCER_ID,
@@ -245,8 +246,7 @@ class Log:
         headers = check_batches(view)
         if len(headers) != 1:
             check_headers(headers, config, from_producer=True)
-            if config.compact:
-                check_keyed(view, headers)
+            check_producer_records(view, headers, config)
             return self._append_batches_as_leader(records, headers, leader_epoch, now_ms)
         header = headers[0][1]
         if header.batch_length > config.max_message_bytes - LOG_OVERHEAD_BYTES:
@@ -257,8 +257,9 @@ class Log:
             or header.record_count != header.last_offset_delta + 1
         ):
             check_producer_batch(0, header)
-        if config.compact:
-            check_keyed(view, headers)
+        check_records(
+            view, 0, header, max_record_bytes=config.max_message_bytes, keyed=config.compact
+        )
         idempotent = header.producer_id != NO_PRODUCER_ID
         if idempotent:
             duplicate = self.producer_state.check_leader_append([header])
@@ -514,6 +515,21 @@ class Log:
             if found is not None:
                 return found
         return None
+
+    def fetch_offset_of_max_timestamp(self, max_offset: int) -> tuple[int, int] | None:
+        """KIP-734 (ListOffsets -3): (offset, timestamp) of the first record with the largest
+        timestamp below `max_offset` (the HW for consumers), or None."""
+        best: tuple[int, int] | None = None
+        holder: LogSegment | None = None
+        for segment in self._segments:
+            if segment.next_offset <= self.log_start_offset:
+                continue
+            found = segment.max_timestamp_below(max_offset)
+            if found is not None and (best is None or found[0] > best[0]):
+                best, holder = found, segment
+        if best is None or holder is None:
+            return None
+        return holder.record_with_max_timestamp(best[1])
 
     def iter_batch_headers(self) -> Iterator[BatchHeader]:
         """Every batch header in offset order (tools and tests; reads the whole log)."""

@@ -1,8 +1,8 @@
 """A log segment: one `.log` file of whole batches plus its sparse `.index` and `.timeindex`.
 
 Files are named by the segment's base offset, 20 digits (00000000000000000000.log). The
-segment only ever looks at batch headers: it never decodes records, except in
-`find_offset_by_timestamp`, which needs the exact record (an admin path, not produce/fetch).
+segment only ever looks at batch headers: it never decodes records, except for ListOffsets by
+timestamp and by max timestamp, which need the exact record (an admin path, not produce/fetch).
 """
 
 from __future__ import annotations
@@ -318,6 +318,32 @@ class LogSegment:
                     if record.offset >= min_offset and record.timestamp_ms >= timestamp:
                         return record.offset, record.timestamp_ms
         return None
+
+    def max_timestamp_below(self, max_offset: int) -> tuple[int, int] | None:
+        """(timestamp, batch base offset) of the first batch holding this segment's largest
+        timestamp among the batches below `max_offset` (a batch boundary), or None."""
+        if self.max_timestamp < 0 or self.base_offset >= max_offset:
+            return None
+        if self.offset_of_max_timestamp < max_offset:
+            return self.max_timestamp, self.offset_of_max_timestamp
+        best: tuple[int, int] | None = None  # the largest lies past the limit: scan below it
+        for _, header in self.iter_headers(0, validate=False):
+            if header.base_offset >= max_offset:
+                break
+            if best is None or header.max_timestamp > best[0]:
+                best = header.max_timestamp, header.base_offset
+        return best
+
+    def record_with_max_timestamp(self, base_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp in the batch
+        at `base_offset` (KIP-734); decodes that one batch."""
+        found = self.translate_offset(base_offset)
+        if found is None:
+            return None
+        position, header = found
+        batch = decode_batch(os.pread(self.fd, header.size, position))
+        best = max(batch.records, key=lambda r: r.timestamp_ms)  # the first of equals
+        return best.offset, best.timestamp_ms
 
     def largest_timestamp(self) -> int:
         """For retention: the largest record timestamp, or the file's mtime if none."""

@@ -1,6 +1,6 @@
 """What the log checks before it appends (Kafka's LogValidator): request and batch sizes, the
-CRC and header coherence of every batch, and a producer's batch fields. Records are not
-decoded here."""
+CRC and header coherence of every batch, a producer's batch fields, and (producers only) that
+each records section decompresses and decodes in agreement with its header."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from broker.log.config import LogConfig
 from broker.log.errors import MessageTooLargeError, RecordListTooLargeError
 from protocol.compression import check_supported
 from protocol.errors import InvalidRecordError
+from protocol.record_check import check_records
 from protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -18,13 +19,12 @@ from protocol.records import (
     TRANSACTIONAL_BIT,
     BatchHeader,
     check_batches,
-    decode_batch_entries,
 )
 
 __all__ = [
     "check_headers",
-    "check_keyed",
     "check_producer_batch",
+    "check_producer_records",
     "raise_bad_request_size",
     "raise_batch_too_large",
     "validate_batches",
@@ -42,21 +42,9 @@ def validate_batches(
         raise_bad_request_size(records, config)
     headers = check_batches(records)
     check_headers(headers, config, from_producer=from_producer)
+    if from_producer:
+        check_producer_records(records, headers, config)
     return headers
-
-
-def check_keyed(records: bytes | memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
-    """A compacted topic keeps the latest record per key: a record without a key is refused
-    (INVALID_RECORD, as Kafka's LogValidator). The only place the broker decodes records on
-    the produce path, and only for compacted topics."""
-    for position, _ in headers:
-        _, entries = decode_batch_entries(records, position)
-        for index, entry in enumerate(entries):
-            if type(entry) is not tuple or len(entry) != 5 or entry[2] is None:
-                raise InvalidRecordError(
-                    f"batch at byte {position}: record {index} has no key; a compacted topic "
-                    "accepts only keyed records"
-                )
 
 
 def raise_bad_request_size(records: bytes, config: LogConfig) -> NoReturn:
@@ -93,6 +81,23 @@ def raise_batch_too_large(position: int, header: BatchHeader, config: LogConfig)
         f"batch at byte {position} is {header.size} bytes, "
         f"over message.max.bytes {config.max_message_bytes}"
     )
+
+
+def check_producer_records(
+    records: bytes | memoryview, headers: list[tuple[int, BatchHeader]], config: LogConfig
+) -> None:
+    """Every batch's records section, decoded (after `check_headers`): a batch that consumers
+    could not read is refused, not stored. A record may be at most max.message.bytes; a
+    compacted topic keeps the latest record per key, so it refuses records without one
+    (INVALID_RECORD, as Kafka's LogValidator)."""
+    for position, header in headers:
+        check_records(
+            records,
+            position,
+            header,
+            max_record_bytes=config.max_message_bytes,
+            keyed=config.compact,
+        )
 
 
 def check_producer_batch(position: int, header: BatchHeader) -> None:

@@ -29,7 +29,7 @@ from client.cli.interrupts import Interrupts
 from client.cli.offsets import OffsetSpec, parse_offsets, seek_start, stop_offsets
 from client.cli.properties import CONSUMER_PROPERTIES, PropertyError, parse_properties
 from client.consumer import Consumer, ConsumerRecord, TopicPartition
-from client.errors import UnknownTopicError
+from client.errors import CorruptBatchError, HighwaterClientError, UnknownTopicError
 
 __all__ = ["consume"]
 
@@ -127,9 +127,16 @@ async def _poll_and_print(
         limit = _MAX_POLL_RECORDS
         if options.max_messages is not None:
             limit = min(limit, options.max_messages - progress.count)
-        records: Sequence[ConsumerRecord] = await consumer.poll(
-            timeout_ms=POLL_TIMEOUT_MS, max_records=limit
-        )
+        try:
+            records: Sequence[ConsumerRecord] = await consumer.poll(
+                timeout_ms=POLL_TIMEOUT_MS, max_records=limit
+            )
+        except CorruptBatchError as exc:  # one line saying how to read on past it
+            raise HighwaterClientError(
+                f"{exc}\nTo skip it: highwater consume {exc.topic} --partition {exc.partition} "
+                f"-o {exc.next_offset}",
+                exc.code,
+            ) from exc
         if stops is not None:
             records = [r for r in records if r.offset < stops[TopicPartition(r.topic, r.partition)]]
         if records:

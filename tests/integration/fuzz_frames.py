@@ -53,6 +53,7 @@ from protocol.codec import (
     decode_response,
     encode_request,
 )
+from protocol.compression import Compression, compress
 from protocol.errors import ErrorCode, FrameError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, frame
 from protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
@@ -66,7 +67,7 @@ from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.produce import ProduceRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
-from protocol.records import CRC_START, Record, build_batch, crc32c
+from protocol.records import CRC_START, Record, build_batch, build_batch_from_entries, crc32c
 from protocol.schema import (
     MAX_ITEMS_DEFAULT,
     BoolType,
@@ -406,7 +407,29 @@ def crafted_batches() -> dict[str, bytes]:
         "short": good[:30],
         "empty": b"",
         "valid_then_bad_crc": good + bad_crc,
+        # No poison batches: an intact envelope around records that do not decompress, do not
+        # decode or disagree with the header.
+        "gzip_flag_plain_records": _edited(good, (_ATTRIBUTES_AT, ">h", 1), recrc=True),
+        "garbage_records": _with_records(b"\xc1" * 8),
+        "str_value": _with_records(msgpack.packb([[0, 0, None, "v", []]])),
+        "zstd_bomb": _with_records(
+            compress(Compression.ZSTD, msgpack.packb([[0, 0, None, bytes(65 << 20), []]])),
+            codec=Compression.ZSTD,
+        ),
+        "offset_delta_1": _with_records(msgpack.packb([[0, 1, None, b"v", []]])),
+        "max_timestamp_wrong": _with_records(msgpack.packb([[5, 0, None, b"v", []]])),
     }
+
+
+def _with_records(section: bytes, codec: int = 0) -> bytes:
+    """A batch of one record whose records section is `section` (base and max timestamp
+    _BATCH_NOW_MS), with a coherent header and a valid CRC."""
+    head = build_batch_from_entries(
+        [[0, 0, None, b"v", []]], base_timestamp=_BATCH_NOW_MS, max_timestamp=_BATCH_NOW_MS
+    )[:61]
+    return _edited(
+        head + section, (8, ">i", 49 + len(section)), (_ATTRIBUTES_AT, ">h", codec), recrc=True
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -577,6 +577,12 @@ def _produce_cases(target: Target) -> Iterator[Case]:
         "short": E.CORRUPT_MESSAGE,
         "empty": E.INVALID_RECORD,
         "valid_then_bad_crc": E.CORRUPT_MESSAGE,
+        "gzip_flag_plain_records": E.CORRUPT_MESSAGE,
+        "garbage_records": E.CORRUPT_MESSAGE,
+        "str_value": E.CORRUPT_MESSAGE,
+        "zstd_bomb": E.CORRUPT_MESSAGE,
+        "offset_delta_1": E.INVALID_RECORD,
+        "max_timestamp_wrong": E.INVALID_RECORD,
     }
     for name, code in broken.items():
         yield case(f"produce batch {name}", _produce(batches[name]), code)

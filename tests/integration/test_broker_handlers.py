@@ -55,6 +55,7 @@ from protocol.messages.stop_replica import (
 )
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
 from protocol.records import Record, build_batch, decode_batches
+from protocol.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -259,15 +260,33 @@ async def test_list_offsets_by_timestamp(broker: Broker) -> None:
 
 
 async def test_list_offsets_max_timestamp(broker: Broker) -> None:
-    """-3 (MAX_TIMESTAMP, KIP-734) is defined by our ListOffsets message; it must return the
-    offset of the record with the largest timestamp, not INVALID_REQUEST."""
+    """-3 (MAX_TIMESTAMP, KIP-734): the offset of the record with the largest timestamp, not
+    the base offset of its batch; the first such record when several share it."""
     conn = broker.conn
-    await conn.request(produce(batch(b"a", now_ms=5000)))
-    await conn.request(produce(batch(b"b", now_ms=9000)))
-    await conn.request(produce(batch(b"c", now_ms=7000)))
+    await conn.request(produce(batch(b"a", now_ms=5000)))  # offset 0
+    three = [Record(b"x", timestamp_ms=t) for t in (4000, 9000, 6000, 9000)]  # offsets 1-4
+    await conn.request(produce(build_batch(three)))
+    await conn.request(produce(batch(b"c", now_ms=7000)))  # offset 5
     found = await list_offset(conn, -3)
     assert found.error_code == 0
-    assert (found.offset, found.timestamp) == (1, 9000)
+    assert (found.offset, found.timestamp) == (2, 9000)
+    assert found.leader_epoch == 0
+    await conn.request(produce(batch(b"d", now_ms=9000)))  # a tie in a later batch: not it
+    assert (await list_offset(conn, -3)).offset == 2
+
+
+async def test_list_offsets_max_timestamp_sees_only_committed(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as broker:
+        conn = broker.conn
+        await broker.lead("t", 0)
+        await conn.request(produce(build_batch([Record(b"a", timestamp_ms=t) for t in (1, 3, 2)])))
+        await broker.lead("t", 0, epoch=1, isr=(ME, OTHER))  # OTHER never fetches: HW stays 3
+        timed_out = await conn.request(produce(batch(b"later", now_ms=50), acks=-1, timeout_ms=50))
+        assert produce_result(timed_out).error_code == ErrorCode.REQUEST_TIMED_OUT
+        committed = await list_offset(conn, -3)
+        assert (committed.offset, committed.timestamp) == (1, 3)
+        debug = await list_offset(conn, -3, replica_id=-2)  # sees up to the LEO
+        assert (debug.offset, debug.timestamp) == (3, 50)
 
 
 async def test_list_offsets_consumer_sees_only_committed(tmp_path: Path) -> None:
@@ -286,17 +305,21 @@ async def test_list_offsets_consumer_sees_only_committed(tmp_path: Path) -> None
 
 
 async def test_list_offsets_by_timestamp_over_an_undecodable_batch(broker: Broker) -> None:
-    """The broker stores batches without decoding records, so a batch with a valid CRC but a
-    malformed record (here an int key) is accepted. A timestamp lookup that decodes it must
-    answer with an error code, not kill the connection with an unhandled exception."""
+    """A batch with a valid CRC but a malformed record (an int key) is refused by the leader;
+    one already stored (an older version wrote it: here a follower append) makes a timestamp
+    lookup that decodes it answer with CORRUPT_MESSAGE, not kill the connection."""
     conn = broker.conn
     bad = build_batch([Record(b"v", key=123, timestamp_ms=5000)], now_ms=5000)  # type: ignore[arg-type]
-    stored = produce_result(await conn.request(produce(bad)))
-    if stored.error_code != 0:
-        return  # rejecting it on produce is the other acceptable answer
+    refused = produce_result(await conn.request(produce(bad)))
+    assert refused.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert "key and value must be bin or nil" in (refused.error_message or "")
+    assert (await list_offset(conn, -1)).offset == 0  # nothing appended
+    log = broker.ctx.replica_manager.partitions[TopicPartition("t", 0)].log
+    log.append_as_follower(bad, 0)
     with trio.fail_after(5):
-        found = await list_offset(conn, 1000)
-    assert found.error_code != 0 or found.offset == 0
+        for timestamp in (1000, -3):
+            found = await list_offset(conn, timestamp, replica_id=-2)
+            assert found.error_code == ErrorCode.CORRUPT_MESSAGE
     assert not conn.broken
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from client.admin import PartitionDescription, TopicDescription
-from client.errors import NoBrokersAvailable
+from client.errors import CorruptBatchError, NoBrokersAvailable
 from tests.unit.cli.fakes import FakeConsumer, FakeProducer, consumer, producer, run
 
 __all__ = ["consumer", "producer"]  # fixtures
@@ -171,6 +171,21 @@ def test_consume_default_is_the_end_and_plain_values(consumer: type[FakeConsumer
     result = run(["consume", "t", "--max-messages", "2"])
     assert result.stdout_bytes == b"v0\n\xff\n"
     assert consumer.last is not None and consumer.last.resets == ["end"]
+
+
+def test_consume_at_a_corrupt_batch_says_how_to_skip_it(
+    consumer: type[FakeConsumer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def corrupt(self: FakeConsumer, timeout_ms: float, max_records: int) -> list[Any]:
+        raise CorruptBatchError("t", 1, 40, 43, "batch at byte 0: CRC-32C 0x1 != stored 0x2")
+
+    monkeypatch.setattr(FakeConsumer, "poll", corrupt)
+    result = run(["consume", "t", "--from-beginning"])
+    assert result.exit_code == 1
+    first, hint = result.stderr.strip().splitlines()[-2:]
+    assert first.startswith("Error: CORRUPT_MESSAGE: t-1: the batch at offset 40 cannot be read")
+    assert hint == "To skip it: highwater consume t --partition 1 -o 43"
+    assert "Traceback" not in result.stderr
 
 
 def test_consume_missing_partition_or_topic_is_one_line(consumer: type[FakeConsumer]) -> None:

@@ -10,7 +10,12 @@ import pytest
 import trio
 
 from client.consumer import Consumer, ConsumerRecord, TopicPartition, truncation_offset
-from client.errors import HighwaterClientError, LogTruncationError, OffsetOutOfRangeError
+from client.errors import (
+    CorruptBatchError,
+    HighwaterClientError,
+    LogTruncationError,
+    OffsetOutOfRangeError,
+)
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
@@ -295,6 +300,50 @@ async def test_a_malformed_record_is_reported_as_corrupt(cluster: FakeCluster) -
         consumer.assign([("t", 0)])
         with pytest.raises(HighwaterClientError, match=r"CORRUPT_MESSAGE.*key and value"):
             await poll_until(consumer, 1)
+
+
+@pytest.mark.parametrize("damage", ["crc", "records"])
+async def test_a_corrupt_batch_names_its_offset_and_can_be_skipped(
+    cluster: FakeCluster, damage: str
+) -> None:
+    """Batches 0-1 and 5 are fine, 2-4 cannot be read (written by an older broker, or
+    damaged on disk past the CRC): the records before it come, then an error naming topic,
+    partition and offset, and seeking to the offset it names continues after it."""
+    cluster.create_topic("t")
+    part = cluster.topics["t"][0]
+    append(cluster, "t", 0, [b"0", b"1"])
+    middle = build_batch([Record(b"x", timestamp_ms=T0)] * 3, base_offset=2)
+    if damage == "crc":
+        middle = middle[:-1] + bytes([middle[-1] ^ 1])
+    else:  # a str value: the CRC is right, the records section is not
+        section = msgpack.packb([[0, i, None, "x", []] for i in range(3)], use_bin_type=True)
+        tail = middle[21:61] + section
+        length = len(middle[12:61]) + len(section)
+        middle = (
+            middle[:8]
+            + struct.pack(">i", length)
+            + middle[12:17]
+            + struct.pack(">I", crc32c(tail))
+            + tail
+        )
+    part.batches.append((2, middle))
+    part.log_end_offset = 5
+    append(cluster, "t", 0, [b"5"])
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        got: list[ConsumerRecord] = []
+        with pytest.raises(CorruptBatchError) as info:
+            with trio.fail_after(5):
+                while True:
+                    got += await consumer.poll(timeout_ms=200)
+        assert [r.offset for r in got] == [0, 1]
+        error = info.value
+        assert (error.topic, error.partition, error.offset, error.next_offset) == ("t", 0, 2, 5)
+        assert error.code == ErrorCode.CORRUPT_MESSAGE
+        assert "t-0: the batch at offset 2 cannot be read" in str(error)
+        assert "seek to offset 5 to skip it" in str(error)
+        consumer.seek(("t", 0), error.next_offset)
+        assert [r.value for r in await poll_until(consumer, 1)] == [b"5"]
 
 
 # --- position validation after a leader change (KIP-320) ---------------------------------------

@@ -17,7 +17,13 @@ import pytest
 from broker.log.config import LogConfig
 from broker.log.log import Log, LogAppendInfo
 from protocol.errors import HighwaterError
-from protocol.records import Record, build_batch, check_batches, iter_batch_headers
+from protocol.records import (
+    Record,
+    build_batch,
+    build_batch_from_entries,
+    check_batches,
+    iter_batch_headers,
+)
 from tests.unit.log.helpers import ATTRIBUTES_AT, T0, make_batch, open_log, rewrite_header, snapshot
 
 PIDS = (7, 8)
@@ -93,8 +99,14 @@ def random_request(rng: random.Random, producers: Producers, ts: int) -> bytes:
     if kind == "idempotent":
         return producers.batch(rng, count, ts)
     good = make_batch(count, ts=ts)
+    entries = [[0, i, None, b"v", []] for i in range(count)]
+    entries[-1][rng.choice([1, 2, 3])] = rng.choice([count, "x", 0.5])  # offset delta or types
+    poison = build_batch_from_entries(entries, base_timestamp=ts, max_timestamp=ts)
     return rng.choice(
         [
+            poison,  # records that consumers could not read, or out of order
+            good + poison,  # several batches, the last one bad
+            rewrite_header(good, "h", ATTRIBUTES_AT, 1),  # gzip flag, plain records
             b"",
             good[:-1],  # torn
             good[:-1] + bytes([good[-1] ^ 1]),  # bad CRC

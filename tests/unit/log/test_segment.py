@@ -12,7 +12,7 @@ import pytest
 from broker.log.config import LogConfig
 from broker.log.errors import OffsetOutOfRangeError
 from protocol.compression import Compression
-from protocol.errors import ErrorCode
+from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.records import decode_batches, read_header, validate_batch
 from tests.unit.log.helpers import (
     T0,
@@ -368,11 +368,14 @@ def test_roll_when_offsets_would_overflow_the_segment(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", LogConfig(index_interval_bytes=0))
     log.append_as_leader(make_batch(2), 0, T0)
     # a batch claiming 2**31 - 1 records: its last offset, 2**31, is past what a segment based
-    # at 0 can index (relative offsets are int32), so the log rolls first
+    # at 0 can index (relative offsets are int32), so the log rolls first. A leader refuses
+    # it (its records section holds one record); a follower takes the leader's bytes as they are.
     huge = make_batch(1, tag=1)
     huge = rewrite_header(huge, "i", 23, 2**31 - 2)  # last_offset_delta
     huge = rewrite_header(huge, "i", 57, 2**31 - 1)  # record_count
-    info = log.append_as_leader(huge, 0, T0)
+    with pytest.raises(CorruptRecordError, match="record_count 2147483647"):
+        log.append_as_leader(huge, 0, T0)
+    info = log.append_as_follower(rewrite_header(huge, "q", 0, 2), T0)
     assert (info.first_offset, info.last_offset) == (2, 2**31)
     assert [s.base_offset for s in log.segments] == [0, 2]
     assert log.log_end_offset == 2**31 + 1
