@@ -95,9 +95,11 @@ def resume_reassignments(
             continue  # the topic is gone: the plan entry is dropped below
         current = replicas_of(ctx, tp)
         original = event.reassignment_originals.get(tp, current)
-        if current == target and original != target:
-            done[tp] = original  # finished, but the plan was not cleaned up
-        elif current != target:
+        if current == target and not set(original) <= set(target):
+            done[tp] = original  # finished (the originals left), but the plan was not cleaned up
+        elif current != target or original != target:
+            # Phase one, or a reordering or an addition (RS = target from the start): it is
+            # complete only once the target is in the ISR (Kafka's isReassignmentComplete).
             throttle = event.reassignment_throttles.get(tp, -1)
             started[tp] = Reassignment(tuple(target), tuple(original), throttle)
     ctx = dataclasses.replace(ctx, reassignments={})

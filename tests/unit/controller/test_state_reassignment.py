@@ -242,6 +242,22 @@ def test_resume_completes_at_load_and_before_phase_one() -> None:
     assert of_type(effects, WriteReassignmentPlan)[0].reassignments == {}
 
 
+def test_a_reordering_resumed_by_a_new_controller_waits_for_the_isr() -> None:
+    """A reassignment to the same replicas in another order (or to a superset) has RS =
+    target from phase one on, so the topic znode alone cannot tell it is finished: a new
+    controller must wait for the target to be in the ISR (the seeded simulation found a new
+    controller completing it with one replica in the ISR)."""
+    for original, target in (((2, 3, 1), (1, 3, 2)), ((1, 2), (1, 2, 3))):
+        ctx, _ = elect(live(1, 2, 3), {T: {0: target}}, {TP: state(2, 9, [2])})
+        new, effects = failover(ctx, ReassignmentPlan({TP: target}, {TP: original}))
+        assert new.reassignments == {TP: Reassignment(target, original)}
+        assert not of_type(effects, SendStopReplica)
+        now = new.partition_states[TP]
+        isr = PartitionState(now.leader, now.leader_epoch, (1, 2, 3), 1, now.partition_epoch + 1)
+        new, effects = handle(new, IsrChanged({TP: isr}), 0)
+        assert new.reassignments == {} and new.assignments[T][0] == target
+
+
 def test_deleted_topic_drops_its_reassignment() -> None:
     ctx, _ = started()
     ctx, _ = handle(ctx, TopicsChanged({}), 0)
