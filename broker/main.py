@@ -31,6 +31,7 @@ from broker.isr_manager import IsrManager
 from broker.log.errors import LogStorageError
 from broker.log.manager import LogManager
 from broker.log_cleaner import LogCleaner
+from broker.log_dir_failure import LogDirFailureHandler
 from broker.logging_setup import bind_broker, configure_logging
 from broker.producer_id_manager import ProducerIdManager
 from broker.registration import BrokerIdInUseError, maintain_registration
@@ -160,6 +161,7 @@ async def _start(
     await nursery.start(ctx.fetchers.run)
     ctx.isr_manager = IsrManager(ctx, zk)
     await nursery.start(ctx.isr_manager.run)
+    await nursery.start(LogDirFailureHandler(ctx, zk).run)
     ctx.group_coordinator = GroupCoordinator(ctx)
     await nursery.start(ctx.group_coordinator.run)
     # Dynamic configs before registering: LeaderAndIsr must find them in place.
@@ -168,7 +170,11 @@ async def _start(
     advertised_port = config.advertised_port or port
     # ctx.registered records the broker epoch (again after a session expiry).
     await nursery.start(
-        partial(maintain_registration, on_registered=ctx.registered),
+        partial(
+            maintain_registration,
+            on_registered=ctx.registered,
+            offline_partitions=lambda: ctx.replica_manager.offline,
+        ),
         zk,
         config.broker_id,
         config.advertised_host,

@@ -5,7 +5,7 @@ the znode and its scripts)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import structlog
 import trio
@@ -14,6 +14,7 @@ from controller import zk_data
 from controller.zk_brokers import try_register
 from controller.zk_client import ZkClient
 from controller.zk_types import SessionEvent, SessionState, ZkError
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["BrokerIdInUseError", "maintain_registration", "register_broker"]
 
@@ -34,6 +35,7 @@ async def register_broker(
     *,
     incarnation: int | None = None,
     wait_ms: int | None = None,
+    offline_partitions: Iterable[TopicPartition] = (),
 ) -> int:
     """Create the registration and return the broker epoch (the znode's czxid).
 
@@ -45,7 +47,9 @@ async def register_broker(
     timeout, covering a predecessor with the same timeout), then raise BrokerIdInUseError.
     """
     timestamp_ms = int(time.time() * 1000)
-    registration = zk_data.BrokerRegistration(host, port, rack, timestamp_ms, incarnation)
+    registration = zk_data.BrokerRegistration(
+        host, port, rack, timestamp_ms, incarnation, tuple(sorted(offline_partitions))
+    )
     wait_s = (2 * zk.session_timeout_ms if wait_ms is None else wait_ms) / 1000
     deadline = trio.current_time() + wait_s
     while True:
@@ -65,6 +69,7 @@ async def maintain_registration(
     rack: str | None = None,
     *,
     on_registered: Callable[[int], None] | None = None,
+    offline_partitions: Callable[[], Iterable[TopicPartition]] = tuple,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Register, report the broker epoch through `task_status`, then re-register whenever
@@ -72,12 +77,14 @@ async def maintain_registration(
     `on_registered(broker_epoch)` is called after every registration, the first included, so
     the broker always knows its current epoch (requests carry the newest). Call it once per
     broker process: its first registration's epoch is the process's incarnation, which every
-    re-registration writes, so the controller knows this process did not restart. Runs until
-    cancelled."""
+    re-registration writes, so the controller knows this process did not restart. Each
+    registration lists `offline_partitions()` (KIP-112). Runs until cancelled."""
     log = structlog.get_logger(__name__).bind(broker_id=broker_id)
     events = zk.subscribe()
     with events:
-        epoch = await register_broker(zk, broker_id, host, port, rack)
+        epoch = await register_broker(
+            zk, broker_id, host, port, rack, offline_partitions=offline_partitions()
+        )
         incarnation = epoch
         log.info("broker registered", broker_epoch=epoch)
         if on_registered is not None:
@@ -92,7 +99,13 @@ async def maintain_registration(
             while True:
                 try:
                     epoch = await register_broker(
-                        zk, broker_id, host, port, rack, incarnation=incarnation
+                        zk,
+                        broker_id,
+                        host,
+                        port,
+                        rack,
+                        incarnation=incarnation,
+                        offline_partitions=offline_partitions(),
                     )
                 except (ZkError, BrokerIdInUseError) as exc:
                     log.warning("broker re-registration failed", error=str(exc))

@@ -36,8 +36,9 @@ from controller.core import (
     WriteTopicAssignment,
     handle,
 )
+from controller.zk_data import LOG_DIR_EVENT_NOTIFICATION_PATH
 from controller.zk_isr import ISR_CHANGE_NOTIFICATION_PATH
-from controller.zk_load import load, read_event, read_isr_changes
+from controller.zk_load import load, read_event, read_isr_changes, read_log_dir_events
 from controller.zk_script import ZkScript
 from controller.zk_types import WatchEvent
 from controller.zk_writes import delete_paths, write
@@ -78,10 +79,14 @@ class LeadingController:
         elected = yield from load(self.broker_id, self.epoch, self.epoch_zk_version)
         yield from self.apply(elected, now_ms)
         yield from self.process_isr_changes(now_ms)  # those published meanwhile
+        yield from self.process_log_dir_events(now_ms)
 
     def on_watch(self, event: WatchEvent, now_ms: int) -> ZkScript[None]:
         if event.path == ISR_CHANGE_NOTIFICATION_PATH:
             yield from self.process_isr_changes(now_ms)
+            return
+        if event.path == LOG_DIR_EVENT_NOTIFICATION_PATH:
+            yield from self.process_log_dir_events(now_ms)
             return
         core_event = yield from read_event(self.broker_id, event)
         if core_event is not None:
@@ -91,6 +96,17 @@ class LeadingController:
         """Take the leaders' ISR changes, then delete the notifications handled."""
         while True:
             found = yield from read_isr_changes(self.context.partition_states)
+            if found is None:
+                return
+            changed, handled = found
+            yield from self.apply(changed, now_ms)
+            yield from delete_paths(handled, self.epoch_zk_version)
+
+    def process_log_dir_events(self, now_ms: int) -> ZkScript[None]:
+        """Brokers' log dir failures (KIP-112): take their offline replicas from the
+        registrations, then delete the notifications handled."""
+        while True:
+            found = yield from read_log_dir_events()
             if found is None:
                 return
             changed, handled = found

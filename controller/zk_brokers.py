@@ -11,13 +11,29 @@ restarted (a new incarnation; it may have lost unflushed data).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller import zk_data
-from controller.zk_script import ZkScript, children_or_empty, create, get_data
-from controller.zk_types import NodeExistsError
+from controller.zk_script import (
+    ZkScript,
+    children_or_empty,
+    create,
+    ensure_path,
+    get_data,
+    set_data,
+)
+from controller.zk_types import BadVersionError, NodeExistsError, NoNodeError
+from protocol.topic_partition import TopicPartition
 
-__all__ = ["RegisteredBroker", "live_brokers", "try_register"]
+__all__ = [
+    "RegisteredBroker",
+    "live_brokers",
+    "publish_log_dir_failure",
+    "set_offline_partitions",
+    "try_register",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +59,33 @@ def try_register(
     if found is not None and found[1].ephemeral_owner == session_id:
         return found[1].czxid
     return None
+
+
+def set_offline_partitions(
+    broker_id: int, offline: Iterable[TopicPartition], session_id: int | None
+) -> ZkScript[bool]:
+    """Rewrite our own `/brokers/ids/<id>` with these offline partitions (its czxid, the
+    broker epoch, stays); False if the node is gone or another session's (the broker's
+    re-registration then writes them)."""
+    path = zk_data.broker_path(broker_id)
+    found = yield from get_data(path)
+    if found is None or found[1].ephemeral_owner != session_id:
+        return False
+    current = zk_data.BrokerRegistration.decode(found[0])
+    rewritten = dataclasses.replace(current, offline_partitions=tuple(sorted(set(offline))))
+    try:
+        yield from set_data(path, rewritten.encode(), found[1].version)
+    except (BadVersionError, NoNodeError):
+        return False
+    return True
+
+
+def publish_log_dir_failure(broker_id: int) -> ZkScript[str]:
+    """Kafka's log dir failure notification: a sequential
+    `/log_dir_event_notification/log_dir_event_<n>` the controller watches. Returns its path."""
+    yield from ensure_path(zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH, makepath=False)
+    path = f"{zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH}/{zk_data.LOG_DIR_EVENT_PREFIX}"
+    return (yield from create(path, zk_data.encode_log_dir_event(broker_id), sequence=True))
 
 
 def live_brokers(*, watch: bool = False) -> ZkScript[dict[int, RegisteredBroker]]:

@@ -25,6 +25,10 @@ __all__ = [
     "DEFAULT_BROKER_ENTITY",
     "DELETE_TOPICS_PATH",
     "INITIAL_CONTROLLER_EPOCH",
+    "LOG_DIR_EVENT_NOTIFICATION_PATH",
+    "LOG_DIR_EVENT_PREFIX",
+    "LOG_DIR_FAILURE_EVENT",
+    "MAX_LISTED_PARTITIONS",
     "REASSIGN_PARTITIONS_PATH",
     "TOPICS_PATH",
     "BrokerRegistration",
@@ -39,8 +43,10 @@ __all__ = [
     "broker_config_path",
     "broker_path",
     "decode_controller_epoch",
+    "decode_log_dir_event",
     "delete_topic_path",
     "encode_controller_epoch",
+    "encode_log_dir_event",
     "partition_path",
     "partition_state_path",
     "partitions_path",
@@ -60,7 +66,11 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 CLUSTER_ID_PATH = "/cluster/id"
+LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler: the one event it knows
 INITIAL_CONTROLLER_EPOCH = 0  # Kafka's: the first elected controller gets epoch 1
+MAX_LISTED_PARTITIONS = 100_000  # a bound on lists of partitions read from a znode
 
 
 class ZkDataError(ValueError):
@@ -141,6 +151,20 @@ def _timestamp(obj: Mapping[str, Any], what: str) -> int:
         raise ZkDataError(f"{what}: bad timestamp {value!r}") from exc
 
 
+def _partitions(value: Any, what: str) -> tuple[TopicPartition, ...]:
+    """A bounded list of {"topic": str, "partition": int} objects."""
+    if not isinstance(value, list) or len(value) > MAX_LISTED_PARTITIONS:
+        raise ZkDataError(f"{what}: not a list of at most {MAX_LISTED_PARTITIONS} partitions")
+    out = []
+    for item in value:
+        topic = item.get("topic") if isinstance(item, dict) else None
+        partition = item.get("partition") if isinstance(item, dict) else None
+        if not isinstance(topic, str) or type(partition) is not int or partition < 0:
+            raise ZkDataError(f"{what}: bad partition {item!r}")
+        out.append(TopicPartition(topic, partition))
+    return tuple(out)
+
+
 # --- znodes -----------------------------------------------------------------------------------
 
 
@@ -153,6 +177,11 @@ class BrokerRegistration:
     expired writes it; a first registration leaves it out (None), meaning "this znode's
     czxid". It tells a process that merely lost its session (same incarnation, log intact)
     from one that restarted (a new incarnation, maybe without its unflushed data).
+
+    `offline_partitions` (also ours): the replicas whose log or log dir failed in this
+    process (KIP-112). The broker rewrites its registration when one fails, then publishes a
+    log dir event (Kafka's `/log_dir_event_notification`); in Kafka the controller learns
+    them from LeaderAndIsr responses instead.
     """
 
     host: str
@@ -160,6 +189,7 @@ class BrokerRegistration:
     rack: str | None = None
     timestamp_ms: int = 0
     incarnation: int | None = None
+    offline_partitions: tuple[TopicPartition, ...] = ()
 
     def encode(self) -> bytes:
         obj: dict[str, Any] = {
@@ -171,6 +201,10 @@ class BrokerRegistration:
         }
         if self.incarnation is not None:
             obj["incarnation"] = self.incarnation
+        if self.offline_partitions:
+            obj["offline_partitions"] = [
+                {"topic": t, "partition": p} for t, p in sorted(set(self.offline_partitions))
+            ]
         return _encode(obj)
 
     @classmethod
@@ -191,7 +225,8 @@ class BrokerRegistration:
             incarnation = _int(obj, "incarnation", what)
             if incarnation <= 0:  # a zxid
                 raise ZkDataError(f"{what}: bad incarnation {incarnation}")
-        return cls(host, port, rack, _timestamp(obj, what), incarnation)
+        offline = _partitions(obj.get("offline_partitions", []), f"{what}: offline_partitions")
+        return cls(host, port, rack, _timestamp(obj, what), incarnation, offline)
 
     def incarnation_of(self, czxid: int) -> int:
         """The incarnation of the process that wrote this registration, whose znode has
@@ -200,6 +235,20 @@ class BrokerRegistration:
         if self.incarnation is None:
             return czxid
         return min(self.incarnation, czxid)
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """`/log_dir_event_notification/log_dir_event_<n>`, Kafka's JSON."""
+    return _encode({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker id a log dir event names."""
+    what = "log dir event notification"
+    obj = _decode_object(data, what)
+    if obj.get("event") != LOG_DIR_FAILURE_EVENT:
+        raise ZkDataError(f"{what}: unknown event {obj.get('event')!r}")
+    return _int(obj, "broker", what)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ watch notification into the event it stands for (re-reading and re-arming the wa
 config change notification re-reads the `unclean.leader.election.enable` overrides, Kafka's
 TopicUncleanLeaderElectionEnable);
 `read_isr_changes` reads the leaders' `/isr_change_notification` nodes (Kafka's
-IsrChangeNotificationHandler). A malformed config or plan is logged and ignored.
+IsrChangeNotificationHandler), `read_log_dir_events` the brokers' log dir failures (Kafka's
+LogDirEventNotificationHandler). A malformed config or plan is logged and ignored.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "read_brokers",
     "read_event",
     "read_isr_changes",
+    "read_log_dir_events",
 ]
 
 MAX_ISR_NOTIFICATIONS_PER_ROUND = 1_000
@@ -140,6 +142,31 @@ def read_isr_changes(
     return IsrChanged(states), handled
 
 
+def read_log_dir_events() -> ZkScript[tuple[BrokersChanged, list[str]] | None]:
+    """One round of log dir failure notifications (re-arming the watch): every broker's
+    registration as read now (a failed broker rewrote its offline partitions there before it
+    published), and the notification paths read, to delete once handled. None when none."""
+    children = yield from _children_creating(zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH)
+    batch = [c for c in children if c.startswith(zk_data.LOG_DIR_EVENT_PREFIX)]
+    batch = batch[:MAX_ISR_NOTIFICATIONS_PER_ROUND]
+    if not batch:
+        return None
+    handled: list[str] = []
+    for child in batch:
+        path = f"{zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH}/{child}"
+        found = yield from get_data(path)
+        if found is None:
+            continue
+        handled.append(path)
+        try:
+            broker_id = zk_data.decode_log_dir_event(found[0])
+        except zk_data.ZkDataError as exc:
+            _log.warning("malformed log dir event notification", path=path, error=str(exc))
+            continue
+        _log.info("log dir failure notified", broker_id=broker_id, path=path)
+    return BrokersChanged((yield from read_brokers())), handled
+
+
 def read_brokers() -> ZkScript[dict[int, LiveBroker]]:
     registered = yield from live_brokers(watch=True)
     return {
@@ -150,6 +177,7 @@ def read_brokers() -> ZkScript[dict[int, LiveBroker]]:
             found.registration.rack,
             found.broker_epoch,
             found.incarnation,
+            frozenset(found.registration.offline_partitions),
         )
         for broker_id, found in registered.items()
     }
@@ -229,12 +257,18 @@ def _unclean_value(config: Mapping[str, str], where: str) -> bool | None:
 
 
 def _isr_change_children() -> ZkScript[list[str]]:
-    try:
-        children = yield from get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=True)
-    except NoNodeError:
-        yield from ensure_path(ISR_CHANGE_NOTIFICATION_PATH)
-        children = yield from get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=True)
+    children = yield from _children_creating(ISR_CHANGE_NOTIFICATION_PATH)
     return [c for c in children if c.startswith(ISR_CHANGE_PREFIX)]
+
+
+def _children_creating(path: str) -> ZkScript[list[str]]:
+    """The children of a notification path (watched), creating the path if missing."""
+    try:
+        children = yield from get_children(path, watch=True)
+    except NoNodeError:
+        yield from ensure_path(path)
+        children = yield from get_children(path, watch=True)
+    return children
 
 
 def _is_topic_path(path: str | None) -> bool:

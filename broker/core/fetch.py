@@ -67,15 +67,21 @@ def read_fetch(state: BrokerState, request: FetchRequest, now_ms: int) -> FetchR
                     current_leader_epoch=wanted.current_leader_epoch,
                     min_one_batch=read.total_bytes == 0,
                 )
+                records = result.data.read()
             except HighwaterError as exc:
                 read.has_error = True
                 partitions.append(_error(state, tp, exc.code))
+                continue
+            except OSError as exc:  # EIO on a segment: this partition goes offline here
+                read.has_error = True
+                partitions.append(
+                    _error(state, tp, replicas.storage_failed(tp, exc, write=False).code)
+                )
                 continue
             if request.replica_id >= 0:
                 _follower_fetched(
                     state, read, tp, request.replica_id, wanted.fetch_offset, result, now_ms
                 )
-            records = result.data.read()
             read.total_bytes += len(records)
             remaining = max(0, remaining - len(records))
             partitions.append(

@@ -153,6 +153,13 @@ class Follower:
             del self.partitions[tp]
             self._log.warning("dropped a stale fetch state", topic=tp[0], partition=tp[1])
 
+    def _storage_failed(self, tp: TopicPartition, exc: OSError) -> None:
+        """Writing our copy failed (ENOSPC, EIO): its log dir is offline (KIP-112). The
+        partition is no longer hosted, so it is not fetched again (the shell then unfollows
+        it); the controller takes it out of the ISR."""
+        self.state.replica_manager.storage_failed(tp, exc, write=True)
+        self._log.error("follower's log dir failed; not fetching", topic=tp[0], partition=tp[1])
+
     def _delay(self, tp: TopicPartition, state: FetchState, code: int, now_ms: int) -> None:
         state.delayed_until_ms = now_ms + self.settings.replica_fetch_backoff_ms
         self._log.info(
@@ -205,7 +212,11 @@ class Follower:
                     partition.high_watermark,
                     partition.log.end_offset_for_epoch,
                 )
-                partition.truncate_to(decision.offset)
+                try:
+                    partition.truncate_to(decision.offset)
+                except OSError as exc:
+                    self._storage_failed(tp, exc)
+                    continue
                 if decision.complete:
                     state.truncating = False
                     self._log.info(
@@ -292,7 +303,9 @@ class Follower:
             return
         try:
             partition.append_as_follower(whole_batches(data.records), data.high_watermark, now_ms)
-        except (HighwaterError, OSError) as exc:
+        except OSError as exc:
+            self._storage_failed(tp, exc)
+        except HighwaterError as exc:
             # A batch that does not continue our log: find the divergence point again.
             self._log.warning(
                 "follower append failed; truncating again",
@@ -314,7 +327,11 @@ class Follower:
         """Kafka's handleOffsetOutOfRange: behind the leader's log start -> start over there;
         otherwise our log runs past the leader's, so find the divergence point again."""
         if leader_log_start_offset >= 0 and partition.log_end_offset < leader_log_start_offset:
-            partition.log.truncate_fully_and_start_at(leader_log_start_offset, now_ms)
+            try:
+                partition.log.truncate_fully_and_start_at(leader_log_start_offset, now_ms)
+            except OSError as exc:
+                self._storage_failed(tp, exc)
+                return
             partition.high_watermark = min(partition.high_watermark, leader_log_start_offset)
             self._log.info(
                 "follower behind leader's log start; restarting log",
@@ -395,10 +412,9 @@ class FollowerSet:
     def unfollow(self, tp: TopicPartition) -> FollowerUpdate:
         stopped = []
         for leader, follower in list(self.by_leader.items()):
-            if tp in follower.partitions:
-                follower.remove(tp)
-                if not follower.partitions:
-                    stopped.append(self.by_leader.pop(leader))
+            follower.remove(tp)
+            if not follower.partitions:  # also one emptied by dropping stale partitions
+                stopped.append(self.by_leader.pop(leader))
         return FollowerUpdate(stopped=tuple(stopped))
 
     def fetch_state(self, tp: TopicPartition) -> FetchState | None:

@@ -1,18 +1,21 @@
 """The partitions this broker hosts, and the entry points the API handlers call.
 
 Synchronous: handlers and the purgatory add the waiting. Every data-path error is reported per
-partition with Kafka's error code, never raised to the connection.
+partition with Kafka's error code, never raised to the connection. A partition whose log (or
+log dir) failed is offline (Kafka's HostedPartition.Offline, KIP-112): it answers
+KAFKA_STORAGE_ERROR until the broker restarts, and the shell tells the controller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import structlog
 
 from broker.core.dynamic_config import partition_config
 from broker.core.partition import NotLeaderError, Partition, ReadResult
 from broker.log.config import LogConfig
+from broker.log.errors import LogStorageError
 from broker.log.manager import LogManager
 from broker.topic_config import TopicConfigError
 from protocol.errors import ErrorCode, HighwaterError
@@ -47,6 +50,45 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._high_watermarks = log_manager.read_high_watermarks()
         self._logger = structlog.get_logger("highwater.replica_manager")
+        # Offline partitions found since the shell last took them (`take_offline`), and the
+        # shell's hook, called when there are new ones (a trio Event, a simulator timer).
+        self._newly_offline: list[TopicPartition] = list(log_manager.offline_logs)
+        self.on_offline: Callable[[], None] | None = None
+        log_manager.on_offline = self._went_offline
+
+    # -- offline partitions (KIP-112) ------------------------------------------------------
+
+    @property
+    def offline(self) -> Mapping[TopicPartition, str]:
+        """Partitions whose log is unusable here, with what failed."""
+        return self.log_manager.offline_logs
+
+    def take_offline(self) -> list[TopicPartition]:
+        """The partitions that went offline since the last call (the shell stops fetching
+        them, fails what waits on them and tells the controller)."""
+        newly, self._newly_offline = self._newly_offline, []
+        return newly
+
+    def storage_failed(self, tp: TopicPartition, exc: OSError, *, write: bool) -> LogStorageError:
+        """An operation on `tp`'s log failed: a write takes its whole log dir offline, a read
+        just this log. Returns the error to answer with."""
+        log_dir = self.log_manager.dir_of(tp)
+        if tp not in self.offline:
+            if write and log_dir is not None:
+                self.log_manager.fail_dir(log_dir, exc)
+            else:
+                self.log_manager.fail_log(tp, exc)
+        return LogStorageError(self.offline.get(tp, str(exc)))
+
+    def _went_offline(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            partition = self.partitions.pop(tp, None)
+            if partition is not None:
+                partition.leader_id = -1  # whoever still holds it sees it lead nothing
+                self._high_watermarks[tp] = partition.high_watermark
+        self._newly_offline += tps
+        if self.on_offline is not None:
+            self.on_offline()
 
     # -- controller requests -------------------------------------------------------------
 
@@ -67,6 +109,9 @@ class ReplicaManager:
             if self.broker_id not in state.replicas:
                 results.append((*tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value))
                 continue
+            if tp in self.offline:  # Kafka answers the controller so for an offline replica
+                results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
+                continue
             overrides = (topic_configs or {}).get(tp[0], {})
             try:
                 config = partition_config(self.log_manager.default_config, overrides)
@@ -76,7 +121,12 @@ class ReplicaManager:
                 self._logger.error("cannot open partition log", tp=tp, error=str(exc))
                 results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
                 continue
-            applied = partition.apply_state(state, now_ms)
+            try:
+                applied = partition.apply_state(state, now_ms)
+            except OSError as exc:  # the leader-epoch checkpoint could not be written
+                self.storage_failed(tp, exc, write=True)
+                results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
+                continue
             code = ErrorCode.NONE if applied else ErrorCode.FENCED_LEADER_EPOCH
             results.append((*tp, code.value))
         return results
@@ -141,6 +191,8 @@ class ReplicaManager:
         """The partition if this broker leads it; else a HighwaterError with Kafka's code."""
         partition = self.partitions.get(tp)
         if partition is None:
+            if tp in self.offline:
+                raise LogStorageError(self.offline[tp])
             raise _UnknownPartition(f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
         if not partition.is_leader:
             raise NotLeaderError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
@@ -152,6 +204,9 @@ class ReplicaManager:
             info = partition.append_as_leader(records, now_ms)
         except HighwaterError as exc:
             return AppendResult(exc.code, error_message=str(exc))
+        except OSError as exc:  # ENOSPC, EIO: the dir goes offline, nothing is acknowledged
+            error = self.storage_failed(tp, exc, write=True)
+            return AppendResult(error.code, error_message=str(error))
         return AppendResult(
             ErrorCode.NONE, info.first_offset, info.last_offset + 1, info.log_start_offset
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from broker.context import BrokerContext
 from broker.core.partition import DEBUG_REPLICA_ID, Partition
+from broker.log.errors import LogStorageError
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.list_offsets import (
@@ -74,6 +75,9 @@ def _one(
             return ListOffsetsPartitionResponse(index, ErrorCode.INVALID_REQUEST)
     except HighwaterError as exc:  # e.g. an undecodable record on the way
         return ListOffsetsPartitionResponse(index, exc.code)
+    except OSError as exc:  # a segment that cannot be read: the partition goes offline here
+        error = ctx.replica_manager.storage_failed(TopicPartition(topic, index), exc, write=False)
+        return ListOffsetsPartitionResponse(index, error.code)
     if found is None or found[0] >= limit:
         return ListOffsetsPartitionResponse(index, 0, -1, -1, -1)  # none yet, as in Kafka
     offset, timestamp = found
@@ -85,6 +89,8 @@ def _hosted_partition(ctx: BrokerContext, tp: TopicPartition, replica_id: int) -
     if replica_id != DEBUG_REPLICA_ID:
         return ctx.replica_manager.leader_partition(tp)
     partition = ctx.replica_manager.partitions.get(tp)
+    if partition is None and tp in ctx.replica_manager.offline:
+        raise LogStorageError(ctx.replica_manager.offline[tp])
     if partition is None:
         raise HighwaterError(
             f"{tp[0]}-{tp[1]} is not hosted on broker {ctx.broker_id}",

@@ -96,6 +96,10 @@ class FetchDataInfo:
 class Log:
     """Use `Log.open(...)`; the constructor only wires already-opened parts together."""
 
+    # The segment type every segment of this log is made of (the simulator's disk fails some
+    # writes of its own subclass).
+    segment_class: type[LogSegment] = LogSegment
+
     def __init__(
         self,
         directory: Path,
@@ -149,7 +153,7 @@ class Log:
         bases = segment_bases(directory)
         segments: list[LogSegment] = []
         for i, base in enumerate(bases):
-            segment = LogSegment(directory, base, config, now_ms)
+            segment = cls.segment_class(directory, base, config, now_ms)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             must_recover = not clean_shutdown and (next_base is None or next_base > recovery_point)
             if not must_recover:
@@ -170,11 +174,11 @@ class Log:
                     leo=segment.next_offset,
                 )
                 for later in bases[i + 1 :]:
-                    LogSegment(directory, later, config, now_ms).delete()
+                    cls.segment_class(directory, later, config, now_ms).delete()
                     logger.warning("deleted segment after corrupt tail", base=later)
                 break
         if not segments:
-            segments.append(LogSegment(directory, log_start_offset, config, now_ms))
+            segments.append(cls.segment_class(directory, log_start_offset, config, now_ms))
         log_end_offset = segments[-1].next_offset
         start = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
         epoch_cache = open_epoch_cache(directory, segments, start, logger)
@@ -427,7 +431,7 @@ class Log:
         old = self._segments[-1]
         if old.size == 0:
             return old
-        new = LogSegment(self.directory, old.next_offset, self.config, now_ms)
+        new = self.segment_class(self.directory, old.next_offset, self.config, now_ms)
         self._segments.append(new)
         self._bases.append(new.base_offset)
         old.flush()
@@ -563,7 +567,7 @@ class Log:
         """Delete everything; the log restarts empty at `new_offset`."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [LogSegment(self.directory, new_offset, self.config, now_ms)]
+        self._segments = [self.segment_class(self.directory, new_offset, self.config, now_ms)]
         self._bases = [new_offset]
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
@@ -732,6 +736,10 @@ class Log:
             self._take_producer_snapshot()
         except OSError as exc:
             self._logger.warning("producer snapshot failed at close", error=str(exc))
+        self._close_segments()
+
+    def close_files(self) -> None:
+        """Close the files and nothing else (a failed log dir: nothing more is written)."""
         self._close_segments()
 
     def _close_segments(self) -> None:

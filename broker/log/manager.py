@@ -3,19 +3,21 @@ files: recovery-point-offset-checkpoint, log-start-offset-checkpoint,
 replication-offset-checkpoint (the HWs, for the replica layer), `.highwater_cleanshutdown`
 (between a clean shutdown and the next start) and `.lock`. A corrupt checkpoint never loses
 data silently: it falls back to recovering everything, to each log's first segment, or to a
-HW of 0, and is logged.
+HW of 0, and is logged. A write that fails (ENOSPC, EIO) takes its whole log dir offline, a
+log that cannot be read or opened only itself (KIP-112; docs/reliability.md, "Disks").
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final, TextIO, TypeVar
 
 import structlog
 
@@ -44,6 +46,7 @@ CLEAN_SHUTDOWN_FILE: Final = ".highwater_cleanshutdown"
 LOCK_FILE: Final = ".lock"
 DELETE_SUFFIX: Final = "-delete"
 _TOPIC_RE: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+T = TypeVar("T")
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -70,6 +73,13 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[TextIO] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # Kafka's offline log dirs (KIP-112): a dir whose write failed takes no more appends
+        # and holds no open logs; a partition whose log failed, or whose dir did, is offline
+        # here until the broker restarts. Values say what failed.
+        self.offline_dirs: dict[Path, str] = {}
+        self.offline_logs: dict[TopicPartition, str] = {}
+        # Called with the partitions that just went offline (the replica manager's hook).
+        self.on_offline: Callable[[list[TopicPartition]], None] | None = None
         self._logger = structlog.get_logger("highwater.log_manager")
 
     # -- start and stop --------------------------------------------------------------------
@@ -80,27 +90,38 @@ class LogManager:
         """Lock every log dir and open every log in it, recovering after an unclean stop."""
         configs = configs or {}
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._lock(log_dir)
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            self.had_clean_shutdown[log_dir] = clean
-            recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
-            # A corrupt log-start-offset file falls back to each log's first segment.
-            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE) or {}
-            if recovery_points is None:
-                clean, recovery_points = False, {}  # recover every log from its start
-            for child in sorted(log_dir.iterdir()):
-                if child.is_dir() and child.name.endswith(DELETE_SUFFIX):
-                    shutil.rmtree(child, ignore_errors=True)  # a deletion a crash interrupted
-                    continue
-                tp = parse_log_dir_name(child.name) if child.is_dir() else None
-                if tp is None:
-                    continue
-                if tp in self.logs:
-                    raise LogStorageError(
-                        f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}"
-                    )
+            try:
+                self._load_dir(log_dir, now_ms, configs)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
+        self.checkpoint(now_ms)
+
+    def _load_dir(
+        self, log_dir: Path, now_ms: int, configs: Mapping[TopicPartition, LogConfig]
+    ) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._lock(log_dir)
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[log_dir] = clean
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+        # A corrupt log-start-offset file falls back to each log's first segment.
+        start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE) or {}
+        if recovery_points is None:
+            clean, recovery_points = False, {}  # recover every log from its start
+        for child in sorted(log_dir.iterdir()):
+            if child.is_dir() and child.name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)  # a deletion a crash interrupted
+                continue
+            tp = parse_log_dir_name(child.name) if child.is_dir() else None
+            if tp is None:
+                continue
+            if tp in self.logs:
+                raise LogStorageError(
+                    f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}"
+                )
+            self._dir_of[tp] = log_dir
+            try:
                 self.logs[tp] = self._log_class.open(
                     child,
                     configs.get(tp, self.default_config),
@@ -109,25 +130,27 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     clean_shutdown=clean,
                 )
-                self._dir_of[tp] = log_dir
-            # Only now, with every log recovered, is a crash "unclean" from here on.
-            marker.unlink(missing_ok=True)
-            self._logger.info(
-                "log dir loaded", log_dir=str(log_dir), clean_shutdown=clean, logs=len(self.logs)
-            )
-        self.checkpoint(now_ms)
+            except OSError as exc:  # this log's files: it alone is offline
+                self.fail_log(tp, exc)
+        # Only now, with every log recovered, is a crash "unclean" from here on.
+        marker.unlink(missing_ok=True)
+        self._logger.info(
+            "log dir loaded", log_dir=str(log_dir), clean_shutdown=clean, logs=len(self.logs)
+        )
 
     def shutdown(self, now_ms: int) -> None:
-        """Flush everything, write checkpoints, close, then leave the clean-shutdown marker."""
-        for log in self.logs.values():
-            log.flush(now_ms, indexes=True)
+        """Flush everything, write checkpoints, close, then leave the clean-shutdown marker in
+        each dir that is still online (an offline one is recovered at the next start)."""
+        self._each_log(lambda log: log.flush(now_ms, indexes=True))
         self.checkpoint(now_ms)
-        for log in self.logs.values():
-            log.close()
-        for log_dir in self.log_dirs:
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
-            marker.write_bytes(b"")
-            fsync_path(marker)
+        self._each_log(Log.close)
+        for log_dir in self.online_dirs():
+            try:
+                marker = log_dir / CLEAN_SHUTDOWN_FILE
+                marker.write_bytes(b"")
+                fsync_path(marker)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
         for lock in self._locks:
             lock.close()
         self._locks.clear()
@@ -161,24 +184,36 @@ class LogManager:
         log = self.logs.get(tp)
         if log is not None:
             return log
+        if tp in self.offline_logs:
+            raise LogStorageError(self.offline_logs[tp])
         topic, partition = tp
         if not _TOPIC_RE.fullmatch(topic) or partition < 0:
             raise ValueError(f"invalid topic-partition {tp!r}")
-        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v == d))
-        log = self._log_class.open(
-            log_dir / f"{topic}-{partition}", config or self.default_config, now_ms=now_ms
-        )
-        self.logs[tp] = log
+        online = self.online_dirs()
+        if not online:
+            raise LogStorageError(f"cannot create {topic}-{partition}: every log dir is offline")
+        log_dir = min(online, key=lambda d: sum(1 for v in self._dir_of.values() if v == d))
         self._dir_of[tp] = log_dir
+        try:
+            log = self._log_class.open(
+                log_dir / f"{topic}-{partition}", config or self.default_config, now_ms=now_ms
+            )
+        except OSError as exc:
+            self.fail_dir(log_dir, exc)
+            raise LogStorageError(self.offline_logs[tp]) from exc
+        self.logs[tp] = log
         return log
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove a partition's data. The dir is renamed first so that a crash mid-way still
-        finishes the deletion at the next start."""
+        finishes the deletion at the next start. An offline log stays where it is (its
+        dir may not be writable); the next start deletes it as a stray."""
         log = self.logs.pop(tp, None)
-        self._dir_of.pop(tp, None)
         if log is None:
+            if tp not in self.offline_logs:
+                self._dir_of.pop(tp, None)
             return False
+        self._dir_of.pop(tp, None)
         log.close()
         doomed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         os.replace(log.directory, doomed)
@@ -189,7 +224,7 @@ class LogManager:
 
     def cleanup(self, now_ms: int) -> int:
         """Retention: delete expired or excess segments. Returns segments deleted."""
-        return sum(log.delete_retention_breached_segments(now_ms) for log in self.logs.values())
+        return sum(self._each_log(lambda log: log.delete_retention_breached_segments(now_ms)))
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget idle idempotent producers in every log; how many."""
@@ -197,24 +232,34 @@ class LogManager:
 
     def flush_dirty(self, now_ms: int) -> int:
         """The flush.ms policy across all logs. Returns how many logs were flushed."""
-        return sum(1 for log in self.logs.values() if log.maybe_flush(now_ms))
+        return sum(self._each_log(lambda log: log.maybe_flush(now_ms)))
 
     def checkpoint(self, now_ms: int) -> None:
-        """Write recovery points and log start offsets of every log dir."""
-        for log_dir in self.log_dirs:
+        """Write recovery points and log start offsets of every online log dir."""
+        for log_dir in self.online_dirs():
             mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).write(
-                {tp: log.recovery_point for tp, log in mine.items()}
-            )
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).write(
-                {tp: log.log_start_offset for tp, log in mine.items()}
-            )
+            try:
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).write(
+                    {tp: log.recovery_point for tp, log in mine.items()}
+                )
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).write(
+                    {tp: log.log_start_offset for tp, log in mine.items()}
+                )
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
-        for log_dir in self.log_dirs:
-            OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE).write(
-                {tp: hw for tp, hw in high_watermarks.items() if self._dir_of.get(tp) == log_dir}
-            )
+        for log_dir in self.online_dirs():
+            try:
+                OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE).write(
+                    {
+                        tp: hw
+                        for tp, hw in high_watermarks.items()
+                        if self._dir_of.get(tp) == log_dir and tp not in self.offline_logs
+                    }
+                )
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
 
     def checkpoint_cleaned(self, first_dirty_offsets: Mapping[TopicPartition, int]) -> None:
         """The cleaner-offset-checkpoint: how far each compacted log is clean."""
@@ -232,8 +277,11 @@ class LogManager:
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}
-        for log_dir in self.log_dirs:
-            out.update(self._read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE) or {})
+        for log_dir in self.online_dirs():
+            try:
+                out.update(self._read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE) or {})
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
         return out
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int] | None:
@@ -242,3 +290,56 @@ class LogManager:
         except CorruptCheckpointError as exc:
             self._logger.warning("corrupt checkpoint, using the safe fallback", error=str(exc))
             return None
+
+    # -- failures (Kafka's LogDirFailureChannel and handleLogDirFailure, KIP-112) -----------
+
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def dir_of(self, tp: TopicPartition) -> Path | None:
+        return self._dir_of.get(tp)
+
+    def fail_dir(self, log_dir: Path, error: BaseException | str) -> list[TopicPartition]:
+        """A write in `log_dir` failed: nothing more is written there. Its logs are closed
+        and offline until the broker restarts (and recovers them). Returns the partitions
+        that went offline with it."""
+        if log_dir in self.offline_dirs:
+            return []
+        reason = f"log dir {log_dir} is offline: {error}"
+        self.offline_dirs[log_dir] = reason
+        self._logger.error("log dir failed; it is offline until a restart", reason=reason)
+        gone = sorted(tp for tp, d in self._dir_of.items() if d == log_dir)
+        return self._take_offline(gone, reason)
+
+    def fail_log(self, tp: TopicPartition, error: BaseException | str) -> list[TopicPartition]:
+        """Reading or opening this log failed: it alone is offline until the broker restarts."""
+        if tp in self.offline_logs:
+            return []
+        reason = f"the log of {tp[0]}-{tp[1]} is offline: {error}"
+        self._logger.error("log failed; it is offline until a restart", reason=reason)
+        return self._take_offline([tp], reason)
+
+    def _take_offline(self, tps: list[TopicPartition], reason: str) -> list[TopicPartition]:
+        newly = [tp for tp in tps if tp not in self.offline_logs]
+        for tp in newly:
+            self.offline_logs[tp] = reason
+            log = self.logs.pop(tp, None)
+            if log is not None:
+                with contextlib.suppress(OSError):
+                    log.close_files()
+        if newly and self.on_offline is not None:
+            self.on_offline(newly)
+        return newly
+
+    def _each_log(self, action: Callable[[Log], T]) -> list[T]:
+        """`action` on every open log; one that fails with an OSError takes its dir offline
+        (and the dir's other logs are skipped, being closed)."""
+        results = []
+        for tp, log in list(self.logs.items()):
+            if tp not in self.logs:
+                continue  # its dir went offline on the way
+            try:
+                results.append(action(log))
+            except OSError as exc:
+                self.fail_dir(self._dir_of[tp], exc)
+        return results

@@ -7,6 +7,7 @@ timestamp and by max timestamp, which need the exact record (an admin path, not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -202,9 +203,7 @@ class LogSegment:
                 _pack_prefix(base_offset, batch_length, leader_epoch),
                 view[16:] if whole else view[position + 16 : position + size],
             )
-        written = os.writev(self.fd, parts)
-        while written < size:  # short writes are rare on regular files, but allowed
-            written += os.write(self.fd, b"".join(parts)[written:])
+        self._write(parts, size)
         # _index_batch(self.size, base_offset, header), inlined: this runs per append.
         file_position = self.size
         max_timestamp = header.max_timestamp
@@ -221,6 +220,23 @@ class LogSegment:
         self._bytes_since_index_entry = bytes_since_index_entry + size
         self.next_offset = base_offset + header.last_offset_delta + 1
         self.size = file_position + size
+
+    def _write(self, parts: tuple[bytes | memoryview, ...], size: int) -> None:
+        """Write one batch at the end of the file. If the disk refuses it (ENOSPC, EIO), cut
+        what part of it was written, so the file ends at the last whole batch, then raise: a
+        torn batch is never left where the next append or a restart would take it for data."""
+        try:
+            written = self._writev(self.fd, parts)
+            while written < size:  # short writes are rare on regular files, but allowed
+                written += os.write(self.fd, b"".join(parts)[written:])
+        except OSError:
+            with contextlib.suppress(OSError):  # if this fails too, recovery cuts it at start
+                os.ftruncate(self.fd, self.size)
+            raise
+
+    def _writev(self, fd: int, parts: tuple[bytes | memoryview, ...]) -> int:
+        """os.writev (the simulator's full disk overrides it)."""
+        return os.writev(fd, parts)
 
     def _index_batch(self, position: int, base_offset: int, header: BatchHeader) -> None:
         """Account for a batch at `position` in the indexes and offsets. `append` has this

@@ -21,6 +21,7 @@ from controller.core.model import (
     ControllerContext,
     PartitionState,
     Reassignment,
+    online_replicas,
     replicas_of,
 )
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest
@@ -150,6 +151,7 @@ def update_metadata(ctx: ControllerContext, deleted_topics: Iterable[str]) -> Se
         if state is None:
             continue
         replicas = replicas_of(ctx, tp)
+        online = online_replicas(ctx, tp)
         states.append(
             UpdateMetadataPartitionState(
                 topic_name=tp[0],
@@ -160,7 +162,7 @@ def update_metadata(ctx: ControllerContext, deleted_topics: Iterable[str]) -> Se
                 isr=state.isr,
                 partition_epoch=state.partition_epoch,
                 replicas=replicas,
-                offline_replicas=tuple(r for r in replicas if r not in live),
+                offline_replicas=tuple(r for r in replicas if r not in online),
             )
         )
     request = UpdateMetadataRequest(

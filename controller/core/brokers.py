@@ -33,6 +33,7 @@ from controller.core.model import (
     ControllerContext,
     LiveBroker,
     PartitionState,
+    online_replicas,
     replicas_of,
 )
 from controller.core.reconcile import (
@@ -54,6 +55,18 @@ __all__ = [
 def bounced_brokers(old: Mapping[int, LiveBroker], new: Mapping[int, LiveBroker]) -> frozenset[int]:
     """Brokers registered in both with a different incarnation: they restarted in between."""
     return frozenset(b for b in old.keys() & new.keys() if old[b].incarnation != new[b].incarnation)
+
+
+def _offline_changed(
+    old: Mapping[int, LiveBroker], new: Mapping[int, LiveBroker], bounced: frozenset[int]
+) -> dict[int, frozenset[TopicPartition]]:
+    """Brokers (the same process) that reported replicas offline since (KIP-112's log dir
+    failure notification): broker id -> the partitions newly offline there."""
+    return {
+        b: new[b].offline_partitions - old[b].offline_partitions
+        for b in sorted(old.keys() & new.keys())
+        if b not in bounced and new[b].offline_partitions != old[b].offline_partitions
+    }
 
 
 def _reregistered(old: Mapping[int, LiveBroker], new: Mapping[int, LiveBroker]) -> frozenset[int]:
@@ -102,11 +115,20 @@ def on_brokers_changed(
     old, new = context.live_brokers, event.brokers
     bounced = bounced_brokers(old, new)
     reregistered = _reregistered(old, new)
+    offline = _offline_changed(old, new, bounced)
     left = sorted(old.keys() - new.keys())
     joined = sorted((new.keys() - old.keys()) | bounced)
-    if not left and not joined and not reregistered:
+    if not left and not joined and not reregistered and not offline:
         return context, []
     effects: list[Effect] = []
+    for broker_id, partitions in offline.items():
+        effects.append(
+            LogEvent(
+                "replicas offline (log dir failure)",
+                {"broker_id": broker_id, "partitions": [f"{t}-{p}" for t, p in sorted(partitions)]},
+                level="warning",
+            )
+        )
     for broker_id in left:
         effects.append(LogEvent("broker left", {"broker_id": broker_id}))
     for broker_id in sorted(bounced):
@@ -199,7 +221,7 @@ def on_controlled_shutdown(
         after: LeaderAndIsr | None
         if current.leader == broker_id:
             after = elect_controlled_shutdown(
-                before, assignment, ctx.live_brokers.keys(), ctx.shutting_down
+                before, assignment, online_replicas(ctx, tp), ctx.shutting_down
             )
             target = moved
         else:

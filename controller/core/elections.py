@@ -34,6 +34,7 @@ from controller.core.leader_balance import leader_imbalance
 from controller.core.model import (
     ControllerContext,
     PartitionState,
+    online_replicas,
     replicas_of,
 )
 from controller.zk_data import PartitionStateZnode
@@ -142,8 +143,9 @@ def elect_leaders(
     updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
     logs: list[Effect] = []
     results: dict[TopicPartition, ErrorCode] = {}
-    electable = ctx.live_brokers.keys() - ctx.shutting_down
     for tp in sorted(set(partitions)):
+        live = online_replicas(ctx, tp)
+        electable = live - ctx.shutting_down
         current = states.get(tp)
         if tp[1] not in ctx.assignments.get(tp[0], {}):
             results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -156,7 +158,7 @@ def elect_leaders(
         if election_type == ElectionType.PREFERRED:
             code, after = _preferred(before, assignment, electable)
         else:
-            code, after = _unclean(before, assignment, ctx.live_brokers.keys(), electable)
+            code, after = _unclean(before, assignment, live, electable)
         results[tp] = code
         if after is None:
             continue

@@ -21,6 +21,7 @@ __all__ = [
     "LiveBroker",
     "PartitionState",
     "Reassignment",
+    "online_replicas",
     "replicas_of",
 ]
 
@@ -49,6 +50,9 @@ class LiveBroker:
     epoch: int  # czxid of its registration znode: new with every registration
     # czxid of the first registration of its process: new only when the process restarted.
     incarnation: int
+    # Its replicas whose log (or log dir) failed (KIP-112): they cannot lead or be in sync
+    # until the broker restarts. Not part of equality: the same registration, rewritten.
+    offline_partitions: frozenset[TopicPartition] = field(default=frozenset(), compare=False)
 
     def endpoint(self) -> BrokerEndpoint:
         return BrokerEndpoint(self.broker_id, self.host, self.port, self.rack)
@@ -129,3 +133,11 @@ class ControllerContext:
 
 def replicas_of(ctx: ControllerContext, tp: TopicPartition) -> tuple[int, ...]:
     return tuple(ctx.assignments[tp[0]][tp[1]])
+
+
+def online_replicas(ctx: ControllerContext, tp: TopicPartition) -> frozenset[int]:
+    """The live brokers whose copy of `tp` is usable: a broker that reported it offline
+    (a failed log dir, KIP-112) is treated as gone for that partition alone."""
+    return frozenset(
+        b for b, broker in ctx.live_brokers.items() if tp not in broker.offline_partitions
+    )

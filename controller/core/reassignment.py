@@ -33,6 +33,7 @@ from controller.core.model import (
     ControllerContext,
     PartitionState,
     Reassignment,
+    online_replicas,
     replicas_of,
 )
 from controller.zk_data import PartitionStateZnode
@@ -125,8 +126,8 @@ def _start_reassignments(
     updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
     effects: list[Effect] = [WriteReassignmentPlan(reassignments)]
     dropped: dict[TopicPartition, list[int]] = {}
-    electable = ctx.live_brokers.keys() - ctx.shutting_down
     for tp, reassignment in sorted(started.items()):
+        electable = online_replicas(ctx, tp) - ctx.shutting_down
         rs = reassignment.replicas
         # A replaced target: replicas of the old one outside the new RS leave it.
         dropped[tp] = [r for r in assignments[tp[0]][tp[1]] if r not in rs]
@@ -190,7 +191,6 @@ def _finish_reassignments(
     LeaderAndIsr to the remaining replicas and StopReplica (delete) to the removed ones."""
     if not partitions:
         return ctx, []
-    electable = ctx.live_brokers.keys() - ctx.shutting_down
     assignments = {t: dict(parts) for t, parts in ctx.assignments.items()}
     states = dict(ctx.partition_states)
     reassignments = dict(ctx.reassignments)
@@ -199,6 +199,7 @@ def _finish_reassignments(
     logs: list[Effect] = []
     for tp in partitions:
         reassignment = reassignments.pop(tp)
+        electable = online_replicas(ctx, tp) - ctx.shutting_down
         final = reassignment.original if cancel else reassignment.target
         current = states[tp]
         isr = tuple(r for r in current.isr if r in final)

@@ -25,6 +25,7 @@ from controller.core.election import (
 from controller.core.model import (
     ControllerContext,
     PartitionState,
+    online_replicas,
     replicas_of,
 )
 from controller.zk_data import PartitionStateZnode
@@ -43,13 +44,13 @@ def reconcile(
     restarted unnoticed; for that partition they fail first, then return. Returns the new
     context, the ZK write effects (plus log events), the updated partitions and the created
     ones."""
-    live = ctx.live_brokers.keys()
-    electable = live - ctx.shutting_down  # Kafka: a shutting-down broker is not "online"
     states = dict(ctx.partition_states)
     creates: dict[TopicPartition, PartitionStateZnode] = {}
     updates: dict[TopicPartition, tuple[PartitionStateZnode, int]] = {}
     logs: list[Effect] = []
     for tp in partitions:
+        live = online_replicas(ctx, tp)  # an offline replica (KIP-112) is not live for tp
+        electable = live - ctx.shutting_down  # Kafka: a shutting-down broker is not "online"
         assignment = replicas_of(ctx, tp)
         current = states.get(tp)
         if current is None:

@@ -5,7 +5,8 @@ to the same core functions the handlers call, parks fetches and acks=all produce
 key they wait on is woken or their deadline passes (the purgatory), runs the ISR writes and
 the followers' requests, and keeps the timers. A crash loses the process and unflushed data;
 the log directory (segments, checkpoint files) survives and is recovered by the real
-LogManager at the next start.
+LogManager at the next start. A full disk fails its writes: the real log dir failure path
+runs (KIP-112), and this glue does what broker/log_dir_failure.py does.
 """
 
 from __future__ import annotations
@@ -41,13 +42,13 @@ from broker.core.state import BrokerState
 from broker.log.cleaner import clean
 from broker.log.manager import LogManager
 from controller.core import ControlledShutdownReply, ControlledShutdownRequested
-from controller.zk_brokers import try_register
+from controller.zk_brokers import publish_log_dir_failure, set_offline_partitions, try_register
 from controller.zk_data import BrokerRegistration
 from controller.zk_isr import publish_isr_changes, write_isr
 from controller.zk_script import ZkScript
 from controller.zk_topics import get_topic_config
 from controller.zk_types import WatchEvent, ZkError
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.find_coordinator import (
@@ -62,12 +63,13 @@ from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochReques
 from protocol.messages.produce import ProduceRequest
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
-from protocol.records import decode_batches, read_header
+from protocol.records import decode_batches, iter_batch_headers, read_header
 from protocol.topic_partition import TopicPartition
 from tests.simulation.controller_shell import ControllerAsk, SimController, campaign
-from tests.simulation.disk import CrashCut, MirroredLog, crash
+from tests.simulation.disk import CrashCut, MirroredLog, SimDisk, SimSegment, crash
 from tests.simulation.fetcher import SimFetcher
 from tests.simulation.group_shell import SimGroupCoordinator
+from tests.simulation.invariants import InvariantViolation
 from tests.simulation.network import Envelope
 from tests.simulation.process import SimProcess
 from tests.simulation.purgatory import SimPurgatory
@@ -103,6 +105,8 @@ class SimBroker(SimProcess):
         self.last_crash: dict[TopicPartition, CrashCut] = {}
         self.lost_data_in_last_crash = False
         self.shutting_down = False  # a controlled shutdown is under way
+        self.disk = SimDisk(world.rng)
+        SimSegment.disks[data_dir] = self.disk
         self._reset()
 
     def _reset(self) -> None:
@@ -115,6 +119,8 @@ class SimBroker(SimProcess):
         self.groups: SimGroupCoordinator | None = None
         # The broker epoch of this process's first registration: its incarnation.
         self.first_broker_epoch: int | None = None
+        # Partitions whose log went offline in this process, and when.
+        self.offline_since: dict[TopicPartition, int] = {}
 
     # -- views (scenario tests and invariants) ---------------------------------------------
 
@@ -151,6 +157,7 @@ class SimBroker(SimProcess):
         self.log_manager = LogManager([self.data_dir], world.log_config, log_class=MirroredLog)
         self.log_manager.startup(self.now_ms)
         replicas = ReplicaManager(self.broker_id, self.log_manager)
+        replicas.on_offline = self._offline_soon
         isr_settings = IsrSettings(
             config.replica_lag_time_max_ms,
             config.isr_change_propagation_blackout_ms,
@@ -289,7 +296,12 @@ class SimBroker(SimProcess):
         """broker/registration.py: wait for a node left by an older session to expire."""
         assert self.state is not None
         registration = BrokerRegistration(
-            "127.0.0.1", 9090 + self.broker_id, None, self.now_ms, self.first_broker_epoch
+            "127.0.0.1",
+            9090 + self.broker_id,
+            None,
+            self.now_ms,
+            self.first_broker_epoch,
+            tuple(sorted(self.state.replica_manager.offline)),
         )
         epoch = self._zk_run(try_register(self.broker_id, registration, self.session_id))
         if epoch is None:
@@ -557,6 +569,49 @@ class SimBroker(SimProcess):
                 self.cleaner.aborted(tp)
 
         self.after(self.world.draw(self.world.config.cleaning_time_ms), "cleaner swaps", swap)
+
+    # -- offline logs (broker/log_dir_failure.py) ------------------------------------------
+
+    def _offline_soon(self) -> None:
+        """The replica manager's hook (called mid-request): handle it as the next event."""
+        self.after(0, "log dir failure", self._log_dir_failed)
+
+    def _log_dir_failed(self) -> None:
+        assert self.state is not None
+        gone = self.state.replica_manager.take_offline()
+        if not gone:
+            return
+        for tp in gone:
+            self.offline_since.setdefault(tp, self.now_ms)
+            self._check_no_torn_batch(tp)
+        self.world.trace(f"b{self.broker_id} logs offline: {gone}")
+        self._change_followers([FollowerChange(tp) for tp in gone])
+        self.purgatory.wake(gone)
+        for hook in self.world.on_offline:
+            hook(self.broker_id, gone)
+        offline = sorted(self.state.replica_manager.offline)
+        self._zk_run(set_offline_partitions(self.broker_id, offline, self.session_id))
+        self._zk_run(publish_log_dir_failure(self.broker_id))  # lost with the session: the
+        # re-registration lists them
+
+    def _check_no_torn_batch(self, tp: TopicPartition) -> None:
+        """An offline log's files hold whole batches only: a write that ran out of space was
+        cut again (the simulated disk itself never fails that)."""
+        directory = self.data_dir / f"{tp[0]}-{tp[1]}"
+        for path in sorted(directory.glob("*.log")):
+            try:
+                for _ in iter_batch_headers(path.read_bytes()):
+                    pass
+            except HighwaterError as exc:
+                raise InvariantViolation(
+                    f"b{self.broker_id} left a torn batch in {tp[0]}-{tp[1]}/{path.name}: {exc}"
+                ) from exc
+
+    def fill_disk(self) -> None:
+        self.disk.full = True
+
+    def free_disk(self) -> None:
+        self.disk.full = False
 
     # -- the followers ---------------------------------------------------------------------
 

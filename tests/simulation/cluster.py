@@ -33,7 +33,13 @@ from tests.simulation.config import SimConfig
 from tests.simulation.disk import BatchInfo, MirroredLog
 from tests.simulation.groups import GroupWorkload
 from tests.simulation.invariants import Invariants, InvariantViolation
-from tests.simulation.nemesis import Nemesis, crash_broker, may_restart, restart_broker
+from tests.simulation.nemesis import (
+    Nemesis,
+    crash_broker,
+    free_disk,
+    may_restart,
+    restart_broker,
+)
 from tests.simulation.network import CLIENT_NODE, Envelope, Network
 from tests.simulation.operator import Operator
 from tests.simulation.operator_invariants import OperatorInvariants
@@ -272,6 +278,9 @@ class SimCluster:
         next_check_ms = self.world.now_ms
         while True:
             if self.world.now_ms >= next_check_ms:
+                for broker_id, broker in sorted(self.world.brokers.items()):
+                    if broker.disk.full or (broker.alive and broker.offline_since):
+                        self.trace(free_disk(self.world, broker_id))
                 for broker_id in sorted(self.world.brokers):
                     if may_restart(self.world, broker_id):
                         self.trace(restart_broker(self.world, broker_id))

@@ -70,6 +70,8 @@ class SimConfig:
     power_loss_restart_waits_for_controller: bool = False
     enable_producer: bool = True
     enable_nemesis: bool = True
+    # Full disks among the faults (nemesis "fill disk" / "free disk").
+    enable_disk_faults: bool = True
     # An operator at work among the faults: reassignments, preferred and unclean elections,
     # topics created and deleted, controlled shutdowns (see operator.py).
     enable_operator: bool = False

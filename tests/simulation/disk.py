@@ -10,23 +10,58 @@ back to a batch boundary at or past the recovery point (everything below it was 
 rolled segment was fsynced when it rolled), optionally leaving a torn half-batch behind.
 The broker's LogManager, restarted without its clean-shutdown marker, then runs the real
 crash recovery.
+
+A full disk (`SimDisk`): while a broker's disk is full every segment write in its data dir
+fails with ENOSPC after writing a random part of the batch, the way a real write runs out of
+space midway; the real LogSegment must cut that part again and the real broker take the dir
+offline (KIP-112).
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from broker.log.cleaner import CleaningResult, CleaningTask
 from broker.log.config import LogConfig
 from broker.log.log import Log, LogAppendInfo
+from broker.log.segment import LogSegment
 from protocol.records import check_batches
 
-__all__ = ["BatchInfo", "CrashCut", "MirroredLog", "crash"]
+__all__ = ["BatchInfo", "CrashCut", "MirroredLog", "SimDisk", "SimSegment", "crash"]
+
+
+@dataclass
+class SimDisk:
+    """One broker's disk: `full` makes every segment write in its data dir fail."""
+
+    rng: random.Random
+    full: bool = False
+    failed_writes: int = 0
+    torn_bytes_written: list[int] = field(default_factory=list)
+
+
+class SimSegment(LogSegment):
+    """A LogSegment whose writes fail while its broker's disk is full."""
+
+    # data dir -> its disk: a segment lives at <data dir>/<topic>-<partition>/<base>.log.
+    disks: ClassVar[dict[Path, SimDisk]] = {}
+
+    def _writev(self, fd: int, parts: tuple[bytes | memoryview, ...]) -> int:
+        disk = self.disks.get(self.log_path.parent.parent)
+        if disk is None or not disk.full:
+            return super()._writev(fd, parts)
+        data = b"".join(parts)
+        torn = disk.rng.randint(0, len(data) - 1)
+        os.write(fd, data[:torn])  # what fitted before the disk ran out
+        disk.failed_writes += 1
+        disk.torn_bytes_written.append(torn)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +75,7 @@ class BatchInfo:
 class MirroredLog(Log):
     """A Log plus an in-memory list of its batch headers (see the module docstring)."""
 
+    segment_class = SimSegment
     batches: list[BatchInfo]
     version: int  # bumped on every change, so checks can skip unchanged logs
 

@@ -15,7 +15,10 @@ After every step:
   (the leader, or a follower done truncating for that epoch) hold identical batches (base
   offset, leader epoch, CRC) below the smaller of their HWs;
 - every so often, each log's in-memory batch list is checked against its segment files, and
-  the leader epochs stamped in each log never go down along it.
+  the leader epochs stamped in each log never go down along it;
+- a controller never lets a broker lead a partition whose log that broker reported offline
+  (KIP-112: it elects another ISR member, or none), and a log that went offline holds no torn
+  batch (broker.py checks its files then). An offline replica stops holding acks, as a crash.
 At the end (see cluster.py): every replica is in the ISR with an identical log, and every
 acknowledged value that was not legitimately lost is readable from the leader.
 """
@@ -52,6 +55,7 @@ class Invariants:
         self.world = world
         world.on_ack.append(self._on_ack)
         world.on_crash.append(self._on_crash)
+        world.on_offline.append(self._on_offline)
         world.zk.on_state_written.append(self._on_state_written)
         self.acks: dict[TopicPartition, list[TrackedAck]] = defaultdict(list)
         self.leaders: dict[tuple[TopicPartition, int], int] = {}
@@ -91,7 +95,7 @@ class Invariants:
         holders = {ack.leader}
         for member in ack.isr:
             broker = self.world.brokers[member]
-            if member == ack.leader or not broker.alive:
+            if member == ack.leader or not broker.alive or ack.tp in broker.offline_since:
                 continue
             if self._holds(member, ack):
                 holders.add(member)
@@ -105,6 +109,11 @@ class Invariants:
     def _on_crash(self, broker_id: int) -> None:
         for tracked in self.acks.values():
             for t in tracked:
+                t.holders.discard(broker_id)
+
+    def _on_offline(self, broker_id: int, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            for t in self.acks.get(tp, []):
                 t.holders.discard(broker_id)
 
     def _on_state_written(self, write: StateWrite) -> None:
@@ -137,6 +146,7 @@ class Invariants:
     def check(self) -> None:
         self.steps += 1
         self._check_controllers()
+        self._check_offline_leaders()
         for broker_id, broker in self.world.brokers.items():
             if broker.alive:
                 self._check_broker(broker_id, broker.incarnation, broker.controller_epoch)
@@ -163,6 +173,20 @@ class Invariants:
                     f"two controllers in controller epoch {zk.controller_epoch}: "
                     f"b{owner} and b{zk.controller[0]}"
                 )
+
+    def _check_offline_leaders(self) -> None:
+        for broker in self.world.brokers.values():
+            controller = broker.controller if broker.alive else None
+            if controller is None or not controller.active or not controller.context.active:
+                continue
+            context = controller.context
+            for tp, state in context.partition_states.items():
+                leader = context.live_brokers.get(state.leader)
+                if leader is not None and tp in leader.offline_partitions:
+                    raise InvariantViolation(
+                        f"controller b{broker.broker_id} lets b{state.leader} lead {_tp(tp)} "
+                        f"(leader epoch {state.leader_epoch}) though its log is offline there"
+                    )
 
     def _check_broker(self, broker_id: int, incarnation: int, controller_epoch: int) -> None:
         key = (broker_id, incarnation)

@@ -7,7 +7,9 @@
 - expire a live broker's ZooKeeper session (it re-registers: a "bounce" without data loss);
 - a power outage: every live broker crashes at once (only with
   `power_loss_restart_waits_for_controller` off: with no broker left there is no controller
-  to wait for).
+  to wait for);
+- fill a broker's disk (its writes fail with ENOSPC, part of the batch written: the broker
+  takes the log dir offline), and later free it and restart the broker (`free_disk`).
 Time itself is the other fault: the clock runs on while followers are cut off, so ISRs
 shrink (replica.lag.time.max.ms) and changes are propagated (the damping intervals).
 """
@@ -20,7 +22,7 @@ from protocol.messages.elect_leaders import ElectionType
 from tests.simulation.operator import Operator
 from tests.simulation.world import World
 
-__all__ = ["Nemesis", "crash_broker", "may_restart", "restart_broker"]
+__all__ = ["Nemesis", "crash_broker", "free_disk", "may_restart", "restart_broker"]
 
 
 def crash_broker(
@@ -62,6 +64,19 @@ def may_restart(world: World, broker_id: int) -> bool:
 def restart_broker(world: World, broker_id: int) -> str:
     world.brokers[broker_id].start()
     return f"restart b{broker_id}"
+
+
+def free_disk(world: World, broker_id: int) -> str:
+    """An operator frees space on a full disk; a running broker with offline logs must be
+    restarted to bring them back (Kafka's offline dirs stay offline until then)."""
+    broker = world.brokers[broker_id]
+    broker.free_disk()
+    if broker.alive and broker.offline_since:
+        return (
+            f"free the disk of b{broker_id}; {crash_broker(world, broker_id, 'all', False)}; "
+            + (restart_broker(world, broker_id))
+        )
+    return f"free the disk of b{broker_id}"
 
 
 class Nemesis:
@@ -112,6 +127,11 @@ class Nemesis:
             options.append(("expire session", 1))
         if up and not world.config.power_loss_restart_waits_for_controller:
             options.append(("power outage", 1))
+        full = sorted(b for b, broker in brokers.items() if broker.disk.full)
+        if world.config.enable_disk_faults and up and len(full) < world.config.max_crashed_brokers:
+            options.append(("fill disk", 1))
+        if full:
+            options.append(("free disk", 2))
         if world.config.enable_operator:
             options += [("reassign", 3), ("elect", 2), ("create topic", 1), ("delete topic", 1)]
             if up and len(down) < world.config.max_crashed_brokers:
@@ -138,6 +158,12 @@ class Nemesis:
             return "heal the network"
         if kind == "power outage":  # every live broker at once: KIP-101 scenario 2 at scale
             return "power outage: " + "; ".join(crash_broker(world, b) for b in up)
+        if kind == "fill disk":
+            victim = rng.choice([b for b in up if b not in full] or up)
+            brokers[victim].fill_disk()
+            return f"fill the disk of b{victim}"
+        if kind == "free disk":
+            return free_disk(world, rng.choice(full))
         if kind == "expire session":
             victim = rng.choice(up)
             world.brokers[victim].expire_session()

@@ -54,6 +54,8 @@ class World:
     network: Network | None = None  # set once the brokers exist
     on_ack: list[Callable[[Ack], None]] = field(default_factory=list)
     on_crash: list[Callable[[int], None]] = field(default_factory=list)
+    # A broker's logs went offline (its disk failed them): (broker id, partitions).
+    on_offline: list[Callable[[int, list[TopicPartition]], None]] = field(default_factory=list)
     # The controller answered a request (called in the step it decided, with its context).
     on_reply: list[Callable[[ControllerEvent, Reply | None, ControllerContext], None]] = field(
         default_factory=list

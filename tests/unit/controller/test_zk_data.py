@@ -17,6 +17,7 @@ from controller.zk_data import (
     TopicConfigZnode,
     ZkDataError,
 )
+from protocol.topic_partition import TopicPartition
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,23 @@ from controller.zk_data import (
                 "rack": "r1",
                 "timestamp": "17",
                 "incarnation": 5,
+            },
+        ),
+        (
+            BrokerRegistration(
+                "h", 9092, None, 17, 5, (TopicPartition("a", 0), TopicPartition("t", 1))
+            ),
+            {
+                "version": 1,
+                "host": "h",
+                "port": 9092,
+                "rack": None,
+                "timestamp": "17",
+                "incarnation": 5,
+                "offline_partitions": [
+                    {"topic": "a", "partition": 0},
+                    {"topic": "t", "partition": 1},
+                ],
             },
         ),
         (
@@ -68,6 +86,15 @@ def test_kafka_layout_and_round_trip(znode: Any, expected_json: dict[str, Any]) 
         (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","incarnation":true}'),
         (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","incarnation":0}'),
         (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","incarnation":null}'),
+        (BrokerRegistration, b'{"host":"h","port":1,"timestamp":"1","offline_partitions":{}}'),
+        (
+            BrokerRegistration,
+            b'{"host":"h","port":1,"timestamp":"1","offline_partitions":[{"topic":"t"}]}',
+        ),
+        (
+            BrokerRegistration,
+            b'{"host":"h","port":1,"timestamp":"1","offline_partitions":[["t",0]]}',
+        ),
         (TopicAssignment, b'{"partitions":{"x":[1]}}'),
         (TopicAssignment, b'{"partitions":{"0":["1"]}}'),
         (TopicAssignment, b'{"partitions":[]}'),
@@ -94,6 +121,15 @@ def test_broker_registration_incarnation() -> None:
     again = BrokerRegistration.decode(BrokerRegistration("h", 9092, None, 18, 40).encode())
     assert again.incarnation == 40 and again.incarnation_of(57) == 40
     assert BrokerRegistration("h", 9092, incarnation=60).incarnation_of(57) == 57
+
+
+def test_log_dir_event_notification_is_kafkas() -> None:
+    data = zk_data.encode_log_dir_event(3)
+    assert json.loads(data) == {"version": 1, "broker": 3, "event": 1}
+    assert zk_data.decode_log_dir_event(data) == 3
+    for bad in (b'{"version":1,"broker":3,"event":2}', b'{"broker":"3","event":1}', b"x"):
+        with pytest.raises(ZkDataError):
+            zk_data.decode_log_dir_event(bad)
 
 
 def test_controller_from_kafka_without_timestamp() -> None:
