@@ -8,6 +8,7 @@ a tombstone was written for that key, nothing).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Collection
 
 from protocol.records import decode_batches
@@ -19,14 +20,18 @@ __all__ = ["Latest", "disagreement", "holds", "latest_records"]
 
 Latest = dict[bytes, tuple[int, bytes | None]]  # key -> (offset, value) of its latest record
 
-_cache: dict[int, tuple[tuple[int, int], Latest]] = {}
+# Per log object, while it lives: keyed by id() instead, a log opened later at a reused
+# address with the same version would be handed a dead log's records.
+_cache: weakref.WeakKeyDictionary[MirroredLog, tuple[tuple[int, int], Latest]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def latest_records(log: MirroredLog, below: int) -> Latest:
     """Each key's latest record at an offset below `below` (decoded from the files; cached
     while the log does not change)."""
     key = (log.version, below)
-    cached = _cache.get(id(log))
+    cached = _cache.get(log)
     if cached is not None and cached[0] == key:
         return cached[1]
     latest: Latest = {}
@@ -41,7 +46,7 @@ def latest_records(log: MirroredLog, below: int) -> Latest:
                 if record.offset < below and record.key is not None:
                     latest[record.key] = (record.offset, record.value)
             offset = batch.header.next_offset
-    _cache[id(log)] = (key, latest)
+    _cache[log] = (key, latest)
     return latest
 
 
