@@ -92,7 +92,13 @@ class LogCleaner:
         if partition is None or partition.log is not log:
             self.manager.aborted(tp)  # deleted or replaced meanwhile: nothing to swap into
             return True
-        if not log.replace_segments(task, result, self._ctx.now_ms()):
+        try:
+            swapped = log.replace_segments(task, result, self._ctx.now_ms())
+        except OSError as exc:  # the log dir failed (KIP-112): offline, not a broker crash
+            self.manager.aborted(tp)
+            self._ctx.replica_manager.storage_failed(tp, exc, write=True)
+            return True
+        if not swapped:
             self.manager.aborted(tp)
             self._log.info("cleaning voided: the log changed", topic=tp[0], partition=tp[1])
             return True

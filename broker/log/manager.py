@@ -263,16 +263,26 @@ class LogManager:
 
     def checkpoint_cleaned(self, first_dirty_offsets: Mapping[TopicPartition, int]) -> None:
         """The cleaner-offset-checkpoint: how far each compacted log is clean."""
-        for log_dir in self.log_dirs:
-            OffsetCheckpointFile(log_dir / CLEANER_CHECKPOINT_FILE).write(
-                {tp: o for tp, o in first_dirty_offsets.items() if self._dir_of.get(tp) == log_dir}
-            )
+        for log_dir in self.online_dirs():
+            try:
+                OffsetCheckpointFile(log_dir / CLEANER_CHECKPOINT_FILE).write(
+                    {
+                        tp: o
+                        for tp, o in first_dirty_offsets.items()
+                        if self._dir_of.get(tp) == log_dir and tp not in self.offline_logs
+                    }
+                )
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
 
     def read_cleaned(self) -> dict[TopicPartition, int]:
         """The cleaner-offset-checkpoint of every log dir (corrupt: everything is dirty)."""
         out: dict[TopicPartition, int] = {}
-        for log_dir in self.log_dirs:
-            out.update(self._read_checkpoint(log_dir / CLEANER_CHECKPOINT_FILE) or {})
+        for log_dir in self.online_dirs():
+            try:
+                out.update(self._read_checkpoint(log_dir / CLEANER_CHECKPOINT_FILE) or {})
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
         return {tp: offset for tp, offset in out.items() if tp in self.logs}
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
