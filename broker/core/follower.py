@@ -153,12 +153,18 @@ class Follower:
             del self.partitions[tp]
             self._log.warning("dropped a stale fetch state", topic=tp[0], partition=tp[1])
 
-    def _storage_failed(self, tp: TopicPartition, exc: OSError) -> None:
+    def _storage_failed(
+        self, tp: TopicPartition, state: FetchState, exc: OSError, now_ms: int
+    ) -> None:
         """Writing our copy failed (ENOSPC, EIO): its log dir is offline (KIP-112). The
         partition is no longer hosted, so it is not fetched again (the shell then unfollows
-        it); the controller takes it out of the ISR."""
+        it); the controller takes it out of the ISR. Out of descriptors: back off, retry."""
         self.state.replica_manager.storage_failed(tp, exc, write=True)
-        self._log.error("follower's log dir failed; not fetching", topic=tp[0], partition=tp[1])
+        if tp in self.state.replica_manager.offline:
+            self._log.error("follower's log dir failed; not fetching", topic=tp[0], partition=tp[1])
+        else:
+            state.truncating = True  # the write may have half happened: start over cleanly
+            self._delay(tp, state, ErrorCode.KAFKA_STORAGE_ERROR, now_ms)
 
     def _delay(self, tp: TopicPartition, state: FetchState, code: int, now_ms: int) -> None:
         state.delayed_until_ms = now_ms + self.settings.replica_fetch_backoff_ms
@@ -215,7 +221,7 @@ class Follower:
                 try:
                     partition.truncate_to(decision.offset)
                 except OSError as exc:
-                    self._storage_failed(tp, exc)
+                    self._storage_failed(tp, state, exc, now_ms)
                     continue
                 if decision.complete:
                     state.truncating = False
@@ -304,7 +310,7 @@ class Follower:
         try:
             partition.append_as_follower(whole_batches(data.records), data.high_watermark, now_ms)
         except OSError as exc:
-            self._storage_failed(tp, exc)
+            self._storage_failed(tp, state, exc, now_ms)
         except HighwaterError as exc:
             # A batch that does not continue our log: find the divergence point again.
             self._log.warning(
@@ -330,7 +336,7 @@ class Follower:
             try:
                 partition.log.truncate_fully_and_start_at(leader_log_start_offset, now_ms)
             except OSError as exc:
-                self._storage_failed(tp, exc)
+                self._storage_failed(tp, state, exc, now_ms)
                 return
             partition.high_watermark = min(partition.high_watermark, leader_log_start_offset)
             self._log.info(

@@ -15,7 +15,7 @@ import structlog
 from broker.core.dynamic_config import partition_config
 from broker.core.partition import NotLeaderError, Partition, ReadResult
 from broker.log.config import LogConfig
-from broker.log.errors import LogStorageError
+from broker.log.errors import LogStorageError, is_transient
 from broker.log.manager import LogManager
 from broker.topic_config import TopicConfigError
 from protocol.errors import ErrorCode, HighwaterError
@@ -71,7 +71,10 @@ class ReplicaManager:
 
     def storage_failed(self, tp: TopicPartition, exc: OSError, *, write: bool) -> LogStorageError:
         """An operation on `tp`'s log failed: a write takes its whole log dir offline, a read
-        just this log. Returns the error to answer with."""
+        just this log; out of descriptors or memory, nothing goes offline (the client retries).
+        Returns the error to answer with."""
+        if is_transient(exc):
+            return LogStorageError(f"{tp[0]}-{tp[1]}: {exc}; not a disk failure, retry")
         log_dir = self.log_manager.dir_of(tp)
         if tp not in self.offline:
             if write and log_dir is not None:

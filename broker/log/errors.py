@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+from typing import Final
+
 from protocol.errors import ErrorCode, HighwaterError
 
 __all__ = [
@@ -10,7 +13,18 @@ __all__ = [
     "MessageTooLargeError",
     "OffsetOutOfRangeError",
     "RecordListTooLargeError",
+    "is_transient",
 ]
+
+# Out of descriptors or memory: the process's trouble, not the disk's. Such an error is retried
+# (the next request, the next housekeeping round) and never takes a log dir offline.
+_TRANSIENT_ERRNOS: Final = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR}
+)
+
+
+def is_transient(error: BaseException | str) -> bool:
+    return isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS
 
 
 class OffsetOutOfRangeError(HighwaterError):

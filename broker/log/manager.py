@@ -23,7 +23,7 @@ import structlog
 
 from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_path
 from broker.log.config import LogConfig
-from broker.log.errors import LogStorageError
+from broker.log.errors import LogStorageError, is_transient
 from broker.log.log import Log
 from protocol.topic_partition import TopicPartition
 
@@ -312,7 +312,11 @@ class LogManager:
     def fail_dir(self, log_dir: Path, error: BaseException | str) -> list[TopicPartition]:
         """A write in `log_dir` failed: nothing more is written there. Its logs are closed
         and offline until the broker restarts (and recovers them). Returns the partitions
-        that went offline with it."""
+        that went offline with it. A transient error (out of descriptors) is raised again:
+        no disk failed."""
+        if is_transient(error):
+            assert isinstance(error, BaseException)
+            raise error
         if log_dir in self.offline_dirs:
             return []
         reason = f"log dir {log_dir} is offline: {error}"
@@ -322,7 +326,11 @@ class LogManager:
         return self._take_offline(gone, reason)
 
     def fail_log(self, tp: TopicPartition, error: BaseException | str) -> list[TopicPartition]:
-        """Reading or opening this log failed: it alone is offline until the broker restarts."""
+        """Reading or opening this log failed: it alone is offline until the broker restarts
+        (a transient error is raised again, as in `fail_dir`)."""
+        if is_transient(error):
+            assert isinstance(error, BaseException)
+            raise error
         if tp in self.offline_logs:
             return []
         reason = f"the log of {tp[0]}-{tp[1]} is offline: {error}"

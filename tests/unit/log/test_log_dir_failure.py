@@ -217,3 +217,32 @@ def test_a_fetch_whose_segment_read_fails_answers_kafka_storage_error(
     assert second.error_code == ErrorCode.NONE and second.records
     assert list(replicas.offline) == [TP]
     manager.shutdown(T0)
+
+
+def test_running_out_of_descriptors_takes_nothing_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMFILE is the process's trouble, not the disk's: the client gets a retriable error,
+    housekeeping retries at its next interval, and nothing goes offline."""
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup(T0)
+    replicas = ReplicaManager(1, manager)
+    replicas.become_leader_or_follower((leader_state(),), T0)
+
+    def out_of_descriptors(self: LogSegment, fd: int, parts: object) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(LogSegment, "_writev", out_of_descriptors)
+        result = replicas.append(TP, make_batch(1), T0)
+        assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "not a disk failure" in (result.error_message or "")
+        patched.setattr(
+            "broker.log.checkpoints.OffsetCheckpointFile.write",
+            lambda *_: out_of_descriptors(None, 0, ()),  # type: ignore[arg-type]
+        )
+        with pytest.raises(OSError, match="Too many open files"):
+            manager.checkpoint(T0)  # housekeeping logs it and tries again later
+    assert not manager.offline_dirs and not replicas.offline
+    assert replicas.append(TP, make_batch(1), T0).error_code == ErrorCode.NONE
+    manager.shutdown(T0)
