@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper containers venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-spark zookeeper containers venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -82,7 +82,7 @@ integration: venv zookeeper containers
 # integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
 # machine, so they run one at a time.
 test: venv zookeeper containers lint typecheck imports
-	$(BIN)/pytest -n auto tests/unit tests/simulation
+	$(BIN)/pytest -n auto tests/unit tests/simulation tests/fuzz
 	$(BIN)/pytest tests/integration
 
 bench: venv zookeeper
@@ -95,6 +95,11 @@ sim: venv
 # One chaos run by hand, e.g. make chaos ARGS="--seed 7 --duration-s 300 --nemeses kill,lose-acks"
 chaos: venv zookeeper
 	$(BIN)/python -m tests.chaos.run $(ARGS)
+
+# Every request decoder and handler, a million inputs in all (about an hour on 2 cores), e.g.
+# make fuzz ARGS="--inputs 100000 --api produce"; `make test` runs a short pass of the same.
+fuzz: venv
+	$(BIN)/python -m tests.fuzz.run --inputs 1000000 --jobs 2 $(ARGS)
 
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication
