@@ -44,6 +44,8 @@ class LogDirFailureHandler:
             if gone:
                 ctx.change_followers(FollowerChange(tp) for tp in gone)
                 ctx.wake(gone)
+                if ctx.group_coordinator is not None:  # offsets partitions it can no longer write
+                    ctx.group_coordinator.sync_partitions()
                 await self._tell_controller()
             await self._changed.wait()
             self._changed = trio.Event()

@@ -587,6 +587,8 @@ class SimBroker(SimProcess):
         self.world.trace(f"b{self.broker_id} logs offline: {gone}")
         self._change_followers([FollowerChange(tp) for tp in gone])
         self.purgatory.wake(gone)
+        if self.groups is not None:
+            self.groups.sync()
         for hook in self.world.on_offline:
             hook(self.broker_id, gone)
         offline = sorted(self.state.replica_manager.offline)

@@ -74,7 +74,12 @@ class SimGroupCoordinator:
     def _load(self, p: int, epoch: int) -> None:
         if self.epochs.get(p) != epoch:
             return
-        log = self.broker.partitions[TopicPartition(OFFSETS_TOPIC, p)].log
+        partition = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
+        if partition is None:  # gone meanwhile (its log went offline): as GroupCoordinator._load
+            del self.epochs[p]
+            self.core.unload(p)
+            return
+        log = partition.log
         offset, end = log.log_start_offset, log.log_end_offset
         while offset < end:
             next_offset, _, malformed = replay_batches(
