@@ -80,6 +80,7 @@ from protocol.schema import (
     WireType,
     encode_struct,
 )
+from protocol.topic_partition import OFFSETS_TOPIC
 
 __all__ = [
     "ABSENT_TOPIC",
@@ -89,6 +90,7 @@ __all__ = [
     "Reply",
     "api_key_of",
     "api_versions",
+    "apis_named",
     "check_reply",
     "crafted_batches",
     "deep_nesting_inputs",
@@ -125,6 +127,7 @@ class ClusterFacts:
     topic: str  # the topic whose data must not change
     broker_ids: frozenset[int]
     controller_epoch: int  # the current one; controller requests must carry an older one
+    groups: tuple[str, ...] = ()  # group ids the fuzz target coordinates
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,28 @@ def api_versions() -> list[tuple[ApiKey, int]]:
 
 def api_key_of(body: object) -> ApiKey:
     return next(spec.key for spec in APIS.values() if spec.request is type(body))
+
+
+def apis_named(data: bytes) -> set[ApiKey]:
+    """The APIs whose requests an input's frames are (or claim to be, by a header that
+    decodes), for counting what the fuzzers reached."""
+    decoder = FrameDecoder(DEFAULT_MAX_FRAME_BYTES)
+    decoder.receive_data(data)
+    found: set[ApiKey] = set()
+    while True:
+        try:
+            body = decoder.next_frame()
+        except FrameError:
+            return found
+        if body is NEED_DATA:
+            return found
+        assert isinstance(body, bytes)
+        try:
+            found.add(ApiKey(decode_request(body).header.api_key))
+        except RequestDecodeError as exc:
+            if exc.header is not None and exc.header.api_key in APIS:
+                found.add(ApiKey(exc.header.api_key))
+            return found
 
 
 def request_frame(body: object, version: int = 0, correlation_id: int = 1) -> bytes:
@@ -301,12 +326,16 @@ def is_harmless(request: Request, facts: ClusterFacts) -> bool:
     Refused: a Produce with acks 0, 1 or -1 naming the topic under test (it could append);
     LeaderAndIsr, StopReplica and UpdateMetadata unless their controller epoch is stale (a
     newer one is obeyed: there is no authentication, docs/protocol.md §1); ControlledShutdown
-    for a live broker id; CreateTopics without validate_only; DeleteTopics, CreatePartitions
-    (unless validate_only), ElectLeaders and AlterPartitionReassignments naming the topic (or,
-    for ElectLeaders, every partition); a Fetch claiming to be a replica (it moves the leader's
-    view of that follower) or long-polling."""
+    for a live broker id; CreateTopics without validate_only; DeleteTopics naming the topic;
+    CreatePartitions (unless validate_only), ElectLeaders and AlterPartitionReassignments
+    naming the topic or `__consumer_offsets` (clients may do that to the offsets topic: it
+    would move or add group coordinators' partitions), or, for ElectLeaders, every partition;
+    a Fetch claiming to be a replica (it moves the leader's view of that follower) or
+    long-polling. Produce to and DeleteTopics of `__consumer_offsets` are sent: the broker
+    refuses them (docs/protocol.md §5.20)."""
     body = request.body
     topic = facts.topic
+    kept = (topic, OFFSETS_TOPIC)
     if isinstance(body, ProduceRequest):
         named = any(t.name == topic for t in body.topic_data)
         return not named or body.acks not in (-1, 0, 1)
@@ -319,12 +348,12 @@ def is_harmless(request: Request, facts: ClusterFacts) -> bool:
     if isinstance(body, DeleteTopicsRequest):
         return topic not in body.topic_names
     if isinstance(body, CreatePartitionsRequest):
-        return body.validate_only or all(t.name != topic for t in body.topics)
+        return body.validate_only or all(t.name not in kept for t in body.topics)
     if isinstance(body, ElectLeadersRequest):
         chosen = body.topic_partitions
-        return chosen is not None and all(t.topic != topic for t in chosen)
+        return chosen is not None and all(t.topic not in kept for t in chosen)
     if isinstance(body, AlterPartitionReassignmentsRequest):
-        return all(t.name != topic for t in body.topics)
+        return all(t.name not in kept for t in body.topics)
     if isinstance(body, FetchRequest):
         replica = body.replica_id in facts.broker_ids
         return not replica and (body.max_wait_ms <= _MAX_FETCH_WAIT_MS or body.min_bytes <= 0)
@@ -459,6 +488,8 @@ def _names(facts: ClusterFacts) -> st.SearchStrategy[str]:
     odd = [
         facts.topic,
         ABSENT_TOPIC,
+        OFFSETS_TOPIC,
+        *facts.groups,
         "",
         ".",
         "..",

@@ -1,6 +1,7 @@
 """Consumer groups at the wire, for integration tests against real brokers: find a group's
-coordinator, join a member and let it reach its assignment, and read what a group holds (its
-description and its committed offsets) to show that a request changed nothing."""
+coordinator (or names a given broker coordinates), join a member and let it reach its
+assignment, read what a group holds (its description and its committed offsets) to show that
+a request changed nothing, and a whole round trip to show a coordinator still serves."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import trio
 
+from broker.core.group.coordinator import partition_for
 from client.network import BrokerConnection, connect
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_describe import (
@@ -21,7 +23,9 @@ from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,
 )
+from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.offset_commit import (
     OffsetCommitPartition,
     OffsetCommitRequest,
@@ -29,6 +33,7 @@ from protocol.messages.offset_commit import (
     OffsetCommitTopic,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from protocol.topic_partition import OFFSETS_TOPIC
 from tests.integration.cluster_harness import BrokerProcess, Cluster
 from tests.integration.fuzz_frames import error_codes
 
@@ -38,8 +43,11 @@ __all__ = [
     "codes_of",
     "commit",
     "find_coordinator",
+    "group_round_trip",
     "group_view",
+    "groups_led_by",
     "join",
+    "offsets_leaders",
     "settle",
 ]
 
@@ -176,3 +184,45 @@ async def group_view(conn: BrokerConnection, group: str) -> GroupView:
 def codes_of(response: object) -> set[ErrorCode]:
     """Every non-zero error code in a response."""
     return {ErrorCode(code) for code in error_codes(response) if code}
+
+
+async def offsets_leaders(conn: BrokerConnection) -> tuple[int, ...]:
+    """The leader of each __consumer_offsets partition, in this broker's metadata."""
+    meta: MetadataResponse = await conn.request(MetadataRequest((OFFSETS_TOPIC,)))
+    (topic,) = meta.topics
+    assert topic.error_code == ErrorCode.NONE, topic
+    return tuple(p.leader_id for p in sorted(topic.partitions, key=lambda p: p.partition_index))
+
+
+def groups_led_by(
+    leaders: Sequence[int], broker_id: int, prefix: str, count: int
+) -> tuple[str, ...]:
+    """`count` group ids `prefix-N` whose coordinator is `broker_id` (`leaders` as above)."""
+    found: list[str] = []
+    n = 0
+    while len(found) < count:
+        assert n < 10_000 * count, f"broker {broker_id} leads no offsets partition: {leaders}"
+        name = f"{prefix}-{n}"
+        if leaders[partition_for(name, len(leaders))] == broker_id:
+            found.append(name)
+        n += 1
+    return tuple(found)
+
+
+async def group_round_trip(conn: BrokerConnection, group: str, topic: str) -> None:
+    """At `group`'s coordinator: a member joins, gets `topic`'s partitions, commits, reads
+    its offset back, leaves; then the group is deleted."""
+    member = await join(conn, group, [topic])
+    assert [t.topic for t in member.owned] == [topic], member
+    await commit(conn, member, {(topic, 0): (1, "round trip")})
+    fetched: OffsetFetchResponse = await conn.request(
+        OffsetFetchRequest(group, None, member.member_id, member.epoch)
+    )
+    assert [(t.name, [(p.committed_offset, p.metadata) for p in t.partitions])
+            for t in fetched.topics] == [(topic, [(1, "round trip")])], fetched  # fmt: skip
+    left: ConsumerGroupHeartbeatResponse = await conn.request(
+        ConsumerGroupHeartbeatRequest(group, member.member_id, -1)
+    )
+    assert left.error_code == ErrorCode.NONE, left
+    deleted = await conn.request(DeleteGroupsRequest((group,)))
+    assert codes_of(deleted) == set(), deleted

@@ -11,6 +11,10 @@ batches (offsets, epochs, CRCs and bytes), log end offset and leader-epoch check
 leader's high watermark, the partition's leader/epoch/ISR and the set of topics are as before,
 no handler failed, and a fresh client produces and reads.
 
+The fuzz target also coordinates consumer groups: `__consumer_offsets` (5 partitions) exists
+before the first input, the names the fuzzers draw include groups the target coordinates, and
+after each category a member joins one of its groups, commits and reads its offset back.
+
 Hypothesis runs derandomized with an explicit max_examples per category (CATEGORY_EXAMPLES;
 HIGHWATER_FUZZ_EXAMPLES=N runs N per category) and each test prints how many inputs it sent.
 Broker bugs these fuzzers found have their own tests (they were strict xfails until fixed);
@@ -76,7 +80,7 @@ from protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
 )
-from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.metadata import MetadataPartition, MetadataRequest, MetadataResponse
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochPartition,
     OffsetForLeaderEpochRequest,
@@ -90,6 +94,7 @@ from protocol.messages.stop_replica import (
 )
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.records import Record, build_batch
+from protocol.topic_partition import OFFSETS_TOPIC
 from tests.integration.cluster_harness import (
     BrokerProcess,
     Cluster,
@@ -101,6 +106,7 @@ from tests.integration.fuzz_frames import (
     ClusterFacts,
     FuzzInput,
     api_key_of,
+    apis_named,
     check_reply,
     crafted_batches,
     deep_nesting_inputs,
@@ -116,6 +122,12 @@ from tests.integration.fuzz_frames import (
     random_inputs,
     request_frame,
     wrong_type_inputs,
+)
+from tests.integration.group_checks import (
+    find_coordinator,
+    group_round_trip,
+    groups_led_by,
+    offsets_leaders,
 )
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
@@ -150,6 +162,17 @@ CATEGORY_EXAMPLES: Final = {
 }
 EXAMPLES_ENV: Final = "HIGHWATER_FUZZ_EXAMPLES"
 CANARY_EVERY: Final = 25
+OVERRIDES: Final = {**FAST_REPLICATION, "offsets.topic.num.partitions": "5"}
+GROUP_APIS: Final = (
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.OFFSET_DELETE,
+    ApiKey.DELETE_GROUPS,
+    ApiKey.LIST_GROUPS,
+)
 EXCHANGE_TIMEOUT_S: Final = 10.0
 CANARY_TIMEOUT_S: Final = 5.0
 INT32_MIN: Final = -(1 << 31)
@@ -176,6 +199,7 @@ class StoredState:
     high_watermark: int | None
     partition: tuple[int, int, tuple[int, ...]] | None  # leader, leader epoch, ISR
     topics: frozenset[str]
+    coordinators: tuple[int, ...]  # the leader of each __consumer_offsets partition
 
 
 @dataclass
@@ -187,6 +211,7 @@ class Target:
     broker_epoch: int  # the leader's (its registration's czxid)
     before: StoredState
     log_marks: dict[int, int] = field(default_factory=dict)  # where this test's logs start
+    round_trips: int = 0  # groups the after-checks used
 
 
 def _batch_bytes_digest(broker: BrokerProcess) -> str:
@@ -212,7 +237,17 @@ async def capture(cluster: Cluster, leader: BrokerProcess) -> StoredState:
         if meta is None
         else (meta.leader_id, meta.leader_epoch, tuple(sorted(meta.isr_nodes))),
         topics=frozenset() if all_meta is None else frozenset(t.name for t in all_meta.topics),
+        coordinators=_coordinators(all_meta),
     )
+
+
+def _coordinators(meta: MetadataResponse | None) -> tuple[int, ...]:
+    offsets = [t for t in meta.topics if t.name == OFFSETS_TOPIC] if meta is not None else []
+    return tuple(p.leader_id for t in offsets for p in sorted(t.partitions, key=_index))
+
+
+def _index(partition: MetadataPartition) -> int:
+    return partition.partition_index
 
 
 async def _set_up(cluster: Cluster) -> Target:
@@ -232,7 +267,13 @@ async def _set_up(cluster: Cluster) -> Target:
         registration = await zk.broker_registration(controller)
     assert registration is not None
     leader = cluster.brokers[controller]
-    facts = ClusterFacts(TOPIC, frozenset(cluster.brokers), meta.controller_epoch)
+    await find_coordinator(cluster, "fuzz")  # creates __consumer_offsets: no input does
+    conn = await connect(leader.host, leader.port)
+    try:
+        led = groups_led_by(await offsets_leaders(conn), controller, "fuzz-group", 3)
+    finally:
+        await conn.aclose()
+    facts = ClusterFacts(TOPIC, frozenset(cluster.brokers), meta.controller_epoch, led)
     before = await capture(cluster, leader)
     assert before.high_watermark == len(VALUES)
     assert before.partition is not None and before.partition[0] == controller
@@ -244,7 +285,7 @@ def bad_input_cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("bad-input")
-    with running_cluster(zookeeper.port, directory, FAST_REPLICATION) as cluster:
+    with running_cluster(zookeeper.port, directory, OVERRIDES) as cluster:
         yield cluster
 
 
@@ -276,6 +317,16 @@ async def assert_unharmed(target: Target, label: str) -> None:
     await produce(cluster, SIDE_TOPIC, 0, [value])
     assert (await read_committed(cluster, SIDE_TOPIC, 0))[-1] == value
     assert await read_committed(cluster, TOPIC, 0) == VALUES
+    target.round_trips += 1
+    leader = target.leader
+    (group,) = groups_led_by(
+        target.before.coordinators, leader.broker_id, "after", target.round_trips
+    )[-1:]
+    conn = await connect(leader.host, leader.port)
+    try:
+        await group_round_trip(conn, group, SIDE_TOPIC)
+    finally:
+        await conn.aclose()
 
 
 # -- the fuzz loop ------------------------------------------------------------------------
@@ -307,7 +358,15 @@ class Tally:
     skipped_harmful: int = 0
     skipped_known_bug: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
+    apis: Counter[ApiKey] = field(default_factory=Counter)  # inputs naming or built from each
     first_failure: str | None = None
+
+
+def _built_from(case: FuzzInput) -> set[ApiKey]:
+    """The API of the valid request an input was made from, if it says ("OFFSET_COMMIT v0
+    flip@12"): a mutated frame rarely decodes far enough to tell."""
+    name = case.what.split()[0]
+    return {ApiKey[name]} if name in ApiKey.__members__ else set()
 
 
 def _settings(count: int) -> settings:
@@ -346,6 +405,7 @@ async def fuzz(
             reject()
         tally.sent += 1
         tally.kinds[" ".join(case.what.split()[:2])] += 1
+        tally.apis.update(apis_named(case.data) | _built_from(case))
         try:
             if must_be_bad:
                 assert expected.bad_frame is not None, f"the input decodes: {expected}"
@@ -381,7 +441,8 @@ async def fuzz(
         f"({tally.answered} responses checked, {tally.closed_on_bad_frame} closed on a bad "
         f"frame; skipped: {tally.skipped_harmful} harmful, {tally.skipped_known_bug} known "
         f"bug); canary: {canary.pings} pings, slowest {canary.slowest_s * 1000:.0f} ms; "
-        f"kinds: {dict(tally.kinds.most_common(8))}"
+        f"kinds: {dict(tally.kinds.most_common(8))}; "
+        f"group APIs: {', '.join(f'{k.name} {tally.apis[k]}' for k in GROUP_APIS)}"
     )
     assert tally.sent >= count, f"{category}: only {tally.sent} of {count} inputs sent"
     assert canary.pings >= tally.sent // CANARY_EVERY
@@ -409,7 +470,8 @@ async def test_random_bytes(target: Target) -> None:
 
 
 async def test_mutated_valid_frames(target: Target) -> None:
-    await fuzz(target, "mutated frames", mutated_inputs(seeds(target.facts)))
+    tally = await fuzz(target, "mutated frames", mutated_inputs(seeds(target.facts)))
+    assert set(APIS) <= set(tally.apis), f"not reached: {set(APIS) - set(tally.apis)}"
     await assert_unharmed(target, "mutated frames")
 
 
@@ -432,7 +494,8 @@ async def test_wrong_types_in_every_field_of_every_api(target: Target) -> None:
 
 
 async def test_nonsense_values_that_decode(target: Target) -> None:
-    await fuzz(target, "nonsense values", nonsense_requests(target.facts))
+    tally = await fuzz(target, "nonsense values", nonsense_requests(target.facts))
+    assert set(GROUP_APIS) <= set(tally.apis), f"not reached: {set(GROUP_APIS) - set(tally.apis)}"
     await assert_unharmed(target, "nonsense values")
 
 
@@ -698,7 +761,7 @@ def _topic_admin_cases(target: Target) -> Iterator[Case]:
         ("no.such.config", "1"),
         ("min.insync.replicas", "-1"),
         ("retention.ms", None),
-        ("cleanup.policy", "compact"),
+        ("cleanup.policy", "compacted"),  # "compact" is valid since the log cleaner
     ]
     for key, value in bad_configs:
         body = _create(configs=(CreatableTopicConfig(key, value),))
