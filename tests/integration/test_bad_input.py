@@ -114,6 +114,7 @@ from tests.integration.fuzz_frames import (
     exchange,
     expected_outcome,
     full_requests,
+    group_sessions,
     is_harmless,
     known_bug,
     length_prefix_inputs,
@@ -159,6 +160,7 @@ CATEGORY_EXAMPLES: Final = {
     "deep nesting": 150,
     "wrong types": 900,
     "nonsense values": 500,
+    "group sessions": 300,
 }
 EXAMPLES_ENV: Final = "HIGHWATER_FUZZ_EXAMPLES"
 CANARY_EVERY: Final = 25
@@ -359,6 +361,7 @@ class Tally:
     skipped_known_bug: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     apis: Counter[ApiKey] = field(default_factory=Counter)  # inputs naming or built from each
+    group_ok: Counter[ApiKey] = field(default_factory=Counter)  # group answers with no error
     first_failure: str | None = None
 
 
@@ -418,7 +421,12 @@ async def fuzz(
                     timeout_s=EXCHANGE_TIMEOUT_S,
                 )
             )
-            tally.answered += len(check_reply(expected, reply))
+            responses = check_reply(expected, reply)
+            tally.answered += len(responses)
+            for request, response in zip(expected.answered, responses, strict=True):
+                api = ApiKey(request.header.api_key)
+                if api in GROUP_APIS:  # count the answers without any error
+                    tally.group_ok[api] += not any(error_codes(response.body))
             tally.closed_on_bad_frame += expected.bad_frame is not None
             if tally.sent % CANARY_EVERY == 0:
                 trio.from_thread.run(canary.ping)
@@ -442,7 +450,8 @@ async def fuzz(
         f"frame; skipped: {tally.skipped_harmful} harmful, {tally.skipped_known_bug} known "
         f"bug); canary: {canary.pings} pings, slowest {canary.slowest_s * 1000:.0f} ms; "
         f"kinds: {dict(tally.kinds.most_common(8))}; "
-        f"group APIs: {', '.join(f'{k.name} {tally.apis[k]}' for k in GROUP_APIS)}"
+        f"group APIs (inputs/answers without error): "
+        f"{', '.join(f'{k.name} {tally.apis[k]}/{tally.group_ok[k]}' for k in GROUP_APIS)}"
     )
     assert tally.sent >= count, f"{category}: only {tally.sent} of {count} inputs sent"
     assert canary.pings >= tally.sent // CANARY_EVERY
@@ -497,6 +506,15 @@ async def test_nonsense_values_that_decode(target: Target) -> None:
     tally = await fuzz(target, "nonsense values", nonsense_requests(target.facts))
     assert set(GROUP_APIS) <= set(tally.apis), f"not reached: {set(GROUP_APIS) - set(tally.apis)}"
     await assert_unharmed(target, "nonsense values")
+
+
+async def test_group_sessions(target: Target) -> None:
+    """The group APIs' nonsense, aimed at live groups of the target: joins succeed, and the
+    members' nonsense heartbeats, commits and fetches reach the coordinator's checks."""
+    tally = await fuzz(target, "group sessions", group_sessions(target.facts))
+    assert set(GROUP_APIS) <= set(tally.apis), f"not reached: {set(GROUP_APIS) - set(tally.apis)}"
+    assert tally.group_ok[ApiKey.CONSUMER_GROUP_HEARTBEAT] > 0, "no join succeeded"
+    await assert_unharmed(target, "group sessions")
 
 
 async def test_fragmented_and_pipelined_valid_frames_are_answered(target: Target) -> None:
