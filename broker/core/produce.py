@@ -52,9 +52,20 @@ def append_produce(
     if request.acks not in (-1, 0, 1):
         return ProduceAppend(_all(request, ErrorCode.INVALID_REQUIRED_ACKS))
     out = ProduceAppend({})
+    named_twice = _named_twice(request)
     for topic in request.topic_data:
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
+            if named_twice and tp in named_twice:
+                # Each occurrence's answer must say what became of its data, and one answer per
+                # partition cannot (Kafka's KafkaApis keeps the last one): none is appended,
+                # each gets INVALID_REQUEST, as a resource named twice in IncrementalAlterConfigs.
+                out.results[tp] = ProducePartitionResponse(
+                    data.index,
+                    ErrorCode.INVALID_REQUEST,
+                    error_message=f"{topic.name}-{data.index} is named more than once",
+                )
+                continue
             if not internal and topic.name in INTERNAL_TOPICS:
                 out.results[tp] = ProducePartitionResponse(
                     data.index,
@@ -125,6 +136,18 @@ def produce_response(request: ProduceRequest, append: ProduceAppend) -> ProduceR
             for topic in request.topic_data
         )
     )
+
+
+def _named_twice(request: ProduceRequest) -> set[TopicPartition]:
+    seen: set[TopicPartition] = set()
+    twice: set[TopicPartition] = set()
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            tp = TopicPartition(topic.name, data.index)
+            if tp in seen:
+                twice.add(tp)
+            seen.add(tp)
+    return twice
 
 
 def _fail(append: ProduceAppend, tp: TopicPartition, code: ErrorCode) -> None:

@@ -639,6 +639,15 @@ def _produce_cases(target: Target) -> Iterator[Case]:
     yield case(
         "produce to topic ''", nameless, E.UNKNOWN_TOPIC_OR_PARTITION, E.INVALID_TOPIC_EXCEPTION
     )
+    twice = ProduceRequest(
+        1,
+        1000,
+        (
+            ProduceTopicData(TOPIC, (ProducePartitionData(0, valid),)),
+            ProduceTopicData(TOPIC, (ProducePartitionData(0, batches["bad_crc"]),)),
+        ),
+    )
+    yield case("produce naming the partition twice (valid, bad CRC)", twice, E.INVALID_REQUEST)
     broken = {
         "bad_crc": E.CORRUPT_MESSAGE,
         "bad_magic": E.CORRUPT_MESSAGE,
