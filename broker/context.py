@@ -14,7 +14,9 @@ import trio
 
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
+from broker.core.principal import ANONYMOUS, Principal
 from broker.core.replica_manager import ReplicaManager
+from broker.core.scram import ScramCredential
 from broker.core.state import METADATA_KEY, BrokerState
 from broker.purgatory import Purgatory
 from protocol.errors import ErrorCode
@@ -29,10 +31,33 @@ if TYPE_CHECKING:
     from controller.controller import Controller
     from controller.zk_client import ZkClient
 
-__all__ = ["CLIENT_HOST", "METADATA_KEY", "BrokerContext", "wall_clock_ms"]
+__all__ = [
+    "CLIENT_HOST",
+    "METADATA_KEY",
+    "SESSION",
+    "BrokerContext",
+    "Session",
+    "wall_clock_ms",
+]
 
 # The address of the client whose request is being handled (set per connection by the server).
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Who sent the request being handled and where it came in (Kafka's RequestContext):
+    set per connection by the server, again once the connection has authenticated."""
+
+    principal: Principal = ANONYMOUS
+    client_host: str = ""
+    listener: str | None = None  # None: not through a listener (in-process callers)
+
+
+SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar(
+    "session",
+    default=Session(),  # noqa: B039 (frozen: never mutated, replaced with .set())
+)
 
 
 def wall_clock_ms() -> int:
@@ -52,6 +77,8 @@ class BrokerContext:
     producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
     group_coordinator: GroupCoordinator | None = None  # consumer groups (None: not started)
     cluster_id: str | None = None
+    # SCRAM credentials by (user, mechanism), as stored in /config/users (config_changes.py).
+    credentials: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
     # Held while topic configs are read from ZooKeeper and applied (LeaderAndIsr, config
     # changes): whichever reads later applies later, so no stale read wins.
     config_lock: trio.Lock = field(default_factory=trio.Lock)

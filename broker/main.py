@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import resource
 import signal
+import ssl
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
@@ -35,10 +36,12 @@ from broker.logging_setup import bind_broker, configure_logging
 from broker.producer_id_manager import ProducerIdManager
 from broker.registration import BrokerIdInUseError, maintain_registration
 from broker.replica_fetcher import ReplicaFetcherManager
-from broker.server import BrokerServer
+from broker.server import BrokerServer, ServedListener
+from broker.tls import server_context
 from controller.controller import Controller, run_controller
 from controller.zk_client import ZkClient, ZkError
 from controller.zk_topics import get_or_create_cluster_id
+from protocol.messages.update_metadata import ListenerEndpoint
 
 __all__ = ["EXIT_FAILURE", "StartupError", "run_broker"]
 
@@ -81,6 +84,7 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 
 async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        listeners = _served_listeners(config)  # TLS files checked before the logs open
         log_manager = LogManager([Path(d) for d in config.log_dirs], config.log_config())
         try:
             log_manager.startup(wall_clock_ms())
@@ -92,8 +96,11 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
             config.listener_host,
             config.listener_port,
             config.socket_request_max_bytes,
+            listeners=listeners,
             idle_timeout_s=config.connections_max_idle_ms / 1000,
             max_connections=_connection_limit(config.max_connections, log),
+            auth_frame_bytes=config.sasl_server_max_receive_size,
+            auth_timeout_s=config.connections_authentication_timeout_ms / 1000,
         )
         zk: ZkClient | None = None
         try:
@@ -149,11 +156,10 @@ async def _start(
     ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
     ctx.cluster_id = await zk.run(get_or_create_cluster_id())
     try:
-        port = await nursery.start(server.run)
+        await nursery.start(server.run)
     except OSError as exc:
-        raise StartupError(
-            f"cannot listen on {config.listener_host}:{config.listener_port}: {exc.strerror or exc}"
-        ) from exc
+        wanted = ", ".join(f"{x.host}:{x.port}" for x in config.all_listeners())
+        raise StartupError(f"cannot listen on {wanted}: {exc.strerror or exc}") from exc
     # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon as we
     # have registered.
     ctx.fetchers = ReplicaFetcherManager(ctx)
@@ -165,14 +171,27 @@ async def _start(
     # Dynamic configs before registering: LeaderAndIsr must find them in place.
     await nursery.start(ConfigChangeListener(ctx, zk).run)
     # listeners=...:0 binds any free port; advertise the one actually bound.
-    advertised_port = config.advertised_port or port
+    endpoints = tuple(
+        ListenerEndpoint(
+            x.name,
+            str(x.security_protocol),
+            x.advertised_host,
+            x.advertised_port or server.ports[x.name],
+        )
+        for x in config.all_listeners()
+    )
+    inter_broker = next(e for e in endpoints if e.listener == config.inter_broker_listener_name)
     # ctx.registered records the broker epoch (again after a session expiry).
     await nursery.start(
-        partial(maintain_registration, on_registered=ctx.registered),
+        partial(
+            maintain_registration,
+            on_registered=ctx.registered,
+            endpoints=endpoints if config.listeners else (),
+        ),
         zk,
         config.broker_id,
-        config.advertised_host,
-        advertised_port,
+        inter_broker.host,
+        inter_broker.port,
         config.broker_rack,
     )
     ctx.controller = await nursery.start(
@@ -216,6 +235,39 @@ async def _wait_for_signal(
         stopping.set()
         starting.cancel()  # no effect once started
         return
+
+
+def _served_listeners(config: BrokerConfig) -> tuple[ServedListener, ...]:
+    """The listeners with their TLS context and SASL mechanisms; a TLS file that cannot be
+    read is a StartupError naming the setting."""
+    context = None
+    if any(x.security_protocol.uses_tls for x in config.all_listeners()):
+        try:
+            context = server_context(config)
+        except (OSError, ssl.SSLError) as exc:
+            raise StartupError(
+                f"cannot load the TLS keystore or truststore (ssl.keystore.location "
+                f"{config.ssl_keystore_location}, ssl.truststore.location "
+                f"{config.ssl_truststore_location}): {exc}"
+            ) from exc
+    served = []
+    for x in config.all_listeners():
+        mechanisms = tuple(
+            m
+            for m in config.sasl_enabled_mechanisms
+            if m != "PLAIN" or x.security_protocol.uses_tls  # no cleartext passwords
+        )
+        served.append(
+            ServedListener(
+                x.name,
+                x.security_protocol,
+                x.host,
+                x.port,
+                context if x.security_protocol.uses_tls else None,
+                mechanisms if x.security_protocol.uses_sasl else (),
+            )
+        )
+    return tuple(served)
 
 
 # Descriptors kept back from client connections: segments and indexes, ZooKeeper, fetchers.

@@ -14,6 +14,7 @@ from controller import zk_data
 from controller.zk_brokers import try_register
 from controller.zk_client import ZkClient
 from controller.zk_types import SessionEvent, SessionState, ZkError
+from protocol.messages.update_metadata import ListenerEndpoint
 
 __all__ = ["BrokerIdInUseError", "maintain_registration", "register_broker"]
 
@@ -34,6 +35,7 @@ async def register_broker(
     *,
     incarnation: int | None = None,
     wait_ms: int | None = None,
+    endpoints: tuple[ListenerEndpoint, ...] = (),
 ) -> int:
     """Create the registration and return the broker epoch (the znode's czxid).
 
@@ -45,7 +47,9 @@ async def register_broker(
     timeout, covering a predecessor with the same timeout), then raise BrokerIdInUseError.
     """
     timestamp_ms = int(time.time() * 1000)
-    registration = zk_data.BrokerRegistration(host, port, rack, timestamp_ms, incarnation)
+    registration = zk_data.BrokerRegistration(
+        host, port, rack, timestamp_ms, incarnation, endpoints
+    )
     wait_s = (2 * zk.session_timeout_ms if wait_ms is None else wait_ms) / 1000
     deadline = trio.current_time() + wait_s
     while True:
@@ -64,6 +68,7 @@ async def maintain_registration(
     port: int,
     rack: str | None = None,
     *,
+    endpoints: tuple[ListenerEndpoint, ...] = (),
     on_registered: Callable[[int], None] | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -77,7 +82,7 @@ async def maintain_registration(
     log = structlog.get_logger(__name__).bind(broker_id=broker_id)
     events = zk.subscribe()
     with events:
-        epoch = await register_broker(zk, broker_id, host, port, rack)
+        epoch = await register_broker(zk, broker_id, host, port, rack, endpoints=endpoints)
         incarnation = epoch
         log.info("broker registered", broker_epoch=epoch)
         if on_registered is not None:
@@ -92,7 +97,13 @@ async def maintain_registration(
             while True:
                 try:
                     epoch = await register_broker(
-                        zk, broker_id, host, port, rack, incarnation=incarnation
+                        zk,
+                        broker_id,
+                        host,
+                        port,
+                        rack,
+                        incarnation=incarnation,
+                        endpoints=endpoints,
                     )
                 except (ZkError, BrokerIdInUseError) as exc:
                     log.warning("broker re-registration failed", error=str(exc))

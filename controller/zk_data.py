@@ -7,10 +7,12 @@ clear error rather than a KeyError deep inside the controller.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.messages.update_metadata import ListenerEndpoint
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -141,6 +143,32 @@ def _timestamp(obj: Mapping[str, Any], what: str) -> int:
         raise ZkDataError(f"{what}: bad timestamp {value!r}") from exc
 
 
+_ENDPOINT = re.compile(r"([A-Za-z0-9_]+)://(?:\[([^\]]+)\]|([^:/\[\]]+)):([0-9]{1,5})")
+
+
+def _endpoint_url(endpoint: ListenerEndpoint) -> str:
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{endpoint.listener}://{host}:{endpoint.port}"
+
+
+def _endpoints(obj: Mapping[str, Any], what: str) -> tuple[ListenerEndpoint, ...]:
+    urls = obj.get("endpoints", [])
+    protocols = obj.get("listener_security_protocol_map", {})
+    if not isinstance(urls, list) or not isinstance(protocols, dict):
+        raise ZkDataError(f"{what}: bad endpoints {urls!r}")
+    endpoints = []
+    for url in urls:
+        match = _ENDPOINT.fullmatch(url) if isinstance(url, str) else None
+        if match is None or not 0 < int(match[4]) < 65536:
+            raise ZkDataError(f"{what}: bad endpoint {url!r}")
+        listener = match[1]
+        protocol = protocols.get(listener, listener)  # Kafka: the name, unmapped
+        if not isinstance(protocol, str):
+            raise ZkDataError(f"{what}: bad security protocol {protocol!r}")
+        endpoints.append(ListenerEndpoint(listener, protocol, match[2] or match[3], int(match[4])))
+    return tuple(endpoints)
+
+
 # --- znodes -----------------------------------------------------------------------------------
 
 
@@ -160,15 +188,23 @@ class BrokerRegistration:
     rack: str | None = None
     timestamp_ms: int = 0
     incarnation: int | None = None
+    # Every named listener (Kafka's v4 "endpoints" and "listener_security_protocol_map");
+    # host and port above are the inter-broker listener's. Empty: that one only.
+    endpoints: tuple[ListenerEndpoint, ...] = ()
 
     def encode(self) -> bytes:
         obj: dict[str, Any] = {
-            "version": 1,
+            "version": 4 if self.endpoints else 1,
             "host": self.host,
             "port": self.port,
             "rack": self.rack,
             "timestamp": str(self.timestamp_ms),
         }
+        if self.endpoints:
+            obj["endpoints"] = [_endpoint_url(e) for e in self.endpoints]
+            obj["listener_security_protocol_map"] = {
+                e.listener: e.security_protocol for e in self.endpoints
+            }
         if self.incarnation is not None:
             obj["incarnation"] = self.incarnation
         return _encode(obj)
@@ -191,7 +227,8 @@ class BrokerRegistration:
             incarnation = _int(obj, "incarnation", what)
             if incarnation <= 0:  # a zxid
                 raise ZkDataError(f"{what}: bad incarnation {incarnation}")
-        return cls(host, port, rack, _timestamp(obj, what), incarnation)
+        endpoints = _endpoints(obj, what)
+        return cls(host, port, rack, _timestamp(obj, what), incarnation, endpoints)
 
     def incarnation_of(self, czxid: int) -> int:
         """The incarnation of the process that wrote this registration, whose znode has

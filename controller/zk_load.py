@@ -150,6 +150,7 @@ def read_brokers() -> ZkScript[dict[int, LiveBroker]]:
             found.registration.rack,
             found.broker_epoch,
             found.incarnation,
+            found.registration.endpoints,
         )
         for broker_id, found in registered.items()
     }

@@ -33,6 +33,7 @@ from broker.handlers.partition_reassignments import (
     handle_list_partition_reassignments,
 )
 from broker.handlers.produce import handle_produce
+from broker.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.handlers.stop_replica import handle_stop_replica
 from broker.handlers.update_metadata import handle_update_metadata
 from protocol.apis import ApiKey
@@ -70,4 +71,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }

@@ -3,7 +3,7 @@ ask creates the topic (Kafka's behaviour); until it has leaders: COORDINATOR_NOT
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
+from broker.context import SESSION, BrokerContext
 from broker.core.group.writes import coordinator_of
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -35,6 +35,7 @@ async def handle_find_coordinator(
     metadata = ctx.state.metadata
     if coordinator is not None and OFFSETS_TOPIC not in metadata.topics:
         await coordinator.ensure_offsets_topic()
+    reachable = metadata.brokers_on(SESSION.get().listener)
     found = []
     num_partitions = ctx.config.offsets_topic_num_partitions
     for key in request.coordinator_keys:
@@ -46,6 +47,10 @@ async def handle_find_coordinator(
             found.append(
                 failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic has no leader")
             )
+        elif broker.node_id not in reachable:
+            message = "the coordinator has no endpoint on this listener"
+            found.append(failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, message))
         else:
+            broker = reachable[broker.node_id]
             found.append(Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE))
     return FindCoordinatorResponse(tuple(found))

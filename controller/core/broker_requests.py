@@ -170,6 +170,7 @@ def update_metadata(ctx: ControllerContext, deleted_topics: Iterable[str]) -> Se
         partition_states=tuple(states),
         live_brokers=tuple(live[b].endpoint() for b in sorted(live)),
         deleted_topics=tuple(sorted(deleted_topics)),
+        live_broker_listeners=tuple(live[b].listeners() for b in sorted(live) if live[b].endpoints),
     )
     return SendUpdateMetadata(tuple(sorted(live)), request)
 

@@ -337,7 +337,6 @@ def test_advertised_listeners_are_separate() -> None:
         "PLAINTEXT://127.0.0.1:99999",
         "PLAINTEXT://127.0.0.1:port",
         "PLAINTEXT://127.0.0.1:9092/",
-        "SSL://127.0.0.1:9093",
         "PLAINTEXT://a:9092,PLAINTEXT://b:9093",
         "PLAINTEXT://a:9092,",
         "",
@@ -346,7 +345,7 @@ def test_advertised_listeners_are_separate() -> None:
 def test_bad_listeners(value: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load(f"listeners={value}")
-    assert_names(raised.value, "listeners", value.strip(), "PLAINTEXT://host:port")
+    assert_names(raised.value, "listeners", value.strip(), "NAME://host:port")
 
 
 @pytest.mark.parametrize("wildcard", ["0.0.0.0", "[::]"])
@@ -492,10 +491,10 @@ def test_unknown_keys_suggest_the_closest_known_key(typo: str, suggestion: str) 
 
 
 def test_unknown_key_without_a_close_match(tmp_path: Path) -> None:
-    path = write(tmp_path, "broker.id=1\nzookeeper.connect=zk:2181\nssl.keystore.location=/x\n")
+    path = write(tmp_path, "broker.id=1\nzookeeper.connect=zk:2181\nsasl.kerberos.service.name=x\n")
     with pytest.raises(ConfigError, match=r"docs/examples/server.properties") as raised:
         load_config(path, [])
-    assert "ssl.keystore.location" in str(raised.value)
+    assert "sasl.kerberos.service.name" in str(raised.value)
     assert "line 3" in str(raised.value)
 
 
@@ -604,6 +603,14 @@ def test_every_attribute_of_the_table_is_a_typed_field_with_the_tables_default()
     }
     attrs = {s.attr for s in SETTINGS if s.attr is not None}
     listener_fields = {"listener_host", "listener_port", "advertised_host", "advertised_port"}
+    # Computed from several settings (listeners, the protocol map, sasl.jaas.config, ...).
+    listener_fields |= {
+        "listeners",
+        "inter_broker_listener_name",
+        "inter_broker_login",
+        "authorizer_enabled",
+        "super_users",
+    }
     assert set(fields) == attrs | listener_fields | {"given"}
     for s in SETTINGS:
         if s.attr is None:
@@ -638,7 +645,17 @@ def test_describe_names_every_setting_with_a_value_of_its_own() -> None:
     config = load()
     names = [name for name, _ in describe(config)]
     with_values = {s.key for s in SETTINGS if s.attr is not None}
-    assert set(names) == with_values | {"listeners", "advertised.listeners"}
+    computed = {
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "authorizer.class.name",
+        "super.users",
+        "sasl.jaas.config",
+    }
+    assert set(names) == with_values | computed
     for s in SETTINGS:
         if s.attr is not None:
             assert value_of(config, s.key) == default_of(s.key) or s.required, s.key
