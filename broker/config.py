@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from broker.config_def import InvalidValue, Value, format_value
-from broker.core.principal import JaasLogin, Principal, parse_jaas_login, parse_super_users
+from broker.core.principal import Principal, parse_super_users
 from broker.listeners import (
     Listener,
     ListenerAddress,
@@ -32,6 +32,7 @@ from broker.listeners import (
 )
 from broker.log.config import LogConfig
 from broker.settings import ACL_AUTHORIZER, KNOWN_KEYS, SETTINGS, default_of, resolve, setting
+from protocol.jaas import JaasLogin, parse_jaas_login
 
 __all__ = [
     "KNOWN_KEYS",

@@ -22,11 +22,13 @@ from typing import Any
 import structlog
 import trio
 
+from broker.acl_changes import AclChangeListener
 from broker.config import BrokerConfig, describe
 from broker.config_changes import ConfigChangeListener
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
+from broker.core.scram import SCRAM_MECHANISMS, ScramCredential, make_credential, password_matches
 from broker.group_coordinator import GroupCoordinator
 from broker.isr_manager import IsrManager
 from broker.log.errors import LogStorageError
@@ -40,6 +42,7 @@ from broker.server import BrokerServer, ServedListener
 from broker.tls import server_context
 from controller.controller import Controller, run_controller
 from controller.zk_client import ZkClient, ZkError
+from controller.zk_configs import USERS, ConfigChangedError, get_entity_config, set_entity_config
 from controller.zk_topics import get_or_create_cluster_id
 from protocol.messages.update_metadata import ListenerEndpoint
 
@@ -155,6 +158,14 @@ async def _start(
     ctx.zk = zk
     ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
     ctx.cluster_id = await zk.run(get_or_create_cluster_id())
+    if config.inter_broker_listener.security_protocol.uses_sasl:
+        await _store_own_login(config, zk)
+    # Credentials and ACLs before the first client: a SASL login or a request must not be
+    # judged without them. Dynamic configs before registering too: LeaderAndIsr must find
+    # them in place.
+    await nursery.start(ConfigChangeListener(ctx, zk).run)
+    if config.authorizer_enabled:
+        await nursery.start(AclChangeListener(ctx, zk).run)
     try:
         await nursery.start(server.run)
     except OSError as exc:
@@ -168,8 +179,6 @@ async def _start(
     await nursery.start(ctx.isr_manager.run)
     ctx.group_coordinator = GroupCoordinator(ctx)
     await nursery.start(ctx.group_coordinator.run)
-    # Dynamic configs before registering: LeaderAndIsr must find them in place.
-    await nursery.start(ConfigChangeListener(ctx, zk).run)
     # listeners=...:0 binds any free port; advertise the one actually bound.
     endpoints = tuple(
         ListenerEndpoint(
@@ -207,6 +216,7 @@ async def _start(
             leader_imbalance_check_interval_seconds=(
                 config.leader_imbalance_check_interval_seconds
             ),
+            security=ctx.inter_broker_security,
         )
     )
     if config.log_cleaner_enable:
@@ -235,6 +245,37 @@ async def _wait_for_signal(
         stopping.set()
         starting.cancel()  # no effect once started
         return
+
+
+async def _store_own_login(config: BrokerConfig, zk: ZkClient) -> None:
+    """This broker's inter-broker user (sasl.jaas.config) gets SCRAM credentials in
+    /config/users if it has none, so brokers can log in to each other from their first start
+    (Kafka asks the operator to create them beforehand). Stored credentials that the
+    configured password does not match stop the start-up: the other brokers would refuse it."""
+    login = config.inter_broker_login
+    assert login is not None
+    for _ in range(3):  # another broker may be storing the same user at the same moment
+        stored = await zk.run(get_entity_config(USERS, login.username))
+        entries = dict(stored.config)
+        for mechanism in SCRAM_MECHANISMS:
+            if mechanism not in entries:
+                entries[mechanism] = make_credential(mechanism, login.password).encode()
+            elif not password_matches(
+                mechanism, ScramCredential.decode(entries[mechanism]), login.password
+            ):
+                raise StartupError(
+                    f"the stored {mechanism} credential of user {login.username} does not match "
+                    "the password in sasl.jaas.config (change one of them: "
+                    "`highwater users add` or the broker's config)"
+                )
+        if entries == stored.config:
+            return
+        try:
+            await zk.run(set_entity_config(USERS, login.username, entries, stored.version))
+            return
+        except ConfigChangedError:
+            continue
+    raise StartupError(f"could not store the credentials of user {login.username}")
 
 
 def _served_listeners(config: BrokerConfig) -> tuple[ServedListener, ...]:

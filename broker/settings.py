@@ -27,7 +27,7 @@ from broker.config_def import (
     string,
     strings,
 )
-from broker.core.principal import parse_jaas_login, parse_super_users
+from broker.core.principal import parse_super_users
 from broker.listeners import (
     DEFAULT_PROTOCOL_MAP,
     LISTENERS_SYNTAX,
@@ -43,6 +43,7 @@ from broker.log.config import (
     NO_LIMIT,
     LogConfig,
 )
+from protocol.jaas import parse_jaas_login
 
 __all__ = [
     "ACL_AUTHORIZER",

@@ -22,6 +22,7 @@ import trio
 from client.errors import HighwaterClientError, UnknownTopicError, error_for_code
 from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo
 from client.network import BrokerConnectionError
+from client.security import ClientSecurity
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -215,6 +216,7 @@ class Admin:
         bootstrap: str | Sequence[str],
         *,
         client_id: str = "highwater-admin",
+        security: ClientSecurity | Mapping[str, str] | None = None,
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
     ) -> None:
@@ -222,6 +224,7 @@ class Admin:
         self.metadata = ClusterMetadata(
             bootstrap,
             client_id=client_id,
+            security=security,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
         )

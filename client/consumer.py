@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from types import TracebackType
@@ -29,6 +29,7 @@ from client.errors import (
 )
 from client.metadata import ClusterMetadata, list_offsets
 from client.network import BrokerConnectionError
+from client.security import ClientSecurity
 from protocol.errors import CorruptRecordError, ErrorCode, HighwaterError
 from protocol.messages.fetch import (
     CONSUMER_REPLICA_ID,
@@ -146,6 +147,7 @@ class Consumer:
         bootstrap: str | Sequence[str],
         *,
         client_id: str = "highwater-consumer",
+        security: ClientSecurity | Mapping[str, str] | None = None,
         auto_offset_reset: str = "latest",
         fetch_min_bytes: int = 1,
         fetch_max_wait_ms: int = 500,
@@ -173,6 +175,7 @@ class Consumer:
         self.metadata = ClusterMetadata(
             bootstrap,
             client_id=client_id,
+            security=security,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms,

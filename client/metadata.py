@@ -27,6 +27,7 @@ from client.errors import (
     error_for_code,
 )
 from client.network import BrokerConnection, BrokerConnectionError, connect
+from client.security import ClientSecurity, security_from
 from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -101,8 +102,12 @@ class ClusterMetadata:
         retry_backoff_ms: int = 100,
         reconnect_backoff_max_ms: int = 1_000,
         metadata_max_age_ms: int = 300_000,
+        security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:
+        """`security`: how to secure and authenticate connections (None: PLAINTEXT); a
+        mapping holds Kafka's client properties (security.protocol, sasl.*, ssl.*)."""
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security_from(security)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -396,6 +401,7 @@ class ClusterMetadata:
                     address[1],
                     client_id=self.client_id,
                     timeout_ms=self.connect_timeout_ms,
+                    security=self.security,
                 )
             except BrokerConnectionError:
                 count = self._failures.get(address, (0, 0.0))[0]

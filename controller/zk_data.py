@@ -22,6 +22,7 @@ __all__ = [
     "CONFIG_CHANGES_PATH",
     "CONFIG_CHANGE_PREFIX",
     "CONFIG_TOPICS_PATH",
+    "CONFIG_USERS_PATH",
     "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH",
     "DEFAULT_BROKER_ENTITY",
@@ -54,6 +55,7 @@ BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 CONFIG_TOPICS_PATH = "/config/topics"
 CONFIG_BROKERS_PATH = "/config/brokers"
+CONFIG_USERS_PATH = "/config/users"  # SCRAM credentials, one znode per user
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"  # then ZooKeeper's 10-digit sequence number
 DEFAULT_BROKER_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide defaults
@@ -317,7 +319,12 @@ class ConfigChangeNotification:
             raise ZkDataError(f"{what}: unsupported version {obj.get('version')!r}")
         path = obj.get("entity_path")
         entity_type, slash, name = path.partition("/") if isinstance(path, str) else ("", "", "")
-        if entity_type not in ("topics", "brokers") or not slash or not name or "/" in name:
+        if (
+            entity_type not in ("topics", "brokers", "users")
+            or not slash
+            or not name
+            or "/" in name
+        ):
             raise ZkDataError(f"{what}: bad entity_path {path!r}")
         return cls(entity_type, name)
 

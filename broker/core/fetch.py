@@ -49,7 +49,11 @@ def max_wait_ms(request: FetchRequest) -> int:
     return min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
 
 
-def read_fetch(state: BrokerState, request: FetchRequest, now_ms: int) -> FetchRead:
+def read_fetch(
+    state: BrokerState, request: FetchRequest, now_ms: int, denied: frozenset[str] = frozenset()
+) -> FetchRead:
+    """`denied`: topics the requester may not read (TOPIC_AUTHORIZATION_FAILED, nothing read,
+    nothing about them changed)."""
     replicas = state.replica_manager
     remaining = max(request.max_bytes, 0)
     read = FetchRead(FetchResponse(ErrorCode.NONE, ()), 0, False)
@@ -58,6 +62,14 @@ def read_fetch(state: BrokerState, request: FetchRequest, now_ms: int) -> FetchR
         partitions = []
         for wanted in topic.partitions:
             tp = TopicPartition(topic.topic, wanted.partition)
+            if topic.topic in denied:
+                read.has_error = True
+                partitions.append(
+                    FetchPartitionData(
+                        wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, b""
+                    )
+                )
+                continue
             try:
                 result = replicas.read(
                     tp,

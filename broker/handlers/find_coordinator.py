@@ -4,6 +4,7 @@ ask creates the topic (Kafka's behaviour); until it has leaders: COORDINATOR_NOT
 from __future__ import annotations
 
 from broker.context import SESSION, BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.group.writes import coordinator_of
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -41,6 +42,9 @@ async def handle_find_coordinator(
     for key in request.coordinator_keys:
         if not key:
             found.append(failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty"))
+            continue
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            found.append(failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized"))
             continue
         broker = coordinator_of(metadata, key, num_partitions)
         if broker is None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation
 from broker.core.controller_requests import apply_leader_and_isr
 from controller.zk_topics import get_topic_config
 from protocol.codec import RequestHeader
@@ -16,6 +17,8 @@ __all__ = ["handle_leader_and_isr"]
 async def handle_leader_and_isr(
     ctx: BrokerContext, header: RequestHeader, request: LeaderAndIsrRequest
 ) -> LeaderAndIsrResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # controllers only
+        return LeaderAndIsrResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return LeaderAndIsrResponse(refused)

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 import click
 import trio
 
-from client.cli.common import bootstrap_option, check_topics, run_client
+from client.cli.common import bootstrap_option, check_topics, cli_security, run_client
 from client.cli.format import (
     DEFAULT_FORMAT,
     FormatError,
@@ -95,7 +95,10 @@ async def _consume(
     """Print records until --max-messages, the stop offsets, or a signal, counting them."""
     interrupts = Interrupts()
     timeout_ms = settings["default_api_timeout_ms"]
-    async with Consumer(bootstrap, **settings) as consumer, trio.open_nursery() as nursery:
+    async with (
+        Consumer(bootstrap, security=cli_security(), **settings) as consumer,
+        trio.open_nursery() as nursery,
+    ):
         await nursery.start(interrupts.watch)
         with interrupts.scope():
             tps = await _partitions(consumer, options, timeout_ms)

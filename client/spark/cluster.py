@@ -81,6 +81,7 @@ def _metadata(options: SourceOptions) -> ClusterMetadata:
         options.bootstrap_servers,
         client_id="highwater-spark",
         request_timeout_ms=REQUEST_TIMEOUT_MS,
+        security=dict(options.security),
     )
 
 

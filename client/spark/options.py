@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from client.security import SECURITY_PROPERTIES
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from protocol.compression import CODECS
 
@@ -54,6 +55,8 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    # Kafka's client security properties, from the `kafka.`-prefixed options, prefix removed.
+    security: tuple[tuple[str, str], ...] = ()
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the subscription (assign: its topics)."""
@@ -69,6 +72,7 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None = None
     compression: str = "none"  # Kafka's compression.type name
+    security: tuple[tuple[str, str], ...] = ()  # as SourceOptions.security
 
 
 _SOURCE_KEYS: Final = frozenset(
@@ -88,10 +92,10 @@ _SOURCE_KEYS: Final = frozenset(
         "includeheaders",
         "kafkaconsumer.polltimeoutms",
     }
-)
+) | frozenset(f"kafka.{p}" for p in SECURITY_PROPERTIES)
 _SINK_KEYS: Final = frozenset(
     {"bootstrap.servers", "kafka.bootstrap.servers", "topic", "kafka.compression.type"}
-)
+) | frozenset(f"kafka.{p}" for p in SECURITY_PROPERTIES)
 _SPELLED: Final = {
     name.lower(): name
     for name in (
@@ -111,8 +115,15 @@ _SPELLED: Final = {
         "kafkaConsumer.pollTimeoutMs",
         "topic",
         "kafka.compression.type",
+        *(f"kafka.{p}" for p in SECURITY_PROPERTIES),
     )
 }
+
+
+def _security(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The `kafka.`-prefixed security options (as Spark's Kafka source passes them on to its
+    consumers), the prefix removed."""
+    return tuple((p, options[f"kafka.{p}"]) for p in SECURITY_PROPERTIES if f"kafka.{p}" in options)
 
 
 def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -193,6 +204,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
             "kafkaConsumer.pollTimeoutMs",
             minimum=1,
         ),
+        security=_security(options),
     )
 
 
@@ -206,7 +218,9 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         raise OptionError(
             f"option 'kafka.compression.type': {compression!r} is not one of {', '.join(CODECS)}"
         )
-    return SinkOptions(_bootstrap(options), topic.strip() if topic else None, compression)
+    return SinkOptions(
+        _bootstrap(options), topic.strip() if topic else None, compression, _security(options)
+    )
 
 
 def parse_offsets_json(text: str, option: str) -> PartitionOffsets:

@@ -116,6 +116,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
+        security=options.security,
     )
     task = OffsetRange(
         TopicPartition(partition.topic, partition.partition), partition.start, partition.end
