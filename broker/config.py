@@ -558,15 +558,7 @@ def _check_security(
             "ssl.keystore.location",
             f"a PEM file with the certificate and key for the TLS listeners ({', '.join(tls)})",
         )
-    sasl = [x for x in listeners if x.security_protocol.uses_sasl]
-    if "PLAIN" in values["sasl_enabled_mechanisms"] and any(
-        x.security_protocol is SecurityProtocol.SASL_PLAINTEXT for x in sasl
-    ):
-        raise given.fail(
-            "sasl.enabled.mechanisms",
-            "PLAIN only with SASL_SSL listeners: on SASL_PLAINTEXT it would send passwords "
-            "in clear",
-        )
+    # PLAIN is offered only on SASL_SSL listeners (broker/main.py): never a password in clear.
     if inter_broker.security_protocol.uses_sasl:
         if values["inter_broker_login"] is None:
             raise given.fail(

@@ -673,6 +673,11 @@ class Admin:
             if p.error_code == ErrorCode.NONE
         }
 
+    async def send(self, request: object) -> Any:
+        """Send a request that any broker answers (the controller preferred); its response.
+        For the admin APIs without a method here (client/security_admin.py uses it)."""
+        return await self._to_controller(request, self.request_timeout_ms)
+
     async def _to_controller(self, request: object, timeout_ms: int) -> Any:
         """Send to the controller (or any broker); network timeout = the request's + margin."""
         if self.metadata.controller_id < 0:

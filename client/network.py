@@ -80,6 +80,8 @@ async def connect(
                     connection.close_now()
                     raise
             return connection
+    except AuthenticationFailedError:
+        raise
     except (OSError, trio.TooSlowError) as exc:
         raise BrokerConnectionError(f"cannot connect to {address}: {exc or 'timed out'}") from exc
 

@@ -40,6 +40,9 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -49,6 +52,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -90,6 +95,9 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 0),
     ApiKey.INIT_PRODUCER_ID: ("init_producer_id", "InitProducerId", 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 1),
+    ApiKey.DESCRIBE_ACLS: ("describe_acls", "DescribeAcls", 0),
+    ApiKey.CREATE_ACLS: ("create_acls", "CreateAcls", 0),
+    ApiKey.DELETE_ACLS: ("delete_acls", "DeleteAcls", 0),
     ApiKey.DESCRIBE_CONFIGS: ("describe_configs", "DescribeConfigs", 0),
     ApiKey.SASL_AUTHENTICATE: ("sasl_authenticate", "SaslAuthenticate", 0),
     ApiKey.CREATE_PARTITIONS: ("create_partitions", "CreatePartitions", 0),
@@ -111,6 +119,16 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
         0,
     ),
     ApiKey.OFFSET_DELETE: ("offset_delete", "OffsetDelete", 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+        "describe_user_scram_credentials",
+        "DescribeUserScramCredentials",
+        0,
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (
+        "alter_user_scram_credentials",
+        "AlterUserScramCredentials",
+        0,
+    ),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", "ConsumerGroupDescribe", 0),
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 from dataclasses import dataclass
 from typing import Final
@@ -18,9 +19,11 @@ from scramp import ScramException, ScramMechanism
 
 __all__ = [
     "DEFAULT_ITERATIONS",
+    "MECHANISM_CODES",
     "MIN_ITERATIONS",
     "SCRAM_MECHANISMS",
     "ScramCredential",
+    "credential_from_salted",
     "make_credential",
     "password_matches",
 ]
@@ -29,6 +32,9 @@ SCRAM_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MIN_ITERATIONS: Final = 4096  # Kafka's (and RFC 7677's) minimum
 DEFAULT_ITERATIONS: Final = 4096  # Kafka's kafka-configs default
 MAX_ITERATIONS: Final = 16384  # Kafka's ScramMechanism.maxIterations
+# Kafka's ScramMechanism codes (DescribeUserScramCredentials, AlterUserScramCredentials).
+MECHANISM_CODES: Final = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+_HASHES: Final = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,25 @@ def make_credential(
         password, iteration_count=iterations, salt=salt
     )
     return ScramCredential(salt_out, stored_key, server_key, iterations)
+
+
+def credential_from_salted(
+    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+) -> ScramCredential:
+    """The credential of a salted password (RFC 5802's SaltedPassword), as KIP-554's
+    upsertion sends it: ClientKey = HMAC(salted, "Client Key"), StoredKey = H(ClientKey),
+    ServerKey = HMAC(salted, "Server Key"). ValueError on a bad iteration count or length."""
+    name = _HASHES[mechanism]
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise ValueError(f"iterations must be from {MIN_ITERATIONS} to {MAX_ITERATIONS}")
+    if len(salted_password) != hashlib.new(name).digest_size or not salt:
+        raise ValueError(
+            f"a salted password of {mechanism} is {hashlib.new(name).digest_size} bytes"
+        )
+    client_key = hmac.new(salted_password, b"Client Key", name).digest()
+    stored_key = hashlib.new(name, client_key).digest()
+    server_key = hmac.new(salted_password, b"Server Key", name).digest()
+    return ScramCredential(salt, stored_key, server_key, iterations)
 
 
 def password_matches(mechanism: str, credential: ScramCredential, password: str) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 import click
 import trio
 
+from client.cli.acls import acls
 from client.cli.common import exception_leaves, readable_client_errors
 from client.cli.configs import configs
 from client.cli.consume import consume
@@ -27,6 +28,7 @@ from client.cli.perf import perf
 from client.cli.produce import produce
 from client.cli.reassign import reassign
 from client.cli.topics import cluster, topics
+from client.cli.users import users
 
 __all__ = ["main"]
 
@@ -78,6 +80,8 @@ main.add_command(dev)
 main.add_command(elect_leaders)
 main.add_command(reassign)
 main.add_command(configs)
+main.add_command(users)
+main.add_command(acls)
 
 
 @main.command()

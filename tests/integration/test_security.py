@@ -1,0 +1,340 @@
+"""A secured 3-broker cluster (tests/integration/secure_cluster.py): SASL_SSL for clients,
+SASL_PLAINTEXT between brokers, SCRAM users, ACLs. Every refusal is checked for its code and
+for what it did not change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from client.admin import Admin
+from client.cli.zookeeper_server import ZooKeeperServer
+from client.consumer import Consumer
+from client.errors import HighwaterClientError
+from client.network import AuthenticationFailedError, BrokerConnectionError, connect
+from client.producer import Producer
+from client.security import ClientSecurity
+from client.security_admin import Acl, create_acls, upsert_user
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from protocol.messages.sasl_handshake import SaslHandshakeRequest
+from protocol.records import Record, build_batch
+from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
+from tests.integration.secure_cluster import (
+    BROKER_PASSWORD,
+    Pki,
+    make_pki,
+    secure_cluster,
+    security,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, pki: Pki
+) -> Iterator[Cluster]:
+    cluster = secure_cluster(zookeeper.port, tmp_path_factory.mktemp("secure"), 3, pki)
+    cluster.start()
+    try:
+        trio.run(_set_up, cluster, pki)
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+async def _set_up(cluster: Cluster, pki: Pki) -> None:
+    """Whole (every broker sees every broker, over SASL_SSL); then the users, logged in as
+    the brokers' own super user: admin, alice (producer), bob (consumer), eve (nothing)."""
+    as_broker = security(pki, "broker", BROKER_PASSWORD)
+
+    async def whole() -> bool:
+        for broker in cluster.brokers.values():
+            meta = await fetch_metadata(
+                broker.port_of("EXTERNAL"), timeout_ms=5000, security=as_broker
+            )
+            if meta is None or len(meta.brokers) != 3 or meta.controller_id < 0:
+                return False
+        return True
+
+    await eventually(whole, 90, "a whole secured cluster")
+    async with Admin(cluster.bootstrap_on("EXTERNAL"), security=as_broker) as admin:
+        for user in ("admin", "alice", "bob", "eve"):
+            await upsert_user(admin, user, f"{user}-secret")
+
+    async def admin_logs_in() -> bool:
+        return (
+            await fetch_metadata(cluster.brokers[1].port_of("EXTERNAL"), security=security(pki))
+            is not None
+        )
+
+    await eventually(admin_logs_in, 30, "the admin's credentials on every broker")
+
+
+def external(cluster: Cluster) -> str:
+    return cluster.bootstrap_on("EXTERNAL")
+
+
+async def test_metadata_answers_with_the_addresses_of_the_listener_asked(
+    cluster: Cluster, pki: Pki
+) -> None:
+    meta = await fetch_metadata(cluster.brokers[1].port_of("EXTERNAL"), security=security(pki))
+    assert meta is not None
+    assert {(b.node_id, b.port) for b in meta.brokers} == {
+        (i, b.port_of("EXTERNAL")) for i, b in cluster.brokers.items()
+    }
+    internal = await fetch_metadata(
+        cluster.brokers[1].port_of("INTERNAL"), security=security(pki, protocol="SASL_PLAINTEXT")
+    )
+    assert internal is not None
+    assert {b.port for b in internal.brokers} == {b.port for b in cluster.brokers.values()}
+
+
+async def _grant(cluster: Cluster, pki: Pki, acls: list[Acl]) -> None:
+    async with Admin(external(cluster), security=security(pki)) as admin:
+        await create_acls(admin, acls)
+
+
+async def _topic(cluster: Cluster, pki: Pki, name: str, partitions: int = 1) -> None:
+    async with Admin(external(cluster), security=security(pki)) as admin:
+        await admin.create_topic(
+            name, partitions=partitions, replication_factor=3, config={"min.insync.replicas": "2"}
+        )
+
+
+async def _end_offsets(cluster: Cluster, pki: Pki, topic: str) -> dict[int, int | None]:
+    async with Admin(external(cluster), security=security(pki)) as admin:
+        (described,) = await admin.describe_topics([topic])
+        return {p.partition: p.log_end_offset for p in described.partitions}
+
+
+def _allow(principal: str, operation: str, resource_type: str, name: str) -> Acl:
+    return Acl(resource_type, name, "LITERAL", principal, "*", operation, "ALLOW")
+
+
+async def _wait_allowed(cluster: Cluster, pki: Pki, user: str, topic: str) -> None:
+    """Until every broker's ACLs let `user` describe `topic` (changes reach them in seconds)."""
+
+    async def described() -> bool:
+        for broker in cluster.brokers.values():
+            meta = await _metadata(
+                broker.port_of("EXTERNAL"), security(pki, user, f"{user}-secret"), [topic]
+            )
+            if meta.topics[0].error_code != ErrorCode.NONE:
+                return False
+        return True
+
+    await eventually(described, 30, f"{user} allowed to describe {topic} on every broker")
+
+
+async def _metadata(
+    port: int, as_user: ClientSecurity, topics: list[str] | None
+) -> MetadataResponse:
+    conn = await connect("127.0.0.1", port, security=as_user)
+    try:
+        response: MetadataResponse = await conn.request(MetadataRequest(topics))
+        return response
+    finally:
+        await conn.aclose()
+
+
+async def test_produce_and_consume_over_sasl_ssl_with_exactly_the_acls_needed(
+    cluster: Cluster, pki: Pki
+) -> None:
+    await _topic(cluster, pki, "orders", partitions=3)
+    await _grant(
+        cluster,
+        pki,
+        [
+            _allow("User:alice", "WRITE", "TOPIC", "orders"),
+            _allow("User:bob", "READ", "TOPIC", "orders"),
+        ],
+    )
+    await _wait_allowed(cluster, pki, "alice", "orders")
+    await _wait_allowed(cluster, pki, "bob", "orders")
+    async with Producer(
+        external(cluster), security=security(pki, "alice", "alice-secret"), acks="all"
+    ) as producer:
+        for i in range(300):
+            await producer.send("orders", f"order-{i}".encode(), key=str(i).encode())
+        await producer.flush()
+    got = []
+    async with Consumer(
+        external(cluster),
+        security=security(pki, "bob", "bob-secret", mechanism="SCRAM-SHA-256"),
+        auto_offset_reset="earliest",
+    ) as consumer:
+        consumer.subscribe(["orders"])
+        with trio.fail_after(60):
+            while len(got) < 300:
+                got.extend(await consumer.poll(timeout_ms=1000))
+    assert sorted(r.value for r in got) == sorted(f"order-{i}".encode() for i in range(300))
+
+
+async def test_a_principal_without_write_is_refused_and_the_log_is_unchanged(
+    cluster: Cluster, pki: Pki
+) -> None:
+    await _topic(cluster, pki, "ledger")
+    await _grant(cluster, pki, [_allow("User:eve", "DESCRIBE", "TOPIC", "ledger")])
+    await _wait_allowed(cluster, pki, "eve", "ledger")
+    before = await _end_offsets(cluster, pki, "ledger")
+    meta = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["ledger"])
+    leader = meta.topics[0].partitions[0].leader_id
+    batch = build_batch([Record(b"forged")])
+    conn = await connect(
+        "127.0.0.1",
+        cluster.brokers[leader].port_of("EXTERNAL"),
+        security=security(pki, "eve", "eve-secret"),
+    )
+    try:
+        response = await conn.request(
+            ProduceRequest(
+                -1, 5000, (ProduceTopicData("ledger", (ProducePartitionData(0, batch),)),)
+            )
+        )
+    finally:
+        await conn.aclose()
+    code = response.responses[0].partition_responses[0].error_code
+    assert code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert await _end_offsets(cluster, pki, "ledger") == before
+    # The producer client reports it too (its InitProducerId already: eve may write nowhere).
+    async with Producer(
+        external(cluster), security=security(pki, "eve", "eve-secret"), acks=1, max_block_ms=5000
+    ) as producer:
+        with pytest.raises(HighwaterClientError, match="AUTHORIZATION_FAILED"):
+            await (await producer.send("ledger", b"x")).wait()
+    assert await _end_offsets(cluster, pki, "ledger") == before
+
+
+async def test_metadata_hides_topics_the_principal_may_not_describe(
+    cluster: Cluster, pki: Pki
+) -> None:
+    await _topic(cluster, pki, "secret-plans")
+    port = cluster.brokers[1].port_of("EXTERNAL")
+    everything = await _metadata(port, security(pki, "eve", "eve-secret"), None)
+    assert "secret-plans" not in {t.name for t in everything.topics}
+    named = await _metadata(port, security(pki, "eve", "eve-secret"), ["secret-plans"])
+    assert named.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert named.topics[0].partitions == ()
+    admin_view = await _metadata(port, security(pki), None)
+    assert "secret-plans" in {t.name for t in admin_view.topics}
+
+
+@pytest.mark.parametrize(
+    ("user", "password", "mechanism"),
+    [
+        ("alice", "wrong-password", "SCRAM-SHA-512"),
+        ("alice", "wrong-password", "SCRAM-SHA-256"),
+        ("alice", "wrong-password", "PLAIN"),
+        ("nobody", "any-password", "SCRAM-SHA-512"),
+        ("nobody", "any-password", "PLAIN"),
+    ],
+)
+async def test_a_wrong_password_or_an_unknown_user_is_refused(
+    cluster: Cluster, pki: Pki, user: str, password: str, mechanism: str
+) -> None:
+    with pytest.raises(AuthenticationFailedError, match="SASL_AUTHENTICATION_FAILED") as raised:
+        await connect(
+            "127.0.0.1",
+            cluster.brokers[1].port_of("EXTERNAL"),
+            security=security(pki, user, password, mechanism=mechanism),
+        )
+    assert raised.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+async def test_plain_is_not_offered_without_tls(cluster: Cluster, pki: Pki) -> None:
+    """PLAIN over SASL_PLAINTEXT would send the password in clear: the client refuses to,
+    and the broker does not offer it there."""
+    with pytest.raises(ValueError, match="PLAIN"):
+        security(pki, "alice", "alice-secret", mechanism="PLAIN", protocol="SASL_PLAINTEXT")
+    conn = await connect("127.0.0.1", cluster.brokers[1].port_of("INTERNAL"))
+    try:
+        response = await conn.request(SaslHandshakeRequest("PLAIN"))
+    finally:
+        await conn.aclose()
+    assert response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    assert "PLAIN" not in response.mechanisms
+
+
+async def test_an_unknown_certificate_and_plaintext_to_a_tls_port_are_refused(
+    cluster: Cluster, pki: Pki
+) -> None:
+    port = cluster.brokers[1].port_of("EXTERNAL")
+    untrusting = ClientSecurity(
+        protocol="SASL_SSL", username="admin", password="admin-secret", ssl_cafile=str(pki.other_ca)
+    )
+    with pytest.raises(AuthenticationFailedError, match="TLS handshake failed"):
+        await connect("127.0.0.1", port, security=untrusting)
+    plain = await connect("127.0.0.1", port)  # TCP is accepted; nothing else is
+    with pytest.raises(BrokerConnectionError):
+        await plain.request(MetadataRequest(None), timeout_ms=5000)
+
+
+async def test_requests_before_authentication_close_the_connection(cluster: Cluster) -> None:
+    conn = await connect("127.0.0.1", cluster.brokers[1].port_of("INTERNAL"))
+    with pytest.raises(BrokerConnectionError):
+        await conn.request(MetadataRequest(None), timeout_ms=5000)
+
+
+async def test_a_client_pretending_to_be_a_follower_or_the_controller_is_refused(
+    cluster: Cluster, pki: Pki
+) -> None:
+    await _topic(cluster, pki, "replicated")
+    await _grant(
+        cluster,
+        pki,
+        [
+            _allow("User:alice", "WRITE", "TOPIC", "replicated"),
+            _allow("User:alice", "READ", "TOPIC", "replicated"),
+        ],
+    )
+    await _wait_allowed(cluster, pki, "alice", "replicated")
+    meta = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["replicated"])
+    partition = meta.topics[0].partitions[0]
+    follower = next(r for r in partition.replica_nodes if r != partition.leader_id)
+    alice = security(pki, "alice", "alice-secret")
+    conn = await connect(
+        "127.0.0.1", cluster.brokers[partition.leader_id].port_of("EXTERNAL"), security=alice
+    )
+    try:
+        fetch = await conn.request(
+            FetchRequest(
+                follower,
+                0,
+                1,
+                1 << 20,
+                (FetchTopic("replicated", (FetchPartition(0, 0, 1 << 20),)),),
+            )
+        )
+        assert fetch.responses[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        takeover = LeaderAndIsrPartitionState(
+            "replicated",
+            0,
+            999,
+            follower,
+            partition.leader_epoch + 1,
+            (follower,),
+            999,
+            partition.replica_nodes,
+        )
+        answer = await conn.request(LeaderAndIsrRequest(follower, 999, -1, (takeover,), ()))
+        assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        await conn.aclose()
+    after = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["replicated"])
+    assert after.topics[0].partitions[0].leader_id == partition.leader_id
+    assert after.topics[0].partitions[0].leader_epoch == partition.leader_epoch
