@@ -4,6 +4,7 @@ for what it did not change."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -338,3 +339,138 @@ async def test_a_client_pretending_to_be_a_follower_or_the_controller_is_refused
     after = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["replicated"])
     assert after.topics[0].partitions[0].leader_id == partition.leader_id
     assert after.topics[0].partitions[0].leader_epoch == partition.leader_epoch
+
+
+def _rss_kib(cluster: Cluster, broker_id: int) -> int:
+    process = cluster.brokers[broker_id].process
+    assert process is not None
+    with open(f"/proc/{process.pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def _closed_by_broker(stream: trio.SocketStream, within_s: float) -> bool:
+    """Whether the broker closes the stream (reading gets EOF or a reset) within the time."""
+    with trio.move_on_after(within_s):
+        try:
+            while await stream.receive_some(65536):
+                pass
+        except (trio.BrokenResourceError, OSError):
+            pass
+        return True
+    return False
+
+
+async def test_pre_authentication_fuzzing_allocates_nothing_and_authenticated_clients_go_on(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """Random frames, huge declared sizes and a slow drip against a SASL listener (Kafka's
+    CVE-2022-34917): each connection is closed, memory stays flat, and an authenticated
+    producer and consumer keep working meanwhile."""
+    import random
+    import struct
+
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    print(f"fuzz seed {seed}")
+    await _topic(cluster, pki, "during-fuzz")
+    broker = cluster.brokers[1]
+    port = broker.port_of("INTERNAL")  # SASL_PLAINTEXT: the frames reach the SASL layer as sent
+    rss_before = _rss_kib(cluster, 1)
+    # Huge declared sizes: closed at the 4-byte prefix, nothing read or allocated after it.
+    for declared in (4097, 1 << 20, 100 * 1024 * 1024, 0x7FFFFFFF):
+        for _ in range(50):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(struct.pack(">i", declared) + b"\x92" * 16)
+            assert await _closed_by_broker(stream, 10), f"declared {declared} not refused"
+            await stream.aclose()
+    # Random frames within the limit: garbage bodies, random API keys, all refused.
+    for _ in range(200):
+        body = rng.randbytes(rng.randrange(0, 4096))
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        with contextlib.suppress(trio.BrokenResourceError):
+            await stream.send_all(struct.pack(">i", len(body)) + body)
+        assert await _closed_by_broker(stream, 10)
+        await stream.aclose()
+    # A slow drip of a frame just under the limit: closed at the authentication deadline.
+    drip = await trio.open_tcp_stream("127.0.0.1", port)
+    await drip.send_all(struct.pack(">i", 4000))
+
+    async def dripping() -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            while True:
+                await drip.send_all(b"\x00")
+                await trio.sleep(0.2)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(dripping)
+        await _grant(cluster, pki, [_allow("User:alice", "WRITE", "TOPIC", "during-fuzz")])
+        await _wait_allowed(cluster, pki, "alice", "during-fuzz")
+        async with Producer(
+            external(cluster), security=security(pki, "alice", "alice-secret"), acks="all"
+        ) as producer:
+            for i in range(100):
+                await producer.send("during-fuzz", str(i).encode())
+            await producer.flush()
+        assert await _closed_by_broker(drip, 30), "a dripping connection outlived its deadline"
+        nursery.cancel_scope.cancel()
+    await drip.aclose()
+    assert sum(v or 0 for v in (await _end_offsets(cluster, pki, "during-fuzz")).values()) == 100
+    grown_kib = _rss_kib(cluster, 1) - rss_before
+    assert grown_kib < 64 * 1024, f"the broker grew {grown_kib} KiB under pre-auth fuzzing"
+    assert "Traceback" not in broker.log_text()
+
+
+async def test_replication_and_failover_work_among_authenticated_brokers(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """acks=all writes while the leader is killed (SIGKILL) and restarted: the brokers log in
+    to each other again, and nothing acknowledged is lost."""
+    await _topic(cluster, pki, "failover")
+    await _grant(
+        cluster,
+        pki,
+        [
+            _allow("User:alice", "WRITE", "TOPIC", "failover"),
+            _allow("User:bob", "READ", "TOPIC", "failover"),
+        ],
+    )
+    await _wait_allowed(cluster, pki, "alice", "failover")
+    await _wait_allowed(cluster, pki, "bob", "failover")
+    meta = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["failover"])
+    leader = meta.topics[0].partitions[0].leader_id
+    futures = []
+    survivors = ",".join(
+        f"127.0.0.1:{b.port_of('EXTERNAL')}" for i, b in cluster.brokers.items() if i != leader
+    )
+    async with Producer(
+        survivors, security=security(pki, "alice", "alice-secret"), acks="all", retries=1000
+    ) as producer:
+        for i in range(2000):
+            if i == 500:
+                cluster.brokers[leader].kill()
+            value = f"v{i}".encode()
+            futures.append((value, await producer.send("failover", value)))
+            if i % 100 == 99:
+                await producer.flush()
+        await producer.flush()
+    acked = [value for value, f in futures if f.done() and f.exception() is None]
+    assert len(acked) > 1000
+    cluster.brokers[leader].start()
+    got: list[bytes] = []
+    async with Consumer(
+        survivors, security=security(pki, "bob", "bob-secret"), auto_offset_reset="earliest"
+    ) as consumer:
+        consumer.subscribe(["failover"])
+        with trio.fail_after(60):
+            while len(got) < len(acked):
+                got.extend(r.value for r in await consumer.poll(timeout_ms=1000))
+    assert set(acked) <= set(got)
+
+    async def back_in_sync() -> bool:
+        meta = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["failover"])
+        return len(meta.topics[0].partitions[0].isr_nodes) == 3
+
+    await eventually(back_in_sync, 60, "the restarted broker back in the ISR over SASL")
