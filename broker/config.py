@@ -36,6 +36,7 @@ from protocol.jaas import JaasLogin, parse_jaas_login
 
 __all__ = [
     "KNOWN_KEYS",
+    "SECRET_KEYS",
     "BrokerConfig",
     "ConfigError",
     "describe",
@@ -214,7 +215,7 @@ class BrokerConfig:
     # The settings given in server.properties and --override, as their text (what
     # DescribeConfigs reports as STATIC_BROKER_CONFIG). Not compared: configs with the same
     # values are equal however they were spelled.
-    given: Mapping[str, str] = field(default_factory=dict, compare=False)
+    given: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def all_listeners(self) -> tuple[Listener, ...]:
         """Every listener; a config built without `listeners` has its one PLAINTEXT listener."""
@@ -283,7 +284,8 @@ def describe(config: BrokerConfig) -> list[tuple[str, str]]:
     ]
 
 
-_SECRETS: Final = frozenset({"ssl.key.password", "sasl.jaas.config"})
+SECRET_KEYS: Final = frozenset({"ssl.key.password", "sasl.jaas.config"})
+_SECRETS = SECRET_KEYS
 _COMPUTED: Final = frozenset(
     {
         "listeners",

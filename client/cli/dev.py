@@ -74,7 +74,15 @@ def dev() -> None:
     show_default=True,
     help="Seconds to wait for the cluster to answer.",
 )
-def up(root: Path, brokers: int, base_port: int, zk_port: int, timeout_s: float) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="SASL_SSL on the client ports (a generated CA), SCRAM users, ACLs on, an admin user; "
+    "prints the client settings.",
+)
+def up(
+    root: Path, brokers: int, base_port: int, zk_port: int, timeout_s: float, secure: bool
+) -> None:
     """Start ZooKeeper and the brokers in the background (keeping what already runs)."""
     with _readable_errors():
         local_cluster.up(
@@ -84,6 +92,7 @@ def up(root: Path, brokers: int, base_port: int, zk_port: int, timeout_s: float)
             zk_port=zk_port,
             echo=click.echo,
             timeout_s=timeout_s,
+            secure=secure,
         )
 
 

@@ -705,3 +705,80 @@ def test_the_doc_generator_rewrites_only_between_the_markers(tmp_path: Path) -> 
     assert text.startswith(f"before\n{settings_doc.START}\n<!-- generated")
     assert text.endswith(f"{settings_doc.END}\nafter\n") and "stale" not in text
     assert settings_doc.main(["--check", "--file", str(doc)]) == 0
+
+
+# --- named listeners and security ---------------------------------------------------------------
+
+
+def test_named_listeners_with_protocols_and_the_inter_broker_one() -> None:
+    config = load(
+        "listeners=INTERNAL://0.0.0.0:9092,EXTERNAL://:19092",
+        "advertised.listeners=INTERNAL://broker-1:9092,EXTERNAL://127.0.0.1:19092",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+        "inter.broker.listener.name=INTERNAL",
+        "ssl.keystore.location=/etc/highwater/server.pem",
+    )
+    internal, external = config.all_listeners()
+    assert (internal.name, internal.security_protocol, internal.port) == (
+        "INTERNAL",
+        "PLAINTEXT",
+        9092,
+    )
+    assert (external.host, external.advertised_host, external.advertised_port) == (
+        "0.0.0.0",
+        "127.0.0.1",
+        19092,
+    )
+    assert (config.advertised_host, config.advertised_port) == ("broker-1", 9092)
+    assert config.inter_broker_listener is internal
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "expected"),
+    [
+        (["listeners=INTERNAL://:9092"], "listener.security.protocol.map", "INTERNAL"),
+        (["listeners=A://:9092,B://:9092"], "listeners", "a different port"),
+        (
+            ["listeners=PLAINTEXT://h:9092", "advertised.listeners=OTHER://h:9092"],
+            "advertised.listeners",
+            "only names that listeners has",
+        ),
+        (
+            ["listeners=SSL://h:9093", "security.inter.broker.protocol=SSL"],
+            "ssl.keystore.location",
+            "PEM file",
+        ),
+        (
+            ["listeners=SASL_PLAINTEXT://h:9093", "security.inter.broker.protocol=SASL_PLAINTEXT"],
+            "sasl.jaas.config",
+            "login",
+        ),
+        (
+            ["listeners=INTERNAL://h:9092", "listener.security.protocol.map=INTERNAL:PLAINTEXT"],
+            "security.inter.broker.protocol",
+            "inter.broker.listener.name",
+        ),
+        (["super.users=alice"], "super.users", "User:name"),
+        (["ssl.enabled.protocols=TLSv1.1"], "ssl.enabled.protocols", "TLSv1.2"),
+        (["sasl.enabled.mechanisms=GSSAPI"], "sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+    ],
+)
+def test_listener_and_security_mistakes_name_the_setting(
+    settings: list[str], key: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(*settings)
+    assert raised.value.key == key
+    assert expected in str(raised.value)
+
+
+def test_secrets_are_not_described() -> None:
+    config = load(
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="broker" password="s3cret";',
+        "ssl.key.password=k3y",
+    )
+    described = dict(describe(config))
+    assert described["sasl.jaas.config"] == "[hidden]"
+    assert described["ssl.key.password"] == "[hidden]"
+    assert "s3cret" not in repr(config) and "k3y" not in repr(config)
