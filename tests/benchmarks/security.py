@@ -23,6 +23,7 @@ from pathlib import Path
 
 import trio
 
+from client.cli.local_security import admin_security
 from client.network import connect
 from client.security import ClientSecurity
 
@@ -114,12 +115,9 @@ def main() -> None:
                         args.records,
                     )
                     rates[name].append(result)
-                    print(
-                        f"run {run + 1} {name}: produce {result[0]:.0f}/s, consume {result[1]:.0f}/s"
-                    )
+                    produce, consume = result
+                    print(f"run {run + 1} {name}: produce {produce:.0f}/s, consume {consume:.0f}/s")
                     if name == "secure" and run == 0:
-                        from client.cli.local_security import admin_security
-
                         security = admin_security(directory)
                         for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
                             chosen = ClientSecurity(

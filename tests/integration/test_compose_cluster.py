@@ -101,7 +101,7 @@ def compose(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     busy = [f"{p}" for p in PUBLISHED_PORTS.values() if port_in_use(p)]
     if busy:
         pytest.fail(
-            f"host ports {', '.join(busy)} are in use; docker-compose.yml publishes 9092-9094 "
+            f"host ports {', '.join(busy)} are in use; docker-compose.yml publishes 19092-19094 "
             "(is `make up`'s cluster or another compose cluster running?)",
             pytrace=False,
         )
