@@ -11,6 +11,7 @@ ZooKeeper session (our registration vanishes with it). A failed start stops the 
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import ssl
@@ -50,6 +51,8 @@ __all__ = ["EXIT_FAILURE", "StartupError", "run_broker"]
 
 
 EXIT_FAILURE = 1
+# debug adds a line per request (with the connection's principal and listener).
+LOG_LEVEL_ENV = "HIGHWATER_LOG_LEVEL"
 
 
 class StartupError(Exception):
@@ -60,7 +63,14 @@ async def run_broker(config: BrokerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit status: 0 after a clean shutdown, 1 when the
     broker cannot start (ZooKeeper unreachable, the listener's port taken, a log dir unusable,
     the broker id held by a live broker), said in one error event, not a traceback."""
-    configure_logging()
+    level = os.environ.get(LOG_LEVEL_ENV, "info")
+    try:
+        configure_logging(level=level)
+    except ValueError:
+        configure_logging()
+        structlog.get_logger("highwater.broker").warning(
+            f"{LOG_LEVEL_ENV} ignored: not a log level", value=level
+        )
     bind_broker(config.broker_id)
     log = structlog.get_logger("highwater.broker")
     log.info("starting", config=dict(describe(config)))

@@ -219,10 +219,10 @@ class BrokerServer:
                 return None
             subject = certificate_subject(tls.getpeercert())
             if subject is not None and served.security_protocol is SecurityProtocol.SSL:
-                session = dataclasses.replace(
-                    SESSION.get(), principal=Principal(USER_TYPE, subject)
-                )
-                SESSION.set(session)
+                principal = Principal(USER_TYPE, subject)
+                SESSION.set(dataclasses.replace(SESSION.get(), principal=principal))
+                structlog.contextvars.bind_contextvars(principal=str(principal))
+                log.info("authenticated", principal=str(principal), mechanism="SSL")
             return tls
         log.info("closing connection: no TLS handshake within the authentication timeout")
         return None

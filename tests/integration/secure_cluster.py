@@ -26,7 +26,7 @@ _SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 class Pki:
     ca: Path  # the CA the brokers' certificates come from
     server: Path  # certificate chain + key for 127.0.0.1 and localhost
-    client: Path  # a client certificate (CN=alice) from the same CA
+    client: Path  # a client certificate (CN=alice,OU=Dev,O=Example) from the same CA
     other_ca: Path  # a CA nobody trusts
     other_client: Path  # a client certificate from it
 
@@ -47,8 +47,9 @@ def make_pki(directory: Path) -> Pki:
         str(paths.server)
     )
     ca.issue_cert(
-        "alice@example.com", common_name="alice"
-    ).private_key_and_cert_chain_pem.write_to_path(str(paths.client))
+        "alice@example.com", common_name="alice", organization_name="Example",
+        organization_unit_name="Dev",
+    ).private_key_and_cert_chain_pem.write_to_path(str(paths.client))  # fmt: skip
     other.cert_pem.write_to_path(str(paths.other_ca))
     other.issue_cert(
         "mallory@example.com", common_name="mallory"
