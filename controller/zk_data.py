@@ -299,9 +299,9 @@ class TopicConfigZnode:
 @dataclass(frozen=True, slots=True)
 class ConfigChangeNotification:
     """`/config/changes/config_change_<n>` (sequential): "the configs of this entity changed"
-    (Kafka's version 2: `entity_path` is `topics/<t>` or `brokers/<default>`)."""
+    (Kafka's version 2: `entity_path` is `topics/<t>`, `brokers/<default>` or `users/<name>`)."""
 
-    entity_type: str  # "topics" or "brokers"
+    entity_type: str  # "topics", "brokers" or "users"
     entity_name: str
 
     @property

@@ -401,10 +401,30 @@ def test_keys_are_case_insensitive() -> None:
     )
 
 
-@pytest.mark.parametrize("key", ["kafka.security.protocol", "startingOffset", "groupIdPrefix"])
+@pytest.mark.parametrize("key", ["kafka.acks", "startingOffset", "groupIdPrefix"])
 def test_unknown_source_option_is_named(key: str) -> None:
     message = source_error({**BOOT, "subscribe": "a", key: "x"})
     assert "unknown option" in message and repr(key) in message
+
+
+def test_kafka_prefixed_security_options_reach_the_clients_without_the_prefix() -> None:
+    given = {
+        "kafka.security.protocol": "SASL_SSL",
+        "KAFKA.SASL.MECHANISM": "SCRAM-SHA-256",
+        "kafka.sasl.username": "alice",
+        "kafka.sasl.password": "secret",
+        "kafka.ssl.truststore.location": "/etc/ca.pem",
+    }
+    expected = (
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "SCRAM-SHA-256"),
+        ("sasl.username", "alice"),
+        ("sasl.password", "secret"),
+        ("ssl.truststore.location", "/etc/ca.pem"),
+    )
+    assert source(given, subscribe="a").security == expected
+    assert parse_sink_options({**BOOT, **given}).security == expected
+    assert source(subscribe="a").security == () == parse_sink_options(BOOT).security
 
 
 @pytest.mark.parametrize("key", ["path", "checkpointLocation", "queryName", "PATH"])
