@@ -129,9 +129,17 @@ class BrokerContext:
         """Whether requests are checked against ACLs (authorizer.class.name is set)."""
         return self._authorizer is not None
 
-    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    def authorize(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
         """May the principal of the request being handled do this? (SESSION says who.)
-        Always, without an authorizer. A denial is logged, as Kafka's authorizer logger does."""
+        Always, without an authorizer. A denial is logged, as Kafka's authorizer logger does,
+        unless it is only the first of two ways in (Kafka's logIfDenied = false)."""
         settings = self._authorizer
         if settings is None:
             return True
@@ -145,7 +153,7 @@ class BrokerContext:
             resource_type,
             name,
         )
-        if not allowed:
+        if not allowed and log_denied:
             _authorizer_log.info(
                 "denied",
                 principal=str(session.principal),
@@ -155,8 +163,8 @@ class BrokerContext:
             )
         return allowed
 
-    def authorize_cluster(self, operation: AclOperation) -> bool:
-        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    def authorize_cluster(self, operation: AclOperation, *, log_denied: bool = True) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """May the principal do `operation` on some resource of this type?"""

@@ -60,7 +60,7 @@ async def handle_create_topics(
             continue
         seen.add(topic.name)
         # Kafka: CREATE on the cluster, or on the topic.
-        if not ctx.authorize_cluster(AclOperation.CREATE) and not ctx.authorize(
+        if not ctx.authorize_cluster(AclOperation.CREATE, log_denied=False) and not ctx.authorize(
             AclOperation.CREATE, ResourceType.TOPIC, topic.name
         ):
             results.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized"))

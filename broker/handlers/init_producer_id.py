@@ -29,9 +29,10 @@ async def handle_init_producer_id(
 ) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return InitProducerIdResponse(ErrorCode.INVALID_REQUEST)
-    # KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
-    if not ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE) and not ctx.authorize_any(
-        AclOperation.WRITE, ResourceType.TOPIC
+    # KIP-679: WRITE on some topic, or IDEMPOTENT_WRITE on the cluster (checked second, so
+    # that its denial is logged only when the request is refused).
+    if not ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC) and not ctx.authorize_cluster(
+        AclOperation.IDEMPOTENT_WRITE
     ):
         return InitProducerIdResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     manager = ctx.producer_ids

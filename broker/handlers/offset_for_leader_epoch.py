@@ -19,7 +19,7 @@ async def handle_offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse:
     denied: frozenset[str] = frozenset()
     # Kafka: CLUSTER_ACTION (a follower) may ask about any topic, others need DESCRIBE.
-    if ctx.authorizing and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+    if ctx.authorizing and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION, log_denied=False):
         denied = frozenset(
             t.topic
             for t in request.topics
