@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import trio
 
@@ -50,6 +50,14 @@ class AuthenticationFailedError(BrokerConnectionError):
         self.code = code
 
 
+# A TLS listener closes a plaintext connection at its first bytes, a SASL listener at its
+# first request that is not SaslHandshake or ApiVersions.
+_PLAINTEXT_HINT: Final = (
+    " before answering (a TLS or SASL listener? the client's security.protocol, sasl.* and ssl.*"
+    " settings say how to connect to one)"
+)
+
+
 async def connect(
     host: str,
     port: int,
@@ -65,7 +73,7 @@ async def connect(
         with trio.fail_after(timeout_ms / 1000):
             tcp = await trio.open_tcp_stream(host, port)
             if security is None or security.protocol == "PLAINTEXT":
-                return BrokerConnection(tcp, address, client_id)
+                return BrokerConnection(tcp, address, client_id, closed_hint=_PLAINTEXT_HINT)
             stream: trio.abc.Stream = tcp
             if security.uses_tls:
                 stream = await _tls(tcp, host, security, address)
@@ -110,8 +118,10 @@ class BrokerConnection:
         client_id: str | None,
         *,
         socket_stream: trio.SocketStream | None = None,
+        closed_hint: str = "",
     ) -> None:
-        """`socket_stream`: the TCP stream under `stream` when that is a TLS stream."""
+        """`socket_stream`: the TCP stream under `stream` when that is a TLS stream;
+        `closed_hint`: said when the broker closes the connection before its first answer."""
         self.address = address
         self._stream = stream
         if socket_stream is None:
@@ -124,6 +134,8 @@ class BrokerConnection:
         self._arrived: dict[int, ReceivedResponse] = {}
         self._waiting: set[int] = set()
         self._broken: BrokerConnectionError | None = None
+        self._closed_hint = closed_hint
+        self._answered = False
 
     @property
     def broken(self) -> bool:
@@ -199,6 +211,7 @@ class BrokerConnection:
                 raise self._broken from exc  # type: ignore[misc]
             if response is not NEED_DATA:
                 assert isinstance(response, ReceivedResponse)
+                self._answered = True
                 if response.correlation_id in self._waiting:  # else its caller gave up
                     self._arrived[response.correlation_id] = response
                 return
@@ -208,7 +221,7 @@ class BrokerConnection:
                 data = b""
                 reason = str(exc)
             else:
-                reason = "closed by the broker"
+                reason = "closed by the broker" + ("" if self._answered else self._closed_hint)
             if not data:
                 self._break(BrokerConnectionError(f"{self.address}: connection {reason}"))
                 raise self._broken  # type: ignore[misc]

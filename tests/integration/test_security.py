@@ -281,13 +281,13 @@ async def test_an_unknown_certificate_and_plaintext_to_a_tls_port_are_refused(
     with pytest.raises(AuthenticationFailedError, match="TLS handshake failed"):
         await connect("127.0.0.1", port, security=untrusting)
     plain = await connect("127.0.0.1", port)  # TCP is accepted; nothing else is
-    with pytest.raises(BrokerConnectionError):
+    with pytest.raises(BrokerConnectionError, match="a TLS or SASL listener"):
         await plain.request(MetadataRequest(None), timeout_ms=5000)
 
 
 async def test_requests_before_authentication_close_the_connection(cluster: Cluster) -> None:
     conn = await connect("127.0.0.1", cluster.brokers[1].port_of("INTERNAL"))
-    with pytest.raises(BrokerConnectionError):
+    with pytest.raises(BrokerConnectionError, match="a TLS or SASL listener"):
         await conn.request(MetadataRequest(None), timeout_ms=5000)
 
 
