@@ -5,6 +5,7 @@ EXTERNAL SASL_SSL one, SCRAM users and the ACL authorizer with `User:broker` and
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ class Pki:
     client: Path  # a client certificate (CN=alice,OU=Dev,O=Example) from the same CA
     other_ca: Path  # a CA nobody trusts
     other_client: Path  # a client certificate from it
+    expired_client: Path  # CN=alice from the trusted CA, expired yesterday
 
 
 def make_pki(directory: Path) -> Pki:
@@ -41,6 +43,7 @@ def make_pki(directory: Path) -> Pki:
         directory / "client.pem",
         directory / "other-ca.pem",
         directory / "other-client.pem",
+        directory / "expired-client.pem",
     )
     ca.cert_pem.write_to_path(str(paths.ca))
     ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
@@ -54,6 +57,12 @@ def make_pki(directory: Path) -> Pki:
     other.issue_cert(
         "mallory@example.com", common_name="mallory"
     ).private_key_and_cert_chain_pem.write_to_path(str(paths.other_client))
+    now = datetime.datetime.now(datetime.UTC)
+    ca.issue_cert(
+        "alice@example.com", common_name="alice", organization_name="Example",
+        organization_unit_name="Dev", not_before=now - datetime.timedelta(days=2),
+        not_after=now - datetime.timedelta(days=1),
+    ).private_key_and_cert_chain_pem.write_to_path(str(paths.expired_client))  # fmt: skip
     return paths
 
 

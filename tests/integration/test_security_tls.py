@@ -1,5 +1,6 @@
 """Mutual TLS: one broker whose SSL listener requires client certificates. The principal is
-the certificate's subject; a certificate from an unknown CA, or none, is refused."""
+the certificate's subject; a certificate from an unknown CA, an expired one, or none, is
+refused."""
 
 from __future__ import annotations
 
@@ -100,11 +101,17 @@ async def test_the_certificate_subject_is_the_principal(cluster: Cluster, pki: P
     assert f'"principal": "{ALICE}"' in broker.log_text()
 
 
-@pytest.mark.parametrize("which", ["no certificate", "an unknown CA's certificate"])
-async def test_a_missing_or_untrusted_client_certificate_is_refused(
+@pytest.mark.parametrize(
+    "which", ["no certificate", "an unknown CA's certificate", "an expired certificate"]
+)
+async def test_a_missing_untrusted_or_expired_client_certificate_is_refused(
     cluster: Cluster, pki: Pki, which: str
 ) -> None:
-    certificate = None if which == "no certificate" else str(pki.other_client)
+    certificate = {
+        "no certificate": None,
+        "an unknown CA's certificate": str(pki.other_client),
+        "an expired certificate": str(pki.expired_client),
+    }[which]
     with pytest.raises((AuthenticationFailedError, BrokerConnectionError)):
         conn = await connect(
             "127.0.0.1", cluster.brokers[1].port_of("MTLS"), security=tls(pki, certificate)
