@@ -243,7 +243,9 @@ class ClusterMetadata:
         timeout_ms (a refresh still under way then is abandoned).
 
         UnknownTopicError when the cluster keeps saying the topic does not exist until the
-        deadline; HighwaterTimeoutError when no answer came at all, or none to the last refresh.
+        deadline; HighwaterTimeoutError when no answer came at all, or none to the last refresh;
+        TOPIC_AUTHORIZATION_FAILED at once, as Kafka's Metadata.maybeThrowExceptionForTopic
+        (waiting would not change the principal's ACLs in time to matter).
         """
         partitions = self.partitions_for(topic)
         if partitions:
@@ -263,6 +265,10 @@ class ClusterMetadata:
             partitions = self.partitions_for(topic)
             if partitions:
                 return partitions
+            if answered and self.topic_error(topic) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                raise error_for_code(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"topic {topic!r} (no DESCRIBE on it)"
+                )
             remaining = deadline - trio.current_time()
             if remaining <= 0:
                 break
