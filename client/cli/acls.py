@@ -163,6 +163,9 @@ def _queries(
     groups: tuple[str, ...],
     cluster: bool,
     pattern_type: str | None,
+    *,
+    permission: str = "ANY",
+    hosts: tuple[str, ...] = (),
 ) -> list[AclQuery]:
     kind = (pattern_type or "any" if (topics or groups or cluster) else "any").upper()
     patterns: list[tuple[str, str | None, str]] = list(
@@ -170,9 +173,10 @@ def _queries(
     ) or [("ANY", None, "ANY")]
     ops = [_operation(o) for o in operations] or ["ANY"]
     return [
-        AclQuery(rtype, name, ptype, principal, None, op)
+        AclQuery(rtype, name, ptype, principal, host, op, permission)
         for rtype, name, ptype in patterns
         for principal in (principals or (None,))
+        for host in (hosts or (None,))
         for op in ops
     ]
 
@@ -198,9 +202,20 @@ def remove(
     """Remove the ACLs matching the resources, principals and operations named."""
     if not (topics or groups or cluster):
         fail("name the resources: --topic, --group or --cluster")
-    queries = _queries(
-        allow_principals + deny_principals, operations, topics, groups, cluster, pattern_type
-    )
+    # As kafka-acls: --allow-principal removes ALLOW bindings, --deny-principal DENY ones
+    # (each with its own hosts); with neither, every binding of the resources.
+    queries: list[AclQuery] = []
+    for permission, principals, hosts in (
+        ("ALLOW", allow_principals, allow_hosts),
+        ("DENY", deny_principals, deny_hosts),
+    ):
+        if principals:
+            queries += _queries(
+                principals, operations, topics, groups, cluster, pattern_type,
+                permission=permission, hosts=hosts,
+            )  # fmt: skip
+    if not queries:
+        queries = _queries((), operations, topics, groups, cluster, pattern_type)
 
     async def run() -> list[Acl]:
         async with _admin(bootstrap) as admin:
