@@ -125,13 +125,14 @@ class ConfigChangeListener:
         hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
         named = {name for kind, name in entities if kind == TOPICS}
         topics = hosted if defaults_changed else hosted & named
-        topic_configs = {}
-        for topic in sorted(topics):
-            try:
-                topic_configs[topic] = (await zk.run(get_entity_config(TOPICS, topic))).config
-            except zk_data.ZkDataError as exc:
-                self._log.warning("topic configs unreadable", topic=topic, error=str(exc))
-                topics = topics - {topic}
+        found, unreadable = await zk.run_each(
+            {topic: get_entity_config(TOPICS, topic) for topic in topics},
+            tolerate=(zk_data.ZkDataError,),
+        )
+        topic_configs = {topic: entity.config for topic, entity in found.items()}
+        for topic, error in sorted(unreadable.items()):
+            self._log.warning("topic configs unreadable", topic=topic, error=str(error))
+        topics = topics - unreadable.keys()
         users = (
             await zk.run(list_users())
             if everything
@@ -159,12 +160,14 @@ class ConfigChangeListener:
         """The SCRAM credentials of `users` into the broker's cache (Kafka's CredentialCache),
         every user's when `everything`: those no longer stored are forgotten."""
         credentials = dict(self._ctx.credentials) if not everything else {}
+        found, unreadable = await self._zk.run_each(
+            {user: get_entity_config(USERS, user) for user in users},
+            tolerate=(zk_data.ZkDataError,),
+        )
+        for user, error in sorted(unreadable.items()):
+            self._log.warning("user credentials unreadable", user=user, error=str(error))
         for user in users:
-            try:
-                stored = (await self._zk.run(get_entity_config(USERS, user))).config
-            except zk_data.ZkDataError as exc:
-                self._log.warning("user credentials unreadable", user=user, error=str(exc))
-                stored = {}
+            stored = found[user].config if user in found else {}
             for mechanism in SCRAM_MECHANISMS:
                 credentials.pop((user, mechanism), None)
                 if mechanism not in stored:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, assert_never
 
 import trio
@@ -73,6 +73,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_K = TypeVar("_K")
 DEFAULT_REQUEST_TIMEOUT_MS = 10_000
 # kazoo's reconnect delay starts at 0.1 s and doubles, up to an hour: once ZooKeeper has been
 # away ~9 s the next attempt comes after zookeeper.connection.timeout.ms (or the session
@@ -338,6 +339,35 @@ class ZkClient:
                 answer, error = None, exc
             request, result = step(script, answer, error)
         return result  # type: ignore[return-value]  # T may be None
+
+    async def run_each(
+        self,
+        scripts: Mapping[_K, ZkScript[_T]],
+        *,
+        tolerate: tuple[type[Exception], ...] = (),
+        concurrency: int = 16,
+    ) -> tuple[dict[_K, _T], dict[_K, Exception]]:
+        """Run independent scripts concurrently: kazoo pipelines their requests on the one
+        session, so N reads over a slow link cost about one round trip, not N. Returns the
+        results and the `tolerate`d errors by key; any other error is raised (the first)."""
+        results: dict[_K, _T] = {}
+        failed: dict[_K, Exception] = {}
+        limiter = trio.CapacityLimiter(concurrency)
+
+        async def one(key: _K, script: ZkScript[_T]) -> None:
+            async with limiter:
+                try:
+                    results[key] = await self.run(script)
+                except Exception as exc:  # raised below, outside the nursery (no groups)
+                    failed[key] = exc
+
+        async with trio.open_nursery() as nursery:
+            for key, script in scripts.items():
+                nursery.start_soon(one, key, script)
+        for exc in failed.values():
+            if not isinstance(exc, tolerate):
+                raise exc
+        return results, failed
 
     async def execute(self, request: ZkRequest) -> object:
         match request:

@@ -14,6 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.metadata import MetadataPartition, MetadataTopic
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
+from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["MetadataCache", "PartitionInfo"]
 
@@ -111,6 +112,7 @@ class MetadataCache:
                 self._partition(index, info, reachable)
                 for index, info in sorted(partitions.items())
             ),
+            is_internal=name in INTERNAL_TOPICS,
         )
 
     def _partition(

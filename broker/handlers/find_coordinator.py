@@ -38,7 +38,6 @@ async def handle_find_coordinator(
         await coordinator.ensure_offsets_topic()
     reachable = metadata.brokers_on(SESSION.get().listener)
     found = []
-    num_partitions = ctx.config.offsets_topic_num_partitions
     for key in request.coordinator_keys:
         if not key:
             found.append(failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty"))
@@ -46,7 +45,7 @@ async def handle_find_coordinator(
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
             found.append(failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized"))
             continue
-        broker = coordinator_of(metadata, key, num_partitions)
+        broker = coordinator_of(metadata, key)
         if broker is None:
             found.append(
                 failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic has no leader")

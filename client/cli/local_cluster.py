@@ -191,6 +191,8 @@ def broker_properties(layout: ClusterLayout, broker_id: int) -> str:
         "log.dirs": layout.broker_dir(broker_id) / "data",
         "num.partitions": 1,
         "default.replication.factor": 1,
+        # Kafka waits for this many live brokers before creating __consumer_offsets.
+        "offsets.topic.replication.factor": min(3, layout.brokers),
     }
     if layout.secure:
         settings.update(
