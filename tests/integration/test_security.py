@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -19,13 +20,34 @@ from client.producer import Producer
 from client.security import ClientSecurity
 from client.security_admin import Acl, create_acls, upsert_user
 from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.offset_commit import (
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopic,
+)
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from protocol.messages.sasl_handshake import SaslHandshakeRequest
 from protocol.records import Record, build_batch
 from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
+from tests.integration.group_checks import Member, commit, settle
 from tests.integration.secure_cluster import (
     BROKER_PASSWORD,
     Pki,
@@ -474,3 +496,99 @@ async def test_replication_and_failover_work_among_authenticated_brokers(
         return len(meta.topics[0].partitions[0].isr_nodes) == 3
 
     await eventually(back_in_sync, 60, "the restarted broker back in the ISR over SASL")
+
+
+async def test_consumer_group_requests_need_the_group_and_topic_acls(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """FindCoordinator needs DESCRIBE on the group; a join READ on it and DESCRIBE on each
+    subscribed topic; a commit READ on the group and on each topic; OffsetFetch DESCRIBE on the
+    group. Each refusal changes nothing: no member, no offset."""
+    await _topic(cluster, pki, "invoices")
+    group = "billing"
+    bob = security(pki, "bob", "bob-secret")
+    asked = cluster.brokers[1].port_of("EXTERNAL")
+
+    async def request(port: int, as_user: ClientSecurity, body: object) -> Any:
+        conn = await connect("127.0.0.1", port, security=as_user)
+        try:
+            return await conn.request(body)
+        finally:
+            await conn.aclose()
+
+    async def find() -> Coordinator:
+        answer: FindCoordinatorResponse = await request(
+            asked, bob, FindCoordinatorRequest((group,))
+        )
+        return answer.coordinators[0]
+
+    assert (await find()).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    await _grant(cluster, pki, [_allow("User:bob", "READ", "GROUP", group)])
+
+    async def found() -> bool:
+        return (await find()).error_code == ErrorCode.NONE
+
+    await eventually(found, 60, "bob allowed to find the group's coordinator")
+    coordinator = await find()
+    port = coordinator.port
+    assert port == cluster.brokers[coordinator.node_id].port_of("EXTERNAL")
+    join = ConsumerGroupHeartbeatRequest(
+        group,
+        "",
+        0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=("invoices",),
+        topic_partitions=(),
+    )
+
+    async def join_refused_for_the_topic() -> bool:
+        answer: ConsumerGroupHeartbeatResponse = await request(port, bob, join)
+        assert answer.error_code != ErrorCode.NONE, answer
+        return answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    await eventually(join_refused_for_the_topic, 30, "the coordinator to know bob's group ACL")
+    outsider_commit = OffsetCommitRequest(
+        group, (OffsetCommitTopic("invoices", (OffsetCommitPartition(0, 3),)),)
+    )
+    refused: OffsetCommitResponse = await request(port, bob, outsider_commit)
+    assert refused.topics[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    eve_fetch: OffsetFetchResponse = await request(
+        port, security(pki, "eve", "eve-secret"), OffsetFetchRequest(group)
+    )
+    assert eve_fetch.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    described: ConsumerGroupDescribeResponse = await request(
+        port, security(pki), ConsumerGroupDescribeRequest((group,))
+    )
+    assert described.groups[0].members == ()
+    offsets: OffsetFetchResponse = await request(port, security(pki), OffsetFetchRequest(group))
+    assert offsets.error_code == ErrorCode.NONE and offsets.topics == ()
+
+    await _grant(cluster, pki, [_allow("User:bob", "READ", "TOPIC", "invoices")])
+
+    joins: list[ConsumerGroupHeartbeatResponse] = []
+
+    async def joined() -> bool:
+        answer: ConsumerGroupHeartbeatResponse = await request(port, bob, join)
+        if answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            return False
+        assert answer.error_code == ErrorCode.NONE, answer
+        joins.append(answer)
+        return True
+
+    await eventually(joined, 30, "the coordinator to know bob's topic ACL")
+    (answer,) = joins
+    assert answer.member_id and answer.assignment is not None, answer
+    conn = await connect("127.0.0.1", port, security=bob)
+    try:
+        member = Member(group, answer.member_id, answer.member_epoch, ())
+        member = await settle(conn, member, answer.assignment.topic_partitions)
+        await commit(conn, member, {("invoices", 0): (3, None)})  # asserts no error
+        left: ConsumerGroupHeartbeatResponse = await conn.request(
+            ConsumerGroupHeartbeatRequest(group, member.member_id, -1)
+        )
+        assert left.error_code == ErrorCode.NONE, left
+    finally:
+        await conn.aclose()
+    offsets = await request(port, security(pki), OffsetFetchRequest(group))
+    assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
+            for t in offsets.topics] == [("invoices", [(0, 3)])]  # fmt: skip
