@@ -28,6 +28,7 @@ from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.find_coordinator import (
     Coordinator,
@@ -45,6 +46,12 @@ from protocol.messages.offset_commit import (
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from protocol.messages.sasl_handshake import SaslHandshakeRequest
+from protocol.messages.stop_replica import (
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaTopicState,
+)
+from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.records import Record, build_batch
 from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
 from tests.integration.group_checks import Member, commit, settle
@@ -316,6 +323,9 @@ async def test_requests_before_authentication_close_the_connection(cluster: Clus
 async def test_a_client_pretending_to_be_a_follower_or_the_controller_is_refused(
     cluster: Cluster, pki: Pki
 ) -> None:
+    """A replica fetch (CVE-2018-1288), LeaderAndIsr, StopReplica, UpdateMetadata and
+    ControlledShutdown need CLUSTER_ACTION: alice, with READ and WRITE on the topic, is refused
+    each, and the partition keeps its leader, epoch and records."""
     await _topic(cluster, pki, "replicated")
     await _grant(
         cluster,
@@ -330,6 +340,12 @@ async def test_a_client_pretending_to_be_a_follower_or_the_controller_is_refused
     partition = meta.topics[0].partitions[0]
     follower = next(r for r in partition.replica_nodes if r != partition.leader_id)
     alice = security(pki, "alice", "alice-secret")
+    async with Producer(external(cluster), security=alice, acks="all") as producer:
+        for i in range(5):
+            await producer.send("replicated", b"%d" % i)
+        await producer.flush()
+    before = await _end_offsets(cluster, pki, "replicated")
+    assert before == {0: 5}
     conn = await connect(
         "127.0.0.1", cluster.brokers[partition.leader_id].port_of("EXTERNAL"), security=alice
     )
@@ -356,11 +372,26 @@ async def test_a_client_pretending_to_be_a_follower_or_the_controller_is_refused
         )
         answer = await conn.request(LeaderAndIsrRequest(follower, 999, -1, (takeover,), ()))
         assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        delete = StopReplicaTopicState("replicated", (StopReplicaPartitionState(0, -2, True),))
+        stopped = await conn.request(StopReplicaRequest(follower, 999, -1, (delete,)))
+        assert stopped.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        emptied = await conn.request(UpdateMetadataRequest(follower, 999, -1, (), ()))
+        assert emptied.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     finally:
         await conn.aclose()
+    to_controller = await connect(
+        "127.0.0.1", cluster.brokers[meta.controller_id].port_of("EXTERNAL"), security=alice
+    )
+    try:
+        shutdown = await to_controller.request(ControlledShutdownRequest(partition.leader_id, -1))
+        assert shutdown.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        await to_controller.aclose()
     after = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["replicated"])
     assert after.topics[0].partitions[0].leader_id == partition.leader_id
     assert after.topics[0].partitions[0].leader_epoch == partition.leader_epoch
+    assert len(after.brokers) == 3
+    assert await _end_offsets(cluster, pki, "replicated") == before
 
 
 def _rss_kib(cluster: Cluster, broker_id: int) -> int:
