@@ -50,11 +50,16 @@ __all__ = ["handle_create_acls", "handle_delete_acls", "handle_describe_acls"]
 _ATTEMPTS = 5
 _CONCRETE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER)
 _CONCRETE_OPERATIONS = frozenset(AclOperation) - {AclOperation.UNKNOWN, AclOperation.ANY}
+# Kafka's answer (KafkaApis) when no authorizer is configured: ACLs would have no effect.
+_NO_AUTHORIZER = "no authorizer is configured on the broker (authorizer.class.name)"
 
 
 async def handle_create_acls(
     ctx: BrokerContext, header: RequestHeader, request: CreateAclsRequest
 ) -> CreateAclsResponse:
+    if not ctx.authorizing:
+        failed = AclCreationResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
+        return CreateAclsResponse(tuple(failed for _ in request.creations))
     if not ctx.authorize_cluster(AclOperation.ALTER):
         failed = AclCreationResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return CreateAclsResponse(tuple(failed for _ in request.creations))
@@ -73,6 +78,8 @@ async def handle_create_acls(
 async def handle_describe_acls(
     ctx: BrokerContext, header: RequestHeader, request: DescribeAclsRequest
 ) -> DescribeAclsResponse:
+    if not ctx.authorizing:
+        return DescribeAclsResponse(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return DescribeAclsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
@@ -102,6 +109,9 @@ async def handle_describe_acls(
 async def handle_delete_acls(
     ctx: BrokerContext, header: RequestHeader, request: DeleteAclsRequest
 ) -> DeleteAclsResponse:
+    if not ctx.authorizing:
+        failed = DeleteAclsFilterResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
+        return DeleteAclsResponse(tuple(failed for _ in request.filters))
     if not ctx.authorize_cluster(AclOperation.ALTER):
         failed = DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
