@@ -15,6 +15,7 @@ from protocol.errors import ErrorCode
 
 __all__ = [
     "ClientClosedError",
+    "CommitFailedError",
     "HighwaterClientError",
     "HighwaterTimeoutError",
     "LogTruncationError",
@@ -69,6 +70,15 @@ class HighwaterTimeoutError(HighwaterClientError):
 
 class ClientClosedError(HighwaterClientError):
     """The producer/consumer/admin was closed, or never started (use `async with`)."""
+
+
+class CommitFailedError(HighwaterClientError):
+    """An offset commit the coordinator refused for good (Kafka's CommitFailedException): the
+    member is no longer in the group (fenced, removed after its timeouts), or, for a commit
+    from outside the group, the group has active members (UNKNOWN_MEMBER_ID)."""
+
+    def __init__(self, message: str, code: ErrorCode | None = ErrorCode.UNKNOWN_MEMBER_ID) -> None:
+        super().__init__(message, code)
 
 
 class OffsetOutOfRangeError(HighwaterClientError):
