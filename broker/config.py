@@ -164,6 +164,16 @@ class BrokerConfig:
     delete_topic_enable: bool = _bool("delete.topic.enable")
     fetch_max_bytes: int = _int("fetch.max.bytes")
     request_timeout_ms: int = _int("request.timeout.ms")
+    offsets_topic_num_partitions: int = _int("offsets.topic.num.partitions")
+    offsets_topic_replication_factor: int = _int("offsets.topic.replication.factor")
+    offsets_topic_segment_bytes: int = _int("offsets.topic.segment.bytes")
+    offsets_retention_minutes: int = _int("offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = _int("offsets.retention.check.interval.ms")
+    offsets_commit_timeout_ms: int = _int("offsets.commit.timeout.ms")
+    offset_metadata_max_bytes: int = _int("offset.metadata.max.bytes")
+    group_consumer_session_timeout_ms: int = _int("group.consumer.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms")
+    group_consumer_max_size: int = _int("group.consumer.max.size")
 
     def log_config(self) -> LogConfig:
         """The broker-wide defaults for every log (topic configs may override them)."""

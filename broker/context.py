@@ -4,6 +4,7 @@ state (`broker.core.state.BrokerState`, what the decisions read and change) and 
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -21,13 +22,17 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.core.controller_requests import FollowerChange
+    from broker.group_coordinator import GroupCoordinator
     from broker.isr_manager import IsrManager
     from broker.producer_id_manager import ProducerIdManager
     from broker.replica_fetcher import ReplicaFetcherManager
     from controller.controller import Controller
     from controller.zk_client import ZkClient
 
-__all__ = ["METADATA_KEY", "BrokerContext", "wall_clock_ms"]
+__all__ = ["CLIENT_HOST", "METADATA_KEY", "BrokerContext", "wall_clock_ms"]
+
+# The address of the client whose request is being handled (set per connection by the server).
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 
 def wall_clock_ms() -> int:
@@ -45,6 +50,7 @@ class BrokerContext:
     fetchers: ReplicaFetcherManager | None = None  # followers' fetching (None: not started)
     isr_manager: IsrManager | None = None  # runs the ISR writes (None: not started)
     producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
+    group_coordinator: GroupCoordinator | None = None  # consumer groups (None: not started)
     cluster_id: str | None = None
     _registered: trio.Event = field(default_factory=trio.Event)
 
@@ -108,6 +114,12 @@ class BrokerContext:
                 partition = self.replica_manager.partitions.get(write.tp)
                 if self.state.isr.written(write, partition, None, self.now_ms()):
                     self.purgatory.notify(write.tp)
+
+    def partitions_changed(self) -> None:
+        """After a controller request: the group coordinator follows the offsets partitions
+        this broker leads."""
+        if self.group_coordinator is not None:
+            self.group_coordinator.sync_partitions()
 
     def change_followers(self, changes: Iterable[FollowerChange]) -> None:
         if self.fetchers is not None:

@@ -23,6 +23,7 @@ from broker.config import BrokerConfig, describe
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
+from broker.group_coordinator import GroupCoordinator
 from broker.isr_manager import IsrManager
 from broker.log.manager import LogManager
 from broker.log_cleaner import LogCleaner
@@ -73,6 +74,8 @@ async def run_broker(config: BrokerConfig) -> int:
                 await nursery.start(ctx.fetchers.run)
                 ctx.isr_manager = IsrManager(ctx, zk)
                 await nursery.start(ctx.isr_manager.run)
+                ctx.group_coordinator = GroupCoordinator(ctx)
+                await nursery.start(ctx.group_coordinator.run)
                 # listeners=...:0 binds any free port; advertise the one actually bound.
                 advertised_port = config.advertised_port or port
                 # ctx.registered records the broker epoch (again after a session expiry).

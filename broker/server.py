@@ -17,7 +17,7 @@ from typing import Any, cast
 import structlog
 import trio
 
-from broker.context import BrokerContext
+from broker.context import CLIENT_HOST, BrokerContext
 from broker.handlers import HANDLERS
 from broker.settings import default_of
 from protocol.apis import ApiKey, supported_versions
@@ -101,6 +101,7 @@ class BrokerServer:
             await trio.aclose_forcefully(stream)
             return
         conn = _Connection(peer)
+        CLIENT_HOST.set(host)  # this connection's task and the handlers it calls
         self._connections.add(conn)
         try:
             with conn.scope:

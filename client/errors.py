@@ -69,7 +69,17 @@ class HighwaterTimeoutError(HighwaterClientError):
 
 
 class ClientClosedError(HighwaterClientError):
-    """The producer/consumer/admin was closed, or never started (use `async with`)."""
+    """The producer/consumer/admin was closed, or never started (use `async with`).
+
+    For a record the producer's close failed (Kafka: "closed forcefully"), `in_doubt` says
+    whether a request carrying it went unanswered: then it may be in the topic; if not, it
+    certainly is not."""
+
+    def __init__(
+        self, message: str, code: ErrorCode | None = None, *, in_doubt: bool = False
+    ) -> None:
+        super().__init__(message, code)
+        self.in_doubt = in_doubt
 
 
 class CommitFailedError(HighwaterClientError):

@@ -118,7 +118,8 @@ class ClusterMetadata:
         self._topic_errors: dict[str, int] = {}
         self._interest: set[str] = set()  # topics refreshed when no list is given
         self._all_topics = False  # refresh every topic (admin)
-        self.last_refresh_ms = -math.inf
+        self.last_refresh_ms = -math.inf  # the last refresh, answered or not
+        self.last_answer_ms = -math.inf  # the last refresh a broker answered
         self.update_requested = True
 
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
@@ -233,10 +234,11 @@ class ClusterMetadata:
                 await self.refresh()
 
     async def wait_for_topic(self, topic: str, timeout_ms: float) -> tuple[int, ...]:
-        """The partitions of `topic`, refreshing (with backoff) until it appears.
+        """The partitions of `topic`, refreshing (with backoff) until it appears, for at most
+        timeout_ms (a refresh still under way then is abandoned).
 
         UnknownTopicError when the cluster keeps saying the topic does not exist until the
-        deadline; HighwaterTimeoutError when no answer came at all.
+        deadline; HighwaterTimeoutError when no answer came at all, or none to the last refresh.
         """
         partitions = self.partitions_for(topic)
         if partitions:
@@ -244,12 +246,15 @@ class ClusterMetadata:
         self.add_topics([topic])
         deadline = trio.current_time() + timeout_ms / 1000
         last_error: Exception | None = None
+        answered = False
         while True:
-            try:
-                await self.refresh()
-                last_error = None
-            except NoBrokersAvailable as exc:
-                last_error = exc
+            with trio.move_on_at(deadline):
+                try:
+                    await self.refresh()
+                    last_error = None
+                    answered = True
+                except NoBrokersAvailable as exc:
+                    last_error = exc
             partitions = self.partitions_for(topic)
             if partitions:
                 return partitions
@@ -257,10 +262,11 @@ class ClusterMetadata:
             if remaining <= 0:
                 break
             await trio.sleep(min(remaining, self.retry_backoff_ms / 1000))
-        if last_error is not None:
+        if last_error is not None or not answered:
             raise HighwaterTimeoutError(
-                f"topic {topic!r} not present in metadata after {timeout_ms:.0f} ms: {last_error}"
-            )
+                f"topic {topic!r} not present in metadata after {timeout_ms:.0f} ms: "
+                f"{last_error or 'no broker answered'}"
+            ) from last_error
         code = self.topic_error(topic)
         raise UnknownTopicError(
             f"topic {topic!r} not present in metadata after {timeout_ms:.0f} ms"
@@ -318,7 +324,7 @@ class ClusterMetadata:
         if wanted is None:
             for gone in set(self._partitions) - seen_topics:
                 del self._partitions[gone]
-        self.last_refresh_ms = _now_ms()
+        self.last_refresh_ms = self.last_answer_ms = _now_ms()
         self.update_requested = False
         self._refreshed.set()
         self._refreshed = trio.Event()

@@ -6,9 +6,12 @@ compares and hashes equal to one.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-__all__ = ["TopicPartition"]
+__all__ = ["INTERNAL_TOPICS", "OFFSETS_TOPIC", "TopicPartition"]
+
+OFFSETS_TOPIC: Final = "__consumer_offsets"  # the group coordinator's (docs/groups.md)
+INTERNAL_TOPICS: Final = frozenset({OFFSETS_TOPIC})  # written by brokers only
 
 
 class TopicPartition(NamedTuple):

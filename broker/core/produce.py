@@ -18,7 +18,7 @@ from protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
-from protocol.topic_partition import TopicPartition
+from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
 
 __all__ = [
     "MAX_PRODUCE_TIMEOUT_MS",
@@ -44,13 +44,24 @@ def timeout_ms(request: ProduceRequest) -> int:
     return min(max(request.timeout_ms, 0), MAX_PRODUCE_TIMEOUT_MS)
 
 
-def append_produce(state: BrokerState, request: ProduceRequest, now_ms: int) -> ProduceAppend:
+def append_produce(
+    state: BrokerState, request: ProduceRequest, now_ms: int, *, internal: bool = False
+) -> ProduceAppend:
+    """`internal`: the broker's own write (the group coordinator's); clients may not append
+    to internal topics (Kafka's INVALID_TOPIC_EXCEPTION)."""
     if request.acks not in (-1, 0, 1):
         return ProduceAppend(_all(request, ErrorCode.INVALID_REQUIRED_ACKS))
     out = ProduceAppend({})
     for topic in request.topic_data:
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
+            if not internal and topic.name in INTERNAL_TOPICS:
+                out.results[tp] = ProducePartitionResponse(
+                    data.index,
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    error_message=f"{topic.name} is internal: only the broker writes to it",
+                )
+                continue
             if request.acks == -1 and not state.enough_replicas(tp):
                 out.results[tp] = ProducePartitionResponse(
                     data.index, ErrorCode.NOT_ENOUGH_REPLICAS, error_message="ISR too small"

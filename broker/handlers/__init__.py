@@ -7,16 +7,24 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.handlers.api_versions import handle_api_versions
+from broker.handlers.consumer_group_describe import handle_consumer_group_describe
+from broker.handlers.consumer_group_heartbeat import handle_consumer_group_heartbeat
 from broker.handlers.controlled_shutdown import handle_controlled_shutdown
 from broker.handlers.create_partitions import handle_create_partitions
 from broker.handlers.create_topics import handle_create_topics
+from broker.handlers.delete_groups import handle_delete_groups
 from broker.handlers.delete_topics import handle_delete_topics
 from broker.handlers.elect_leaders import handle_elect_leaders
 from broker.handlers.fetch import handle_fetch
+from broker.handlers.find_coordinator import handle_find_coordinator
 from broker.handlers.init_producer_id import handle_init_producer_id
 from broker.handlers.leader_and_isr import handle_leader_and_isr
+from broker.handlers.list_groups import handle_list_groups
 from broker.handlers.list_offsets import handle_list_offsets
 from broker.handlers.metadata import handle_metadata
+from broker.handlers.offset_commit import handle_offset_commit
+from broker.handlers.offset_delete import handle_offset_delete
+from broker.handlers.offset_fetch import handle_offset_fetch
 from broker.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.handlers.partition_reassignments import (
     handle_alter_partition_reassignments,
@@ -50,4 +58,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.LIST_GROUPS: handle_list_groups,
 }

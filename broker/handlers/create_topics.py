@@ -24,6 +24,7 @@ from protocol.messages.create_topics import (
     CreateTopicsResponse,
     CreateTopicsResult,
 )
+from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["handle_create_topics", "validate_topic_name"]
 
@@ -79,6 +80,10 @@ async def _create_one(
         return _failed(topic, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
     if topic.name in ctx.metadata.topics:
         return _failed(topic, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} exists")
+    if topic.name in INTERNAL_TOPICS:
+        return _failed(
+            topic, ErrorCode.INVALID_REQUEST, f"{topic.name} is internal: the brokers create it"
+        )
     try:
         config = validate_topic_config({c.name: c.value for c in topic.configs})
     except TopicConfigError as exc:

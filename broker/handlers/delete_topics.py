@@ -17,6 +17,7 @@ from protocol.messages.delete_topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["handle_delete_topics"]
 
@@ -32,6 +33,10 @@ async def handle_delete_topics(
         if name not in ctx.metadata.topics:
             results[name] = DeletableTopicResult(
                 name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+            )
+        elif name in INTERNAL_TOPICS:
+            results[name] = DeletableTopicResult(
+                name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is internal to the brokers"
             )
         elif not ctx.config.delete_topic_enable:
             results[name] = DeletableTopicResult(

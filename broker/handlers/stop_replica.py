@@ -21,4 +21,5 @@ async def handle_stop_replica(
     outcome = apply_stop_replica(ctx.state, request)
     ctx.change_followers(outcome.followers)
     ctx.wake(outcome.wake)
+    ctx.partitions_changed()
     return outcome.response

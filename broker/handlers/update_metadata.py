@@ -21,4 +21,5 @@ async def handle_update_metadata(
     outcome = apply_update_metadata(ctx.state, request)
     ctx.change_followers(outcome.followers)
     ctx.wake(outcome.wake)
+    ctx.partitions_changed()
     return outcome.response

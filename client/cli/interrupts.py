@@ -44,7 +44,7 @@ class Interrupts:
         self,
         *,
         grace_s: float = 0.0,
-        abort: Callable[[], Awaitable[None]] | None = None,
+        abort: Callable[[], Awaitable[object]] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         with trio.open_signal_receiver(*SIGNALS) as signals:

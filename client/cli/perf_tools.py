@@ -23,7 +23,7 @@ import trio
 from client.consumer import Consumer
 from client.errors import HighwaterClientError, HighwaterTimeoutError
 from client.metadata import ClusterMetadata
-from client.producer import COMPRESSIONS, DeliveryFuture, Producer, estimate_record_bytes
+from client.producer import DeliveryFuture, Producer, estimate_record_bytes
 from protocol.compression import codec_named
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import (
@@ -264,12 +264,10 @@ async def run_produce_perf(
         acks=acks,
         batch_size=batch_size,
         linger_ms=linger_ms,
-        compression=compression if compression in COMPRESSIONS else "none",
+        compression=compression,
         enable_idempotence=enable_idempotence,
         client_id="highwater-perf",
     ) as producer:
-        if compression not in COMPRESSIONS:  # codecs the producer's own table lacks
-            producer.compression = codec_named(compression)
         await producer.partitions_for(topic)  # metadata first: not part of the measurement
         clock = time.perf_counter
         wall = time.time

@@ -1,10 +1,12 @@
 """`highwater produce TOPIC`: one record per input line (kafka-console-producer, kcat -P).
 
 Before reading input, one Metadata round checks the cluster and the topic (`check_topics`): no
-broker or no topic fails once, at once. Records are then sent as lines arrive (`lines.py`
-splits them in linear time, refusing one over max.request.size as it streams in); results are
-reported in input order (`produce_report.py`). Ctrl-C or SIGTERM stops reading, waits at most
-FLUSH_ON_INTERRUPT_S for the records in flight, and prints what became of them.
+broker or no topic fails once, at once (the producer would wait max.block.ms first). Records
+are then sent as lines arrive (`lines.py` splits them in linear time, refusing one over
+max.request.size as it streams in); results are reported in input order, and the producer's
+retries as warnings (`produce_report.py`). Ctrl-C or SIGTERM stops reading, waits at most
+FLUSH_ON_INTERRUPT_S for the records in flight, then closes the producer, which says which
+records are in doubt.
 """
 
 from __future__ import annotations
@@ -25,11 +27,23 @@ from client.cli.common import bootstrap_option, check_topics, fail, run_client
 from client.cli.format import EnvelopeError, ProducerInput, decode_envelope, split_key
 from client.cli.interrupts import Interrupts
 from client.cli.lines import LineSplitter, TooLong, unescape
-from client.cli.produce_report import BadLine, Outcome, Sent, report, warn_while_stalled
+from client.cli.produce_report import (
+    DELIVERY_TIMEOUT_MS,
+    BadLine,
+    Outcome,
+    Sent,
+    report,
+    retry_warning,
+)
 from client.cli.properties import PRODUCER_PROPERTIES, PropertyError, parse_properties
-from client.errors import HighwaterClientError, HighwaterTimeoutError, ProducerFatalError
-from client.producer import COMPRESSIONS, Producer
-from protocol.compression import CODECS, codec_named
+from client.errors import (
+    HighwaterClientError,
+    HighwaterTimeoutError,
+    NoBrokersAvailable,
+    ProducerFatalError,
+)
+from client.producer import Producer
+from protocol.compression import CODECS
 
 __all__ = ["ACKS", "produce"]
 
@@ -41,7 +55,7 @@ MAX_REQUEST_SIZE = 1_048_576  # the producer's default max.request.size
 FLUSH_ON_INTERRUPT_S = 5.0  # after Ctrl-C: how long to wait for acknowledgements
 _JSON_LINE_FACTOR = 4  # an envelope line may be this much larger than its record (base64...)
 # Errors after which every later record would fail the same way: one line, then stop.
-_FATAL = (ProducerFatalError, HighwaterTimeoutError)
+_FATAL = (ProducerFatalError, HighwaterTimeoutError, NoBrokersAvailable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +113,6 @@ def _reader(stdin: BinaryIO) -> Callable[[int], bytes]:
     return partial(os.read, fd)
 
 
-def _open_producer(bootstrap: str, settings: dict[str, Any]) -> Producer:
-    compression = settings.pop("compression", "none")
-    producer = Producer(
-        bootstrap,
-        compression=compression if compression in COMPRESSIONS else "none",
-        **settings,
-    )
-    if compression not in COMPRESSIONS:
-        # The producer's own table lists fewer codecs than protocol.compression: until it takes
-        # them from there, set the codec it encodes batches with.
-        producer.compression = codec_named(compression)
-    return producer
-
-
 async def _produce(
     bootstrap: str, options: _Options, settings: dict[str, Any], stdin: BinaryIO
 ) -> Outcome:
@@ -120,8 +120,9 @@ async def _produce(
     interrupts = Interrupts()
     results_in, results_out = trio.open_memory_channel[Sent | BadLine](_MAX_PENDING_RECORDS)
     max_block_ms = settings.get("max_block_ms", MAX_BLOCK_MS)
+    warn = retry_warning(settings.get("delivery_timeout_ms", DELIVERY_TIMEOUT_MS))
     async with (
-        _open_producer(bootstrap, dict(settings)) as producer,
+        Producer(bootstrap, on_retry=warn, **settings) as producer,
         trio.open_nursery() as nursery,
     ):
         abort = partial(producer.aclose, timeout_ms=0)
@@ -131,9 +132,8 @@ async def _produce(
         if not interrupts.interrupted:
             reported = trio.Event()
             nursery.start_soon(report, results_out, outcome, reported)
-            nursery.start_soon(warn_while_stalled, producer, options.topic, outcome, settings)
             async with results_in:
-                await _send_records(producer, stdin, options, results_in, interrupts, outcome)
+                await _send_records(producer, stdin, options, results_in, interrupts)
                 await producer.flush()
             await reported.wait()
         nursery.cancel_scope.cancel()
@@ -147,7 +147,6 @@ async def _send_records(
     options: _Options,
     results: trio.MemorySendChannel[Sent | BadLine],
     interrupts: Interrupts,
-    outcome: Outcome,
 ) -> None:
     splitter = LineSplitter(options.delimiter, options.max_line_bytes)
     line_number = 0
@@ -184,7 +183,6 @@ async def _send_records(
             continue
         if scope.cancelled_caught:
             return
-        outcome.queued += 1
         await results.send(Sent(line_number, delivery))
 
 

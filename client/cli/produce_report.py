@@ -1,17 +1,17 @@
-"""What `produce` tells the user: delivery results in input order, warnings while stalled.
+"""What `produce` tells the user: delivery results in input order, warnings as it retries.
 
 Each failure's error is printed for its first few records (Kafka's error name and the line),
 then counted: a cluster that refuses everything gives a handful of lines, not one per record.
-While records wait for acknowledgement and none has come for WARN_INTERVAL_S, a warning names
-the partitions without a leader (as Kafka's producer logs LEADER_NOT_AVAILABLE as it retries).
+While a partition's records wait for a retry (no leader, a refusal, a lost connection), the
+producer's on_retry hook prints a warning, at most one per partition every 5 s (as Kafka's
+producer logs LEADER_NOT_AVAILABLE as it retries).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +19,10 @@ import click
 import trio
 
 from client.errors import ClientClosedError, HighwaterClientError
-from client.producer import DeliveryFuture, Producer, RecordMetadata
+from client.producer import DeliveryFuture, RecordMetadata, RetryNotice
 
-__all__ = ["BadLine", "Outcome", "Sent", "report", "warn_while_stalled"]
+__all__ = ["BadLine", "Outcome", "Sent", "report", "retry_warning"]
 
-WARN_INTERVAL_S = 5.0
-_CHECK_INTERVAL_S = 0.5
 SHOWN_PER_ERROR = 3  # records whose error is printed in full, per error name
 DELIVERY_TIMEOUT_MS = 120_000  # the producer's default delivery.timeout.ms
 
@@ -47,14 +45,11 @@ class Sent:
 @dataclass
 class Outcome:
     print_offsets: bool = False
-    queued: int = 0  # records handed to the producer
-    settled: int = 0  # of those, the ones with a result
     acknowledged: int = 0
     failed: int = 0
-    unknown: int = 0  # not acknowledged when the producer was closed: may be in the topic
+    unknown: int = 0  # in flight when the producer was closed: may be in the topic
     errors: Counter[str] = field(default_factory=Counter)
     interrupted: bool = False
-    last_progress: float = 0.0  # trio time of the last result
 
     @property
     def total(self) -> int:
@@ -99,7 +94,6 @@ async def report(
     try:
         async with results:
             async for item in results:
-                outcome.last_progress = trio.current_time()
                 if isinstance(item, BadLine):
                     outcome.failed += 1
                     message = f"line {item.line_number}: {item.message}"
@@ -108,6 +102,10 @@ async def report(
                 try:
                     metadata = await _delivered(item.delivery)
                 except ClientClosedError as exc:
+                    if not exc.in_doubt:  # closed before delivery: not in the topic
+                        outcome.failed += 1
+                        outcome._failure(exc.name, f"line {item.line_number}: {exc}", {})
+                        continue
                     outcome.unknown += 1
                     if outcome.print_offsets:
                         _echo_json({"error": exc.name})
@@ -116,9 +114,6 @@ async def report(
                     outcome.failed += 1
                     outcome._failure(exc.name, f"line {item.line_number}: {exc}", {})
                     continue
-                finally:
-                    outcome.settled += 1
-                    outcome.last_progress = trio.current_time()
                 outcome.acknowledged += 1
                 if outcome.print_offsets:
                     _echo_json({"partition": metadata.partition, "offset": metadata.offset})
@@ -126,32 +121,16 @@ async def report(
         done.set()
 
 
-async def warn_while_stalled(
-    producer: Producer, topic: str, outcome: Outcome, settings: Mapping[str, Any]
-) -> None:
-    """Every WARN_INTERVAL_S without a result while records wait: one warning line."""
-    delivery_timeout_ms = settings.get("delivery_timeout_ms", DELIVERY_TIMEOUT_MS)
-    outcome.last_progress = trio.current_time()
-    last_warning = -math.inf
-    while True:
-        await trio.sleep(_CHECK_INTERVAL_S)
-        now = trio.current_time()
-        waiting = outcome.queued - outcome.settled
-        stalled_s = now - outcome.last_progress
-        if waiting <= 0 or min(stalled_s, now - last_warning) < WARN_INTERVAL_S:
-            continue
-        last_warning = now
-        metadata = producer.metadata
-        leaderless = [
-            f"{topic}-{p}"
-            for p in metadata.partitions_for(topic) or ()
-            if metadata.leader_for(topic, p) is None
-        ]
-        why = ""
-        if leaderless:
-            why = f"; no leader for {', '.join(leaderless)} (LEADER_NOT_AVAILABLE)"
+def retry_warning(delivery_timeout_ms: float) -> Callable[[RetryNotice], None]:
+    """The producer's on_retry hook: one warning line on stderr per notice."""
+
+    def warn(notice: RetryNotice) -> None:
+        records = f"{notice.records_waiting} record{'s' if notice.records_waiting != 1 else ''}"
         click.echo(
-            f"Warning: {waiting} records not acknowledged for {stalled_s:.0f} s{why}; retrying "
-            f"until delivery.timeout.ms ({delivery_timeout_ms:.0f} ms) after each was sent",
+            f"WARN: {notice.topic}-{notice.partition}: {notice.error}, retrying ({records} "
+            f"waiting, the oldest for {notice.waiting_ms / 1000:.0f} s; they fail after "
+            f"delivery.timeout.ms {delivery_timeout_ms:.0f} ms)",
             err=True,
         )
+
+    return warn

@@ -16,11 +16,13 @@ from client.producer.idempotence import (
     IdempotenceState,
     PartitionSequences,
 )
-from client.producer.producer import COMPRESSIONS, Producer
+from client.producer.producer import Producer
+from client.producer.sender import RETRY_NOTICE_INTERVAL_MS, CloseResult, RetryNotice
 
 __all__ = [
-    "COMPRESSIONS",
     "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",
+    "RETRY_NOTICE_INTERVAL_MS",
+    "CloseResult",
     "DeliveryFuture",
     "IdempotenceState",
     "PartitionSequences",
@@ -28,6 +30,7 @@ __all__ = [
     "ProducerBatch",
     "RecordAccumulator",
     "RecordMetadata",
+    "RetryNotice",
     "estimate_record_bytes",
     "increment_sequence",
 ]

@@ -125,26 +125,26 @@ class RecordAccumulator:
 
     def ready(
         self, leader_for: Callable[[str, int], int | None], now_ms: float
-    ) -> tuple[set[int], float, bool]:
+    ) -> tuple[set[int], float, list[tuple[str, int]]]:
         """(brokers with a sendable batch, ms until the next batch may become ready,
-        whether some partition with data has no known leader)."""
+        the partitions with data but no known leader)."""
         nodes: set[int] = set()
         next_ms = math.inf
-        unknown_leader = False
+        leaderless: list[tuple[str, int]] = []
         sendable = self.sendable
         for tp, queue in self.batches.items():
             if not queue or tp in self.muted or (sendable is not None and not sendable(queue[0])):
                 continue
             leader = leader_for(*tp)
             if leader is None:
-                unknown_leader = True
+                leaderless.append(tp)
                 continue
             at = self._head_ready_at(queue, now_ms)
             if at <= now_ms:
                 nodes.add(leader)
             else:
                 next_ms = min(next_ms, at - now_ms)
-        return nodes, next_ms, unknown_leader
+        return nodes, next_ms, leaderless
 
     def drain(
         self,

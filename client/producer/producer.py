@@ -20,6 +20,7 @@ from client.errors import (
     ClientClosedError,
     HighwaterClientError,
     HighwaterTimeoutError,
+    NoBrokersAvailable,
     ProducerFatalError,
 )
 from client.metadata import ClusterMetadata
@@ -32,18 +33,13 @@ from client.producer.batch import (
     estimate_record_bytes,
 )
 from client.producer.idempotence import IdempotenceState, idempotence_enabled
-from client.producer.sender import Sender
-from protocol.compression import Compression
+from client.producer.sender import CloseResult, RetryNotice, Sender
+from protocol.compression import Compression, codec_named
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
-__all__ = ["COMPRESSIONS", "Producer"]
+__all__ = ["Producer"]
 
-COMPRESSIONS: Final = {
-    "none": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "zstd": Compression.ZSTD,
-}
 # The most a backlogged idempotent partition's batch grows to: 5 of them in flight keep a
 # replicated partition's pipeline full, and each stays well under message.max.bytes (1 MiB).
 _MAX_BACKLOG_BATCH_BYTES: Final = 256 * 1024
@@ -56,6 +52,10 @@ class Producer:
     acks, retries or max_in_flight_requests_per_connection conflict; True: ValueError then;
     False: off). docs/architecture.md (client/) says what idempotence guarantees and when it
     stops the producer (a ProducerFatalError).
+
+    `on_retry(notice)` learns of records waiting for a retry (a RetryNotice: no leader, a
+    leader's refusal, a failed request), at most once per partition every 5 s; it runs in the
+    producer's task and must not block or raise.
     """
 
     def __init__(
@@ -66,7 +66,7 @@ class Producer:
         enable_idempotence: bool | None = None,
         linger_ms: float = 5,
         batch_size: int = 16_384,
-        compression: str = "none",
+        compression: str | Compression = "none",
         retries: int = 2_147_483_647,
         retry_backoff_ms: float = 100,
         delivery_timeout_ms: float = 120_000,
@@ -78,20 +78,21 @@ class Producer:
         metadata_max_age_ms: int = 300_000,
         client_id: str = "highwater-producer",
         partitioner: StickyPartitioner | None = None,
+        on_retry: Callable[[RetryNotice], None] | None = None,
     ) -> None:
         if acks == "all":
             acks = -1
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
+        if not isinstance(compression, Compression):
+            compression = codec_named(compression)  # Kafka's compression.type names
         if batch_size <= 0 or max_in_flight_requests_per_connection <= 0 or buffer_memory <= 0:
             raise ValueError("batch_size, buffer_memory and max in flight must be positive")
         self.enable_idempotence = idempotence_enabled(
             enable_idempotence, int(acks), retries, max_in_flight_requests_per_connection
         )
         self.acks = int(acks)
-        self.compression = COMPRESSIONS[compression]
+        self._compression = compression
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms
@@ -125,7 +126,7 @@ class Producer:
             self._accumulator,
             self._idempotence,
             acks=self.acks,
-            compression=self.compression,
+            compression=compression,
             retries=retries,
             retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms,
@@ -136,6 +137,7 @@ class Producer:
             batch_size=batch_size,
             on_batch_done=self._batch_done,
             on_stop=self._stop_accepting,
+            on_retry=on_retry,
         )
         self._partitioner = partitioner or StickyPartitioner(batch_size)
         # send's fast path reads a plain StickyPartitioner's state (not a subclass's)
@@ -154,6 +156,16 @@ class Producer:
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._closing = False
         self._background_scope = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None  # the sender's, for background tasks
+        # Set when no broker answered a metadata wait of max_block_ms; cleared by the first
+        # answer (_probe_brokers asks meanwhile). While set, a send that needs metadata fails
+        # at once: records never wait behind a cluster that is not there.
+        self._no_brokers: NoBrokersAvailable | None = None
+
+    @property
+    def compression(self) -> Compression:
+        """The codec every batch is compressed with (fixed for the producer's lifetime)."""
+        return self._compression
 
     @property
     def producer_id(self) -> int:
@@ -185,6 +197,7 @@ class Producer:
         cancels them, never the body of the caller's `async with`."""
         with self._background_scope:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 self._accepting = not self._closing
                 task_status.started()
                 await self._sender.run(nursery)
@@ -210,11 +223,15 @@ class Producer:
             raise
         return await stack.__aexit__(exc_type, exc, tb)
 
-    async def aclose(self, timeout_ms: float | None = None) -> None:
+    async def aclose(self, timeout_ms: float | None = None) -> CloseResult:
         """Send what is buffered (waiting at most timeout_ms; None: until delivered or expired),
-        fail what is left with ClientClosedError, stop the sender, close connections."""
+        fail what is left with ClientClosedError, stop the sender, close connections.
+
+        Returns how many records close failed (Kafka's close(timeout) fails them "forcefully"):
+        `aborted` ones are not in the topic, `in_doubt` ones (in flight) may be; each record's
+        error says which (`ClientClosedError.in_doubt`). Closing again returns the same."""
         if self._sender.closed:
-            return
+            return self._sender.close()
         self._closing = True
         self._accepting = False
         self._sender.wake()
@@ -224,9 +241,10 @@ class Producer:
                     await self._flush_all()
         finally:
             # Also when the wait above is cancelled from outside: nothing stays pending.
-            self._sender.close()
+            result = self._sender.close()
             self._background_scope.cancel()
             await self.metadata.aclose()  # drops the connections before its checkpoint
+        return result
 
     def _stop_accepting(self) -> None:
         """The sender stopped the producer after a fatal error: sends raise it from now on."""
@@ -397,7 +415,7 @@ class Producer:
             if not self._accepting:
                 raise self._not_accepting_error()
             if not self.metadata.partition_count(topic):
-                await self.metadata.wait_for_topic(topic, self.max_block_ms)
+                await self._wait_for_topic(topic)
             size = estimate_record_bytes(key, value, headers)
             if size <= self.buffer_memory and self._buffer_used + size > self.buffer_memory:
                 await self._wait_for_memory(size)
@@ -420,7 +438,43 @@ class Producer:
             raise HighwaterTimeoutError(f"flush did not complete in {timeout_ms:.0f} ms")
 
     async def partitions_for(self, topic: str) -> tuple[int, ...]:
-        return await self.metadata.wait_for_topic(topic, self.max_block_ms)
+        return await self._wait_for_topic(topic)
+
+    async def _wait_for_topic(self, topic: str) -> tuple[int, ...]:
+        """The topic's partitions, waiting at most max_block_ms (Kafka's waitOnMetadata):
+        UnknownTopicError or HighwaterTimeoutError if the cluster did not show it in time;
+        NoBrokersAvailable if no broker answered at all, and from then on at once, without
+        waiting, until one answers."""
+        partitions = self.metadata.partitions_for(topic)
+        if partitions:
+            return partitions
+        if self._no_brokers is not None:
+            raise NoBrokersAvailable(str(self._no_brokers))
+        started_ms = _now_ms()
+        try:
+            return await self.metadata.wait_for_topic(topic, self.max_block_ms)
+        except HighwaterTimeoutError as exc:
+            if self.metadata.last_answer_ms >= started_ms:
+                raise  # the cluster is there
+            cause = exc.__cause__ or "no broker answered a metadata request"
+            error = NoBrokersAvailable(
+                f"{cause} (none in max_block_ms, {self.max_block_ms:.0f} ms)"
+            )
+            if self._nursery is not None and not self._closing:
+                self._no_brokers = error
+                self._nursery.start_soon(self._probe_brokers)
+            raise error from None
+
+    async def _probe_brokers(self) -> None:
+        """While no broker answers: a metadata round every retry_backoff_ms (connections back
+        off further, up to reconnect_backoff_max_ms), until one answers."""
+        while self._no_brokers is not None:
+            try:
+                await self.metadata.refresh()
+            except NoBrokersAvailable:
+                await trio.sleep(self.retry_backoff_ms / 1000)
+            else:
+                self._no_brokers = None
 
     async def _flush_all(self) -> None:
         accumulator = self._accumulator

@@ -7,6 +7,7 @@ KIP-126), expiry, metadata refreshes, InitProducerId, and the idempotent produce
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 import trio
@@ -37,7 +38,7 @@ from protocol.messages.produce import (
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["METADATA_ERRORS", "Sender"]
+__all__ = ["METADATA_ERRORS", "RETRY_NOTICE_INTERVAL_MS", "CloseResult", "RetryNotice", "Sender"]
 
 # Errors after which our idea of the partition's leader is probably wrong.
 METADATA_ERRORS: Final = frozenset(
@@ -71,13 +72,39 @@ _COORDINATOR_RETRIABLE_CODES: Final = frozenset({14, 15, 16})
 _NETWORK_TIMEOUT_MARGIN_MS: Final = 1_000  # the broker answers its own timeout first
 # Refusals of a batch as too big, after which it is split into batches of batch_size (KIP-126).
 _TOO_LARGE: Final = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+# At most one RetryNotice per partition this often (Kafka's Sender logs every retry at WARN).
+RETRY_NOTICE_INTERVAL_MS: Final = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class CloseResult:
+    """What closing did to the records still pending: each failed with ClientClosedError, as
+    Kafka's forced close fails them; `in_doubt` (the error's too) tells them apart."""
+
+    aborted: int = 0  # never sent, or refused by every attempt: certainly not in the topic
+    in_doubt: int = 0  # a request carrying them went unanswered: they may be in the topic
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A partition's records wait for a retry: its leader refused them or is unknown
+    (LEADER_NOT_AVAILABLE), or the request failed (NETWORK_EXCEPTION, REQUEST_TIMED_OUT). They
+    are retried until delivery_timeout_ms after each was queued."""
+
+    topic: str
+    partition: int
+    error: str  # Kafka's error name
+    records_waiting: int  # the partition's records not yet acknowledged or failed
+    waiting_ms: float  # since the oldest of them was queued
 
 
 class Sender:
     """Drains the accumulator into Produce requests and completes batches (Kafka's Sender).
 
     `on_batch_done(batch)` runs as a batch leaves the producer, before its futures complete
-    (the producer frees its buffer memory); `on_stop()` when the idempotent producer stops."""
+    (the producer frees its buffer memory); `on_stop()` when the idempotent producer stops;
+    `on_retry(notice)` as a partition's records wait for a retry, at most once per partition
+    every RETRY_NOTICE_INTERVAL_MS."""
 
     def __init__(
         self,
@@ -97,6 +124,7 @@ class Sender:
         batch_size: int,
         on_batch_done: Callable[[ProducerBatch], None],
         on_stop: Callable[[], None],
+        on_retry: Callable[[RetryNotice], None] | None = None,
     ) -> None:
         self._metadata = metadata
         self._accumulator = accumulator
@@ -113,12 +141,15 @@ class Sender:
         self._batch_size = batch_size
         self._on_batch_done = on_batch_done
         self._on_stop = on_stop
+        self._on_retry = on_retry
+        self._noticed_ms: dict[tuple[str, int], float] = {}  # the last RetryNotice's time
         self._wakeup = trio.Event()
         self._in_flight: dict[int, int] = {}  # requests outstanding per broker
         self._refreshing = False  # a metadata refresh task is running
         self._initializing = False  # an InitProducerId task is running
         self._nursery: trio.Nursery | None = None
         self._closed = False
+        self._close_result: CloseResult | None = None
 
     @property
     def closed(self) -> bool:
@@ -128,12 +159,34 @@ class Sender:
         """Have the sender look at the accumulator now (a batch opened, filled or flushed)."""
         self._wakeup.set()
 
-    def close(self) -> None:
-        """Stop: every batch not completed yet fails (ClientClosedError); the run loop returns."""
+    def close(self) -> CloseResult:
+        """Stop: every batch not completed yet fails (ClientClosedError); the run loop returns.
+        The queues are emptied first, so the loop, woken once more, finds nothing to drain.
+        A batch in flight, or one an earlier attempt may have appended, is in doubt. Closing
+        again returns the first close's result."""
+        if self._close_result is not None:
+            return self._close_result
         self._closed = True
+        queued = set(self._accumulator.abort_all())
+        aborted = in_doubt = 0
         for batch in list(self._accumulator.incomplete):
-            self.finish(batch, error=ClientClosedError("producer closed before delivery"))
+            if batch.maybe_appended or batch not in queued:
+                in_doubt += batch.record_count
+                error = ClientClosedError(
+                    "producer closed forcefully with the record's request unanswered: it may "
+                    "be in the topic",
+                    in_doubt=True,
+                )
+            else:
+                aborted += batch.record_count
+                error = ClientClosedError(
+                    "producer closed forcefully before the record was delivered: it is not in "
+                    "the topic"
+                )
+            self.finish(batch, error=error)
+        self._close_result = CloseResult(aborted, in_doubt)
         self.wake()
+        return self._close_result
 
     async def run(self, nursery: trio.Nursery) -> None:
         """The sender loop, until closed; request tasks start in `nursery`."""
@@ -141,14 +194,18 @@ class Sender:
         accumulator = self._accumulator
         metadata = self._metadata
         while True:
+            if self._closed:
+                return
             self._wakeup = trio.Event()
             now = _now_ms()
             for batch in accumulator.expire(now):
                 self.fail(batch, self._expiry_error(batch, now))
             accumulator.forget_size_limits(now, metadata.metadata_max_age_ms)
-            nodes, next_ms, unknown_leader = accumulator.ready(metadata.leader_for, now)
-            if unknown_leader:
+            nodes, next_ms, leaderless = accumulator.ready(metadata.leader_for, now)
+            if leaderless:
                 metadata.request_update()
+                for topic, partition in leaderless:
+                    self._notice(topic, partition, self._leader_error(topic, partition), now)
             if (
                 metadata.refresh_due(now)
                 and not self._refreshing
@@ -170,8 +227,6 @@ class Sender:
                     request = self.produce_request(batches)
                     self._in_flight[node] = self._in_flight.get(node, 0) + 1
                     nursery.start_soon(self._send_produce, node, batches, request)
-            if self._closed:
-                return
             if drained and self._idempotence is not None:
                 # A retry goes alone and max_request_size may cut a drain short: look
                 # again before waiting.
@@ -179,7 +234,7 @@ class Sender:
                 continue
             expires_in = accumulator.oldest_created_ms() + self._delivery_timeout_ms - now
             next_ms = min(next_ms, expires_in)
-            if unknown_leader:
+            if leaderless:
                 next_ms = min(next_ms, self._retry_backoff_ms)
             with trio.move_on_after(max(next_ms, 1) / 1000):
                 await self._wakeup.wait()
@@ -409,6 +464,7 @@ class Sender:
         ):
             goes_before = None if idempotence is None else idempotence.retry_goes_before(batch)
             self._accumulator.reenqueue(batch, now, self._retry_backoff_ms, goes_before)
+            self._notice(batch.topic, batch.partition, error.name, now)
             return
         if retriable and now - batch.created_ms >= self._delivery_timeout_ms:
             error = self._expiry_error(batch, now)
@@ -442,6 +498,37 @@ class Sender:
             goes_before = None if idempotence is None else idempotence.retry_goes_before(piece)
             accumulator.reenqueue(piece, now, 0, goes_before)
         return True
+
+    # ----- telling the caller of retries -----------------------------------------------------
+
+    def _notice(self, topic: str, partition: int, error: str, now: float) -> None:
+        """on_retry for a partition whose records wait for a retry, at most once per
+        RETRY_NOTICE_INTERVAL_MS per partition."""
+        on_retry = self._on_retry
+        if on_retry is None:
+            return
+        tp = (topic, partition)
+        last = self._noticed_ms.get(tp)
+        if last is not None and now - last < RETRY_NOTICE_INTERVAL_MS:
+            return
+        waiting = [
+            b for b in self._accumulator.incomplete if b.partition == partition and b.topic == topic
+        ]
+        if not waiting:
+            return
+        self._noticed_ms[tp] = now
+        records = sum(b.record_count for b in waiting)
+        oldest = min(b.created_ms for b in waiting)
+        on_retry(RetryNotice(topic, partition, error, records, now - oldest))
+
+    def _leader_error(self, topic: str, partition: int) -> str:
+        """Why a partition has no known leader, by Kafka's error name."""
+        info = self._metadata.partition_info(topic, partition)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name
+        if info.error_code in _KNOWN_CODES and info.error_code != ErrorCode.NONE:
+            return ErrorCode(info.error_code).name
+        return ErrorCode.LEADER_NOT_AVAILABLE.name
 
     # ----- completing batches --------------------------------------------------------------
 

@@ -29,10 +29,9 @@ from pyspark.sql.types import (
 )
 
 from client.errors import HighwaterClientError
-from client.producer import COMPRESSIONS, DeliveryFuture, Producer
+from client.producer import DeliveryFuture, Producer
 from client.spark.options import OptionError, SinkOptions, parse_sink_options
 from client.spark.rows import sink_rows
-from protocol.compression import codec_named
 
 __all__ = [
     "HighwaterBatchWriter",
@@ -116,12 +115,8 @@ async def _produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> i
         enable_idempotence=True,
         batch_size=BATCH_SIZE_BYTES,
         linger_ms=LINGER_MS,
-        compression=options.compression if options.compression in COMPRESSIONS else "none",
+        compression=options.compression,
     ) as producer:
-        if options.compression not in COMPRESSIONS:
-            # The producer's own table lists fewer codecs than protocol.compression: until it
-            # takes them from there, set the codec it encodes batches with.
-            producer.compression = codec_named(options.compression)
         # Spark hands batches over a pipe: next() blocks this loop briefly, which is fine,
         # since the producer's sender runs whenever send() yields.
         for batch in batches:

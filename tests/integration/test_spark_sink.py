@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from client.cli.zookeeper_server import ZooKeeperServer
+from protocol.compression import Compression
 from tests.integration.cluster_harness import Cluster
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
@@ -169,6 +170,23 @@ def test_stream_write_from_parquet_lands_every_record(
     assert set(values) == {f"s-{i}" for i in range(600)}
     assert max(values.values()) == 1, "a row written twice"
     assert all(r["key"] == str(int(r["value"][2:]) % 7) for r in consumed)
+
+
+@pytest.mark.timeout(240)
+def test_batch_write_compresses_with_every_codec(cluster: Cluster, spark: Any) -> None:
+    """kafka.compression.type: each codec of protocol.compression, by Kafka's name; every batch
+    the sink stored is compressed with it, and the CLI reads every row back."""
+    for codec in Compression:
+        topic = f"sink-codec-{codec.name.lower()}"
+        trio.run(create_topic, cluster, topic, [[1, 2, 3]])
+        rows = [(f"{codec.name}-{i} " + "compressible " * (i % 9),) for i in range(400)]
+        spark.createDataFrame(rows, "value string").coalesce(1).write.format("highwater").option(
+            "bootstrap.servers", cluster.bootstrap
+        ).option("topic", topic).option("kafka.compression.type", codec.name).mode("append").save()
+        stored = cluster.brokers[1].batch_headers(topic, 0)
+        assert stored and {h.compression for h in stored} == {int(codec)}, (codec, stored[:3])
+        consumed = consume_all(cluster, topic)
+        assert sorted(r["value"] for r in consumed) == sorted(v for (v,) in rows), codec
 
 
 @pytest.mark.timeout(120)

@@ -549,8 +549,7 @@ async def send_compressed(
     bootstrap: str, topic: str, codec: Compression, values: list[bytes]
 ) -> None:
     """One batch of `values` in partition 0, compressed with `codec`."""
-    async with Producer(bootstrap, linger_ms=50, batch_size=1 << 20) as producer:
-        producer.compression = codec  # whichever codecs the producer's own names cover
+    async with Producer(bootstrap, linger_ms=50, batch_size=1 << 20, compression=codec) as producer:
         futures = [await producer.send(topic, value, partition=0) for value in values]
         for future in futures:
             await future

@@ -12,8 +12,8 @@ from client.cli import consume as cli_consume
 from client.cli import produce as cli_produce
 from client.cli.main import main
 from client.consumer import ConsumerRecord, TopicPartition
-from client.errors import HighwaterClientError
-from client.producer import RecordMetadata
+from client.errors import ClientClosedError, HighwaterClientError
+from client.producer import RecordMetadata, RetryNotice
 from protocol.errors import ErrorCode
 
 __all__ = ["FakeConsumer", "FakeMetadata", "FakeProducer", "consumer", "producer", "run"]
@@ -65,7 +65,9 @@ class FakeMetadata:
 
 
 class FakeProducer:
-    """Acknowledges every record at the next offset of partition 0, except values b"fail"."""
+    """Acknowledges every record at the next offset of partition 0, except values b"fail";
+    b"retry" is acknowledged after one notice to the on_retry hook; b"aborted" and b"in doubt"
+    fail as the producer's close fails records never sent and records in flight."""
 
     instances: list[FakeProducer] = []
 
@@ -86,9 +88,14 @@ class FakeProducer:
         if value == b"refuse":  # refused by send itself, as a record over max.request.size
             raise HighwaterClientError("MESSAGE_TOO_LARGE: a record", ErrorCode.MESSAGE_TOO_LARGE)
         self.sent.append({"topic": topic, "value": value, **kwargs})
+        if value == b"retry":
+            self.options["on_retry"](RetryNotice(topic, 0, "LEADER_NOT_AVAILABLE", 1, 5_000.0))
         if value == b"fail":
             error = HighwaterClientError("MESSAGE_TOO_LARGE: too big", ErrorCode.MESSAGE_TOO_LARGE)
             return FakeFuture(None, error)
+        if value in (b"aborted", b"in doubt"):
+            closed = ClientClosedError(f"closed: {value.decode()}", in_doubt=value == b"in doubt")
+            return FakeFuture(None, closed)
         offset = len(self.sent) - 1
         return FakeFuture(RecordMetadata(topic, kwargs.get("partition") or 0, offset, 0), None)
 

@@ -63,10 +63,37 @@ def test_producer_properties_by_kafka_names_and_flags_win(producer: type[FakePro
         1,
         30000.0,
     )
+    assert options["compression"] == "lz4"  # the producer takes every codec itself
     result = run(["produce", "t", "-X", "acks=1", "--acks", "all", "-X", "client.id=me"], b"x\n")
     assert result.exit_code == 0, result.output
     assert producer.instances[1].options["acks"] == -1
     assert producer.instances[1].options["client_id"] == "me"
+
+
+def test_the_producers_retry_notices_are_warnings_on_stderr(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "t", "-X", "delivery.timeout.ms=30000"], b"retry\n")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "WARN: t-0: LEADER_NOT_AVAILABLE, retrying (1 record waiting, the oldest for 5 s; they "
+        "fail after delivery.timeout.ms 30000 ms)"
+    ]
+
+
+def test_records_the_close_failed_count_as_failed_or_unknown_as_the_producer_says(
+    producer: type[FakeProducer],
+) -> None:
+    result = run(["produce", "t", "--print-offsets"], b"ok\naborted\nin doubt\n")
+    assert result.exit_code == 1
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"partition": 0, "offset": 0},
+        {"error": "ClientClosedError"},
+        {"error": "ClientClosedError"},
+    ]
+    assert result.stderr.splitlines() == [
+        "Error: line 2: closed: aborted",
+        "Error: 1 of 3 records failed, 1 were not acknowledged in time (they may be in the "
+        "topic) (ClientClosedError: 1)",
+    ]
 
 
 def test_consume_several_topics_and_a_pattern(consumer: type[FakeConsumer]) -> None:

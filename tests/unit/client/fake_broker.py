@@ -37,7 +37,7 @@ larger than this together: RECORD_LIST_TOO_LARGE); a refused request appends not
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -232,10 +232,12 @@ class FakeCluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.ports[b]}" for b in self.broker_ids)
 
-    async def start(self, nursery: trio.Nursery) -> None:
+    async def start(self, nursery: trio.Nursery, ports: Mapping[int, int] | None = None) -> None:
+        """Listen on loopback: on `ports[broker id]` if given, else on a free port."""
         for broker_id in self.broker_ids:
+            port = (ports or {}).get(broker_id, 0)
             listeners = await nursery.start(
-                partial(trio.serve_tcp, self._handler_for(broker_id), 0, host="127.0.0.1")
+                partial(trio.serve_tcp, self._handler_for(broker_id), port, host="127.0.0.1")
             )
             self.ports[broker_id] = listeners[0].socket.getsockname()[1]
 

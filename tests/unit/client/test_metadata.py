@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import math
 
-from client.errors import NoBrokersAvailable
+import pytest
+import trio
+
+from client.errors import HighwaterTimeoutError, NoBrokersAvailable
 from client.metadata import ClusterMetadata, parse_bootstrap
+from protocol.apis import ApiKey
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.metadata import MetadataPartition, MetadataResponse, MetadataTopic
 from tests.unit.client.fake_broker import FakeCluster
@@ -74,3 +78,18 @@ async def test_no_brokers_available() -> None:
             await metadata.refresh()
     finally:
         await metadata.aclose()
+
+
+async def test_wait_for_topic_keeps_its_timeout_when_a_broker_never_answers(
+    cluster: FakeCluster,
+) -> None:
+    """A refresh under way at the deadline is abandoned (not left to request_timeout_ms)."""
+    cluster.stalled.add((1, ApiKey.METADATA))
+    metadata = ClusterMetadata(cluster.bootstrap, request_timeout_ms=60_000)
+    try:
+        with trio.fail_after(30), pytest.raises(HighwaterTimeoutError) as info:
+            await metadata.wait_for_topic("t", 200)
+    finally:
+        await metadata.aclose()
+    assert "no broker answered" in str(info.value)
+    assert metadata.last_answer_ms == -math.inf

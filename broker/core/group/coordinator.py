@@ -1,0 +1,508 @@
+"""The group coordinator of one broker, IO-free (Kafka's GroupCoordinatorService with its
+GroupMetadataManager and OffsetMetadataManager): groups and committed offsets of the
+`__consumer_offsets` partitions this broker leads.
+
+Each request becomes a `Decision`: the records to append to the group's partition and the
+answer to give once they are committed (or the error if the write fails). The state changes
+only by `replay`ing records, the same way a partition is loaded: it is always the replay of
+the partition's log. Session and revocation deadlines are in memory only (Kafka's timers).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Generic, TypeVar
+
+from broker.core.group.membership import HeartbeatRefused, apply_heartbeat, assignor_of, remove
+from broker.core.group.model import Group, GroupState, MemberState, OffsetValue, by_topic
+from broker.core.group.records import (
+    CoordinatorRecord,
+    group_record,
+    group_tombstone,
+    offset_record,
+    offset_tombstone,
+    replay,
+)
+from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_describe import DescribedGroup, DescribedMember
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    HeartbeatAssignment,
+    TopicPartitions,
+)
+from protocol.messages.list_groups import ListedGroup
+from protocol.messages.offset_commit import (
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopicResponse,
+)
+from protocol.messages.offset_delete import (
+    OffsetDeletePartitionResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteTopicResponse,
+)
+from protocol.messages.offset_fetch import (
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchTopic,
+)
+from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
+
+__all__ = [
+    "OFFSETS_TOPIC",
+    "Decision",
+    "GroupCoordinatorCore",
+    "GroupSettings",
+    "PartitionLoad",
+    "java_string_hash",
+    "partition_for",
+]
+
+_RETRY_MS: Final = 1000  # a failed removal's next attempt
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    num_partitions: int = 50  # offsets.topic.num.partitions
+    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    max_group_size: int = 2**31 - 1  # group.consumer.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+
+
+@dataclass(slots=True)
+class Decision(Generic[R]):
+    """Append `records` to `partition`, then answer `response`; `failed(code)` is the answer
+    if the write fails. No records: answer at once."""
+
+    partition: int
+    response: R
+    failed: Callable[[ErrorCode], R]
+    records: list[CoordinatorRecord] = field(default_factory=list)
+
+
+class PartitionLoad(enum.Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, int32 arithmetic)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class GroupCoordinatorCore:
+    def __init__(self, settings: GroupSettings, new_member_id: Callable[[], str]) -> None:
+        self.settings = settings
+        self._new_member_id = new_member_id
+        self.partitions: dict[int, PartitionLoad] = {}
+        self.groups: dict[str, Group] = {}
+        self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self.sessions: dict[tuple[str, str], int] = {}  # (group, member) -> deadline
+        self.revocations: dict[tuple[str, str], int] = {}  # ... -> rebalance deadline
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.settings.num_partitions)
+
+    def check(self, group_id: str) -> ErrorCode:
+        """Can this coordinator serve `group_id` now?"""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        load = self.partitions.get(self.partition_of(group_id))
+        if load is None:
+            return ErrorCode.NOT_COORDINATOR
+        if load is PartitionLoad.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def begin_load(self, partition: int) -> None:
+        self.unload(partition)
+        self.partitions[partition] = PartitionLoad.LOADING
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record of a partition this coordinator loads or leads (ValueError: a
+        malformed record, skipped)."""
+        replay(self.groups, self.offsets, key, value)
+
+    def finish_load(self, partition: int, now_ms: int) -> None:
+        self.partitions[partition] = PartitionLoad.LOADED
+        for group in self._groups_of(partition):
+            for member in group.members.values():
+                self._touch(group, member.member_id, now_ms)
+
+    def unload(self, partition: int) -> None:
+        """Stop coordinating the partition's groups (leadership moved): forget them."""
+        self.partitions.pop(partition, None)
+        for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
+            del self.groups[group_id]
+        for group_id in [g for g in self.offsets if self.partition_of(g) == partition]:
+            del self.offsets[group_id]
+        for timers in (self.sessions, self.revocations):
+            for key in [k for k in timers if self.partition_of(k[0]) == partition]:
+                del timers[key]
+
+    # -- ConsumerGroupHeartbeat ---------------------------------------------------------------
+
+    def heartbeat(
+        self,
+        request: ConsumerGroupHeartbeatRequest,
+        topics: Mapping[str, int],
+        now_ms: int,
+        client_host: str = "",
+    ) -> Decision[ConsumerGroupHeartbeatResponse]:
+        partition = self.partition_of(request.group_id)
+
+        def refused(code: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+            return ConsumerGroupHeartbeatResponse(code, message)
+
+        code = self.check(request.group_id)
+        if code != ErrorCode.NONE:
+            return Decision(partition, refused(code), refused)
+        before = self.groups.get(request.group_id, Group(request.group_id))
+        try:
+            update = apply_heartbeat(
+                before,
+                request,
+                topics,
+                now_ms=now_ms,
+                client_host=client_host,
+                new_member_id=self._new_member_id,
+                max_group_size=self.settings.max_group_size,
+            )
+        except HeartbeatRefused as exc:
+            return Decision(partition, refused(exc.code, str(exc)), refused)
+        member = update.member
+        if member is None:  # left
+            self._forget_member(request.group_id, request.member_id)
+            response = ConsumerGroupHeartbeatResponse(
+                ErrorCode.NONE, member_id=request.member_id, member_epoch=request.member_epoch
+            )
+        else:
+            self._touch(update.group, member.member_id, now_ms)
+            assignment = None
+            if update.send_assignment:
+                assignment = HeartbeatAssignment(_wire(member.assigned))
+            response = ConsumerGroupHeartbeatResponse(
+                ErrorCode.NONE,
+                member_id=member.member_id,
+                member_epoch=request.member_epoch if member.left_static else member.member_epoch,
+                heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+                assignment=assignment,
+            )
+        records = [group_record(update.group)] if update.group != before else []
+        return Decision(partition, response, refused, records)
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def commit(
+        self, request: OffsetCommitRequest, topics: Mapping[str, int], now_ms: int
+    ) -> Decision[OffsetCommitResponse]:
+        partition = self.partition_of(request.group_id)
+
+        def every(code: ErrorCode) -> OffsetCommitResponse:
+            return _commit_response(request, lambda t, p: code)
+
+        code = self.check(request.group_id)
+        if code == ErrorCode.NONE:
+            code = self._check_committer(request)
+        if code != ErrorCode.NONE:
+            return Decision(partition, every(code), every)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        records = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                error = self._check_commit(tp, p.committed_offset, p.committed_metadata, topics)
+                errors[tp] = error
+                if error == ErrorCode.NONE:
+                    value = OffsetValue(
+                        p.committed_offset, p.committed_leader_epoch, p.committed_metadata, now_ms
+                    )
+                    records.append(offset_record(request.group_id, tp, value))
+        response = _commit_response(request, lambda t, p: errors[TopicPartition(t, p)])
+
+        def failed(code: ErrorCode) -> OffsetCommitResponse:
+            return _commit_response(
+                request,
+                lambda t, p: (
+                    code
+                    if errors[TopicPartition(t, p)] == ErrorCode.NONE
+                    else errors[TopicPartition(t, p)]
+                ),
+            )
+
+        return Decision(partition, response, failed, records)
+
+    def fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
+        code = self.check(request.group_id)
+        if code == ErrorCode.NONE and request.member_id:
+            group = self.groups.get(request.group_id)
+            member = group.members.get(request.member_id) if group else None
+            if member is None:
+                code = ErrorCode.UNKNOWN_MEMBER_ID
+            elif request.member_epoch != member.member_epoch:
+                code = ErrorCode.STALE_MEMBER_EPOCH
+        if code != ErrorCode.NONE:
+            return OffsetFetchResponse((), code)
+        committed = self.offsets.get(request.group_id, {})
+        if request.topics is None:
+            wanted = sorted(committed)
+        else:
+            wanted = [
+                TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes
+            ]
+        by_name: dict[str, list[OffsetFetchPartition]] = {}
+        for tp in wanted:
+            value = committed.get(tp)
+            by_name.setdefault(tp.topic, []).append(
+                OffsetFetchPartition(tp.partition, -1)
+                if value is None
+                else OffsetFetchPartition(
+                    tp.partition, value.offset, 0, value.leader_epoch, value.metadata
+                )
+            )
+        return OffsetFetchResponse(
+            tuple(OffsetFetchTopic(t, tuple(ps)) for t, ps in by_name.items())
+        )
+
+    def delete_offsets(self, request: OffsetDeleteRequest) -> Decision[OffsetDeleteResponse]:
+        partition = self.partition_of(request.group_id)
+
+        def refused(code: ErrorCode) -> OffsetDeleteResponse:
+            return OffsetDeleteResponse(code)
+
+        code = self.check(request.group_id)
+        group = self.groups.get(request.group_id)
+        committed = self.offsets.get(request.group_id, {})
+        if code == ErrorCode.NONE and group is None and not committed:
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        if code != ErrorCode.NONE:
+            return Decision(partition, refused(code), refused)
+        subscribed = group.subscribed_topics() if group is not None and group.members else set()
+        records = []
+        topics = []
+        for topic in request.topics:
+            results = []
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if topic.name in subscribed:
+                    results.append(
+                        OffsetDeletePartitionResponse(
+                            p.partition_index, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                        )
+                    )
+                    continue
+                if tp in committed:
+                    records.append(offset_tombstone(request.group_id, tp))
+                results.append(OffsetDeletePartitionResponse(p.partition_index, ErrorCode.NONE))
+            topics.append(OffsetDeleteTopicResponse(topic.name, tuple(results)))
+        return Decision(
+            partition, OffsetDeleteResponse(ErrorCode.NONE, tuple(topics)), refused, records
+        )
+
+    # -- groups ------------------------------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> Decision[ErrorCode]:
+        partition = self.partition_of(group_id)
+        code = self.check(group_id)
+        group = self.groups.get(group_id)
+        committed = self.offsets.get(group_id, {})
+        if code == ErrorCode.NONE:
+            if group is not None and group.members:
+                code = ErrorCode.NON_EMPTY_GROUP
+            elif group is None and not committed:
+                code = ErrorCode.GROUP_ID_NOT_FOUND
+        if code != ErrorCode.NONE:
+            return Decision(partition, code, lambda c: c)
+        records = [offset_tombstone(group_id, tp) for tp in sorted(committed)]
+        if group is not None:
+            records.append(group_tombstone(group_id))
+        return Decision(partition, ErrorCode.NONE, lambda c: c, records)
+
+    def describe(self, group_id: str) -> DescribedGroup:
+        code = self.check(group_id)
+        if code != ErrorCode.NONE:
+            return DescribedGroup(group_id, code)
+        group = self.groups.get(group_id)
+        if group is None:
+            if group_id in self.offsets:
+                return DescribedGroup(group_id, ErrorCode.NONE, None, GroupState.EMPTY.value)
+            return DescribedGroup(
+                group_id, ErrorCode.GROUP_ID_NOT_FOUND, "no such group", GroupState.DEAD.value
+            )
+        members = tuple(
+            DescribedMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=m.subscribed_topic_names,
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=_wire(m.assigned),
+                target_assignment=_wire(group.target.get(m.member_id, frozenset())),
+            )
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        )
+        return DescribedGroup(
+            group_id,
+            ErrorCode.NONE,
+            group_state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=assignor_of(group),
+            members=members,
+        )
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[ListedGroup]:
+        wanted = {s.lower() for s in states}
+        out = []
+        for group_id in sorted(self.groups.keys() | self.offsets.keys()):
+            if self.check(group_id) != ErrorCode.NONE:
+                continue
+            group = self.groups.get(group_id)
+            state = group.state.value if group is not None else GroupState.EMPTY.value
+            if not wanted or state.lower() in wanted:
+                out.append(ListedGroup(group_id, group_state=state))
+        return out
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [*self.sessions.values(), *self.revocations.values()]
+        return min(deadlines) if deadlines else None
+
+    def expire(self, now_ms: int) -> list[Decision[None]]:
+        """Members past their session or revocation deadline are removed (Kafka fences them);
+        offsets of groups empty for offsets.retention.minutes go. A removal whose write
+        fails is tried again a second later (the deadline moves, the member stays)."""
+        decisions: list[Decision[None]] = []
+        due = {k for k, d in self.sessions.items() if d <= now_ms}
+        due |= {k for k, d in self.revocations.items() if d <= now_ms}
+        for group_id, member_id in sorted(due):
+            group = self.groups.get(group_id)
+            if group is None or member_id not in group.members:
+                self._forget_member(group_id, member_id)
+                continue
+            for timers in (self.sessions, self.revocations):
+                if (group_id, member_id) in timers:
+                    timers[(group_id, member_id)] = now_ms + _RETRY_MS
+            after = remove(group, member_id, now_ms)
+            decisions.append(self._write(group_id, [group_record(after)]))
+        retention_ms = self.settings.offsets_retention_ms
+        for group_id in sorted(self.groups.keys() | self.offsets.keys()):
+            if self.check(group_id) != ErrorCode.NONE:
+                continue
+            group = self.groups.get(group_id)
+            committed = self.offsets.get(group_id, {})
+            if group is not None:
+                if group.members or group.empty_since_ms < 0:
+                    continue
+                if now_ms - group.empty_since_ms < retention_ms:
+                    continue
+                records = [offset_tombstone(group_id, tp) for tp in sorted(committed)]
+                decisions.append(self._write(group_id, [*records, group_tombstone(group_id)]))
+            else:  # offsets committed by an admin or a consumer outside any group
+                old = [
+                    tp
+                    for tp, v in sorted(committed.items())
+                    if now_ms - v.commit_ms >= retention_ms
+                ]
+                if old:
+                    decisions.append(
+                        self._write(group_id, [offset_tombstone(group_id, tp) for tp in old])
+                    )
+        return decisions
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _write(self, group_id: str, records: list[CoordinatorRecord]) -> Decision[None]:
+        return Decision(self.partition_of(group_id), None, lambda code: None, records)
+
+    def _touch(self, group: Group, member_id: str, now_ms: int) -> None:
+        """A member was heard from: a new session deadline; a revocation deadline from when
+        it started revoking (Kafka's rebalance timeout)."""
+        key = (group.group_id, member_id)
+        member = group.members[member_id]
+        self.sessions[key] = now_ms + self.settings.session_timeout_ms
+        if member.state != MemberState.UNREVOKED_PARTITIONS:
+            self.revocations.pop(key, None)
+        elif key not in self.revocations:
+            self.revocations[key] = now_ms + member.rebalance_timeout_ms
+
+    def _forget_member(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
+        self.revocations.pop((group_id, member_id), None)
+
+    def _groups_of(self, partition: int) -> list[Group]:
+        return [g for g in self.groups.values() if self.partition_of(g.group_id) == partition]
+
+    def _check_committer(self, request: OffsetCommitRequest) -> ErrorCode:
+        group = self.groups.get(request.group_id)
+        if request.member_epoch < 0 and not request.member_id:  # an admin, or no group
+            if group is not None and group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.NONE
+        member = group.members.get(request.member_id) if group is not None else None
+        if member is None or member.left_static:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if request.member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def _check_commit(
+        self, tp: TopicPartition, offset: int, metadata: str | None, topics: Mapping[str, int]
+    ) -> ErrorCode:
+        if not 0 <= tp.partition < topics.get(tp.topic, 0):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if offset < 0:
+            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        if (
+            metadata is not None
+            and len(metadata.encode()) > self.settings.offset_metadata_max_bytes
+        ):
+            return ErrorCode.OFFSET_METADATA_TOO_LARGE
+        return ErrorCode.NONE
+
+
+def _wire(partitions: Iterable[TopicPartition]) -> tuple[TopicPartitions, ...]:
+    return tuple(TopicPartitions(t, tuple(ps)) for t, ps in by_topic(partitions).items())
+
+
+def _commit_response(
+    request: OffsetCommitRequest, code_of: Callable[[str, int], ErrorCode]
+) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        tuple(
+            OffsetCommitTopicResponse(
+                t.name,
+                tuple(
+                    OffsetCommitPartitionResponse(
+                        p.partition_index, code_of(t.name, p.partition_index)
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+    )

@@ -1,0 +1,303 @@
+"""ConsumerGroupHeartbeat's decision for one group (Kafka's
+GroupMetadataManager.consumerGroupHeartbeat): join, leave, fence, subscription changes, a new
+target assignment when the group epoch moves, then the member's next step towards it."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Final
+
+from broker.core.group.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, assign
+from broker.core.group.model import Assignment, Group, Member
+from broker.core.group.reconcile import reconcile
+from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_heartbeat import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroupHeartbeatRequest,
+)
+from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
+
+__all__ = [
+    "HeartbeatRefused",
+    "MemberUpdate",
+    "apply_heartbeat",
+    "assignor_of",
+    "remove",
+    "subscription_metadata",
+    "with_target",
+]
+
+MAX_REGEX_CHARS: Final = 1000
+# A group around a quantified group that itself holds a quantifier: (a+)+ and kin can take
+# exponential time in Python's backtracking `re` (Kafka uses RE2J, which cannot).
+_NESTED_QUANTIFIER: Final = re.compile(r"\([^()]*[+*}][^()]*\)[+*{]")
+
+
+class HeartbeatRefused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class MemberUpdate:
+    group: Group
+    member: Member | None  # None: it left
+    send_assignment: bool
+
+
+def apply_heartbeat(
+    group: Group,
+    request: ConsumerGroupHeartbeatRequest,
+    topics: Mapping[str, int],
+    *,
+    now_ms: int,
+    client_host: str,
+    new_member_id: Callable[[], str],
+    max_group_size: int,
+) -> MemberUpdate:
+    """The group after this heartbeat; HeartbeatRefused with Kafka's error otherwise.
+    `topics`: topic -> partition count, as the broker's metadata has them."""
+    epoch = request.member_epoch
+    if epoch == JOIN_EPOCH:
+        group, member = _join(group, request, now_ms, client_host, new_member_id, max_group_size)
+    elif epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+        return _leave(group, request, now_ms)
+    else:
+        member = _known(group, request)
+    updated = _with_request_fields(member, request, client_host)
+    group = _put(group, updated)
+    metadata = subscription_metadata(group, topics)
+    if (
+        epoch == JOIN_EPOCH
+        or _subscription(updated) != _subscription(member)
+        or metadata != group.subscription_metadata
+    ):  # one new group epoch per heartbeat, whatever changed
+        group = replace(group, subscription_metadata=metadata, group_epoch=group.group_epoch + 1)
+    group = with_target(group)
+    reported = _reported(request)
+    others = {tp for m in group.members.values() if m.member_id != updated.member_id
+              for tp in m.owns()}  # fmt: skip
+    target = group.target.get(updated.member_id, frozenset())
+    after = reconcile(updated, group.assignment_epoch, target, others, reported)
+    group = _put(group, after)
+    send = (
+        epoch == JOIN_EPOCH
+        or after.assigned != member.assigned
+        or (reported is not None and reported != after.assigned)
+    )
+    return MemberUpdate(group, after, send)
+
+
+def remove(group: Group, member_id: str, now_ms: int) -> Group:
+    """The group without `member_id` (left, or fenced by a timeout): a new group epoch."""
+    members = {m: v for m, v in group.members.items() if m != member_id}
+    target = {m: a for m, a in group.target.items() if m != member_id}
+    return replace(
+        group,
+        members=members,
+        target=target,
+        group_epoch=group.group_epoch + 1,
+        empty_since_ms=now_ms if not members else -1,
+    )
+
+
+def subscription_metadata(group: Group, topics: Mapping[str, int]) -> dict[str, int]:
+    """topic -> partition count, over the existing topics any member subscribes to."""
+    out: dict[str, int] = {}
+    for member in group.members.values():
+        for topic in _topics_of(member, topics):
+            out[topic] = topics[topic]
+    return out
+
+
+def with_target(group: Group) -> Group:
+    """A new target assignment if the group epoch moved past the assignment epoch."""
+    if group.group_epoch <= group.assignment_epoch and group.target.keys() == group.members.keys():
+        return group
+    counts = group.subscription_metadata
+    subscriptions = {m.member_id: frozenset(_topics_of(m, counts)) for m in group.members.values()}
+    target = assign(assignor_of(group), subscriptions, counts, group.target)
+    return replace(group, target=target, assignment_epoch=group.group_epoch)
+
+
+# -- the steps ---------------------------------------------------------------------------------
+
+
+def _join(
+    group: Group,
+    request: ConsumerGroupHeartbeatRequest,
+    now_ms: int,
+    client_host: str,
+    new_member_id: Callable[[], str],
+    max_group_size: int,
+) -> tuple[Group, Member]:
+    if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+        raise HeartbeatRefused(
+            ErrorCode.INVALID_REQUEST, "joining needs subscribed_topic_names or a regex"
+        )
+    if request.rebalance_timeout_ms <= 0:
+        raise HeartbeatRefused(ErrorCode.INVALID_REQUEST, "joining needs rebalance_timeout_ms")
+    if request.topic_partitions:
+        raise HeartbeatRefused(
+            ErrorCode.INVALID_REQUEST, "topic_partitions must be empty when joining"
+        )
+    member_id = request.member_id or new_member_id()
+    previous: Member | None = None
+    if request.instance_id is not None:
+        previous = group.member_by_instance(request.instance_id)
+        if (
+            previous is not None
+            and not previous.left_static
+            and (previous.member_id != request.member_id)
+        ):
+            raise HeartbeatRefused(
+                ErrorCode.UNRELEASED_INSTANCE_ID,
+                f"instance {request.instance_id!r} is still held by a member",
+            )
+    if previous is not None:  # a static member back: it takes its predecessor's assignment
+        group = replace(
+            group,
+            members={m: v for m, v in group.members.items() if m != previous.member_id},
+            target={
+                (member_id if m == previous.member_id else m): a for m, a in group.target.items()
+            },
+        )
+        member = replace(previous, member_id=member_id, left_static=False)
+        return group, member
+    if member_id in group.members:  # a rejoin under the same id: it starts over
+        group = remove(group, member_id, now_ms)
+    if len(group.members) >= max_group_size:
+        raise HeartbeatRefused(
+            ErrorCode.GROUP_MAX_SIZE_REACHED, f"the group has {max_group_size} members"
+        )
+    return group, Member(member_id, member_epoch=0)
+
+
+def _leave(group: Group, request: ConsumerGroupHeartbeatRequest, now_ms: int) -> MemberUpdate:
+    member = group.members.get(request.member_id)
+    if member is None:
+        raise HeartbeatRefused(ErrorCode.UNKNOWN_MEMBER_ID, "not a member of the group")
+    if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+        gone = replace(member, left_static=True)
+        return MemberUpdate(_put(group, gone), gone, False)
+    return MemberUpdate(remove(group, member.member_id, now_ms), None, False)
+
+
+def _known(group: Group, request: ConsumerGroupHeartbeatRequest) -> Member:
+    member = group.members.get(request.member_id)
+    if member is None or member.left_static:
+        raise HeartbeatRefused(ErrorCode.UNKNOWN_MEMBER_ID, "not a member of the group")
+    if request.member_epoch != member.member_epoch:
+        reported = _reported(request)
+        # An answer that got lost: the member still has the epoch before (Kafka accepts it
+        # when what it owns is within its assignment).
+        if not (
+            request.member_epoch == member.previous_member_epoch
+            and reported is not None
+            and reported <= member.assigned
+        ):
+            raise HeartbeatRefused(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"member epoch {request.member_epoch}, the group has {member.member_epoch}",
+            )
+    return member
+
+
+def _with_request_fields(
+    member: Member, request: ConsumerGroupHeartbeatRequest, client_host: str
+) -> Member:
+    changes: dict[str, object] = {}
+    if request.subscribed_topic_names is not None:
+        changes["subscribed_topic_names"] = tuple(sorted(set(request.subscribed_topic_names)))
+    if request.subscribed_topic_regex is not None:
+        changes["subscribed_topic_regex"] = _checked_regex(request.subscribed_topic_regex)
+    if request.server_assignor is not None:
+        if request.server_assignor not in ASSIGNORS:
+            raise HeartbeatRefused(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"assignor {request.server_assignor!r}; the broker has {', '.join(ASSIGNORS)}",
+            )
+        changes["server_assignor"] = request.server_assignor
+    if request.rebalance_timeout_ms > 0:
+        changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
+    if request.instance_id is not None:
+        changes["instance_id"] = request.instance_id
+    if request.client_id:
+        changes["client_id"] = request.client_id
+    if client_host:
+        changes["client_host"] = client_host
+    return replace(member, **changes) if changes else member  # type: ignore[arg-type]
+
+
+def _checked_regex(pattern: str) -> str:
+    if not pattern:
+        return pattern  # "" clears a regex subscription
+    if len(pattern) > MAX_REGEX_CHARS:
+        raise HeartbeatRefused(
+            ErrorCode.INVALID_REQUEST, f"subscribed_topic_regex over {MAX_REGEX_CHARS} chars"
+        )
+    if _NESTED_QUANTIFIER.search(pattern):
+        raise HeartbeatRefused(
+            ErrorCode.INVALID_REQUEST,
+            "subscribed_topic_regex: nested quantifiers such as (a+)+ are not supported",
+        )
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise HeartbeatRefused(ErrorCode.INVALID_REQUEST, f"subscribed_topic_regex: {exc}") from exc
+    return pattern
+
+
+def _subscription(member: Member) -> tuple[object, ...]:
+    return (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
+
+
+def _topics_of(member: Member, topics: Mapping[str, int]) -> list[str]:
+    found = [t for t in member.subscribed_topic_names if t in topics]
+    if member.subscribed_topic_regex:
+        pattern = _compiled(member.subscribed_topic_regex)
+        found += [
+            t for t in topics
+            if t not in INTERNAL_TOPICS and t not in found and pattern.fullmatch(t)
+        ]  # fmt: skip
+    return found
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    compiled = _COMPILED.get(pattern)
+    if compiled is None:
+        if len(_COMPILED) > 1024:
+            _COMPILED.clear()
+        compiled = _COMPILED[pattern] = re.compile(pattern)
+    return compiled
+
+
+def assignor_of(group: Group) -> str:
+    """The assignor most members ask for (Kafka: the group's), else the default."""
+    asked = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+    if not asked:
+        return DEFAULT_ASSIGNOR
+    return min(asked, key=lambda name: (-asked[name], name))
+
+
+def _reported(request: ConsumerGroupHeartbeatRequest) -> Assignment | None:
+    if request.topic_partitions is None:
+        return None
+    return frozenset(
+        TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions
+    )
+
+
+def _put(group: Group, member: Member) -> Group:
+    members = dict(group.members)
+    members[member.member_id] = member
+    return replace(group, members=members, empty_since_ms=-1)

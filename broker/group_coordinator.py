@@ -1,0 +1,265 @@
+"""The group coordinator, trio shell around `core.group.coordinator.GroupCoordinatorCore`:
+loads a `__consumer_offsets` partition when this broker becomes its leader (replaying its
+records) and forgets it when leadership moves; appends each decision's records through the
+produce path (acks=all) and replays them, answering once they are committed; runs the
+session, revocation and retention timers; creates `__consumer_offsets` on first use."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import structlog
+import trio
+
+from broker.core.group.coordinator import (
+    OFFSETS_TOPIC,
+    Decision,
+    GroupCoordinatorCore,
+    GroupSettings,
+    PartitionLoad,
+)
+from broker.core.produce import append_produce, check_waiting, time_out
+from controller.assignment import assign_replicas
+from controller.zk_client import ZkError
+from controller.zk_topics import TopicExistsError, create_topic
+from protocol.errors import ErrorCode
+from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from protocol.records import Record, build_batch, decode_batches
+from protocol.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+__all__ = ["GroupCoordinator"]
+
+R = TypeVar("R")
+_BATCH_BYTES: Final = 512 * 1024  # records per batch up to about this (message.max.bytes: 1 MB)
+_LOAD_READ_BYTES: Final = 1 << 20
+_TIMER_MAX_S: Final = 1.0
+# Kafka's GroupCoordinatorService.normalizeException: what a failed write tells the client.
+_WRITE_ERRORS: Final = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+
+class GroupCoordinator:
+    def __init__(self, ctx: BrokerContext) -> None:
+        config = ctx.config
+        self._ctx = ctx
+        self.settings = GroupSettings(
+            num_partitions=config.offsets_topic_num_partitions,
+            session_timeout_ms=config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            max_group_size=config.group_consumer_max_size,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+        )
+        self.core = GroupCoordinatorCore(self.settings, lambda: str(uuid.uuid4()))
+        self._epochs: dict[int, int] = {}  # partition loaded or loading -> its leader epoch
+        self._nursery: trio.Nursery | None = None
+        self._timers_changed = trio.Event()
+        self._creating = False
+        self._log = structlog.get_logger("highwater.group_coordinator")
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._timers)
+            task_status.started()
+            self.sync_partitions()
+
+    def topics(self) -> Mapping[str, int]:
+        """topic -> partition count, from this broker's metadata."""
+        return {topic: len(parts) for topic, parts in self._ctx.state.metadata.topics.items()}
+
+    # -- which partitions this broker coordinates -----------------------------------------------
+
+    def sync_partitions(self) -> None:
+        """Load the offsets partitions this broker now leads, forget the ones it no longer
+        does (call after every LeaderAndIsr, StopReplica and UpdateMetadata)."""
+        led = {
+            tp.partition: partition.leader_epoch
+            for tp, partition in self._ctx.replica_manager.partitions.items()
+            if tp.topic == OFFSETS_TOPIC and partition.is_leader
+        }
+        for p in [p for p, epoch in self._epochs.items() if led.get(p) != epoch]:
+            del self._epochs[p]
+            self.core.unload(p)
+            self._log.info("stopped coordinating", partition=p)
+        if self._nursery is None:
+            return
+        for p, epoch in led.items():
+            if p not in self._epochs:
+                self._epochs[p] = epoch
+                self.core.begin_load(p)
+                self._nursery.start_soon(self._load, p, epoch)
+
+    async def _load(self, p: int, epoch: int) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        partition = self._ctx.replica_manager.partitions.get(tp)
+        if partition is None:
+            return
+        log = partition.log
+        offset, end = log.log_start_offset, log.log_end_offset
+        records = malformed = 0
+        started = trio.current_time()
+        try:
+            while offset < end:
+                if self._epochs.get(p) != epoch:
+                    return  # leadership moved on meanwhile
+                data = log.read(offset, _LOAD_READ_BYTES, min_one_batch=True).read()
+                batches = list(decode_batches(data))
+                if not batches:
+                    break
+                for batch in batches:
+                    for record in batch.records:
+                        if record.key is None:
+                            continue
+                        try:
+                            self.core.replay(record.key, record.value)
+                            records += 1
+                        except ValueError:
+                            malformed += 1
+                    offset = batch.header.next_offset
+                await trio.lowlevel.checkpoint()
+        except Exception as exc:  # the log went away or is unreadable: not coordinating it
+            self._log.warning("loading failed", partition=p, error=repr(exc))
+            if self._epochs.get(p) == epoch:
+                del self._epochs[p]
+                self.core.unload(p)
+            return
+        if self._epochs.get(p) != epoch:
+            return
+        self.core.finish_load(p, self._ctx.now_ms())
+        self._timers_changed.set()
+        self._log.info(
+            "coordinating",
+            partition=p,
+            leader_epoch=epoch,
+            records=records,
+            malformed_records=malformed,
+            load_ms=round((trio.current_time() - started) * 1000),
+        )
+
+    # -- writing decisions -----------------------------------------------------------------------
+
+    async def write(self, decision: Decision[R]) -> R:
+        """Append the decision's records (acks=all), replay them, and answer once they are
+        committed; the decision's failure answer if that does not happen."""
+        if not decision.records:
+            return decision.response
+        p = decision.partition
+        if self.core.partitions.get(p) is not PartitionLoad.LOADED:
+            return decision.failed(ErrorCode.NOT_COORDINATOR)
+        now_ms = self._ctx.now_ms()
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        request = ProduceRequest(
+            acks=-1,
+            timeout_ms=self._ctx.config.offsets_commit_timeout_ms,
+            topic_data=(
+                ProduceTopicData(
+                    OFFSETS_TOPIC, (ProducePartitionData(p, _batches(decision, now_ms)),)
+                ),
+            ),
+        )
+        append = append_produce(self._ctx.state, request, now_ms, internal=True)
+        code = ErrorCode(append.results[tp].error_code)
+        if code != ErrorCode.NONE:
+            return decision.failed(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
+        for key, value in decision.records:
+            self.core.replay(key, value)
+        self._timers_changed.set()
+        self._ctx.wake(append.wake)
+        deadline = trio.current_time() + request.timeout_ms / 1000
+        gave_up = False
+        while append.waiting:
+            check_waiting(self._ctx.state, append)
+            if not append.waiting or trio.current_time() >= deadline or gave_up:
+                break
+            gave_up = not await self._ctx.purgatory.wait(list(append.waiting), deadline)
+        time_out(append)
+        code = ErrorCode(append.results[tp].error_code)
+        if code != ErrorCode.NONE:
+            return decision.failed(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
+        return decision.response
+
+    # -- timers --------------------------------------------------------------------------------
+
+    async def _timers(self) -> None:
+        """Session and revocation timeouts and offsets retention (Kafka's timers)."""
+        assert self._nursery is not None
+        while True:
+            now_ms = self._ctx.now_ms()
+            for decision in self.core.expire(now_ms):
+                self._nursery.start_soon(self._expire, decision)
+            due = self.core.next_deadline_ms()
+            wait_s = _TIMER_MAX_S if due is None else max(0.0, (due - now_ms) / 1000)
+            self._timers_changed = trio.Event()
+            with trio.move_on_after(min(wait_s, _TIMER_MAX_S)):
+                await self._timers_changed.wait()
+
+    async def _expire(self, decision: Decision[None]) -> None:
+        await self.write(decision)
+
+    # -- the offsets topic -----------------------------------------------------------------------
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` if this broker's metadata does not have it (Kafka's
+        first FindCoordinator does this); the answer comes later through the metadata."""
+        ctx = self._ctx
+        if OFFSETS_TOPIC in ctx.state.metadata.topics or self._creating or ctx.zk is None:
+            return
+        live = ctx.state.metadata.live_broker_ids()
+        if not live:
+            return
+        config = ctx.config
+        replication_factor = min(config.offsets_topic_replication_factor, len(live))
+        assignment = assign_replicas(
+            live,
+            config.offsets_topic_num_partitions,
+            replication_factor,
+            start_index=random.randrange(len(live)),
+            shift=random.randrange(len(live)),
+        )
+        topic_config = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(config.offsets_topic_segment_bytes),
+        }
+        self._creating = True
+        try:
+            await ctx.zk.run(create_topic(OFFSETS_TOPIC, assignment, topic_config))
+            self._log.info(
+                "created the offsets topic",
+                partitions=len(assignment),
+                replication_factor=replication_factor,
+            )
+        except TopicExistsError:
+            pass
+        except ZkError as exc:
+            self._log.warning("could not create the offsets topic", error=str(exc))
+        finally:
+            self._creating = False
+
+
+def _batches(decision: Decision[R], now_ms: int) -> bytes:
+    """The records as batches of up to about _BATCH_BYTES each."""
+    out: list[bytes] = []
+    chunk: list[Record] = []
+    size = 0
+    for key, value in decision.records:
+        chunk.append(Record(value, key=key, timestamp_ms=now_ms))
+        size += len(key) + len(value or b"") + 16
+        if size >= _BATCH_BYTES:
+            out.append(build_batch(chunk, now_ms=now_ms))
+            chunk, size = [], 0
+    if chunk:
+        out.append(build_batch(chunk, now_ms=now_ms))
+    return b"".join(out)

@@ -1,0 +1,52 @@
+"""FindCoordinator: the broker leading a group's `__consumer_offsets` partition. The first
+ask creates the topic (Kafka's behaviour); until it has leaders: COORDINATOR_NOT_AVAILABLE."""
+
+from __future__ import annotations
+
+from broker.context import BrokerContext
+from broker.core.group.coordinator import partition_for
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator import (
+    GROUP_KEY_TYPE,
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from protocol.topic_partition import OFFSETS_TOPIC
+
+__all__ = ["handle_find_coordinator"]
+
+
+async def handle_find_coordinator(
+    ctx: BrokerContext, header: RequestHeader, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
+    def failed(key: str, code: ErrorCode, message: str) -> Coordinator:
+        return Coordinator(key, -1, "", -1, code, message)
+
+    coordinator = ctx.group_coordinator
+    if request.key_type != GROUP_KEY_TYPE:
+        return FindCoordinatorResponse(
+            tuple(
+                failed(k, ErrorCode.INVALID_REQUEST, "only group coordinators (key type 0)")
+                for k in request.coordinator_keys
+            )
+        )
+    metadata = ctx.state.metadata
+    if coordinator is not None and OFFSETS_TOPIC not in metadata.topics:
+        await coordinator.ensure_offsets_topic()
+    found = []
+    num_partitions = ctx.config.offsets_topic_num_partitions
+    for key in request.coordinator_keys:
+        if not key:
+            found.append(failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty"))
+            continue
+        info = metadata.partition(OFFSETS_TOPIC, partition_for(key, num_partitions))
+        broker = metadata.brokers.get(info.leader) if info is not None else None
+        if broker is None:
+            found.append(
+                failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic has no leader")
+            )
+        else:
+            found.append(Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE))
+    return FindCoordinatorResponse(tuple(found))

@@ -1,0 +1,19 @@
+"""ListGroups: the groups this broker coordinates (an admin asks every broker)."""
+
+from __future__ import annotations
+
+from broker.context import BrokerContext
+from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+
+__all__ = ["handle_list_groups"]
+
+
+async def handle_list_groups(
+    ctx: BrokerContext, header: RequestHeader, request: ListGroupsRequest
+) -> ListGroupsResponse:
+    if ctx.group_coordinator is None:
+        return ListGroupsResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    groups = ctx.group_coordinator.core.list_groups(request.states_filter)
+    return ListGroupsResponse(ErrorCode.NONE, tuple(groups))

@@ -1,0 +1,158 @@
+"""The group coordinator's decisions (broker/core/group), driven through a minimal shell:
+joining, incremental handover without double ownership, fencing, commits and their checks,
+timeouts, deletion, and state that is exactly the replay of the records written."""
+
+from __future__ import annotations
+
+from broker.core.group.coordinator import java_string_hash, partition_for
+from broker.core.group.model import GroupState
+from protocol.errors import ErrorCode
+from protocol.messages.offset_commit import (
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitTopic,
+)
+from protocol.messages.offset_fetch import OffsetFetchRequest
+from protocol.topic_partition import TopicPartition
+from tests.unit.group.helpers import Shell, assigned
+
+T = [TopicPartition("t", p) for p in range(6)]
+
+
+def commit(
+    shell: Shell, group: str, offsets: dict[TopicPartition, int], member: str = "", epoch: int = -1
+) -> dict[TopicPartition, ErrorCode]:
+    topics = {}
+    for tp, offset in offsets.items():
+        topics.setdefault(tp.topic, []).append(OffsetCommitPartition(tp.partition, offset))
+    request = OffsetCommitRequest(
+        group, tuple(OffsetCommitTopic(t, tuple(ps)) for t, ps in topics.items()), epoch, member
+    )
+    response = shell.run(shell.core.commit(request, shell.topics, 0))
+    return {
+        TopicPartition(t.name, p.partition_index): ErrorCode(p.error_code)
+        for t in response.topics
+        for p in t.partitions
+    }
+
+
+def test_java_hash_places_groups_as_kafka_does() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("group") == 98629247  # "group".hashCode() in Java
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
+
+
+def test_a_lone_member_gets_every_partition() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    joined = shell.heartbeat("g", "", 0)
+    assert joined.error_code == ErrorCode.NONE
+    assert joined.member_id == "m1" and joined.member_epoch == 1
+    assert assigned(joined) == frozenset(T)
+    steady = shell.heartbeat("g", "m1", 1, owned=T)
+    assert steady.assignment is None and steady.member_epoch == 1
+    assert shell.core.groups["g"].state == GroupState.STABLE
+
+
+def test_a_second_member_gets_partitions_only_after_the_first_let_go() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    shell.heartbeat("g", "", 0)
+    shell.heartbeat("g", "m1", 1, owned=T)
+    second = shell.heartbeat("g", "", 0)
+    assert second.member_id == "m2" and assigned(second) == frozenset()  # m1 still owns all
+    first = shell.heartbeat("g", "m1", 1, owned=T)
+    kept = assigned(first)
+    assert kept is not None and len(kept) == 3 and first.member_epoch == 1  # revoke first
+    still_waiting = shell.heartbeat("g", "m2", second.member_epoch, owned=())
+    assert not assigned(still_waiting)  # m1 has not confirmed the revocation yet
+    confirmed = shell.heartbeat("g", "m1", 1, owned=kept)
+    assert confirmed.member_epoch == 2
+    got = shell.heartbeat("g", "m2", still_waiting.member_epoch, owned=())
+    theirs = assigned(got)
+    assert theirs is not None and theirs == frozenset(T) - kept
+    assert shell.core.groups["g"].state == GroupState.RECONCILING or got.member_epoch == 2
+
+
+def test_a_stale_member_is_fenced_and_its_commit_refused() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    shell.heartbeat("g", "", 0)
+    assert shell.heartbeat("g", "m1", 7, owned=T).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert commit(shell, "g", {T[0]: 5}, "m1", 0)[T[0]] == ErrorCode.STALE_MEMBER_EPOCH
+    assert commit(shell, "g", {T[0]: 5}, "nobody", 1)[T[0]] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(shell, "g", {T[0]: 5})[T[0]] == ErrorCode.UNKNOWN_MEMBER_ID  # admin: not empty
+    assert commit(shell, "g", {T[0]: 5}, "m1", 1)[T[0]] == ErrorCode.NONE
+
+
+def test_commit_checks_each_partition() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    errors = commit(shell, "g", {T[0]: 5, TopicPartition("t", 9): 1, T[1]: -3})
+    assert errors == {
+        T[0]: ErrorCode.NONE,
+        TopicPartition("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        T[1]: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    }
+    fetched = shell.core.fetch(OffsetFetchRequest("g"))
+    assert [(t.name, p.partition_index, p.committed_offset) for t in fetched.topics
+            for p in t.partitions] == [("t", 0, 5)]  # fmt: skip
+
+
+def test_a_silent_member_is_removed_after_its_session_timeout() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    shell.heartbeat("g", "", 0, now_ms=0)
+    assert not [d for d in shell.core.expire(44_999) if d.records]
+    for decision in shell.core.expire(45_000):
+        shell.run(decision)
+    group = shell.core.groups["g"]
+    assert not group.members and group.state == GroupState.EMPTY
+    assert group.empty_since_ms == 45_000
+
+
+def test_offsets_of_an_empty_group_expire_after_the_retention() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    shell.heartbeat("g", "", 0)
+    commit(shell, "g", {T[0]: 5}, "m1", 1)
+    shell.heartbeat("g", "m1", -1)
+    retention = shell.core.settings.offsets_retention_ms
+    assert not [d for d in shell.core.expire(retention - 1) if d.records]
+    for decision in shell.core.expire(retention):
+        shell.run(decision)
+    assert "g" not in shell.core.groups and "g" not in shell.core.offsets
+
+
+def test_only_empty_groups_are_deleted() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    shell.heartbeat("g", "", 0)
+    assert shell.run(shell.core.delete_group("g")) == ErrorCode.NON_EMPTY_GROUP
+    assert shell.run(shell.core.delete_group("nope")) == ErrorCode.GROUP_ID_NOT_FOUND
+    shell.heartbeat("g", "m1", -1)
+    assert shell.run(shell.core.delete_group("g")) == ErrorCode.NONE
+    assert "g" not in shell.core.groups
+
+
+def test_the_state_is_the_replay_of_the_records() -> None:
+    shell = Shell()
+    shell.topics["t"] = 6
+    shell.heartbeat("g", "", 0)
+    shell.heartbeat("g", "", 0)
+    shell.heartbeat("g", "m1", 1, owned=T)
+    commit(shell, "g", {T[2]: 9}, "m2", 2)
+    commit(shell, "h", {T[3]: 4})
+    rebuilt = shell.rebuilt()
+    assert rebuilt.groups == shell.core.groups
+    assert rebuilt.offsets == shell.core.offsets
+
+
+def test_not_the_coordinator_until_loaded() -> None:
+    shell = Shell()
+    p = shell.core.partition_of("g")
+    shell.core.unload(p)
+    assert shell.heartbeat("g", "", 0).error_code == ErrorCode.NOT_COORDINATOR
+    shell.core.begin_load(p)
+    assert shell.heartbeat("g", "", 0).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
