@@ -58,7 +58,7 @@ class GroupMember:
         self._on_change = on_change
         self._wake = trio.Event()
         self._answered = trio.Event()
-        self._last_poll_ms = _now_ms()
+        self._last_poll_ms = 0.0  # set when run() starts (no clock outside trio)
         self._log = client_logger("consumer", group=membership.group_id)
 
     def polled(self) -> None:
@@ -74,6 +74,7 @@ class GroupMember:
         await self._answered.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._last_poll_ms = _now_ms()
         task_status.started()
         m = self.membership
         while True:

@@ -91,7 +91,7 @@ class GroupSession:
         self.listener: RebalanceListener | None = None
         self._nursery: trio.Nursery | None = None
         self._committed: dict[TopicPartition, int] = {}  # what we last committed
-        self._next_auto_commit_ms = _now_ms() + auto_commit_interval_ms
+        self._next_auto_commit_ms = 0.0  # set by start() (no clock outside trio)
         self._auto_commit_running = False
         self._leaving = False  # unsubscribe()'s commit, listener and leave are under way
         self._left = trio.Event()  # set when that is done
@@ -103,6 +103,7 @@ class GroupSession:
     def start(self, nursery: trio.Nursery) -> None:
         """Start the heartbeat task in the consumer's background nursery."""
         self._nursery = nursery
+        self._next_auto_commit_ms = _now_ms() + self.auto_commit_interval_ms
         nursery.start_soon(self.member.run)
 
     @property
