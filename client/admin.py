@@ -1,5 +1,5 @@
 """The admin client: topics (create, delete, list, describe, add partitions), the cluster,
-leader elections and partition reassignments.
+leader elections and partition reassignments; consumer groups come from admin_groups.py.
 
 Requests that only the controller can answer (ElectLeaders, reassignments) go to it, asking
 again once after NOT_CONTROLLER; CreateTopics, DeleteTopics and CreatePartitions go to it when
@@ -17,6 +17,14 @@ from typing import Any, Final
 
 import trio
 
+from client.admin_groups import (
+    GroupAdmin,
+    GroupDescription,
+    GroupListing,
+    GroupOffset,
+    ListGroupsResult,
+    MemberDescription,
+)
 from client.errors import HighwaterClientError, UnknownTopicError, error_for_code
 from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo
 from client.network import BrokerConnectionError
@@ -64,6 +72,11 @@ __all__ = [
     "Admin",
     "ClusterDescription",
     "ElectionResult",
+    "GroupDescription",
+    "GroupListing",
+    "GroupOffset",
+    "ListGroupsResult",
+    "MemberDescription",
     "OngoingReassignment",
     "PartitionDescription",
     "TopicDescription",
@@ -133,7 +146,7 @@ class ClusterDescription:
     brokers: tuple[BrokerInfo, ...]
 
 
-class Admin:
+class Admin(GroupAdmin):
     """`async with Admin(bootstrap) as admin: await admin.create_topic("t", 6, 1)`."""
 
     def __init__(

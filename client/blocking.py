@@ -19,7 +19,14 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from client.admin import Admin, ClusterDescription, TopicDescription
+from client.admin import (
+    Admin,
+    ClusterDescription,
+    GroupDescription,
+    GroupOffset,
+    ListGroupsResult,
+    TopicDescription,
+)
 from client.consumer import (
     Consumer,
     ConsumerRecord,
@@ -32,6 +39,7 @@ from client.consumer.commits import Offsets
 from client.consumer.group_session import CommitCallback
 from client.errors import ClientClosedError
 from client.producer import DeliveryFuture, Producer, RecordMetadata
+from protocol.errors import ErrorCode
 
 __all__ = ["BlockingAdmin", "BlockingConsumer", "BlockingProducer"]
 
@@ -310,6 +318,28 @@ class BlockingAdmin(_Blocking[Admin]):
 
     def describe_cluster(self) -> ClusterDescription:
         return self._loop.run(self._loop.client.describe_cluster)
+
+    def list_groups(self, states: Iterable[str] = ()) -> ListGroupsResult:
+        return self._loop.run(self._loop.client.list_groups, list(states))
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        return self._loop.run(self._loop.client.describe_groups, list(group_ids))
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> list[GroupOffset]:
+        return self._loop.run(self._loop.client.list_group_offsets, group_id, _listed(partitions))
+
+    def alter_group_offsets(self, group_id: str, offsets: Offsets) -> None:
+        self._loop.run(self._loop.client.alter_group_offsets, group_id, offsets)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        return self._loop.run(self._loop.client.delete_groups, list(group_ids))
+
+    def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, ErrorCode]:
+        return self._loop.run(self._loop.client.delete_group_offsets, group_id, list(partitions))
 
 
 def _listed(items: Iterable[T] | None) -> list[T] | None:

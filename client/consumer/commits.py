@@ -36,7 +36,10 @@ __all__ = [
     "to_offsets",
 ]
 
-ADMIN_MEMBER = ("", -1)  # (member id, member epoch) of a commit from outside the group
+ADMIN_MEMBER = ("", -1)
+_RETRIED_COMMIT_ERRORS = frozenset(
+    {ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION}
+)  # (member id, member epoch) of a commit from outside the group
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -212,9 +215,9 @@ async def fetch_committed(
 
 
 def _retriable_commit_error(code: int) -> bool:
-    if code == ErrorCode.STALE_MEMBER_EPOCH or code in COORDINATOR_ERRORS:
-        return True
-    return code in ErrorCode._value2member_map_ and ErrorCode(code).retriable
+    """Kafka's CommitRequestManager: the coordinator's errors and a stale epoch are retried;
+    UNKNOWN_TOPIC_OR_PARTITION (no such topic) and the rest are final."""
+    return code in COORDINATOR_ERRORS or code in _RETRIED_COMMIT_ERRORS
 
 
 def _first_fetch_error(response: OffsetFetchResponse) -> int:

@@ -92,6 +92,10 @@ def group_roundtrip(bootstrap: str) -> list[tuple[str, object]]:
         member = consumer.group_metadata()
         assert member is not None and member.state == "stable"
     calls.append(("closed", None))
+    with BlockingAdmin(bootstrap) as admin:
+        (offset,) = admin.list_group_offsets("bg")
+        calls.append(("admin", (offset.committed_offset, offset.lag)))
+        assert admin.delete_groups(["bg"]) == {"bg": 0}
     return calls
 
 
@@ -102,4 +106,5 @@ async def test_blocking_group_member(cluster: FakeCluster) -> None:
         calls = await trio.to_thread.run_sync(partial(group_roundtrip, cluster.bootstrap))
     assert calls[0][0] == "assigned" and calls[1] == ("committed", 3)
     assert calls[2][0] == "revoked" and calls[3] == ("closed", None)
-    assert cluster.coordinator.groups["bg"].offsets[TopicPartition("t", 0)][0] == 2
+    assert calls[4] == ("admin", (2, 1))
+    assert "bg" not in cluster.coordinator.groups
