@@ -25,7 +25,7 @@ from client.consumer.partition_state import (
     set_position,
 )
 from client.consumer.positions import RESETS, Positions
-from client.errors import ClientClosedError, HighwaterClientError
+from client.errors import ClientClosedError, HighwaterClientError, HighwaterTimeoutError
 from client.metadata import ClusterMetadata, list_offsets
 from protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from protocol.topic_partition import TopicPartition
@@ -81,6 +81,7 @@ class Consumer:
             raise ValueError("group_instance_id needs a group_id")
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
+        self.auto_commit_interval_ms = auto_commit_interval_ms
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -291,11 +292,17 @@ class Consumer:
     async def position(self, partition: tuple[str, int]) -> int:
         """The offset of the next record poll returns for `partition` (resolving a reset)."""
         state = self._state(partition)
+        if state.position is None and state.awaits_committed and self._group is not None:
+            await self._group.init_positions(self.default_api_timeout_ms)
         if state.position is None:
             await self._positions.resolve_resets(
                 self._states, self.default_api_timeout_ms, quiet=False
             )
-        assert state.position is not None
+        if state.position is None:
+            raise HighwaterTimeoutError(
+                f"no position for {partition[0]}-{partition[1]} yet: its committed offset did "
+                "not arrive in time"
+            )
         return state.position
 
     def highwater(self, partition: tuple[str, int]) -> int | None:
