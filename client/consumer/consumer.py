@@ -405,6 +405,9 @@ class Consumer:
         limit = self.max_poll_records if max_records is None else max_records
         deadline = trio.current_time() + max(0.0, timeout_ms) / 1000
         while True:
+            # A checkpoint before records leave the buffer: a Ctrl-C (a cancellation) lands
+            # here even while buffered records keep poll from waiting, never after a drain.
+            await trio.lowlevel.checkpoint()
             if group is not None:
                 await group.poll_work()
             await self.metadata.maybe_refresh()
