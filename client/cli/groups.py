@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import click
 
 from client.admin import Admin, GroupDescription, GroupOffset, ListGroupsResult
-from client.cli.common import bootstrap_option, fail, run_client
+from client.cli.common import bootstrap_option, check_topics, fail, run_client
 from client.cli.format import format_table
 from client.cli.groups_view import (
     OFFSET_COLUMNS,
@@ -228,9 +228,12 @@ async def _reset_partitions(
             fail("the group has no committed offsets: name the partitions with --topic")
         return sorted(committed)
     chosen: set[TopicPartition] = set()
-    for text in topics:
-        topic, partitions = parse_topic_partitions(text)
-        found = await admin.metadata.wait_for_topic(topic, admin.request_timeout_ms)
+    wanted = [parse_topic_partitions(text) for text in topics]
+    existing = await check_topics(
+        admin.metadata, [topic for topic, _ in wanted], admin.request_timeout_ms
+    )
+    for topic, partitions in wanted:
+        found = existing[topic]
         for p in partitions if partitions is not None else found:
             if p not in found:
                 raise UnknownTopicError(

@@ -111,10 +111,10 @@ class Coordinator:
             ErrorCode.COORDINATOR_NOT_AVAILABLE,
         )
 
-    async def request(self, body: object, timeout_ms: float) -> Any:
-        """`body` to the coordinator, looking it up first if needed (within timeout_ms). A
-        failed connection forgets the coordinator and raises BrokerConnectionError."""
-        node = await self.find(timeout_ms)
+    async def request(self, body: object, find_timeout_ms: float) -> Any:
+        """`body` to the coordinator, looking it up first if needed (within find_timeout_ms).
+        A failed connection forgets the coordinator and raises BrokerConnectionError."""
+        node = await self.find(find_timeout_ms)
         conn = await self._connection(node)
         try:
             return await conn.request(body, timeout_ms=self.request_timeout_ms)

@@ -18,6 +18,7 @@ from client.consumer.membership import Membership, MemberState, Outcome
 from client.errors import HighwaterClientError
 from client.log import client_logger
 from client.network import BrokerConnectionError
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse
 
 __all__ = ["GroupMember", "RebalanceListener"]
 
@@ -105,7 +106,11 @@ class GroupMember:
         m = self.membership
         request = m.build_heartbeat(now_ms)
         try:
-            response = await self.coordinator.request(request, self.coordinator.request_timeout_ms)
+            # A short lookup: while there is no coordinator the member's own backoff retries,
+            # and this task stays free to notice a close or an expired poll interval.
+            response = await self.coordinator.request(
+                request, find_timeout_ms=self.coordinator.retry_backoff_max_ms
+            )
         except (BrokerConnectionError, HighwaterClientError) as exc:
             if isinstance(exc, HighwaterClientError) and not exc.retriable:
                 outcome = m.on_response(_failed(exc), _now_ms())
@@ -133,9 +138,7 @@ class GroupMember:
             self._log.error("the group refused this member", error_code=m.fatal_error[0])
 
 
-def _failed(exc: HighwaterClientError) -> Any:
+def _failed(exc: HighwaterClientError) -> ConsumerGroupHeartbeatResponse:
     """A non-retriable lookup failure (e.g. INVALID_GROUP_ID) as a heartbeat answer."""
-    from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse
-
     code = int(exc.code) if exc.code is not None else -1
     return ConsumerGroupHeartbeatResponse(code, str(exc))

@@ -177,6 +177,15 @@ def test_the_json_document() -> None:
 
 
 class FakeMetadataForAdmin:
+    def add_topics(self, topics: Iterable[str]) -> None:
+        pass
+
+    async def refresh(self) -> None:
+        pass
+
+    def topic_error(self, topic: str) -> int:
+        return 0 if topic == "t" else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     async def wait_for_topic(self, topic: str, timeout_ms: float) -> tuple[int, ...]:
         return (0, 1)
 
@@ -285,6 +294,12 @@ def test_reset_is_a_dry_run_unless_execute(admin: type[FakeAdmin]) -> None:
     assert done.exit_code == 0, done.output
     assert admin.altered == [{("t", 0): 7, ("t", 1): 7}]
     assert "Warning: t-1: new offset 9 is beyond the high watermark 7" in done.stderr
+
+
+def test_reset_of_an_unknown_topic_fails_at_once(admin: type[FakeAdmin]) -> None:
+    result = run(["groups", "reset-offsets", "g", "--topic", "nope", "--to-latest"])
+    assert result.exit_code == 1
+    assert "topic 'nope' does not exist" in result.stderr
 
 
 def test_reset_refuses_an_active_group(admin: type[FakeAdmin]) -> None:
