@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -154,6 +154,7 @@ class BrokerConfig:
     isr_change_propagation_max_delay_ms: int = _int("isr.change.propagation.max.delay.ms")
     controlled_shutdown_max_retries: int = _int("controlled.shutdown.max.retries")
     controlled_shutdown_retry_backoff_ms: int = _int("controlled.shutdown.retry.backoff.ms")
+    controlled_shutdown_timeout_ms: int = _int("controlled.shutdown.timeout.ms")
     min_insync_replicas: int = _int("min.insync.replicas")
     unclean_leader_election_enable: bool = _bool("unclean.leader.election.enable")
     auto_create_topics_enable: bool = _bool("auto.create.topics.enable")
@@ -174,6 +175,10 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = _int("group.consumer.session.timeout.ms")
     group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms")
     group_consumer_max_size: int = _int("group.consumer.max.size")
+    # The settings given in server.properties and --override, as their text (what
+    # DescribeConfigs reports as STATIC_BROKER_CONFIG). Not compared: configs with the same
+    # values are equal however they were spelled.
+    given: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def log_config(self) -> LogConfig:
         """The broker-wide defaults for every log (topic configs may override them)."""
@@ -362,6 +367,10 @@ class _Given:
     def is_set(self, key: str) -> bool:
         return key in self._raw
 
+    def texts(self) -> dict[str, str]:
+        """key -> value as given, for every setting given."""
+        return {key: value for key, (value, _) in self._raw.items()}
+
     def value(self, key: str) -> Value | None:
         """The effective value: given, else by fallback or default; ConfigError if required."""
         value = resolve(key, self._parsed)
@@ -387,6 +396,7 @@ class _Given:
 
 def _build(given: _Given) -> BrokerConfig:
     values: dict[str, Any] = {s.attr: given.value(s.key) for s in SETTINGS if s.attr is not None}
+    values["given"] = given.texts()
     values["log_dirs"] = tuple(Path(d) for d in values["log_dirs"])
     listener_host, listener_port = parse_listeners(given.text("listeners"))
     advertised_host, advertised_port = _advertised(given, listener_host, listener_port)

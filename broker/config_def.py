@@ -85,6 +85,9 @@ class Setting:
     required: bool = False
     log_field: str | None = None  # the LogConfig field it sets
     section: str = ""  # heading it is listed under in the docs
+    # Kafka's "cluster-wide" update mode: settable as a dynamic cluster-wide default
+    # (IncrementalAlterConfigs, BROKER resource ""), which every broker applies at once.
+    dynamic: bool = False
 
     def __post_init__(self) -> None:
         if self.type in (Type.INT, Type.LONG) and self.maximum < self.minimum:
@@ -251,6 +254,7 @@ def number(
     fallback: Fallback | None = None,
     required: bool = False,
     log_field: str | None = None,
+    dynamic: bool = False,
 ) -> Setting:
     """An INT or LONG setting; `maximum` defaults to the type's largest value."""
     if maximum is None:
@@ -266,6 +270,7 @@ def number(
         fallback=fallback,
         required=required,
         log_field=log_field,
+        dynamic=dynamic,
     )
 
 
@@ -278,6 +283,7 @@ def double(
     maximum: int,
     attr: str | None = _DERIVED,
     log_field: str | None = None,
+    dynamic: bool = False,
 ) -> Setting:
     return Setting(
         key,
@@ -288,11 +294,12 @@ def double(
         minimum=minimum,
         maximum=maximum,
         log_field=log_field,
+        dynamic=dynamic,
     )
 
 
-def boolean(key: str, default: bool, doc: str) -> Setting:
-    return Setting(key, Type.BOOLEAN, default, doc, _attr(key, _DERIVED))
+def boolean(key: str, default: bool, doc: str, *, dynamic: bool = False) -> Setting:
+    return Setting(key, Type.BOOLEAN, default, doc, _attr(key, _DERIVED), dynamic=dynamic)
 
 
 def string(
@@ -331,6 +338,7 @@ def strings(
     attr: str | None = _DERIVED,
     fallback: Fallback | None = None,
     log_field: str | None = None,
+    dynamic: bool = False,
 ) -> Setting:
     """A LIST setting: comma-separated strings."""
     return Setting(
@@ -343,6 +351,7 @@ def strings(
         check=check,
         fallback=fallback,
         log_field=log_field,
+        dynamic=dynamic,
     )
 
 

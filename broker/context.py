@@ -52,6 +52,9 @@ class BrokerContext:
     producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
     group_coordinator: GroupCoordinator | None = None  # consumer groups (None: not started)
     cluster_id: str | None = None
+    # Held while topic configs are read from ZooKeeper and applied (LeaderAndIsr, config
+    # changes): whichever reads later applies later, so no stale read wins.
+    config_lock: trio.Lock = field(default_factory=trio.Lock)
     _registered: trio.Event = field(default_factory=trio.Event)
 
     def __post_init__(self) -> None:

@@ -1,83 +1,187 @@
-"""The broker's half of a controlled shutdown (KafkaServer.controlledShutdown).
+"""The broker's half of a controlled shutdown (KafkaServer.controlledShutdown), trio shell.
 
 Before a broker stops on SIGTERM it asks the controller to move its leaderships to other ISR
 members, so producers and consumers switch over at once instead of waiting for the session
-to expire. The broker keeps serving meanwhile (the controller's LeaderAndIsr turns our
-partitions into followers). Failed attempts (no controller known, controller unreachable,
-an error answer) are retried `controlled.shutdown.max.retries` times; partitions the
-controller cannot move (no other live ISR member: "the last one keeps leading") are logged,
-not retried, and the broker then stops anyway.
+to expire; it keeps serving meanwhile. broker/core/controlled_shutdown.py decides when to ask
+and for how long (everything within `controlled.shutdown.timeout.ms`, nothing while the
+ZooKeeper session is disconnected). Each attempt reads the controller afresh from ZooKeeper;
+an attempt in progress ends when the session disconnects. Partitions the controller cannot
+move (no other live ISR member) are logged, not retried: the broker then stops anyway.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, assert_never
 
 import structlog
 import trio
 
+from broker.core.controlled_shutdown import Ask, ShutdownAttempts, Stop, Wait
 from client.network import BrokerConnectionError, connect
+from controller.zk_data import ZkDataError
+from controller.zk_election import controller_registration
+from controller.zk_types import SessionEvent, SessionState, ZkError, ZkEvent
 from protocol.errors import ErrorCode
 from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from controller.zk_client import ZkClient
 
 __all__ = ["controlled_shutdown"]
 
 
 async def controlled_shutdown(ctx: BrokerContext) -> bool:
-    """True once the controller accepted; False after the retries ran out."""
-    config = ctx.config
+    """True once the controller accepted; False when the broker stops without that."""
+    config, zk = ctx.config, ctx.zk
     log = structlog.get_logger("highwater.broker")
-    for attempt in range(1, config.controlled_shutdown_max_retries + 1):
+    if zk is None:
+        return False
+    started_ms = _now_ms()
+    attempts = ShutdownAttempts.start(
+        started_ms,
+        max_retries=config.controlled_shutdown_max_retries,
+        retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+        request_timeout_ms=config.request_timeout_ms,
+        timeout_ms=config.controlled_shutdown_timeout_ms,
+    )
+    steps = _Steps()
+    events = zk.subscribe()  # before the first look at zk.connected: no change goes unseen
+    with events:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(steps.cancel_on_disconnect, events)
+            stop = await _run(ctx, zk, attempts, steps, log)
+            nursery.cancel_scope.cancel()
+    elapsed_ms = _now_ms() - started_ms
+    if not stop.accepted:
+        log.warning(
+            "controlled shutdown failed; stopping anyway"
+            if attempts.attempts
+            else "controlled shutdown skipped",
+            reason=stop.reason.value,
+            attempts=attempts.attempts,
+            elapsed_ms=elapsed_ms,
+        )
+    return stop.accepted
+
+
+class _Steps:
+    """The step in progress (an attempt or a wait), cancelled when the ZooKeeper session is
+    suspended or lost."""
+
+    def __init__(self) -> None:
+        self.current = trio.CancelScope()
+
+    def new(self) -> trio.CancelScope:
+        self.current = trio.CancelScope()
+        return self.current
+
+    async def cancel_on_disconnect(self, events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+        async for event in events:
+            if isinstance(event, SessionEvent) and event.state is not SessionState.CONNECTED:
+                self.current.cancel()
+
+
+async def _run(
+    ctx: BrokerContext,
+    zk: ZkClient,
+    attempts: ShutdownAttempts,
+    steps: _Steps,
+    log: structlog.typing.FilteringBoundLogger,
+) -> Stop:
+    while True:
+        step = attempts.next_step(_now_ms(), zk_connected=zk.connected)
+        match step:
+            case Stop():
+                return step
+            case Wait(delay_ms):
+                with steps.new():
+                    await trio.sleep(delay_ms / 1000)
+            case Ask():
+                outcome: _Answer | str = "the ZooKeeper session disconnected"
+                with steps.new():
+                    outcome = await _attempt(ctx, zk, step)
+                if isinstance(outcome, _Answer) and outcome.error_code == ErrorCode.NONE:
+                    log.info(
+                        "controlled shutdown accepted",
+                        controller_id=outcome.controller_id,
+                        still_leading=[f"{t}-{p}" for t, p in outcome.remaining],
+                        attempt=step.attempt,
+                    )
+                    attempts.attempt_accepted()
+                else:
+                    log.warning(
+                        "controlled shutdown attempt failed",
+                        attempt=step.attempt,
+                        error=outcome if isinstance(outcome, str) else outcome.describe(),
+                    )
+                    attempts.attempt_failed(_now_ms())
+            case _:
+                assert_never(step)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    controller_id: int
+    error_code: int
+    remaining: list[TopicPartition]  # partitions we still lead
+
+    def describe(self) -> str:
         try:
-            with trio.fail_after(config.request_timeout_ms / 1000):
-                code, remaining = await _ask_controller(ctx)
-        except (BrokerConnectionError, trio.TooSlowError, _NoController) as exc:
-            code, remaining, error = ErrorCode.UNKNOWN_SERVER_ERROR, [], str(exc)
-        else:
-            error = ErrorCode(code).name
-        if code == ErrorCode.NONE:
-            log.info(
-                "controlled shutdown accepted",
-                still_leading=[f"{t}-{p}" for t, p in remaining],
-                attempt=attempt,
-            )
-            return True
-        log.warning("controlled shutdown attempt failed", attempt=attempt, error=error)
-        if attempt < config.controlled_shutdown_max_retries:
-            await trio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
-    log.warning("controlled shutdown failed; stopping anyway")
-    return False
+            name = ErrorCode(self.error_code).name
+        except ValueError:
+            name = f"error code {self.error_code}"
+        return f"{name} from controller {self.controller_id}"
 
 
-class _NoController(Exception):
+class _NoAnswer(Exception):
     pass
 
 
-async def _ask_controller(ctx: BrokerContext) -> tuple[int, list[tuple[str, int]]]:
-    controller = ctx.controller
-    if controller is not None and controller.is_active:
-        code, remaining = await controller.controlled_shutdown(ctx.broker_id, ctx.broker_epoch)
-        return code, list(remaining)
-    controller_id = controller.controller_id if controller is not None else -1
-    if controller_id < 0:
-        controller_id = ctx.metadata.controller_id
-    endpoint = ctx.metadata.brokers.get(controller_id)
-    if endpoint is None:
-        raise _NoController(f"no controller known (id {controller_id})")
+async def _attempt(ctx: BrokerContext, zk: ZkClient, step: Ask) -> _Answer | str:
+    """The controller's answer, or why there is none."""
+    try:
+        with trio.fail_after(step.timeout_ms / 1000):
+            return await _ask(ctx, zk, step)
+    except trio.TooSlowError:
+        return f"no answer within {step.timeout_ms} ms"
+    except (BrokerConnectionError, _NoAnswer) as exc:
+        return str(exc)
+    except (ZkError, ZkDataError) as exc:
+        return f"cannot read the controller from ZooKeeper: {exc}"
+
+
+async def _ask(ctx: BrokerContext, zk: ZkClient, step: Ask) -> _Answer:
+    found = await zk.run(controller_registration())
+    if found is None:
+        raise _NoAnswer("no controller elected")
+    controller_id, registration = found
+    if controller_id == ctx.broker_id and ctx.controller is not None:
+        code, remaining = await ctx.controller.controlled_shutdown(ctx.broker_id, ctx.broker_epoch)
+        return _Answer(controller_id, code, list(remaining))
+    if registration is None:
+        raise _NoAnswer(f"controller {controller_id} is not registered (it is stopping)")
     connection = await connect(
-        endpoint.host, endpoint.port, client_id=f"broker-{ctx.broker_id}-shutdown"
+        registration.host,
+        registration.port,
+        client_id=f"broker-{ctx.broker_id}-shutdown",
+        timeout_ms=step.connect_timeout_ms,
     )
     try:
         response: ControlledShutdownResponse = await connection.request(
             ControlledShutdownRequest(ctx.broker_id, ctx.broker_epoch),
-            timeout_ms=ctx.config.request_timeout_ms,
+            timeout_ms=step.timeout_ms,
         )
     finally:
         await connection.aclose()
-    return response.error_code, [(r.topic, r.partition) for r in response.remaining_partitions]
+    remaining = [TopicPartition(r.topic, r.partition) for r in response.remaining_partitions]
+    return _Answer(controller_id, response.error_code, remaining)
+
+
+def _now_ms() -> int:
+    return int(trio.current_time() * 1000)

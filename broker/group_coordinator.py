@@ -21,13 +21,13 @@ from broker.core.group.coordinator import (
     GroupSettings,
     PartitionLoad,
 )
+from broker.core.group.writes import coordinator_batches, replay_batches, write_error
 from broker.core.produce import append_produce, check_waiting, time_out
 from controller.assignment import assign_replicas
 from controller.zk_client import ZkError
 from controller.zk_topics import TopicExistsError, create_topic
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
-from protocol.records import Record, build_batch, decode_batches
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -36,18 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["GroupCoordinator"]
 
 R = TypeVar("R")
-_BATCH_BYTES: Final = 512 * 1024  # records per batch up to about this (message.max.bytes: 1 MB)
 _LOAD_READ_BYTES: Final = 1 << 20
 _TIMER_MAX_S: Final = 1.0
-# Kafka's GroupCoordinatorService.normalizeException: what a failed write tells the client.
-_WRITE_ERRORS: Final = {
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-}
 
 
 class GroupCoordinator:
@@ -116,19 +106,10 @@ class GroupCoordinator:
                 if self._epochs.get(p) != epoch:
                     return  # leadership moved on meanwhile
                 data = log.read(offset, _LOAD_READ_BYTES, min_one_batch=True).read()
-                batches = list(decode_batches(data))
-                if not batches:
+                next_offset, replayed, bad = replay_batches(self.core, data)
+                if next_offset < 0:
                     break
-                for batch in batches:
-                    for record in batch.records:
-                        if record.key is None:
-                            continue
-                        try:
-                            self.core.replay(record.key, record.value)
-                            records += 1
-                        except ValueError:
-                            malformed += 1
-                    offset = batch.header.next_offset
+                offset, records, malformed = next_offset, records + replayed, malformed + bad
                 await trio.lowlevel.checkpoint()
         except Exception as exc:  # the log went away or is unreadable: not coordinating it
             self._log.warning("loading failed", partition=p, error=repr(exc))
@@ -166,14 +147,15 @@ class GroupCoordinator:
             timeout_ms=self._ctx.config.offsets_commit_timeout_ms,
             topic_data=(
                 ProduceTopicData(
-                    OFFSETS_TOPIC, (ProducePartitionData(p, _batches(decision, now_ms)),)
+                    OFFSETS_TOPIC,
+                    (ProducePartitionData(p, coordinator_batches(decision.records, now_ms)),),
                 ),
             ),
         )
         append = append_produce(self._ctx.state, request, now_ms, internal=True)
         code = ErrorCode(append.results[tp].error_code)
         if code != ErrorCode.NONE:
-            return decision.failed(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
+            return decision.failed(write_error(code))
         for key, value in decision.records:
             self.core.replay(key, value)
         self._timers_changed.set()
@@ -188,7 +170,7 @@ class GroupCoordinator:
         time_out(append)
         code = ErrorCode(append.results[tp].error_code)
         if code != ErrorCode.NONE:
-            return decision.failed(_WRITE_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
+            return decision.failed(write_error(code))
         return decision.response
 
     # -- timers --------------------------------------------------------------------------------
@@ -247,19 +229,3 @@ class GroupCoordinator:
             self._log.warning("could not create the offsets topic", error=str(exc))
         finally:
             self._creating = False
-
-
-def _batches(decision: Decision[R], now_ms: int) -> bytes:
-    """The records as batches of up to about _BATCH_BYTES each."""
-    out: list[bytes] = []
-    chunk: list[Record] = []
-    size = 0
-    for key, value in decision.records:
-        chunk.append(Record(value, key=key, timestamp_ms=now_ms))
-        size += len(key) + len(value or b"") + 16
-        if size >= _BATCH_BYTES:
-            out.append(build_batch(chunk, now_ms=now_ms))
-            chunk, size = [], 0
-    if chunk:
-        out.append(build_batch(chunk, now_ms=now_ms))
-    return b"".join(out)

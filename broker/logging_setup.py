@@ -4,21 +4,24 @@ Context such as broker_id, topic, partition and leader_epoch is bound with struc
 contextvars (`bind_broker`, `structlog.contextvars.bound_contextvars`): a trio task inherits a
 copy of its parent's context when spawned, so bind before opening the nurseries whose tasks
 should carry it. Standard-library logging (kazoo, trio) is routed to the same renderer so one
-stream holds every line in one format.
+stream holds every line in one format; kazoo logs from its own threads, which see no trio
+task's context, so `bind_broker` also tags every line of the process.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Final
+from typing import Any, Final
 
 import structlog
-from structlog.typing import Processor
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 __all__ = ["bind_broker", "configure_logging"]
 
 _HANDLER_NAME: Final = "highwater-stdout"
+# Fields for every line of this process, whatever thread logs it (bind_broker).
+_PROCESS_CONTEXT: dict[str, Any] = {}
 
 
 def configure_logging(*, json: bool | None = None, level: str = "info") -> None:
@@ -26,15 +29,17 @@ def configure_logging(*, json: bool | None = None, level: str = "info") -> None:
 
     `json`: None picks JSON when stdout is not a terminal (files, pipes, containers) and the
     console renderer when it is. `level`: debug, info, warning, error or critical.
-    Each call replaces the previous configuration (nothing accumulates), and binds the
-    current `sys.stdout`.
+    Each call replaces the previous configuration (nothing accumulates, `bind_broker`'s
+    process-wide fields included), and binds the current `sys.stdout`.
     """
     level_number = _level_number(level)
     stream = sys.stdout
     use_json = json if json is not None else not stream.isatty()
+    _PROCESS_CONTEXT.clear()
 
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
+        _merge_process_context,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
@@ -80,8 +85,19 @@ def configure_logging(*, json: bool | None = None, level: str = "info") -> None:
 
 
 def bind_broker(broker_id: int) -> None:
-    """Tag every later log event of this task (and tasks it spawns) with broker_id."""
+    """Tag every later log event of this process with broker_id: this task's and those of the
+    tasks it spawns (contextvars), and lines from threads that see no task's context (kazoo's
+    connection and event threads)."""
     structlog.contextvars.bind_contextvars(broker_id=broker_id)
+    _PROCESS_CONTEXT["broker_id"] = broker_id
+
+
+def _merge_process_context(
+    logger: WrappedLogger, method_name: str, event_dict: EventDict
+) -> EventDict:
+    for key, value in _PROCESS_CONTEXT.items():
+        event_dict.setdefault(key, value)  # a task's own binding wins
+    return event_dict
 
 
 def _level_number(level: str) -> int:

@@ -4,56 +4,89 @@ Start-up order: recover the logs (a broker must not serve before its logs are co
 connect to ZooKeeper, start listening, register `/brokers/ids/<id>` (which tells the
 controller we exist), start the replica fetchers and the ISR tasks, and stand as a controller
 candidate. Shutdown reverses it: ask the controller to move our leaderships away (controlled
-shutdown), stop accepting and drain in-flight requests, checkpoint HWs, close the logs and
-write the clean-shutdown marker, then close the ZooKeeper session (our registration vanishes
-with it).
+shutdown, bounded), stop being a controller candidate, stop accepting and drain in-flight
+requests, checkpoint HWs, close the logs and write the clean-shutdown marker, then close the
+ZooKeeper session (our registration vanishes with it). A failed start stops the same way.
 """
 
 from __future__ import annotations
 
 import resource
 import signal
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import structlog
 import trio
 
 from broker.config import BrokerConfig, describe
+from broker.config_changes import ConfigChangeListener
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
 from broker.group_coordinator import GroupCoordinator
 from broker.isr_manager import IsrManager
+from broker.log.errors import LogStorageError
 from broker.log.manager import LogManager
 from broker.log_cleaner import LogCleaner
 from broker.logging_setup import bind_broker, configure_logging
 from broker.producer_id_manager import ProducerIdManager
-from broker.registration import maintain_registration
+from broker.registration import BrokerIdInUseError, maintain_registration
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.server import BrokerServer
-from controller.controller import run_controller
-from controller.zk_client import ZkClient
+from controller.controller import Controller, run_controller
+from controller.zk_client import ZkClient, ZkError
 from controller.zk_topics import get_or_create_cluster_id
 
-__all__ = ["run_broker"]
+__all__ = ["EXIT_FAILURE", "StartupError", "run_broker"]
+
+
+EXIT_FAILURE = 1
+
+
+class StartupError(Exception):
+    """An expected reason the broker cannot start, with a message saying what to fix."""
 
 
 async def run_broker(config: BrokerConfig) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit status (0 after a clean shutdown)."""
+    """Run until SIGTERM/SIGINT; returns the exit status: 0 after a clean shutdown, 1 when the
+    broker cannot start (ZooKeeper unreachable, the listener's port taken, a log dir unusable,
+    the broker id held by a live broker), said in one error event, not a traceback."""
     configure_logging()
     bind_broker(config.broker_id)
     log = structlog.get_logger("highwater.broker")
     log.info("starting", config=dict(describe(config)))
+    try:
+        await _run(config, log)
+    except Exception as exc:
+        errors = list(_leaves(exc))  # a nursery raises a group
+        if all(isinstance(error, StartupError) for error in errors):
+            log.error("broker could not start", error="; ".join(map(str, errors)))
+        else:
+            log.exception("broker failed")  # a bug: its traceback goes into this one event
+        return EXIT_FAILURE
+    log.info("stopped cleanly")
+    return 0
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         log_manager = LogManager([Path(d) for d in config.log_dirs], config.log_config())
-        log_manager.startup(wall_clock_ms())
+        try:
+            log_manager.startup(wall_clock_ms())
+        except (OSError, LogStorageError) as exc:
+            raise StartupError(f"cannot open the log dirs: {exc}") from exc
         ctx = BrokerContext(config, ReplicaManager(config.broker_id, log_manager))
-        zk = await ZkClient.connect(
-            config.zookeeper_connect,
-            config.zookeeper_session_timeout_ms,
-            timeout_ms=config.zookeeper_connection_timeout_ms,
-        )
         server = BrokerServer(
             ctx,
             config.listener_host,
@@ -62,65 +95,127 @@ async def run_broker(config: BrokerConfig) -> int:
             idle_timeout_s=config.connections_max_idle_ms / 1000,
             max_connections=_connection_limit(config.max_connections, log),
         )
+        zk: ZkClient | None = None
         try:
-            ctx.zk = zk
-            ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
-            ctx.cluster_id = await zk.run(get_or_create_cluster_id())
             async with trio.open_nursery() as nursery:
-                port = await nursery.start(server.run)
-                # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon
-                # as we have registered.
-                ctx.fetchers = ReplicaFetcherManager(ctx)
-                await nursery.start(ctx.fetchers.run)
-                ctx.isr_manager = IsrManager(ctx, zk)
-                await nursery.start(ctx.isr_manager.run)
-                ctx.group_coordinator = GroupCoordinator(ctx)
-                await nursery.start(ctx.group_coordinator.run)
-                # listeners=...:0 binds any free port; advertise the one actually bound.
-                advertised_port = config.advertised_port or port
-                # ctx.registered records the broker epoch (again after a session expiry).
-                await nursery.start(
-                    partial(maintain_registration, on_registered=ctx.registered),
-                    zk,
-                    config.broker_id,
-                    config.advertised_host,
-                    advertised_port,
-                    config.broker_rack,
-                )
-                ctx.controller = await nursery.start(
-                    partial(
-                        run_controller,
-                        zk,
-                        config.broker_id,
-                        request_timeout_ms=config.request_timeout_ms,
-                        unclean_leader_election_enable=config.unclean_leader_election_enable,
-                        auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
-                        leader_imbalance_per_broker_percentage=(
-                            config.leader_imbalance_per_broker_percentage
-                        ),
-                        leader_imbalance_check_interval_seconds=(
-                            config.leader_imbalance_check_interval_seconds
-                        ),
-                    )
-                )
-                if config.log_cleaner_enable:
-                    await nursery.start(LogCleaner(ctx, log_manager).run)
-                nursery.start_soon(_housekeeping, ctx, log_manager)
-                log.info("started", port=server.port)
-                async for signum in signals:
-                    log.info("shutting down", signal=signal.Signals(signum).name)
-                    break
-                if config.controlled_shutdown_enable:
+                # A signal during start-up (waiting for ZooKeeper, or for a predecessor's
+                # registration to expire) stops the broker at once, as later.
+                stopping, starting = trio.Event(), trio.CancelScope()
+                nursery.start_soon(_wait_for_signal, signals, stopping, starting, log)
+                candidacy = trio.CancelScope()  # the controller candidate's
+                with starting:
+                    try:
+                        zk = await ZkClient.connect(
+                            config.zookeeper_connect,
+                            config.zookeeper_session_timeout_ms,
+                            timeout_ms=config.zookeeper_connection_timeout_ms,
+                        )
+                        await _start(nursery, ctx, zk, server, log_manager, candidacy)
+                    except (ZkError, BrokerIdInUseError) as exc:
+                        connected = zk is not None and isinstance(exc, ZkError)
+                        message = f"ZooKeeper: {exc}" if connected else str(exc)
+                        raise StartupError(message) from exc
+                    log.info("started", port=server.port)
+                await stopping.wait()
+                if config.controlled_shutdown_enable and not starting.cancelled_caught:
                     await controlled_shutdown(ctx)
+                # The controller (if we are it) resigns before requests drain: those waiting
+                # for it (other brokers' controlled shutdowns) are answered NOT_CONTROLLER now.
+                candidacy.cancel()
                 await server.stop()
                 nursery.cancel_scope.cancel()
         finally:
+            # Also after a failed start: the logs close cleanly (the next start need not
+            # recover them) and the session closes (its registration, if any, goes at once).
             with trio.CancelScope(shield=True):
                 ctx.replica_manager.checkpoint_high_watermarks()
                 log_manager.shutdown(wall_clock_ms())
-                await zk.close()
-    log.info("stopped cleanly")
-    return 0
+                if zk is not None:
+                    await zk.close()
+
+
+async def _start(
+    nursery: trio.Nursery,
+    ctx: BrokerContext,
+    zk: ZkClient,
+    server: BrokerServer,
+    log_manager: LogManager,
+    candidacy: trio.CancelScope,
+) -> None:
+    """Listen, register, and start every task, in the order the module docstring gives; the
+    controller candidate runs until `candidacy` is cancelled."""
+    config = ctx.config
+    ctx.zk = zk
+    ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
+    ctx.cluster_id = await zk.run(get_or_create_cluster_id())
+    try:
+        port = await nursery.start(server.run)
+    except OSError as exc:
+        raise StartupError(
+            f"cannot listen on {config.listener_host}:{config.listener_port}: {exc.strerror or exc}"
+        ) from exc
+    # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon as we
+    # have registered.
+    ctx.fetchers = ReplicaFetcherManager(ctx)
+    await nursery.start(ctx.fetchers.run)
+    ctx.isr_manager = IsrManager(ctx, zk)
+    await nursery.start(ctx.isr_manager.run)
+    ctx.group_coordinator = GroupCoordinator(ctx)
+    await nursery.start(ctx.group_coordinator.run)
+    # Dynamic configs before registering: LeaderAndIsr must find them in place.
+    await nursery.start(ConfigChangeListener(ctx, zk).run)
+    # listeners=...:0 binds any free port; advertise the one actually bound.
+    advertised_port = config.advertised_port or port
+    # ctx.registered records the broker epoch (again after a session expiry).
+    await nursery.start(
+        partial(maintain_registration, on_registered=ctx.registered),
+        zk,
+        config.broker_id,
+        config.advertised_host,
+        advertised_port,
+        config.broker_rack,
+    )
+    ctx.controller = await nursery.start(
+        partial(
+            _controller_candidate,
+            candidacy,
+            zk,
+            config.broker_id,
+            request_timeout_ms=config.request_timeout_ms,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+            leader_imbalance_check_interval_seconds=(
+                config.leader_imbalance_check_interval_seconds
+            ),
+        )
+    )
+    if config.log_cleaner_enable:
+        await nursery.start(LogCleaner(ctx, log_manager).run)
+    nursery.start_soon(_housekeeping, ctx, log_manager)
+
+
+async def _controller_candidate(
+    scope: trio.CancelScope,
+    *args: Any,
+    task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
+    **kwargs: Any,
+) -> None:
+    with scope:
+        await run_controller(*args, task_status=task_status, **kwargs)
+
+
+async def _wait_for_signal(
+    signals: AsyncIterator[int],
+    stopping: trio.Event,
+    starting: trio.CancelScope,
+    log: structlog.typing.FilteringBoundLogger,
+) -> None:
+    async for signum in signals:
+        log.info("shutting down", signal=signal.Signals(signum).name)
+        stopping.set()
+        starting.cancel()  # no effect once started
+        return
 
 
 # Descriptors kept back from client connections: segments and indexes, ZooKeeper, fetchers.

@@ -168,6 +168,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             1,
             "With acks=all, the fewest in-sync replicas a write needs (NOT_ENOUGH_REPLICAS).",
             minimum=1,
+            dynamic=True,
         ),
         boolean(
             "auto.create.topics.enable",
@@ -202,6 +203,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "The largest record batch accepted (MESSAGE_TOO_LARGE above).",
             minimum=1,
             log_field="max_message_bytes",
+            dynamic=True,
         ),
         number(
             INT,
@@ -210,6 +212,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "Roll when the active segment would exceed this.",
             minimum=MIN_SEGMENT_BYTES,
             log_field="segment_bytes",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -219,6 +222,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             minimum=1,
             fallback=Fallback("log.roll.hours", MS_PER_HOUR),
             log_field="segment_ms",
+            dynamic=True,
         ),
         number(
             INT,
@@ -235,6 +239,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "Roll when an index reaches this size.",
             minimum=MIN_SEGMENT_INDEX_BYTES,
             log_field="segment_index_bytes",
+            dynamic=True,
         ),
         number(
             INT,
@@ -242,6 +247,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             _LOG.index_interval_bytes,
             "Bytes between sparse index entries.",
             log_field="index_interval_bytes",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -251,6 +257,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             minimum=NO_LIMIT,
             fallback=Fallback("log.retention.minutes", MS_PER_MINUTE),
             log_field="retention_ms",
+            dynamic=True,
         ),
         number(
             INT,
@@ -276,6 +283,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "Delete the oldest whole segments while a partition is larger (-1: no limit).",
             minimum=NO_LIMIT,
             log_field="retention_bytes",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -291,6 +299,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "fsync after this many records (default: never; durability comes from replicas).",
             minimum=1,
             log_field="flush_messages",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -299,6 +308,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "fsync when records waited this long (checked every scheduler interval).",
             fallback=Fallback("log.flush.scheduler.interval.ms"),
             log_field="flush_ms",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -324,6 +334,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             syntax="delete, compact, or compact,delete",
             check=_check_cleanup_policy,
             log_field="cleanup_policy",
+            dynamic=True,
         ),
         boolean("log.cleaner.enable", True, "Run the log cleaner (compacted topics need it)."),
         number(
@@ -340,6 +351,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             minimum=0,
             maximum=1,
             log_field="min_cleanable_dirty_ratio",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -347,6 +359,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             _LOG.min_compaction_lag_ms,
             "Records younger than this are never cleaned.",
             log_field="min_compaction_lag_ms",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -355,6 +368,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "A log with records dirty for longer is cleaned whatever its dirty ratio.",
             minimum=1,
             log_field="max_compaction_lag_ms",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -362,6 +376,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             _LOG.delete_retention_ms,
             "How long a tombstone (null value) is kept before the cleaner removes it.",
             log_field="delete_retention_ms",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -420,6 +435,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "(its next batch is then accepted at any sequence).",
             minimum=1,
             log_field="producer_id_expiration_ms",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -432,6 +448,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "unclean.leader.election.enable",
             False,
             "Let a replica outside the ISR lead when no ISR member is live (may lose data).",
+            dynamic=True,
         ),
         number(
             LONG,
@@ -467,6 +484,15 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "controlled.shutdown.retry.backoff.ms",
             5000,
             "Wait between controlled shutdown attempts.",
+        ),
+        number(
+            LONG,
+            "controlled.shutdown.timeout.ms",
+            10000,
+            "Highwater only: a controlled shutdown ends within this, its attempts sharing it "
+            "(each at most request.timeout.ms); keep it well inside a container's stop grace "
+            "period.",
+            minimum=1,
         ),
         boolean(
             "auto.leader.rebalance.enable",

@@ -34,22 +34,31 @@ def render() -> str:
         "### Broker settings",
         "",
         "`server.properties` and `--override` (see docs/examples/server.properties). "
-        'A default "as `k`" is setting `k`\'s value (times a unit factor) when unset.',
+        'A default "as `k`" is setting `k`\'s value (times a unit factor) when unset. '
+        "Update mode (Kafka's): `cluster-wide` settings may also be changed on a running "
+        "cluster, as dynamic defaults for every broker "
+        "(`highwater configs alter --broker-defaults`); `read-only` ones only here.",
     ]
     sections = dict.fromkeys(s.section for s in SETTINGS)
     for section in sections:
         lines += ["", f"#### {section}", ""]
-        lines += ["| setting | type | default | valid values | meaning |", "|---|---|---|---|---|"]
+        lines += [
+            "| setting | type | default | valid values | update mode | meaning |",
+            "|---|---|---|---|---|---|",
+        ]
         for s in SETTINGS:
             if s.section == section:
-                cells = [f"`{s.key}`", s.type.value, _default(s), s.valid_values, s.doc]
+                mode = "cluster-wide" if s.dynamic else "read-only"
+                cells = [f"`{s.key}`", s.type.value, _default(s), s.valid_values, mode, s.doc]
                 lines.append(_row(cells))
     lines += [
         "",
         "### Topic configs",
         "",
-        "`--config key=value` at topic creation. A topic config is checked as its broker "
-        "setting is, and defaults to that setting's value on the broker.",
+        "`--config key=value` at topic creation, or at any time with `highwater topics alter "
+        "NAME --config key=value` (every broker applies it within seconds). A topic config is "
+        "checked as its broker setting is, and defaults to that setting's value on the broker "
+        "(a dynamic default if one is set).",
         "",
         "| topic config | broker setting | built-in default | valid values | meaning |",
         "|---|---|---|---|---|",

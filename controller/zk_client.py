@@ -20,6 +20,7 @@ from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent
+from kazoo.retry import KazooRetry
 
 from controller.zk_script import ZkScript, start, step
 from controller.zk_types import (
@@ -73,6 +74,11 @@ __all__ = [
 
 _T = TypeVar("_T")
 DEFAULT_REQUEST_TIMEOUT_MS = 10_000
+# kazoo's reconnect delay starts at 0.1 s and doubles, up to an hour: once ZooKeeper has been
+# away ~9 s the next attempt comes after zookeeper.connection.timeout.ms (or the session
+# timeout) has run out. Capped, a server that is back is found within ~1 s (1.4 s with kazoo's
+# jitter), as the Java client Kafka uses waits at most 1 s between attempts (ClientCnxn).
+MAX_RECONNECT_DELAY_S = 1.0
 
 
 def _translate(exc: BaseException, path: str | None, op_index: int | None = None) -> ZkError:
@@ -99,6 +105,7 @@ def _stat(stat: Any) -> ZnodeStat:
         ephemeral_owner=stat.ephemeralOwner,
         data_length=stat.dataLength,
         num_children=stat.numChildren,
+        ctime=stat.ctime,
     )
 
 
@@ -153,7 +160,7 @@ class ZkClient:
             await _ensure_chroot(
                 base_hosts, "/" + chroot.strip("/"), session_timeout_ms, timeout_ms
             )
-        kazoo = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        kazoo = _kazoo_client(hosts, session_timeout_ms)
         client = cls(
             kazoo, hosts, session_timeout_ms, request_timeout_ms, trio.lowlevel.current_trio_token()
         )
@@ -164,7 +171,13 @@ class ZkClient:
             )
         except (kz.KazooException, KazooTimeoutError) as exc:
             await trio.to_thread.run_sync(_stop_quietly, kazoo)
-            raise ZkConnectionError(f"cannot connect to ZooKeeper at {hosts}: {exc}") from exc
+            raise ZkConnectionError(
+                f"cannot connect to ZooKeeper at {hosts} within {timeout_ms} ms: {exc}"
+            ) from exc
+        except BaseException:  # cancelled (a broker told to stop while it waits): stop trying
+            with trio.CancelScope(shield=True):
+                await client.close()
+            raise
         client._last_session_id = kazoo.client_id[0] if kazoo.client_id else None
         return client
 
@@ -184,9 +197,12 @@ class ZkClient:
         return bool(self._kazoo.connected)
 
     async def close(self) -> None:
-        """Close the session: its ephemeral nodes disappear at once."""
+        """Close the session: its ephemeral nodes disappear at once. Bounded by the request
+        timeout: without a connection the session cannot be closed, and kazoo's stop waits
+        for its connection thread (a connection attempt in progress) before giving up."""
         self._closed = True
-        await trio.to_thread.run_sync(_stop_quietly, self._kazoo)
+        with trio.move_on_after(self.request_timeout_ms / 1000):
+            await trio.to_thread.run_sync(_stop_quietly, self._kazoo, abandon_on_cancel=True)
         for subscriber in self._subscribers:
             subscriber.close()
         self._subscribers.clear()
@@ -201,9 +217,7 @@ class ZkClient:
         base_hosts = self.hosts.partition("/")[0]
 
         def expire() -> None:
-            other = KazooClient(
-                hosts=base_hosts, timeout=self.session_timeout_ms / 1000, client_id=client_id
-            )
+            other = _kazoo_client(base_hosts, self.session_timeout_ms, client_id=client_id)
             other.start(timeout=self.request_timeout_ms / 1000)
             _stop_quietly(other)
 
@@ -289,7 +303,7 @@ class ZkClient:
                 if isinstance(op, CheckOp):
                     tx.check(op.path, op.version)
                 elif isinstance(op, CreateOp):
-                    tx.create(op.path, op.data, ephemeral=op.ephemeral)
+                    tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
                 elif isinstance(op, SetOp):
                     tx.set_data(op.path, op.data, version=op.version)
                 else:
@@ -401,6 +415,15 @@ class ZkClient:
         self._post(event)
 
 
+def _kazoo_client(hosts: str, session_timeout_ms: int, **kwargs: Any) -> KazooClient:
+    return KazooClient(
+        hosts=hosts,
+        timeout=session_timeout_ms / 1000,
+        connection_retry=KazooRetry(max_tries=-1, max_delay=MAX_RECONNECT_DELAY_S),
+        **kwargs,
+    )
+
+
 def _stop_quietly(kazoo: KazooClient) -> None:
     with contextlib.suppress(kz.KazooException, KazooTimeoutError):
         kazoo.stop()
@@ -411,7 +434,7 @@ async def _ensure_chroot(
     base_hosts: str, chroot: str, session_timeout_ms: int, timeout_ms: int
 ) -> None:
     def call() -> None:
-        kazoo = KazooClient(hosts=base_hosts, timeout=session_timeout_ms / 1000)
+        kazoo = _kazoo_client(base_hosts, session_timeout_ms)
         try:
             kazoo.start(timeout=timeout_ms / 1000)
             kazoo.ensure_path(chroot)
@@ -421,4 +444,6 @@ async def _ensure_chroot(
     try:
         await trio.to_thread.run_sync(call, abandon_on_cancel=True)
     except (kz.KazooException, KazooTimeoutError) as exc:
-        raise ZkConnectionError(f"cannot create chroot {chroot} on {base_hosts}: {exc}") from exc
+        raise ZkConnectionError(
+            f"cannot create chroot {chroot} on {base_hosts} within {timeout_ms} ms: {exc}"
+        ) from exc

@@ -16,21 +16,27 @@ from protocol.topic_partition import TopicPartition
 __all__ = [
     "BROKER_IDS_PATH",
     "CLUSTER_ID_PATH",
+    "CONFIG_BROKERS_PATH",
+    "CONFIG_CHANGES_PATH",
+    "CONFIG_CHANGE_PREFIX",
     "CONFIG_TOPICS_PATH",
     "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH",
+    "DEFAULT_BROKER_ENTITY",
     "DELETE_TOPICS_PATH",
     "INITIAL_CONTROLLER_EPOCH",
     "REASSIGN_PARTITIONS_PATH",
     "TOPICS_PATH",
     "BrokerRegistration",
     "ClusterIdZnode",
+    "ConfigChangeNotification",
     "ControllerZnode",
     "PartitionStateZnode",
     "ReassignmentPlan",
     "TopicAssignment",
     "TopicConfigZnode",
     "ZkDataError",
+    "broker_config_path",
     "broker_path",
     "decode_controller_epoch",
     "delete_topic_path",
@@ -45,6 +51,10 @@ __all__ = [
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_BROKERS_PATH = "/config/brokers"
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"  # then ZooKeeper's 10-digit sequence number
+DEFAULT_BROKER_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide defaults
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
@@ -79,6 +89,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """`/config/brokers/<entity>`: DEFAULT_BROKER_ENTITY, or a broker id."""
+    return f"{CONFIG_BROKERS_PATH}/{entity}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -222,7 +237,8 @@ class TopicAssignment:
 
 @dataclass(frozen=True, slots=True)
 class TopicConfigZnode:
-    """`/config/topics/<t>`: topic-level config overrides."""
+    """`/config/topics/<t>`: topic-level config overrides; `/config/brokers/<default>` (the
+    cluster-wide dynamic broker defaults) has the same layout."""
 
     config: Mapping[str, str] = field(default_factory=dict)
 
@@ -239,6 +255,34 @@ class TopicConfigZnode:
         ):
             raise ZkDataError(f"{what}: 'config' must map strings to strings")
         return cls(config)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChangeNotification:
+    """`/config/changes/config_change_<n>` (sequential): "the configs of this entity changed"
+    (Kafka's version 2: `entity_path` is `topics/<t>` or `brokers/<default>`)."""
+
+    entity_type: str  # "topics" or "brokers"
+    entity_name: str
+
+    @property
+    def entity_path(self) -> str:
+        return f"{self.entity_type}/{self.entity_name}"
+
+    def encode(self) -> bytes:
+        return _encode({"version": 2, "entity_path": self.entity_path})
+
+    @classmethod
+    def decode(cls, data: bytes) -> ConfigChangeNotification:
+        what = "config change notification"
+        obj = _decode_object(data, what)
+        if obj.get("version") != 2:
+            raise ZkDataError(f"{what}: unsupported version {obj.get('version')!r}")
+        path = obj.get("entity_path")
+        entity_type, slash, name = path.partition("/") if isinstance(path, str) else ("", "", "")
+        if entity_type not in ("topics", "brokers") or not slash or not name or "/" in name:
+            raise ZkDataError(f"{what}: bad entity_path {path!r}")
+        return cls(entity_type, name)
 
 
 @dataclass(frozen=True, slots=True)

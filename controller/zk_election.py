@@ -23,6 +23,7 @@ from controller.zk_types import (
 
 __all__ = [
     "PERSISTENT_PATHS",
+    "controller_registration",
     "delete_own_controller_znode",
     "read_controller_epoch",
     "read_controller_id",
@@ -34,6 +35,7 @@ PERSISTENT_PATHS = (
     zk_data.BROKER_IDS_PATH,
     zk_data.TOPICS_PATH,
     zk_data.CONFIG_TOPICS_PATH,
+    zk_data.CONFIG_CHANGES_PATH,
     zk_data.DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
 )
@@ -93,6 +95,17 @@ def read_controller_id(*, watch: bool = False) -> ZkScript[int]:
     if found is None:
         return -1
     return zk_data.ControllerZnode.decode(found[0]).broker_id
+
+
+def controller_registration() -> ZkScript[tuple[int, zk_data.BrokerRegistration | None] | None]:
+    """The controller's broker id and `/brokers/ids/<id>` registration (where to reach it):
+    None while no controller is elected; (id, None) when its registration is gone (both are
+    ephemeral nodes of one session, so the controller is going too)."""
+    controller_id = yield from read_controller_id()
+    if controller_id < 0:
+        return None
+    found = yield from get_data(zk_data.broker_path(controller_id))
+    return controller_id, None if found is None else zk_data.BrokerRegistration.decode(found[0])
 
 
 def delete_own_controller_znode(session_id: int | None) -> ZkScript[None]:

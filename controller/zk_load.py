@@ -1,14 +1,16 @@
 """What the controller reads from ZooKeeper, as scripts that end in a core event.
 
 `load` reads everything a new controller needs (an `Elected` event); `read_event` turns one
-watch notification into the event it stands for (re-reading and re-arming the watch);
+watch notification into the event it stands for (re-reading and re-arming the watch; a
+config change notification re-reads the `unclean.leader.election.enable` overrides, Kafka's
+TopicUncleanLeaderElectionEnable);
 `read_isr_changes` reads the leaders' `/isr_change_notification` nodes (Kafka's
 IsrChangeNotificationHandler). A malformed config or plan is logged and ignored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import structlog
 
@@ -26,13 +28,14 @@ from controller.core import (
     TopicsChanged,
 )
 from controller.zk_brokers import live_brokers
+from controller.zk_configs import BROKERS, get_entity_config
 from controller.zk_election import read_controller_id
 from controller.zk_isr import (
     ISR_CHANGE_NOTIFICATION_PATH,
     ISR_CHANGE_PREFIX,
     decode_isr_change_notification,
 )
-from controller.zk_script import ZkScript, ensure_path, get_children, get_data
+from controller.zk_script import ZkScript, children_or_empty, ensure_path, get_children, get_data
 from controller.zk_types import NoNodeError, WatchEvent, WatchKind
 from protocol.topic_partition import TopicPartition
 
@@ -60,6 +63,7 @@ def load(broker_id: int, epoch: int, epoch_zk_version: int) -> ZkScript[Elected]
     brokers = yield from read_brokers()
     topics = yield from zk_topics.list_topics(watch=True)
     assignments = yield from zk_topics.get_assignments(topics, watch=True)
+    yield from children_or_empty(zk_data.CONFIG_CHANGES_PATH, watch=True)  # before the reads
     overrides = yield from _read_unclean_overrides(assignments)
     states = yield from read_partition_states(
         TopicPartition(t, p) for t, partitions in assignments.items() for p in partitions
@@ -91,6 +95,13 @@ def read_event(broker_id: int, event: WatchEvent) -> ZkScript[ControllerEvent | 
         return None
     if event.path == zk_data.BROKER_IDS_PATH:
         return BrokersChanged((yield from read_brokers()))
+    if event.path == zk_data.CONFIG_CHANGES_PATH:
+        # A topic's configs or the cluster-wide defaults changed: the overrides are read
+        # again (a topic that now allows unclean election elects its leaderless partitions).
+        yield from children_or_empty(zk_data.CONFIG_CHANGES_PATH, watch=True)
+        topics = yield from zk_topics.list_topics(watch=True)
+        assignments = yield from zk_topics.get_assignments(topics, watch=True)
+        return TopicsChanged(assignments, (yield from _read_unclean_overrides(assignments)))
     if event.path == zk_data.TOPICS_PATH or _is_topic_path(event.path):
         # A new or deleted topic, or (Kafka's PartitionModificationsHandler) partitions
         # added to one: re-read every assignment, re-arming each topic's data watch.
@@ -181,23 +192,40 @@ def _read_reassignment_plan() -> ZkScript[zk_data.ReassignmentPlan]:
 
 
 def _read_unclean_overrides(topics: Iterable[str]) -> ZkScript[dict[str, bool]]:
-    """Topics whose /config/topics/<t> sets unclean.leader.election.enable. A malformed
-    config is logged and ignored (the broker default applies), never a re-load loop."""
+    """Each topic's unclean.leader.election.enable where it differs from the static broker
+    default: its /config/topics/<t> override, else the cluster-wide dynamic default
+    (/config/brokers/<default>) if set. A malformed config is logged and ignored (the next
+    layer applies), never a re-load loop."""
+    dynamic_default: bool | None = None
+    try:
+        defaults = yield from get_entity_config(BROKERS, zk_data.DEFAULT_BROKER_ENTITY)
+        dynamic_default = _unclean_value(defaults.config, "dynamic broker default")
+    except zk_data.ZkDataError as exc:
+        _log.warning("dynamic broker defaults unreadable", error=str(exc))
     overrides: dict[str, bool] = {}
     for topic in sorted(topics):
         try:
             config = yield from zk_topics.get_topic_config(topic)
         except zk_data.ZkDataError as exc:
             _log.warning("topic config unreadable", topic=topic, error=str(exc))
-            continue
-        value = config.get(_UNCLEAN_CONFIG)
+            config = {}
+        value = _unclean_value(config, topic)
         if value is None:
-            continue
-        try:
-            overrides[topic] = topic_setting(_UNCLEAN_CONFIG).setting.parse(value.strip()) is True
-        except InvalidValue:
-            _log.warning("bad topic config ignored", topic=topic, key=_UNCLEAN_CONFIG)
+            value = dynamic_default
+        if value is not None:
+            overrides[topic] = value
     return overrides
+
+
+def _unclean_value(config: Mapping[str, str], where: str) -> bool | None:
+    text = config.get(_UNCLEAN_CONFIG)
+    if text is None:
+        return None
+    try:
+        return topic_setting(_UNCLEAN_CONFIG).setting.parse(text.strip()) is True
+    except InvalidValue:
+        _log.warning("bad config ignored", where=where, key=_UNCLEAN_CONFIG)
+        return None
 
 
 def _isr_change_children() -> ZkScript[list[str]]:

@@ -83,6 +83,7 @@ class ZnodeStat:
     ephemeral_owner: int  # session id of the owner, 0 for a persistent node
     data_length: int
     num_children: int
+    ctime: int = 0  # when it was created (ms since the epoch, the server's clock)
 
 
 # --- transaction (multi) operations -----------------------------------------------------------
@@ -96,9 +97,12 @@ class CheckOp:
 
 @dataclass(frozen=True, slots=True)
 class CreateOp:
+    """Creates `path` (with `sequence`, a sequential child: its path is the op's result)."""
+
     path: str
     data: bytes = b""
     ephemeral: bool = False
+    sequence: bool = False
 
 
 @dataclass(frozen=True, slots=True)

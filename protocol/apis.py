@@ -39,9 +39,11 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
@@ -85,9 +87,15 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 0),
     ApiKey.INIT_PRODUCER_ID: ("init_producer_id", "InitProducerId", 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 1),
+    ApiKey.DESCRIBE_CONFIGS: ("describe_configs", "DescribeConfigs", 0),
     ApiKey.CREATE_PARTITIONS: ("create_partitions", "CreatePartitions", 0),
     ApiKey.DELETE_GROUPS: ("delete_groups", "DeleteGroups", 0),
     ApiKey.ELECT_LEADERS: ("elect_leaders", "ElectLeaders", 0),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+        "incremental_alter_configs",
+        "IncrementalAlterConfigs",
+        0,
+    ),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
         "alter_partition_reassignments",
         "AlterPartitionReassignments",

@@ -10,10 +10,11 @@ from collections.abc import Collection, Mapping
 
 import structlog
 
+from broker.core.dynamic_config import partition_config
 from broker.core.partition import NotLeaderError, Partition, ReadResult
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.topic_config import TopicConfigError, log_config_for
+from broker.topic_config import TopicConfigError
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.topic_partition import TopicPartition
@@ -57,8 +58,9 @@ class ReplicaManager:
     ) -> list[tuple[str, int, int]]:
         """Apply LeaderAndIsr partition states; (topic, partition, error code) for each.
 
-        `topic_configs` (from `/config/topics/<t>`) override the broker's log defaults; for a
-        log that already exists they apply from its next segment on."""
+        `topic_configs` (from `/config/topics/<t>`) override the broker's defaults (the log
+        manager's default config, dynamic defaults included); an open log takes them at once,
+        its active segment too."""
         results = []
         for state in states:
             tp = TopicPartition(state.topic_name, state.partition_index)
@@ -67,10 +69,9 @@ class ReplicaManager:
                 continue
             overrides = (topic_configs or {}).get(tp[0], {})
             try:
-                config = log_config_for(self.log_manager.default_config, overrides)
-                partition = self._get_or_create(tp, now_ms, config)
-                min_isr = int(overrides.get("min.insync.replicas", 0))
-                partition.min_insync_replicas = min_isr or None
+                config = partition_config(self.log_manager.default_config, overrides)
+                partition = self._get_or_create(tp, now_ms, config.log_config)
+                partition.min_insync_replicas = config.min_insync_replicas
             except (HighwaterError, OSError, ValueError, TopicConfigError) as exc:
                 self._logger.error("cannot open partition log", tp=tp, error=str(exc))
                 results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))

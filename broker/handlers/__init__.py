@@ -14,9 +14,11 @@ from broker.handlers.create_partitions import handle_create_partitions
 from broker.handlers.create_topics import handle_create_topics
 from broker.handlers.delete_groups import handle_delete_groups
 from broker.handlers.delete_topics import handle_delete_topics
+from broker.handlers.describe_configs import handle_describe_configs
 from broker.handlers.elect_leaders import handle_elect_leaders
 from broker.handlers.fetch import handle_fetch
 from broker.handlers.find_coordinator import handle_find_coordinator
+from broker.handlers.incremental_alter_configs import handle_incremental_alter_configs
 from broker.handlers.init_producer_id import handle_init_producer_id
 from broker.handlers.leader_and_isr import handle_leader_and_isr
 from broker.handlers.list_groups import handle_list_groups
@@ -66,4 +68,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
 }

@@ -4,7 +4,7 @@ ask creates the topic (Kafka's behaviour); until it has leaders: COORDINATOR_NOT
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.group.coordinator import partition_for
+from broker.core.group.writes import coordinator_of
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import (
@@ -41,8 +41,7 @@ async def handle_find_coordinator(
         if not key:
             found.append(failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty"))
             continue
-        info = metadata.partition(OFFSETS_TOPIC, partition_for(key, num_partitions))
-        broker = metadata.brokers.get(info.leader) if info is not None else None
+        broker = coordinator_of(metadata, key, num_partitions)
         if broker is None:
             found.append(
                 failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic has no leader")

@@ -20,10 +20,11 @@ async def handle_leader_and_isr(
     if refused != ErrorCode.NONE:
         return LeaderAndIsrResponse(refused)
     topic_configs = {}
-    if ctx.zk is not None:
-        for topic in {s.topic_name for s in request.partition_states}:
-            topic_configs[topic] = await ctx.zk.run(get_topic_config(topic))
-    outcome = apply_leader_and_isr(ctx.state, request, topic_configs, ctx.now_ms())
+    async with ctx.config_lock:  # see broker/config_changes.py
+        if ctx.zk is not None:
+            for topic in {s.topic_name for s in request.partition_states}:
+                topic_configs[topic] = await ctx.zk.run(get_topic_config(topic))
+        outcome = apply_leader_and_isr(ctx.state, request, topic_configs, ctx.now_ms())
     ctx.change_followers(outcome.followers)
     ctx.wake(outcome.wake)
     ctx.partitions_changed()

@@ -70,12 +70,17 @@ def raise_bad_request_size(records: bytes, config: LogConfig) -> NoReturn:
 def check_headers(
     headers: list[tuple[int, BatchHeader]], config: LogConfig, *, from_producer: bool
 ) -> None:
-    """Per-batch rules after the CRC check: size, and a producer's batch fields."""
+    """Per-batch rules after the CRC check for a producer's batches: size, and their fields.
+    A follower's are the leader's, taken as they are: their size too (Kafka's appendAsFollower
+    ignores it), as the leader accepted them under a max.message.bytes that may have changed
+    since (a follower lowered first, or behind on a batch written before it was lowered)."""
+    if not from_producer:
+        return
     max_batch_length = config.max_message_bytes - LOG_OVERHEAD_BYTES
     for position, header in headers:
         if header.batch_length > max_batch_length:
             raise_batch_too_large(position, header, config)
-        if from_producer and (
+        if (
             header.base_offset
             or header.attributes
             or header.record_count != header.last_offset_delta + 1

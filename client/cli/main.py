@@ -1,10 +1,10 @@
 """The `highwater` command line: the entry point and the commands too small for a module.
 
-Client commands (topics, produce, consume, groups, cluster describe, elect-leaders, reassign,
-perf) live in the other modules of client/cli/; `dev` (the local cluster) in client/cli/dev.py.
-`broker` is here because this is the one client-side module allowed to import the broker (see
-pyproject's import contracts). An unexpected error prints one line and a hint; with
-HIGHWATER_DEBUG=1 its traceback.
+Client commands (topics, configs, produce, consume, groups, cluster describe, elect-leaders,
+reassign, perf) live in the other modules of client/cli/; `dev` (the local cluster) in
+client/cli/dev.py. `broker` is here because this is the one client-side module allowed to import
+the broker (see pyproject's import contracts). An unexpected error prints one line and a hint;
+with HIGHWATER_DEBUG=1 its traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import click
 import trio
 
 from client.cli.common import exception_leaves, readable_client_errors
+from client.cli.configs import configs
 from client.cli.consume import consume
 from client.cli.dev import dev
 from client.cli.dump_log import dump_file
@@ -78,6 +79,7 @@ main.add_command(perf)
 main.add_command(dev)
 main.add_command(elect_leaders)
 main.add_command(reassign)
+main.add_command(configs)
 
 
 @main.command()

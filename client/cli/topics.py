@@ -9,8 +9,15 @@ from typing import Any
 
 import click
 
-from client.admin import Admin, ClusterDescription, PartitionDescription, TopicDescription
-from client.cli.common import bootstrap_option, run_client
+from client.admin import (
+    Admin,
+    ClusterDescription,
+    ConfigResource,
+    PartitionDescription,
+    TopicDescription,
+)
+from client.cli.common import bootstrap_option, fail, run_client
+from client.cli.configs import alter_config_lines, alter_configs, topic_overrides
 from client.cli.format import format_table
 
 __all__ = ["cluster", "describe_cluster_lines", "describe_topic_lines", "topics"]
@@ -67,13 +74,19 @@ def _partition_row(p: PartitionDescription) -> list[str]:
     ]
 
 
-def describe_topic_lines(topic: TopicDescription) -> list[str]:
-    """kafka-topics --describe's topic line, then a table with one row per partition: leader,
-    epoch, replicas, ISR, offline replicas, the high watermark and each replica's log end
-    offset as replica=LEO ("-": its broker is offline or did not answer)."""
+def describe_topic_lines(
+    topic: TopicDescription, configs: dict[str, str] | None = None
+) -> list[str]:
+    """kafka-topics --describe's topic line (with the topic's config overrides, if any), then
+    a table with one row per partition: leader, epoch, replicas, ISR, offline replicas, the
+    high watermark and each replica's log end offset as replica=LEO ("-": its broker is
+    offline or did not answer)."""
     partitions = sorted(topic.partitions, key=lambda p: p.partition)
     rf = len(partitions[0].replicas) if partitions else 0
-    lines = [f"Topic: {topic.name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}"]
+    line = f"Topic: {topic.name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}"
+    if configs:
+        line += "\tConfigs: " + ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
+    lines = [line]
     rows = [_partition_row(p) for p in partitions]
     return lines + format_table(PARTITION_COLUMNS, rows, indent="  ")
 
@@ -155,17 +168,20 @@ def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None
     """Per partition: leader, leader epoch, replicas, ISR, offline replicas, high watermark and
     each replica's log end offset (run it again to watch followers catch up)."""
 
-    async def describe() -> list[TopicDescription]:
+    async def describe() -> tuple[list[TopicDescription], dict[str, dict[str, str]]]:
         async with _admin(bootstrap) as admin:
             found = await admin.describe_topics([name] if name is not None else None)
-            return sorted(found, key=lambda t: t.name)
+            configs = await admin.describe_configs(ConfigResource.topic(t.name) for t in found)
+            overrides = {r.name: topic_overrides(entries) for r, entries in configs.items()}
+            return sorted(found, key=lambda t: t.name), overrides
 
-    described = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S)
+    described, overrides = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S)
     if json_output:
-        click.echo(json.dumps(_plain(described), indent=2))
+        topics_json = [{**_plain(t), "configs": overrides.get(t.name, {})} for t in described]
+        click.echo(json.dumps(topics_json, indent=2))
         return
     for topic in described:
-        for line in describe_topic_lines(topic):
+        for line in describe_topic_lines(topic, overrides.get(topic.name)):
             click.echo(line)
 
 
@@ -175,12 +191,42 @@ def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None
 @click.option(
     "--partitions",
     type=click.IntRange(min=1),
-    required=True,
     help="The new number of partitions: more than now (partitions are never removed).",
 )
-def topics_alter(bootstrap: str, name: str, partitions: int) -> None:
-    """Add partitions to topic NAME; wait until the new ones have leaders. Keys hash to other
-    partitions from now on: per-key order holds only within each period."""
+@click.option(
+    "--config",
+    "set_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a topic config such as retention.ms=60000 (repeatable).",
+)
+@click.option(
+    "--delete-config",
+    "delete_configs",
+    multiple=True,
+    metavar="KEY",
+    help="Remove a topic config: the broker default applies again (repeatable).",
+)
+def topics_alter(
+    bootstrap: str,
+    name: str,
+    partitions: int | None,
+    set_pairs: tuple[str, ...],
+    delete_configs: tuple[str, ...],
+) -> None:
+    """Change topic NAME's configs (every broker applies them within seconds) or add
+    partitions (waiting until the new ones have leaders; keys hash to other partitions from
+    then on: per-key order holds only within each period)."""
+    set_configs = _parse_configs(set_pairs)
+    if partitions is None and not set_configs and not delete_configs:
+        fail("nothing to alter: give --partitions, --config or --delete-config", exit_code=2)
+    if set_configs or delete_configs:
+        resource = ConfigResource.topic(name)
+        alter_configs(bootstrap, resource, set_configs, delete_configs)
+        for line in alter_config_lines(resource, set_configs, delete_configs):
+            click.echo(line)
+    if partitions is None:
+        return
 
     async def alter() -> None:
         async with _admin(bootstrap) as admin:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from protocol.schema import Int32
 
-__all__ = ["BrokerEndpoint", "TopicPartitionRef"]
+__all__ = ["BrokerEndpoint", "ConfigResourceType", "TopicPartitionRef"]
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type: what DescribeConfigs and IncrementalAlterConfigs name."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
 from client.consumer import Consumer
 from client.errors import HighwaterClientError
@@ -304,3 +305,22 @@ async def test_idempotent_retries_are_deduplicated_across_a_cleaning(cluster: Cl
     answer = (ErrorCode(retry.error_code).name, retry.base_offset)
     assert answer == ("NONE", first_offset), "the rebuilt replica forgot the producer"
     assert await log_end_offset(rebuilt, topic, 0) == end, "a retry was written again"
+
+
+async def test_switching_a_topic_to_compact_starts_cleaning_it(cluster: Cluster) -> None:
+    """A delete-policy topic altered to cleanup.policy=compact on the running cluster: every
+    replica's cleaner takes it up, and a reader from 0 then gets each key's latest value."""
+    rng = random.Random(7)
+    topic = "switched-to-compact"
+    await create_topic(cluster, topic, [[1, 2, 3]], {"segment.bytes": "16384"})
+    expected = await write(cluster, topic, 3000, 0, rng)
+    marks = cluster.log_marks()
+    assert not any(cleanings(b, topic) for b in cluster.brokers.values())
+    async with Admin(cluster.live_bootstrap) as admin:
+        await admin.alter_topic_configs(
+            topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+        )
+    for broker in cluster.brokers.values():
+        cleaned = functools.partial(cleanings, broker, topic, marks[broker.broker_id])
+        wait_until(cleaned, 60, f"broker {broker.broker_id} cleaned the switched topic")
+    assert live(await read_in_order(cluster, topic)) == live(expected)

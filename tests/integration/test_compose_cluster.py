@@ -60,11 +60,10 @@ KEYS = 100
 SERVICES = ("zookeeper", *BROKERS)
 STOP_GRACE_PERIOD_S = 30  # docker-compose.yml's stop_grace_period for brokers
 # `down` stops every container at once (podman-compose; Docker Compose stops the brokers at once,
-# then ZooKeeper). Today a broker whose controller, or ZooKeeper, is stopping at the same moment
-# retries its controlled shutdown past the grace period and is killed: `down` takes ~30 s, and the
-# records must (and do) survive it. Set to True once the broker bounds its controlled shutdown
-# (docs/operations.md, "Stopping"): `down` must then stop every broker cleanly within the period.
-DOWN_IS_CLEAN = False
+# then ZooKeeper). A broker bounds its controlled shutdown (controlled.shutdown.timeout.ms) and
+# gives it up when ZooKeeper goes (docs/operations.md, "Stopping"), so `down` stops every broker
+# cleanly within the grace period; False would only check that the records survive a kill.
+DOWN_IS_CLEAN = True
 
 # Deadlines per step.
 BUILD_S = 600

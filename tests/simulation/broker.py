@@ -25,6 +25,7 @@ from broker.core.controller_requests import (
 )
 from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
+from broker.core.group.writes import coordinator_of
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from broker.core.partition import Partition
@@ -47,8 +48,16 @@ from controller.zk_script import ZkScript
 from controller.zk_topics import get_topic_config
 from controller.zk_types import WatchEvent, ZkError
 from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.fetch import FetchRequest
+from protocol.messages.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from protocol.messages.offset_commit import OffsetCommitRequest
+from protocol.messages.offset_fetch import OffsetFetchRequest
 from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from protocol.messages.produce import ProduceRequest
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
@@ -58,6 +67,7 @@ from protocol.topic_partition import TopicPartition
 from tests.simulation.controller_shell import ControllerAsk, SimController, campaign
 from tests.simulation.disk import CrashCut, MirroredLog, crash
 from tests.simulation.fetcher import SimFetcher
+from tests.simulation.group_shell import SimGroupCoordinator
 from tests.simulation.network import Envelope
 from tests.simulation.process import SimProcess
 from tests.simulation.purgatory import SimPurgatory
@@ -66,6 +76,12 @@ from tests.simulation.world import Ack, World
 __all__ = ["SimBroker"]
 
 T = TypeVar("T")
+GROUP_REQUESTS = (
+    FindCoordinatorRequest,
+    ConsumerGroupHeartbeatRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
 _REFUSALS: dict[type, type] = {
@@ -96,6 +112,7 @@ class SimBroker(SimProcess):
         self.fetchers: dict[int, SimFetcher] = {}
         self.purgatory = SimPurgatory(self)
         self.controller: SimController | None = None
+        self.groups: SimGroupCoordinator | None = None
         # The broker epoch of this process's first registration: its incarnation.
         self.first_broker_epoch: int | None = None
 
@@ -158,6 +175,8 @@ class SimBroker(SimProcess):
         self.every(config.isr_change_propagation_interval_ms, "isr-propagation", self._propagate)
         self.every(config.high_watermark_checkpoint_interval_ms, "hw-checkpoint", self.checkpoint)
         self.after(world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
+        if config.consumer_groups:
+            self.groups = SimGroupCoordinator(self)
         self.cleaner = CleanerManager(self.log_manager.read_cleaned())
         if config.compacted_topic and self.broker_id % 3 != 0:  # some brokers clean
             self.every(world.draw(config.cleaner_interval_ms), "log-cleaner", self._clean)
@@ -335,6 +354,8 @@ class SimBroker(SimProcess):
             self._controller_request(
                 envelope, payload, self.now_ms + self.world.config.request_timeout_ms
             )
+        elif isinstance(payload, GROUP_REQUESTS):
+            self._group_request(envelope, payload)
         elif isinstance(payload, ControllerAsk):
             if self.controller is not None and self.controller.active:
                 self.controller.ask(payload.event, functools.partial(self._respond, envelope))
@@ -372,7 +393,40 @@ class SimBroker(SimProcess):
         self.world.trace(f"b{self.broker_id} applied {type(request).__name__}")
         self._change_followers(outcome.followers)
         self.purgatory.wake(outcome.wake)
+        if self.groups is not None:
+            self.groups.sync()
         self._respond(envelope, outcome.response)
+
+    # -- the group coordinator (broker/handlers for the group APIs) ------------------------
+
+    def _group_request(self, envelope: Envelope, request: object) -> None:
+        assert self.state is not None
+        groups = self.groups
+        respond = functools.partial(self._respond, envelope)
+        if groups is None:
+            raise TypeError(f"no consumer groups in this run: {request!r}")
+        core = groups.core
+        if isinstance(request, FindCoordinatorRequest):
+            found = []
+            for key in request.coordinator_keys:
+                broker = coordinator_of(self.state.metadata, key, core.settings.num_partitions)
+                found.append(
+                    Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    if broker is None
+                    else Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE)
+                )
+            respond(FindCoordinatorResponse(tuple(found)))
+        elif isinstance(request, ConsumerGroupHeartbeatRequest):
+            groups.write(core.heartbeat(request, groups.topics(), self.now_ms, "sim"), respond)
+        elif isinstance(request, OffsetCommitRequest):
+
+            def committed(ack: Ack) -> None:
+                for hook in self.world.on_group_commit:
+                    hook(request, ack)
+
+            groups.write(core.commit(request, groups.topics(), self.now_ms), respond, committed)
+        elif isinstance(request, OffsetFetchRequest):
+            respond(core.fetch(request))
 
     # -- Fetch and Produce -----------------------------------------------------------------
 

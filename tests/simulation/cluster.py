@@ -26,11 +26,12 @@ from controller import zk_data
 from controller.zk_topics import create_topic
 from controller.zk_types import WatchEvent
 from protocol.records import decode_batches
-from protocol.topic_partition import TopicPartition
+from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
 from tests.simulation import compaction
 from tests.simulation.broker import SimBroker
 from tests.simulation.config import SimConfig
 from tests.simulation.disk import BatchInfo, MirroredLog
+from tests.simulation.groups import GroupWorkload
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.nemesis import Nemesis, crash_broker, may_restart, restart_broker
 from tests.simulation.network import CLIENT_NODE, Envelope, Network
@@ -70,6 +71,7 @@ class SimReport:
     messages_dropped: int = 0
     operator: dict[str, int] = field(default_factory=dict)  # what the operator got done
     cleanings: int = 0  # cleaned segments swapped in (compacted topic)
+    group: dict[str, int] = field(default_factory=dict)  # what the group workload saw
 
 
 class SimCluster:
@@ -107,6 +109,18 @@ class SimCluster:
             }
             zk.run(self.admin_session, create_topic(COMPACTED_TOPIC, assignment, config))
             compacted.add(COMPACTED_TOPIC)
+        if self.config.consumer_groups:  # as the first FindCoordinator would create it
+            offsets = {
+                p: tuple(1 + (p + i) % n for i in range(replicas))
+                for p in range(self.config.offsets_partitions)
+            }
+            config = {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(rng.choice((4096, 1 << 20))),
+            }
+            zk.run(self.admin_session, create_topic(OFFSETS_TOPIC, offsets, config))
+            if self.config.compacted_topic:  # the sim's cleaners clean it too
+                compacted.add(OFFSETS_TOPIC)
         self.world = World(
             seed=seed,
             config=self.config,
@@ -135,6 +149,11 @@ class SimCluster:
         self.producer = Producer(self.world)
         self.operator = Operator(self.world, self.admin_session)
         self.nemesis = Nemesis(self.world, self.operator)
+        self.group = (
+            GroupWorkload(self.world, TOPIC, self.invariants)
+            if self.config.consumer_groups
+            else None
+        )
 
     # -- wiring ----------------------------------------------------------------------------
 
@@ -184,6 +203,8 @@ class SimCluster:
             self.producer.start()
         if self.config.enable_nemesis:
             self.nemesis.start()
+        if self.group is not None:
+            self.group.start()
 
     def step(self) -> bool:
         """Run one event and check the invariants; False when nothing is left to run."""
@@ -196,6 +217,8 @@ class SimCluster:
             event.action()
             self.operator_invariants.check()
             self.invariants.check()
+            if self.group is not None:
+                self.group.check()
         except InvariantViolation as exc:
             self.fail(str(exc))
         return True
@@ -219,6 +242,8 @@ class SimCluster:
             replay += " --operator"
         if self.config.compacted_topic:
             replay += " --compacted"
+        if self.config.consumer_groups:
+            replay += " --groups"
         raise SimulationFailure(
             f"simulation seed {self.seed} failed at step {self.steps} (t={self.now_ms} ms): "
             f"{what}\nreplay: {replay}\nlast steps:\n" + "\n".join(self._recent)
@@ -238,6 +263,8 @@ class SimCluster:
         """Stop the faults and the producer, heal, restart everyone; wait until converged."""
         self.producer.running = False
         self.nemesis.running = False
+        if self.group is not None:
+            self.group.quiet()
         self.world.net.cut.clear()
         self.world.net.drop_probability = 0.0
         self.trace("QUIET: network healed, no more faults or produces")
@@ -279,6 +306,8 @@ class SimCluster:
             problem = self._partition_not_converged(tp)
             if problem is not None:
                 return f"{tp[0]}-{tp[1]}: {problem}"
+        if self.group is not None:
+            return self.group.not_converged(len(zk.assignments.get(TOPIC, {})))
         return None
 
     def _partition_not_converged(self, tp: TopicPartition) -> str | None:
@@ -413,6 +442,7 @@ class SimCluster:
             messages_dropped=self.world.net.dropped,
             operator=self.operator_invariants.done(),
             cleanings=self.world.cleanings,
+            group=dict(self.group.counts) if self.group is not None else {},
         )
 
     def close(self) -> None:

@@ -81,3 +81,17 @@ class SimConfig:
     delete_retention_ms_choices: tuple[int, ...] = (300, 1 << 40)
     cleaner_interval_ms: Range = (50, 500)
     cleaning_time_ms: Range = (0, 150)
+    # A consumer group on topic "t": members heartbeating and committing to the coordinator
+    # (the same core as the broker's) on __consumer_offsets, with pauses and restarts of
+    # their own (groups.py). Kafka's timeouts scaled down like the rest.
+    consumer_groups: bool = False
+    group_members: int = 3
+    offsets_partitions: int = 2
+    group_session_timeout_ms: int = 400
+    group_heartbeat_interval_ms: int = 60
+    group_rebalance_timeout_ms: int = 1_000
+    group_timer_interval_ms: int = 50
+    group_load_ms: Range = (1, 100)
+    group_commit_interval_ms: Range = (30, 150)
+    group_fault_interval_ms: Range = (150, 700)
+    group_pause_ms: Range = (50, 900)

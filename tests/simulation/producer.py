@@ -18,7 +18,7 @@ from protocol.messages.produce import (
     ProduceTopicData,
 )
 from protocol.records import Record, build_batch
-from protocol.topic_partition import TopicPartition
+from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import World
 
@@ -45,7 +45,7 @@ class Producer:
     def _tick(self) -> None:
         if not self.running:
             return
-        tps = sorted(self.world.zk.states)
+        tps = sorted(tp for tp in self.world.zk.states if tp.topic not in INTERNAL_TOPICS)
         if tps:
             tp = self.world.rng.choice(tps)
             count = self.world.draw(self.world.config.records_per_batch)

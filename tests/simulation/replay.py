@@ -28,10 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compacted", action="store_true", help="a compacted topic and log cleaners too"
     )
+    parser.add_argument(
+        "--groups", action="store_true", help="a consumer group and its coordinator too"
+    )
     args = parser.parse_args(argv)
     base = SimConfig(brokers=4, enable_operator=True) if args.operator else SimConfig()
     if args.compacted:
         base = dataclasses.replace(base, compacted_topic=True)
+    if args.groups:
+        base = dataclasses.replace(base, consumer_groups=True, partitions=4)
     config = dataclasses.replace(base, chaos_steps=args.steps)
     with tempfile.TemporaryDirectory(prefix=f"hw-sim-{args.seed}-") as directory:
         try:

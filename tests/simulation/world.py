@@ -58,6 +58,8 @@ class World:
     on_reply: list[Callable[[ControllerEvent, Reply | None, ControllerContext], None]] = field(
         default_factory=list
     )
+    # A group coordinator committed an OffsetCommit (the request, the ack of its records).
+    on_group_commit: list[Callable[[object, Ack], None]] = field(default_factory=list)
     compacted: set[str] = field(default_factory=set)  # topics with cleanup.policy=compact
     tombstoned: set[tuple[TopicPartition, bytes]] = field(default_factory=set)  # ever sent
     cleanings: int = 0  # cleaned segments swapped in, on any broker

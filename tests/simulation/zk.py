@@ -33,6 +33,7 @@ class _Node:
     owner: int = 0  # the session of an ephemeral node
     children: set[str] = field(default_factory=set)
     next_sequence: int = 0
+    ctime: int = 0
 
     def stat(self) -> zt.ZnodeStat:
         return zt.ZnodeStat(
@@ -43,6 +44,7 @@ class _Node:
             self.owner,
             len(self.data),
             len(self.children),
+            self.ctime,
         )
 
 
@@ -79,6 +81,7 @@ class SimZk:
         self._pending: list[tuple[int, zt.WatchEvent]] = []
         self._written: list[StateWrite] = []
         self._assignments: tuple[int, dict[str, dict[int, tuple[int, ...]]]] = (-1, {})
+        self.now_ms = 0  # the server's clock: new znodes' ctime
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -174,8 +177,8 @@ class SimZk:
                 if node.version != version:
                     raise zt.BadVersionError(f"bad version of {path}", path=path)
                 return None
-            case zt.CreateOp(path, data, ephemeral):
-                return self._create(path, data, session if ephemeral else 0, False, session)
+            case zt.CreateOp(path, data, ephemeral, sequence):
+                return self._create(path, data, session if ephemeral else 0, sequence, session)
             case zt.SetOp(path, data, version):
                 return self._set(path, data, version, session)
             case zt.DeleteOp(path, version):
@@ -197,7 +200,7 @@ class SimZk:
         if path in self._nodes:
             raise zt.NodeExistsError(f"{path} exists", path=path)
         self._zxid += 1
-        self._nodes[path] = _Node(data, self._zxid, self._zxid, owner=owner)
+        self._nodes[path] = _Node(data, self._zxid, self._zxid, owner=owner, ctime=self.now_ms)
         parent.children.add(name)
         parent.cversion += 1
         self._trigger("data", path, zt.WatchKind.CREATED)

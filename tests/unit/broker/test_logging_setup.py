@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -105,6 +106,34 @@ def test_stdlib_logging_goes_to_the_same_stream(capsys: pytest.CaptureFixture[st
     assert line["logger"] == "kazoo.client"
     assert line["broker_id"] == 1
     assert "timestamp" in line
+
+
+def test_lines_from_other_threads_carry_the_broker_id(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """kazoo logs from its own threads, which see no trio task's contextvars."""
+    configure_logging(json=True)
+    bind_broker(2)
+    thread = threading.Thread(
+        target=lambda: logging.getLogger("kazoo.client").warning("Connection dropped")
+    )
+    thread.start()
+    thread.join()
+    with structlog.contextvars.bound_contextvars(broker_id=5):  # a task's own binding wins
+        logging.getLogger("kazoo.client").info("Connecting")
+    dropped, connecting = json_lines(capsys)
+    assert (dropped["event"], dropped["broker_id"]) == ("Connection dropped", 2)
+    assert (connecting["event"], connecting["broker_id"]) == ("Connecting", 5)
+
+
+def test_configuring_again_forgets_the_broker_id(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(json=True)
+    bind_broker(4)
+    structlog.contextvars.clear_contextvars()
+    configure_logging(json=True)
+    logging.getLogger("kazoo.client").warning("unbound")
+    (line,) = json_lines(capsys)
+    assert "broker_id" not in line
 
 
 def test_exceptions_stay_on_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -238,6 +239,9 @@ class DescribingAdmin:
                 ),
             )
         ]
+
+    async def describe_configs(self, resources: Iterable[Any]) -> dict[Any, list[Any]]:
+        return {r: [] for r in resources}  # no overrides
 
 
 def test_topics_describe_shows_isr_hw_and_each_replicas_leo(

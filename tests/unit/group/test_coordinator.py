@@ -156,3 +156,20 @@ def test_not_the_coordinator_until_loaded() -> None:
     assert shell.heartbeat("g", "", 0).error_code == ErrorCode.NOT_COORDINATOR
     shell.core.begin_load(p)
     assert shell.heartbeat("g", "", 0).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def test_regex_subscriptions_are_re2_and_cannot_stall_the_coordinator() -> None:
+    """RE2, as Kafka's RE2J: a pattern that backtracks exponentially in Python's `re`
+    matches in linear time; a pattern RE2 does not accept is INVALID_REQUEST."""
+    shell = Shell()
+    shell.topics = {"a" * 200 + "b": 2, "events-1": 1, "__consumer_offsets": 3}
+    joined = shell.heartbeat(
+        "g", "", 0, subscribed_topic_names=None, subscribed_topic_regex="(a|a)+"
+    )
+    assert joined.error_code == ErrorCode.NONE
+    assert assigned(joined) == frozenset()  # no topic matches the whole name
+    regex = shell.heartbeat("h", "", 0, subscribed_topic_names=None, subscribed_topic_regex=".*")
+    assert {tp.topic for tp in assigned(regex) or ()} == {"a" * 200 + "b", "events-1"}
+    bad = shell.heartbeat("k", "", 0, subscribed_topic_names=None, subscribed_topic_regex="(?<=a)b")
+    assert bad.error_code == ErrorCode.INVALID_REQUEST
+    assert "RE2" in (bad.error_message or "")

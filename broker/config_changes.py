@@ -1,0 +1,147 @@
+"""Config changes reach every broker within seconds (Kafka's DynamicConfigManager with its
+ZkNodeChangeNotificationListener).
+
+A trio task watches `/config/changes`. For each notification after the last one handled it
+reads the entity it names (a topic's `/config/topics/<t>`, or the cluster-wide defaults
+`/config/brokers/<default>`), then lets broker.core.dynamic_config decide what changes on
+which open log and applies it; logs whose retention was lowered are checked at once. After a
+(re)connection, at start and after a failed round it reads everything instead: the defaults
+and the configs of every topic with a log here. LeaderAndIsr reads topic configs too; the two
+take `BrokerContext.config_lock` in turn, so the later ZooKeeper read always applies last.
+Notifications older than 15 minutes are purged, a bounded number per round.
+"""
+
+from __future__ import annotations
+
+import math
+
+import structlog
+import trio
+
+from broker.context import BrokerContext, wall_clock_ms
+from broker.core.dynamic_config import (
+    BrokerDefaults,
+    apply_config_update,
+    open_log_configs,
+    plan_config_update,
+    with_dynamic_defaults,
+)
+from broker.dynamic_config import static_defaults
+from controller import zk_data
+from controller.zk_client import ZkClient
+from controller.zk_configs import (
+    BROKERS,
+    TOPICS,
+    get_entity_config,
+    purge_expired_changes,
+    read_config_changes,
+)
+from controller.zk_types import SessionEvent, SessionState, WatchEvent, ZkError, ZkEvent
+
+__all__ = ["ConfigChangeListener"]
+
+_BACKOFF_S = (0.5, 10.0)
+
+
+class ConfigChangeListener:
+    def __init__(self, ctx: BrokerContext, zk: ZkClient) -> None:
+        self._ctx = ctx
+        self._zk = zk
+        self._static = static_defaults(ctx.config)
+        self.defaults: BrokerDefaults = self._static  # in force here
+        self.dynamic_defaults: dict[str, str] = {}  # as stored
+        self._last = -1  # the last notification handled
+        self._log = structlog.get_logger("highwater.config_changes")
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[ConfigChangeListener] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Read everything once (retrying until it works: logs must not take a LeaderAndIsr
+        with the wrong defaults), report started, then follow the notifications."""
+        events = self._zk.subscribe()
+        with events:
+            backoff_s = _BACKOFF_S[0]
+            while not await self._round(everything=True):
+                await trio.sleep(backoff_s)
+                backoff_s = min(2 * backoff_s, _BACKOFF_S[1])
+            task_status.started(self)
+            await self._follow(events)
+
+    async def _follow(self, events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+        retry_at = math.inf  # a failed round is tried again then, reading everything
+        backoff_s = _BACKOFF_S[0]
+        everything = False
+        while True:
+            with trio.move_on_at(retry_at):
+                try:
+                    event = await events.receive()
+                except trio.EndOfChannel:
+                    return  # the ZkClient was closed
+                match event:
+                    case WatchEvent(path=zk_data.CONFIG_CHANGES_PATH):
+                        pass
+                    case SessionEvent(state=SessionState.CONNECTED):
+                        everything = True  # watches were dropped while disconnected
+                    case _:
+                        continue
+            if await self._round(everything=everything or retry_at < math.inf):
+                retry_at, backoff_s, everything = math.inf, _BACKOFF_S[0], False
+            else:
+                retry_at = trio.current_time() + backoff_s
+                backoff_s = min(2 * backoff_s, _BACKOFF_S[1])
+
+    async def _round(self, *, everything: bool) -> bool:
+        """One round under the config lock; False (logged) if ZooKeeper failed us."""
+        try:
+            async with self._ctx.config_lock:
+                await self._apply_changes(everything)
+        except (ZkError, zk_data.ZkDataError, OSError) as exc:
+            # OSError: a retention pass that could not delete (EMFILE...): try again later.
+            self._log.warning("config changes not applied; will retry", error=repr(exc))
+            return False
+        return True
+
+    async def _apply_changes(self, everything: bool) -> None:
+        zk, state = self._zk, self._ctx.state
+        # Re-arm the watch first: a change after this read is notified again.
+        changes = await zk.run(read_config_changes(self._last, entities=not everything))
+        for child in changes.malformed:
+            self._log.warning("malformed config change notification ignored", node=child)
+        entities = set(changes.entities)
+        defaults_changed = everything or (BROKERS, zk_data.DEFAULT_BROKER_ENTITY) in entities
+        if defaults_changed:
+            try:
+                stored = await zk.run(get_entity_config(BROKERS, zk_data.DEFAULT_BROKER_ENTITY))
+            except zk_data.ZkDataError as exc:  # written by hand? keep what is in force
+                self._log.warning("dynamic broker defaults unreadable", error=str(exc))
+            else:
+                self.defaults, skipped = with_dynamic_defaults(self._static, stored.config)
+                self.dynamic_defaults = dict(stored.config)
+                for key, why in skipped.items():
+                    self._log.warning("dynamic broker default ignored", key=key, reason=why)
+        hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
+        named = {name for kind, name in entities if kind == TOPICS}
+        topics = hosted if defaults_changed else hosted & named
+        topic_configs = {}
+        for topic in sorted(topics):
+            try:
+                topic_configs[topic] = (await zk.run(get_entity_config(TOPICS, topic))).config
+            except zk_data.ZkDataError as exc:
+                self._log.warning("topic configs unreadable", topic=topic, error=str(exc))
+                topics = topics - {topic}
+        update = plan_config_update(self.defaults, topic_configs, open_log_configs(state, topics))
+        deleted = apply_config_update(state, update, wall_clock_ms())
+        for topic, problem in update.problems.items():
+            self._log.warning("topic configs invalid; unchanged", topic=topic, error=problem)
+        if changes.entities or update.changed:
+            self._log.info(
+                "config changes applied",
+                entities=[f"{kind}/{name}" for kind, name in changes.entities],
+                logs_changed=len(update.changed),
+                retention_checked=len(update.retention_now),
+                segments_deleted=deleted,
+            )
+        self._last = changes.last
+        purged = await zk.run(purge_expired_changes(changes.children, wall_clock_ms()))
+        if purged:
+            self._log.info("expired config change notifications purged", count=purged)

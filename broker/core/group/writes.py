@@ -1,0 +1,75 @@
+"""What both shells of the group coordinator (broker/group_coordinator.py and the simulator's)
+do the same way: records to batches, a failed write's error for the client (Kafka's
+GroupCoordinatorService.normalizeException), replaying fetched batches while loading, and
+which broker coordinates a group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from broker.core.group.coordinator import GroupCoordinatorCore, partition_for
+from broker.core.group.records import CoordinatorRecord
+from broker.core.metadata_cache import MetadataCache
+from protocol.errors import ErrorCode
+from protocol.messages.common import BrokerEndpoint
+from protocol.records import Record, build_batch, decode_batches
+from protocol.topic_partition import OFFSETS_TOPIC
+
+__all__ = ["coordinator_batches", "coordinator_of", "replay_batches", "write_error"]
+
+_BATCH_BYTES: Final = 512 * 1024  # records per batch up to about this (message.max.bytes: 1 MB)
+_WRITE_ERRORS: Final = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+
+def write_error(code: int) -> ErrorCode:
+    """What a client is told when appending a decision's records failed with `code`."""
+    return _WRITE_ERRORS.get(ErrorCode(code), ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def coordinator_batches(records: Sequence[CoordinatorRecord], now_ms: int) -> bytes:
+    """The records as batches of up to about 512 KiB each, ready to append."""
+    out: list[bytes] = []
+    chunk: list[Record] = []
+    size = 0
+    for key, value in records:
+        chunk.append(Record(value, key=key, timestamp_ms=now_ms))
+        size += len(key) + len(value or b"") + 16
+        if size >= _BATCH_BYTES:
+            out.append(build_batch(chunk, now_ms=now_ms))
+            chunk, size = [], 0
+    if chunk:
+        out.append(build_batch(chunk, now_ms=now_ms))
+    return b"".join(out)
+
+
+def replay_batches(core: GroupCoordinatorCore, data: bytes) -> tuple[int, int, int]:
+    """Replay the records of the whole batches in `data` (a read of an offsets partition);
+    returns (the offset after the last batch or -1, records replayed, malformed ones)."""
+    next_offset, replayed, malformed = -1, 0, 0
+    for batch in decode_batches(data):
+        for record in batch.records:
+            if record.key is None:
+                continue
+            try:
+                core.replay(record.key, record.value)
+                replayed += 1
+            except ValueError:
+                malformed += 1
+        next_offset = batch.header.next_offset
+    return next_offset, replayed, malformed
+
+
+def coordinator_of(
+    metadata: MetadataCache, group_id: str, num_partitions: int
+) -> BrokerEndpoint | None:
+    """The live broker leading the group's offsets partition, if any."""
+    info = metadata.partition(OFFSETS_TOPIC, partition_for(group_id, num_partitions))
+    return metadata.brokers.get(info.leader) if info is not None else None

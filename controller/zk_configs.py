@@ -1,0 +1,176 @@
+"""Dynamic configs in ZooKeeper, as Kafka's AdminZkClient and ZkConfigManager keep them.
+
+An entity's configs live in `/config/topics/<t>` or `/config/brokers/<default>` (the
+cluster-wide broker defaults); a change rewrites the whole znode (compare-and-set on its
+version) and, in the same transaction, creates a sequential `/config/changes/config_change_<n>`
+naming the entity. Every broker watches `/config/changes`, reads the entities named after the
+last notification it handled, and purges notifications older than 15 minutes (Kafka's
+changeExpirationMs), a bounded number per round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from controller import zk_data
+from controller.zk_script import (
+    ZkScript,
+    children_or_empty,
+    delete,
+    ensure_path,
+    exists,
+    get_data,
+    multi,
+)
+from controller.zk_types import (
+    BadVersionError,
+    CreateOp,
+    NodeExistsError,
+    NoNodeError,
+    SetOp,
+    TransactionOp,
+)
+
+__all__ = [
+    "BROKERS",
+    "CHANGE_EXPIRATION_MS",
+    "MAX_PURGED_PER_ROUND",
+    "TOPICS",
+    "ConfigChangedError",
+    "ConfigChanges",
+    "EntityConfig",
+    "entity_path",
+    "get_entity_config",
+    "purge_expired_changes",
+    "read_config_changes",
+    "set_entity_config",
+]
+
+TOPICS: Final = "topics"
+BROKERS: Final = "brokers"
+CHANGE_EXPIRATION_MS: Final = 15 * 60 * 1000
+MAX_PURGED_PER_ROUND: Final = 100
+
+
+class ConfigChangedError(Exception):
+    """The entity's configs changed since they were read: read and try again."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntityConfig:
+    """An entity's stored configs and its znode's version (-1: no znode yet)."""
+
+    config: Mapping[str, str] = field(default_factory=dict)
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChanges:
+    """One round of `/config/changes`: the highest sequence number seen, the entities named by
+    the notifications after the one last handled (in order, each once), every notification's
+    name (for the purge), and the malformed ones (logged by the caller, then skipped)."""
+
+    last: int
+    entities: tuple[tuple[str, str], ...]
+    children: tuple[str, ...]
+    malformed: tuple[str, ...] = ()
+
+
+def entity_path(entity_type: str, name: str) -> str:
+    if entity_type == TOPICS:
+        return zk_data.topic_config_path(name)
+    if entity_type == BROKERS:
+        return zk_data.broker_config_path(name)
+    raise ValueError(f"unknown config entity type {entity_type!r}")
+
+
+def get_entity_config(entity_type: str, name: str) -> ZkScript[EntityConfig]:
+    """The entity's configs ({} and version -1 if it has no znode). ZkDataError if malformed."""
+    found = yield from get_data(entity_path(entity_type, name))
+    if found is None:
+        return EntityConfig()
+    data, stat = found
+    return EntityConfig(dict(zk_data.TopicConfigZnode.decode(data).config), stat.version)
+
+
+def set_entity_config(
+    entity_type: str, name: str, config: Mapping[str, str], version: int
+) -> ZkScript[None]:
+    """Write the entity's whole config if its znode is still at `version` (-1: it must not
+    exist yet) and announce the change, in one transaction. Raises ConfigChangedError if
+    another writer came first."""
+    path = entity_path(entity_type, name)
+    yield from ensure_path(path.rpartition("/")[0])
+    yield from ensure_path(zk_data.CONFIG_CHANGES_PATH)
+    data = zk_data.TopicConfigZnode(dict(config)).encode()
+    notification = zk_data.ConfigChangeNotification(entity_type, name).encode()
+    ops: list[TransactionOp] = [
+        SetOp(path, data, version) if version >= 0 else CreateOp(path, data),
+        CreateOp(
+            f"{zk_data.CONFIG_CHANGES_PATH}/{zk_data.CONFIG_CHANGE_PREFIX}",
+            notification,
+            sequence=True,
+        ),
+    ]
+    try:
+        yield from multi(ops)
+    except (BadVersionError, NodeExistsError, NoNodeError) as exc:
+        if exc.op_index != 0:
+            raise
+        raise ConfigChangedError(f"{path} changed meanwhile") from exc
+
+
+def read_config_changes(after: int, *, entities: bool = True) -> ZkScript[ConfigChanges]:
+    """The notifications with a sequence number above `after` (-1: all), re-arming the watch
+    on `/config/changes`; without `entities`, only their numbers (the caller reads every
+    entity anyway)."""
+    children = yield from children_or_empty(zk_data.CONFIG_CHANGES_PATH, watch=True)
+    numbered = sorted(
+        (number, child) for child in children if (number := _sequence_of(child)) is not None
+    )
+    named: dict[tuple[str, str], None] = {}
+    malformed: list[str] = []
+    for number, child in numbered:
+        if number <= after or not entities:
+            continue
+        found = yield from get_data(f"{zk_data.CONFIG_CHANGES_PATH}/{child}")
+        if found is None:
+            continue  # purged meanwhile (by another broker): its entity was read long ago
+        try:
+            notification = zk_data.ConfigChangeNotification.decode(found[0])
+        except zk_data.ZkDataError:
+            malformed.append(child)
+            continue
+        named[(notification.entity_type, notification.entity_name)] = None
+    last = max([after, *(number for number, _ in numbered)])
+    return ConfigChanges(last, tuple(named), tuple(c for _, c in numbered), tuple(malformed))
+
+
+def purge_expired_changes(
+    children: tuple[str, ...], now_ms: int, limit: int = MAX_PURGED_PER_ROUND
+) -> ZkScript[int]:
+    """Delete notifications created more than CHANGE_EXPIRATION_MS ago, oldest first, at most
+    `limit`; stops at the first younger one (the sequence follows creation). How many went.
+    Every broker does this: one that finds a notification already gone goes on."""
+    purged = 0
+    for child in sorted(children, key=lambda c: _sequence_of(c) or 0)[:limit]:
+        path = f"{zk_data.CONFIG_CHANGES_PATH}/{child}"
+        stat = yield from exists(path)
+        if stat is None:
+            continue
+        if now_ms - stat.ctime <= CHANGE_EXPIRATION_MS:
+            break
+        with contextlib.suppress(NoNodeError):
+            yield from delete(path)
+            purged += 1
+    return purged
+
+
+def _sequence_of(child: str) -> int | None:
+    digits = child.removeprefix(zk_data.CONFIG_CHANGE_PREFIX)
+    if digits == child or not digits.isdigit():
+        return None
+    return int(digits)

@@ -1,0 +1,158 @@
+"""The group coordinator's shell in the simulator, around the same core as
+broker/group_coordinator.py: loads an offsets partition (a little after becoming its leader),
+forgets it when leadership moves, writes each decision through the produce path with
+acks=all and replays it, answers once committed, and runs the timers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from broker.core.group.coordinator import (
+    Decision,
+    GroupCoordinatorCore,
+    GroupSettings,
+    PartitionLoad,
+)
+from broker.core.group.writes import coordinator_batches, replay_batches, write_error
+from broker.core.produce import append_produce, check_waiting, time_out
+from protocol.errors import ErrorCode
+from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from protocol.records import read_header
+from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
+from tests.simulation.world import Ack
+
+if TYPE_CHECKING:
+    from tests.simulation.broker import SimBroker
+
+__all__ = ["SimGroupCoordinator"]
+
+R = TypeVar("R")
+_LOAD_READ_BYTES = 1 << 20
+
+
+class SimGroupCoordinator:
+    def __init__(self, broker: SimBroker) -> None:
+        self.broker = broker
+        config = broker.world.config
+        settings = GroupSettings(
+            num_partitions=config.offsets_partitions,
+            session_timeout_ms=config.group_session_timeout_ms,
+            heartbeat_interval_ms=config.group_heartbeat_interval_ms,
+            offsets_retention_ms=1 << 40,
+        )
+        names = iter(range(1, 1 << 30))
+        prefix = f"b{broker.broker_id}.{broker.incarnation}"
+        self.core = GroupCoordinatorCore(settings, lambda: f"{prefix}-m{next(names)}")
+        self.epochs: dict[int, int] = {}
+        broker.every(config.group_timer_interval_ms, "group timers", self._timers)
+
+    def topics(self) -> dict[str, int]:
+        assert self.broker.state is not None
+        return {t: len(ps) for t, ps in self.broker.state.metadata.topics.items()}
+
+    def sync(self) -> None:
+        """As GroupCoordinator.sync_partitions: follow the offsets partitions it leads."""
+        led = {
+            tp.partition: p.leader_epoch
+            for tp, p in self.broker.partitions.items()
+            if tp.topic == OFFSETS_TOPIC and p.is_leader
+        }
+        for p in [p for p, epoch in self.epochs.items() if led.get(p) != epoch]:
+            del self.epochs[p]
+            self.core.unload(p)
+        world = self.broker.world
+        for p, epoch in led.items():
+            if p not in self.epochs:
+                self.epochs[p] = epoch
+                self.core.begin_load(p)
+                delay_ms = world.draw(world.config.group_load_ms)
+                self.broker.after(
+                    delay_ms, f"loads offsets-{p}", lambda p=p, e=epoch: self._load(p, e)
+                )
+
+    def _load(self, p: int, epoch: int) -> None:
+        if self.epochs.get(p) != epoch:
+            return
+        log = self.broker.partitions[TopicPartition(OFFSETS_TOPIC, p)].log
+        offset, end = log.log_start_offset, log.log_end_offset
+        while offset < end:
+            next_offset, _, malformed = replay_batches(
+                self.core, log.read(offset, _LOAD_READ_BYTES).read()
+            )
+            assert malformed == 0, f"malformed coordinator records in offsets-{p}"
+            if next_offset < 0:
+                break
+            offset = next_offset
+        self.core.finish_load(p, self.broker.now_ms)
+        self.broker.world.trace(f"b{self.broker.broker_id} coordinates offsets-{p} (epoch {epoch})")
+
+    def write(
+        self,
+        decision: Decision[R],
+        respond: Callable[[R], None],
+        on_committed: Callable[[Ack], None] | None = None,
+    ) -> None:
+        """As GroupCoordinator.write: append, replay, answer once committed (or fail). The
+        commit is told to the invariants as a produce's ack is (and to `on_committed`)."""
+        broker = self.broker
+        assert broker.state is not None
+        if not decision.records:
+            return respond(decision.response)
+        p = decision.partition
+        if self.core.partitions.get(p) is not PartitionLoad.LOADED:
+            return respond(decision.failed(ErrorCode.NOT_COORDINATOR))
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        records = coordinator_batches(decision.records, broker.now_ms)
+        request = ProduceRequest(
+            -1,
+            broker.world.config.produce_timeout_ms,
+            (ProduceTopicData(OFFSETS_TOPIC, (ProducePartitionData(p, records),)),),
+        )
+        state = broker.state
+        append = append_produce(state, request, broker.now_ms, internal=True)
+        code = append.results[tp].error_code
+        if code != ErrorCode.NONE:
+            return respond(decision.failed(write_error(code)))
+        for key, value in decision.records:
+            self.core.replay(key, value)
+        broker.purgatory.wake(append.wake)
+        appended_ms, next_offset = broker.now_ms, append.waiting.get(tp, -1)
+
+        def check(expired: bool) -> bool:
+            for _ in check_waiting(state, append):
+                partition = broker.partitions[tp]
+                ack = Ack(
+                    tp,
+                    append.results[tp].base_offset,
+                    next_offset,
+                    read_header(records).crc,
+                    tuple(v or b"" for _, v in decision.records),
+                    broker.broker_id,
+                    partition.leader_epoch,
+                    partition.isr,
+                    appended_ms,
+                    broker.now_ms,
+                    tuple(k for k, _ in decision.records),
+                )
+                for hook in broker.world.on_ack:
+                    hook(ack)
+                if on_committed is not None:
+                    on_committed(ack)
+            if append.waiting and not expired:
+                return False
+            time_out(append)
+            final = append.results[tp].error_code
+            respond(
+                decision.response
+                if final == ErrorCode.NONE
+                else decision.failed(write_error(final))
+            )
+            return True
+
+        broker.purgatory.answer_or_park(list(append.waiting), request.timeout_ms, check)
+        return None
+
+    def _timers(self) -> None:
+        for decision in self.core.expire(self.broker.now_ms):
+            self.write(decision, lambda _: None)

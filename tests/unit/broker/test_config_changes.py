@@ -1,0 +1,131 @@
+"""The config change listener (broker/config_changes.py) over the simulator's in-memory
+ZooKeeper: notifications reach the open logs, a reconnection reads everything, and broken
+stored configs never stop the broker."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import trio
+
+from broker.config import BrokerConfig
+from broker.config_changes import ConfigChangeListener
+from broker.context import BrokerContext
+from broker.core.replica_manager import ReplicaManager
+from broker.log.manager import LogManager
+from controller import zk_data
+from controller.zk_client import ZkClient
+from controller.zk_configs import BROKERS, TOPICS, set_entity_config
+from controller.zk_script import ZkScript, create
+from controller.zk_types import SessionEvent, SessionState, WatchEvent, WatchKind, ZkEvent
+from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
+from protocol.topic_partition import TopicPartition
+from tests.simulation.zk import SimZk
+
+NOW = 1_700_000_000_000
+T0 = TopicPartition("t", 0)
+DEFAULT = zk_data.DEFAULT_BROKER_ENTITY
+CHANGED = WatchEvent(WatchKind.CHILDREN, zk_data.CONFIG_CHANGES_PATH)
+
+
+@dataclass
+class SimZkClient:
+    """What the listener uses of ZkClient, over SimZk; watch events are sent by the test."""
+
+    zk: SimZk
+    session: int = 0
+    events: list[trio.MemorySendChannel[ZkEvent]] = field(default_factory=list)
+
+    async def run(self, script: ZkScript[Any]) -> Any:
+        await trio.lowlevel.checkpoint()
+        return self.zk.run(self.session, script)
+
+    def subscribe(self) -> trio.MemoryReceiveChannel[ZkEvent]:
+        send, receive = trio.open_memory_channel[ZkEvent](math.inf)
+        self.events.append(send)
+        return receive
+
+    def tell(self, event: ZkEvent) -> None:
+        for channel in self.events:
+            channel.send_nowait(event)
+
+
+@pytest.fixture
+def zk() -> SimZkClient:
+    sim = SimZk()
+    return SimZkClient(sim, sim.open_session(1))
+
+
+@pytest.fixture
+async def ctx(tmp_path: Path) -> AsyncIterator[BrokerContext]:
+    config = BrokerConfig(broker_id=1, zookeeper_connect="zk:2181", log_dirs=(tmp_path,))
+    manager = LogManager([tmp_path], config.log_config())
+    manager.startup(NOW)
+    ctx = BrokerContext(config, ReplicaManager(1, manager))
+    state = LeaderAndIsrPartitionState("t", 0, 1, 1, 0, (1,), 0, (1,))
+    ctx.replica_manager.become_leader_or_follower((state,), NOW, {"t": {}})
+    yield ctx
+    manager.shutdown(NOW)
+
+
+async def eventually(condition: Any, what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await trio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def log_config(ctx: BrokerContext) -> Any:
+    return ctx.replica_manager.log_manager.logs[T0].config
+
+
+async def start(nursery: trio.Nursery, ctx: BrokerContext, zk: SimZkClient) -> None:
+    await nursery.start(ConfigChangeListener(ctx, cast(ZkClient, zk)).run)
+
+
+async def test_topic_changes_and_defaults_reach_the_open_logs(
+    ctx: BrokerContext, zk: SimZkClient
+) -> None:
+    zk.zk.run(zk.session, set_entity_config(BROKERS, DEFAULT, {"min.insync.replicas": "2"}, -1))
+    async with trio.open_nursery() as nursery:
+        await start(nursery, ctx, zk)
+        assert ctx.state.min_insync_replicas == 2  # read before the listener reports started
+        zk.zk.run(zk.session, set_entity_config(TOPICS, "t", {"retention.ms": "1000"}, -1))
+        zk.tell(CHANGED)
+        await eventually(lambda: log_config(ctx).retention_ms == 1000, "the topic change")
+        zk.zk.run(zk.session, set_entity_config(BROKERS, DEFAULT, {"log.segment.bytes": "4096"}, 0))
+        zk.tell(CHANGED)
+        await eventually(lambda: log_config(ctx).segment_bytes == 4096, "the default change")
+        assert log_config(ctx).retention_ms == 1000  # the topic's override stays
+        assert ctx.state.min_insync_replicas == ctx.config.min_insync_replicas  # deleted
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_reconnection_reads_everything(ctx: BrokerContext, zk: SimZkClient) -> None:
+    async with trio.open_nursery() as nursery:
+        await start(nursery, ctx, zk)
+        # A change whose notification was missed (the watch was gone while disconnected).
+        zk.zk.run(zk.session, set_entity_config(TOPICS, "t", {"flush.messages": "7"}, -1))
+        zk.tell(SessionEvent(SessionState.CONNECTED, 1))
+        await eventually(lambda: log_config(ctx).flush_messages == 7, "the missed change")
+        nursery.cancel_scope.cancel()
+
+
+async def test_broken_stored_configs_never_stop_the_broker(
+    ctx: BrokerContext, zk: SimZkClient
+) -> None:
+    zk.zk.run(zk.session, create(zk_data.broker_config_path(DEFAULT), b"not json", makepath=True))
+    zk.zk.run(zk.session, create(zk_data.topic_config_path("t"), b"[]", makepath=True))
+    async with trio.open_nursery() as nursery:
+        await start(nursery, ctx, zk)  # started, with the static defaults
+        assert log_config(ctx) == ctx.config.log_config()
+        zk.zk.run(zk.session, set_entity_config(TOPICS, "u", {}, -1))
+        zk.tell(CHANGED)
+        await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
