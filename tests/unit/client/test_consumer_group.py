@@ -379,3 +379,25 @@ async def test_an_admin_style_commit_is_refused_while_the_group_has_members(
         outsider.assign([("t", 0)])
         with pytest.raises(CommitFailedError, match="active members"):
             await outsider.commit({("t", 0): 1}, timeout_ms=2_000)
+
+
+async def test_commit_retries_a_stale_epoch_and_the_coordinator_s_errors(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create_topic("t", 1)
+    async with group_consumer(cluster, enable_auto_commit=False) as consumer:
+        consumer.subscribe(["t"])
+        with trio.fail_after(DEADLINE_S):
+            while not consumer.assignment():
+                await consumer.poll(timeout_ms=20)
+        cluster.fail_next(ApiKey.OFFSET_COMMIT, ErrorCode.STALE_MEMBER_EPOCH)
+        cluster.fail_next(ApiKey.OFFSET_COMMIT, ErrorCode.NOT_COORDINATOR)
+        await consumer.commit({("t", 0): 0})
+        assert cluster.coordinator.groups["g"].offsets[TopicPartition("t", 0)][0] == 0
+        assert len(cluster.coordinator.commits) == 3
+        cluster.fail_next(ApiKey.OFFSET_COMMIT, ErrorCode.COORDINATOR_NOT_AVAILABLE, times=1000)
+        with pytest.raises(HighwaterClientError) as stuck:
+            await consumer.commit({("t", 0): 0}, timeout_ms=500)
+        assert stuck.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert "did not answer within 500 ms" in str(stuck.value)
+        cluster.clear_injected()
