@@ -34,6 +34,7 @@ __all__ = ["Consumer", "GroupMetadata"]
 
 # How long close() waits, with an exception on its way, to leave the group.
 _LEAVE_ON_ERROR_TIMEOUT_S = 5.0
+_CHECKPOINT_INTERVAL_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,7 @@ class Consumer:
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._background_scope = trio.CancelScope()
         self._fetch_scope: trio.CancelScope | None = None  # poll's wait, for _wakeup
+        self._next_checkpoint = 0.0  # poll's next schedule point (trio time)
 
     # ----- lifecycle -----------------------------------------------------------------------
 
@@ -405,9 +407,12 @@ class Consumer:
         limit = self.max_poll_records if max_records is None else max_records
         deadline = trio.current_time() + max(0.0, timeout_ms) / 1000
         while True:
-            # A checkpoint before records leave the buffer: a Ctrl-C (a cancellation) lands
-            # here even while buffered records keep poll from waiting, never after a drain.
-            await trio.lowlevel.checkpoint()
+            # A schedule point before records leave the buffer, at least every 20 ms: a Ctrl-C
+            # (a cancellation) lands here even while buffered records keep poll from waiting,
+            # never after a drain; not on every poll, which would cost the hot path.
+            if trio.current_time() >= self._next_checkpoint:
+                await trio.lowlevel.checkpoint()
+                self._next_checkpoint = trio.current_time() + _CHECKPOINT_INTERVAL_S
             if group is not None:
                 await group.poll_work()
             await self.metadata.maybe_refresh()
@@ -427,6 +432,7 @@ class Consumer:
             with trio.CancelScope() as self._fetch_scope:
                 await self._fetcher.fetch_round(self._states, deadline)
             self._fetch_scope = None
+            self._next_checkpoint = trio.current_time() + _CHECKPOINT_INTERVAL_S
 
     def _wakeup(self) -> None:
         """The group has work for poll(): end its wait for a fetch now."""
