@@ -28,7 +28,7 @@ from broker.core.dynamic_config import (
 )
 from broker.dynamic_config import static_defaults
 from controller import zk_data
-from controller.zk_client import ZkClient
+from controller.zk_client import ZkClient, run_each
 from controller.zk_configs import (
     BROKERS,
     TOPICS,
@@ -122,7 +122,8 @@ class ConfigChangeListener:
         hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
         named = {name for kind, name in entities if kind == TOPICS}
         topics = hosted if defaults_changed else hosted & named
-        found, unreadable = await zk.run_each(
+        found, unreadable = await run_each(
+            zk,
             {topic: get_entity_config(TOPICS, topic) for topic in topics},
             tolerate=(zk_data.ZkDataError,),
         )
