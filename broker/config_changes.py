@@ -29,7 +29,7 @@ from broker.core.dynamic_config import (
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential
 from broker.dynamic_config import static_defaults
 from controller import zk_data
-from controller.zk_client import ZkClient
+from controller.zk_client import ZkClient, run_each
 from controller.zk_configs import (
     BROKERS,
     TOPICS,
@@ -125,7 +125,8 @@ class ConfigChangeListener:
         hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
         named = {name for kind, name in entities if kind == TOPICS}
         topics = hosted if defaults_changed else hosted & named
-        found, unreadable = await zk.run_each(
+        found, unreadable = await run_each(
+            zk,
             {topic: get_entity_config(TOPICS, topic) for topic in topics},
             tolerate=(zk_data.ZkDataError,),
         )
@@ -160,7 +161,8 @@ class ConfigChangeListener:
         """The SCRAM credentials of `users` into the broker's cache (Kafka's CredentialCache),
         every user's when `everything`: those no longer stored are forgotten."""
         credentials = dict(self._ctx.credentials) if not everything else {}
-        found, unreadable = await self._zk.run_each(
+        found, unreadable = await run_each(
+            self._zk,
             {user: get_entity_config(USERS, user) for user in users},
             tolerate=(zk_data.ZkDataError,),
         )

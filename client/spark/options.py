@@ -57,6 +57,9 @@ class SourceOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     # Kafka's client security properties, from the `kafka.`-prefixed options, prefix removed.
     security: tuple[tuple[str, str], ...] = ()
+    # groupIdForLag: each completed micro-batch's end offsets are committed to this consumer
+    # group, only so that `highwater groups describe` shows the query's lag (never read back).
+    group_id_for_lag: str | None = None
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the subscription (assign: its topics)."""
@@ -91,6 +94,7 @@ _SOURCE_KEYS: Final = frozenset(
         "failondataloss",
         "includeheaders",
         "kafkaconsumer.polltimeoutms",
+        "groupidforlag",
     }
 ) | frozenset(f"kafka.{p}" for p in SECURITY_PROPERTIES)
 _SINK_KEYS: Final = frozenset(
@@ -113,6 +117,7 @@ _SPELLED: Final = {
         "failOnDataLoss",
         "includeHeaders",
         "kafkaConsumer.pollTimeoutMs",
+        "groupIdForLag",
         "topic",
         "kafka.compression.type",
         *(f"kafka.{p}" for p in SECURITY_PROPERTIES),
@@ -183,6 +188,13 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         if not streaming:
             raise OptionError("option 'maxOffsetsPerTrigger' is for streaming queries only")
         max_offsets = _int(options["maxoffsetspertrigger"], "maxOffsetsPerTrigger", minimum=1)
+    group_id_for_lag = None
+    if "groupidforlag" in options:
+        if not streaming:
+            raise OptionError("option 'groupIdForLag' is for streaming queries only")
+        group_id_for_lag = options["groupidforlag"].strip()
+        if not group_id_for_lag:
+            raise OptionError("option 'groupIdForLag' is empty")
     min_partitions = None
     if "minpartitions" in options:
         min_partitions = _int(options["minpartitions"], "minPartitions", minimum=1)
@@ -205,6 +217,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
             minimum=1,
         ),
         security=_security(options),
+        group_id_for_lag=group_id_for_lag,
     )
 
 

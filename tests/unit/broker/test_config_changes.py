@@ -5,7 +5,7 @@ stored configs never stop the broker."""
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -44,19 +44,6 @@ class SimZkClient:
     async def run(self, script: ZkScript[Any]) -> Any:
         await trio.lowlevel.checkpoint()
         return self.zk.run(self.session, script)
-
-    async def run_each(
-        self, scripts: Mapping[str, ZkScript[Any]], *, tolerate: tuple[type[Exception], ...] = ()
-    ) -> tuple[dict[str, Any], dict[str, Exception]]:
-        """ZkClient.run_each, one script after the other (SimZk answers at once)."""
-        results: dict[str, Any] = {}
-        failed: dict[str, Exception] = {}
-        for key, script in scripts.items():
-            try:
-                results[key] = await self.run(script)
-            except tolerate as exc:
-                failed[key] = exc
-        return results, failed
 
     def subscribe(self) -> trio.MemoryReceiveChannel[ZkEvent]:
         send, receive = trio.open_memory_channel[ZkEvent](math.inf)
