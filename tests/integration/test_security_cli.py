@@ -157,6 +157,30 @@ def test_users_acls_produce_and_consume_on_a_secured_local_cluster(dev: SecureDe
     assert read.returncode == 0, read.stderr
     assert read.stdout.splitlines() == ["one", "two"]  # nothing from the refused attempts
 
+    # bob reads in a consumer group: the coordinator's connection is secured too, and what he
+    # printed is committed, so the next run starts after it.
+    assert dev.run("users", "add", "bob", "--password", "bob-secret", config=admin).returncode == 0
+    reader = dev.run(
+        "acls", "add", "--allow-principal", "User:bob", "--consumer", "--topic", "demo",
+        "--group", "readers", config=admin,
+    )  # fmt: skip
+    assert "Added: ALLOW User:bob READ from * on GROUP:LITERAL:readers" in reader.stdout
+    bob = dev.properties("bob", "bob-secret")
+    in_group: list[subprocess.CompletedProcess[str]] = []
+
+    read_in_group = ("consume", "demo", "--group", "readers", "--from-beginning")
+
+    def bob_reads() -> bool:
+        in_group.append(dev.run(*read_in_group, "--max-messages", "2", config=bob))
+        return in_group[-1].returncode == 0
+
+    _until(bob_reads, 30, "bob's READ on the topic and the group to apply")
+    assert in_group[-1].stdout.splitlines() == ["one", "two"], in_group[-1].stderr
+    again = dev.run("consume", "demo", "--group", "readers", "-e", config=bob)
+    assert again.returncode == 0 and again.stdout == "", again.stderr
+    groups = dev.run("groups", "list", config=admin)
+    assert groups.returncode == 0 and "readers" in groups.stdout, groups.stderr
+
     # alice may write, not read.
     unread = dev.run("consume", "demo", "--from-beginning", "-e", config=alice)
     assert "TOPIC_AUTHORIZATION_FAILED" in unread.stderr and unread.stdout == ""
