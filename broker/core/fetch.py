@@ -119,6 +119,6 @@ def _follower_fetched(
     partition = state.replica_manager.partitions[tp]
     if partition.update_follower_fetch(replica_id, fetch_offset, result.log_end_offset, now_ms):
         read.wake.append(tp)
-    write = state.isr.maybe_expand(partition)
+    write = state.isr.maybe_expand(partition, replica_id)
     if write is not None:
         read.isr_writes.append(write)

@@ -44,9 +44,9 @@ class IsrCore:
     changed: set[TopicPartition] = field(default_factory=set)  # written, not yet published
     last_change_ms: int = 0
 
-    def maybe_expand(self, partition: Partition) -> IsrWrite | None:
-        """After a follower's fetch: let caught-up followers back into the ISR."""
-        new_isr = partition.isr_to_expand()
+    def maybe_expand(self, partition: Partition, follower: int) -> IsrWrite | None:
+        """After `follower`'s fetch: let it back into the ISR if it has caught up."""
+        new_isr = partition.isr_to_expand(follower)
         return None if new_isr is None else self._propose(partition, new_isr)
 
     def shrink(self, partitions: Iterable[Partition], now_ms: int) -> list[IsrWrite]:
