@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper containers venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -53,6 +53,15 @@ containers: venv
 	fi
 	$(BIN)/python -m tests.compose.images --if-engine-works
 
+# The status page's browser test (tests/integration/test_status_page.py) drives Debian's
+# headless Chromium through its chromedriver; installed only where missing.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; \
+	fi
+
 up: base-venv zookeeper
 	$(BIN)/highwater dev up $(DEV_UP_ARGS)
 
@@ -75,13 +84,13 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper containers
+integration: venv zookeeper containers browser
 	$(BIN)/pytest tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
 # integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
 # machine, so they run one at a time.
-test: venv zookeeper containers lint typecheck imports
+test: venv zookeeper containers browser lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation
 	$(BIN)/pytest tests/integration
 

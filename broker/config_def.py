@@ -25,11 +25,13 @@ __all__ = [
     "boolean",
     "check_directories",
     "check_listeners",
+    "check_metrics_listener",
     "check_zookeeper_connect",
     "double",
     "format_value",
     "number",
     "parse_listeners",
+    "parse_metrics_listener",
     "string",
     "strings",
 ]
@@ -212,6 +214,27 @@ def parse_listeners(text: str) -> tuple[str, int]:
 
 def check_listeners(value: Value) -> None:
     parse_listeners(str(value))
+
+
+_HTTP_LISTENER: Final = re.compile(
+    r"http://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*)):(?P<port>[0-9]{1,5})/?"
+)
+
+
+def parse_metrics_listener(text: str) -> tuple[str, int]:
+    """(host, port) of an http://host:port listener; host "" binds every interface."""
+    match = _HTTP_LISTENER.fullmatch(text.strip())
+    if match is None or int(match["port"]) > 65535:
+        raise InvalidValue(
+            "http://host:port (host may be empty for every interface, IPv6 in brackets; "
+            "port 0 picks a free port)"
+        )
+    host = match["ipv6"] if match["ipv6"] is not None else match["host"]
+    return host, int(match["port"])
+
+
+def check_metrics_listener(value: Value) -> None:
+    parse_metrics_listener(str(value))
 
 
 _ZK_HOST: Final = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(?::(?P<port>[0-9]{1,5}))?")

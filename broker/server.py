@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -19,6 +20,8 @@ import trio
 
 from broker.context import CLIENT_HOST, BrokerContext
 from broker.handlers import HANDLERS
+from broker.purgatory import RequestClock, current_request_clock
+from broker.request_stats import RequestStats
 from broker.settings import default_of
 from protocol.apis import ApiKey, supported_versions
 from protocol.codec import RequestDecodeError, RequestHeader, decode_request, encode_response
@@ -51,6 +54,7 @@ class BrokerServer:
         *,
         idle_timeout_s: float | None = None,
         max_connections: int | None = None,
+        request_stats: RequestStats | None = None,
     ) -> None:
         self.ctx = ctx
         self.host = host
@@ -63,6 +67,15 @@ class BrokerServer:
         self._stopping = False
         self._drained = trio.Event()
         self._logger = structlog.get_logger("highwater.server")
+        # For the metrics: per-API figures (None: not recorded), connections accepted, and
+        # closed by a limit (max.connections, idle, too slow to read).
+        self.request_stats = request_stats
+        self.accepted = 0
+        self.closed_by_limit = {"max_connections": 0, "idle": 0, "slow_reader": 0}
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(self.port, host=self.host)
@@ -95,8 +108,10 @@ class BrokerServer:
             peer = f"{host}:{port}"
         except OSError:
             return
+        self.accepted += 1
         limit = MAX_CONNECTIONS if self.max_connections is None else self.max_connections
         if len(self._connections) >= limit:
+            self.closed_by_limit["max_connections"] += 1
             self._logger.warning("closing connection: max.connections reached", peer=peer)
             await trio.aclose_forcefully(stream)
             return
@@ -109,6 +124,7 @@ class BrokerServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away
         except trio.TooSlowError:
+            self.closed_by_limit["slow_reader"] += 1
             self._logger.warning("closing connection: client too slow to read", peer=peer)
         finally:
             self._connections.discard(conn)
@@ -119,6 +135,10 @@ class BrokerServer:
     async def _serve_requests(self, stream: trio.SocketStream, conn: _Connection) -> None:
         decoder = FrameDecoder(self.max_frame_bytes)
         log = self._logger.bind(peer=conn.peer)
+        stats = self.request_stats
+        clock = RequestClock()
+        if stats is not None:
+            current_request_clock.set(clock)  # this task's context: the purgatory adds to it
         while not self._stopping:
             try:
                 frame_body = decoder.next_frame()
@@ -129,11 +149,15 @@ class BrokerServer:
                 idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
                 with trio.move_on_after(idle_s) as idle:
                     data = await stream.receive_some(_RECEIVE_BYTES)
-                if idle.cancelled_caught or not data:
+                if idle.cancelled_caught:
+                    self.closed_by_limit["idle"] += 1
+                    return
+                if not data:
                     return
                 decoder.receive_data(data)
                 continue
             assert isinstance(frame_body, bytes)
+            received = time.perf_counter()
             try:
                 request = decode_request(frame_body)
             except RequestDecodeError as exc:
@@ -149,11 +173,15 @@ class BrokerServer:
                 log.warning("closing connection: api not served", api_key=header.api_key)
                 return
             conn.busy = True
+            clock.remote_s = 0.0
+            started = time.perf_counter()
             try:
                 response = await handler(self.ctx, header, request.body)
             except Exception:
                 log.exception("request handler failed", api_key=header.api_key)
                 return
+            handled = time.perf_counter()
+            size = 0
             if response is not None:
                 try:
                     data = _encode(header, response)
@@ -161,8 +189,21 @@ class BrokerServer:
                     # A bug in that handler, which must not take the broker down.
                     log.exception("response could not be encoded", api_key=header.api_key)
                     return
+                size = len(data)
                 await self._send(stream, data)
             conn.busy = False
+            if stats is not None:
+                remote_s = clock.remote_s
+                stats.record(
+                    header.api_key,
+                    started - received,
+                    handled - started - remote_s,
+                    remote_s,
+                    time.perf_counter() - handled,
+                    len(frame_body) + 4,
+                    size,
+                    response,
+                )
 
     async def _send(self, stream: trio.SocketStream, data: bytes) -> None:
         with trio.fail_after(_send_timeout_s(len(data))):

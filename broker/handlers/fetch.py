@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 
 from broker.context import BrokerContext
-from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
+from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
 from protocol.codec import RequestHeader
 from protocol.messages.fetch import FetchRequest, FetchResponse
 
@@ -21,9 +21,12 @@ async def handle_fetch(
     while True:
         read = _read(ctx, request)
         if read.satisfied(request.min_bytes) or trio.current_time() >= deadline:
-            return read.response
-        if not await ctx.purgatory.wait(keys, deadline):  # deadline, or shutting down
-            return _read(ctx, request).response
+            break
+        if not await ctx.purgatory.wait(keys, deadline, "fetch"):  # deadline, or shutdown
+            read = _read(ctx, request)
+            break
+    count_sent(ctx.state, request, read.response)
+    return read.response
 
 
 def _read(ctx: BrokerContext, request: FetchRequest) -> FetchRead:

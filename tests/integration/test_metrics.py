@@ -1,0 +1,203 @@
+"""Metric values follow the cluster: real broker processes, a real ZooKeeper, /metrics scraped
+over HTTP and parsed with prometheus-client's parser.
+
+A follower killed: UnderReplicatedPartitions goes from 0 to the count it follows within the
+lag time, back to 0 after it returns (ISR shrinks and expands counted). The controller killed:
+exactly one broker reports ActiveControllerCount 1 afterwards, with a higher epoch. An unclean
+election increments its counter. Per-API request and error counters match what the test sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from client.cli.zookeeper_server import ZooKeeperServer
+from client.network import connect
+from protocol.messages.list_offsets import (
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from protocol.messages.metadata import MetadataRequest
+from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
+from tests.integration.metrics_checks import Scrape, ascrape, metrics_cluster, value
+from tests.integration.replication_checks import (
+    FAST_REPLICATION,
+    create_topic,
+    produce,
+    wait_isr,
+    wait_whole,
+    whole_cluster_around,
+    zk_view,
+)
+
+pytestmark = [pytest.mark.integration]
+
+LAG_TIME_MAX_MS = 2000
+OVERRIDES = {
+    **FAST_REPLICATION,
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
+}
+URP = "highwater_replica_manager_under_replicated_partitions"
+ACTIVE = "highwater_controller_active_controller_count"
+EPOCH = "highwater_controller_epoch"
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    with metrics_cluster(zookeeper.port, tmp_path_factory.mktemp("metrics"), OVERRIDES) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from whole_cluster_around(cluster, request)
+
+
+async def scrapes(cluster: Cluster) -> dict[int, Scrape]:
+    """Every running broker's /metrics (a broker that does not answer is left out)."""
+    out: dict[int, Scrape] = {}
+    for broker in cluster.running_brokers():
+        found = await ascrape(broker)
+        if found is not None:
+            out[broker.broker_id] = found
+    return out
+
+
+async def total(cluster: Cluster, name: str, **labels: str) -> float:
+    return sum(value(s, name, **labels) for s in (await scrapes(cluster)).values())
+
+
+async def active_controller(cluster: Cluster) -> tuple[int, float] | None:
+    """(broker id, epoch) when exactly one running broker reports itself active controller."""
+    found = await scrapes(cluster)
+    if len(found) != len(cluster.running_brokers()):
+        return None
+    active = [(b, s) for b, s in found.items() if value(s, ACTIVE) == 1]
+    if len(active) != 1:
+        return None
+    broker_id, figures = active[0]
+    others = [s for b, s in found.items() if b != broker_id]
+    assert all(value(s, EPOCH) == 0 for s in others), "only the active controller reports"
+    return broker_id, value(figures, EPOCH)
+
+
+async def test_under_replicated_partitions_follow_a_killed_follower(cluster: Cluster) -> None:
+    controller, _ = await eventually(lambda: active_controller(cluster), 30, "one controller")
+    victim = next(b for b in sorted(cluster.brokers) if b != controller)
+    others = [b for b in sorted(cluster.brokers) if b != victim]
+    # The victim follows all three partitions and leads none.
+    assignments = [[others[0], others[1], victim], [others[1], others[0], victim]] * 2
+    await create_topic(cluster, "urp", assignments[:3])
+    await produce(cluster, "urp", 0, [b"a", b"b"])
+    await eventually(
+        lambda: _urp_is(cluster, 0), 20, "no under-replicated partitions before the kill"
+    )
+    shrinks_before = await total(cluster, "highwater_replica_manager_isr_shrinks_total")
+    killed_at = time.monotonic()
+    cluster.brokers[victim].kill()
+    await eventually(lambda: _urp_is(cluster, 3), 20, "3 under-replicated partitions")
+    elapsed = time.monotonic() - killed_at
+    # ISR expiry runs every lag/2 and drops a follower silent for lag: at most 1.5 lags, plus
+    # the ZooKeeper write and the scrapes.
+    assert elapsed <= 1.5 * LAG_TIME_MAX_MS / 1000 + 2.0, elapsed
+    shrinks = await total(cluster, "highwater_replica_manager_isr_shrinks_total")
+    assert shrinks - shrinks_before == 3
+    assert await total(cluster, "highwater_replica_manager_at_min_isr_partitions") == 0
+    expands_before = await total(cluster, "highwater_replica_manager_isr_expands_total")
+    cluster.brokers[victim].start()
+    await wait_whole(cluster)
+    await eventually(lambda: _urp_is(cluster, 0), 30, "under-replicated partitions back to 0")
+    expands = await total(cluster, "highwater_replica_manager_isr_expands_total")
+    assert expands - expands_before == 3
+
+
+async def _urp_is(cluster: Cluster, count: int) -> bool:
+    found = await scrapes(cluster)
+    return len(found) == len(cluster.running_brokers()) and (
+        sum(value(s, URP) for s in found.values()) == count
+    )
+
+
+async def test_one_active_controller_after_failover_with_a_higher_epoch(cluster: Cluster) -> None:
+    controller, epoch = await eventually(lambda: active_controller(cluster), 30, "a controller")
+    assert epoch > 0
+    cluster.brokers[controller].kill()
+
+    async def new_controller() -> tuple[int, float] | None:
+        found = await active_controller(cluster)
+        return found if found is not None and found[0] != controller else None
+
+    successor, new_epoch = await eventually(new_controller, 30, "a new active controller")
+    assert new_epoch > epoch
+    figures = await scrapes(cluster)
+    assert value(figures[successor], "highwater_controller_global_topic_count") >= 0
+    cluster.brokers[controller].start()
+    await wait_whole(cluster)
+    again = await eventually(lambda: active_controller(cluster), 30, "one active controller")
+    assert again == (successor, new_epoch)  # the restarted broker did not take over
+
+
+async def test_an_unclean_election_is_counted(cluster: Cluster) -> None:
+    controller, _ = await eventually(lambda: active_controller(cluster), 30, "a controller")
+    leader, follower = (b for b in sorted(cluster.brokers) if b != controller)
+    await create_topic(
+        cluster, "unclean", [[leader, follower]], {"unclean.leader.election.enable": "true"}
+    )
+    await produce(cluster, "unclean", 0, [b"x"])
+    before = await total(cluster, "highwater_controller_unclean_leader_elections_total")
+    async with zk_view(cluster) as zk:
+        cluster.brokers[follower].kill()
+        await wait_isr(cluster, zk, "unclean", 0, [leader])
+        cluster.brokers[leader].kill()  # offline: its only ISR member is gone
+        cluster.brokers[follower].start()  # out of sync, elected only uncleanly
+        await wait_isr(cluster, zk, "unclean", 0, [follower], leader=follower, timeout_s=60)
+
+    async def counted() -> bool:
+        found = await total(cluster, "highwater_controller_unclean_leader_elections_total")
+        return found == before + 1
+
+    await eventually(counted, 10, "the unclean election counted")
+
+
+async def test_request_counters_match_the_requests_sent(cluster: Cluster) -> None:
+    broker: BrokerProcess = cluster.running_brokers()[0]
+    before = await ascrape(broker)
+    assert before is not None
+    conn = await connect(broker.host, broker.port)
+    try:
+        for _ in range(7):
+            await conn.request(MetadataRequest(()))
+        unknown = ListOffsetsTopic("no-such-topic", (ListOffsetsPartition(0, LATEST_TIMESTAMP),))
+        for _ in range(5):
+            await conn.request(ListOffsetsRequest(-1, (unknown,)))
+    finally:
+        await conn.aclose()
+    await trio.sleep(0.1)  # the last request's figures are recorded after its response is sent
+    after = await ascrape(broker)
+    assert after is not None
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("highwater_network_requests_total", request="Metadata") == 7
+    assert delta("highwater_network_requests_total", request="ListOffsets") == 5
+    assert (
+        delta(
+            "highwater_network_errors_total",
+            request="ListOffsets",
+            error="UNKNOWN_TOPIC_OR_PARTITION",
+        )
+        == 5
+    )
+    assert delta("highwater_network_request_total_time_seconds_count", request="Metadata") == 7
+    assert delta("highwater_network_request_bytes_total", request="Metadata") > 0
+    assert delta("highwater_socket_server_connections_accepted_total") >= 1
