@@ -20,6 +20,7 @@ from typing import Final, NamedTuple
 
 import trio
 
+from client.client_metrics import ConsumerMetrics
 from client.errors import (
     ClientClosedError,
     HighwaterClientError,
@@ -180,6 +181,7 @@ class Consumer:
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._subscription: set[str] | None = None
         self._closed = False
+        self._metrics = ConsumerMetrics()
 
     # ----- lifecycle -----------------------------------------------------------------------
 
@@ -259,6 +261,21 @@ class Consumer:
         """The partition's high watermark as of the last fetch (None before one)."""
         hw = self._state(partition).high_watermark
         return None if hw < 0 else hw
+
+    def lag(self) -> dict[TopicPartition, int]:
+        """Records behind, per assigned partition: HW (as of the last fetch) - position.
+        Partitions not fetched yet, or with a reset pending, are left out."""
+        return {
+            tp: max(0, state.high_watermark - state.position)
+            for tp, state in self._states.items()
+            if state.high_watermark >= 0 and state.position is not None
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's consumer metrics by name: records-consumed-total/-rate,
+        bytes-consumed-rate, fetch-latency-avg/-max (ms), records-lag-max and
+        records-lag:<topic>-<partition> (HW - position) (client/client_metrics.py)."""
+        return self._metrics.snapshot(self.lag())
 
     async def end_offsets(
         self, partitions: Iterable[tuple[str, int]], timeout_ms: float | None = None
@@ -357,6 +374,7 @@ class Consumer:
                 )
             records = self._drain(limit)
             if records:
+                self._metrics.records_consumed += len(records)
                 return records
             remaining = deadline - trio.current_time()
             if remaining <= 0:
@@ -482,8 +500,13 @@ class Consumer:
             topics=tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
         )
         try:
+            started = trio.current_time()
             response: FetchResponse = await self.metadata.request(
                 leader, request, timeout_ms=max_wait_ms + self.request_timeout_ms
+            )
+            self._metrics.fetch_done(
+                trio.current_time() - started,
+                sum(len(p.records) for t in response.responses for p in t.partitions),
             )
         except BrokerConnectionError:
             self.metadata.request_update()
