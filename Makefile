@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-spark zookeeper containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-metrics bench-spark zookeeper containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -107,6 +107,10 @@ chaos: venv zookeeper
 
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication
+
+# Produce throughput and brokers' CPU with the metrics listener on vs off, alternating.
+bench-metrics: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.metrics_cost
 
 bench-spark: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.spark

@@ -281,3 +281,29 @@ def test_every_metric_is_documented(ctx: BrokerContext) -> None:
     documented = set(re.findall(r"^\| `(highwater_[a-z_]+)`", text, flags=re.MULTILINE))
     assert exposed - documented == set(), "document these in docs/operations.md"
     assert documented - exposed == set(), "no longer exposed"
+
+
+def test_every_apis_response_has_an_error_walker() -> None:
+    """Generated once per response type from its fields (broker/request_stats.py)."""
+    from protocol.apis import APIS
+    from protocol.messages.fetch import FetchPartitionData, FetchResponse, FetchTopicResponse
+
+    for spec in APIS.values():
+        assert callable(_walker_for(spec.response))
+    errors: dict[int, int] = {}
+    fetch = FetchResponse(
+        ErrorCode.NONE,
+        (
+            FetchTopicResponse(
+                "a", (FetchPartitionData(0, 1, 0, 0, b""), FetchPartitionData(1, 0, 0, 0, b""))
+            ),
+        ),
+    )
+    count_errors(fetch, errors)
+    assert errors == {0: 2, 1: 1}
+
+
+def _walker_for(cls: type) -> object:
+    from broker.request_stats import _compile
+
+    return _compile(cls)
