@@ -134,8 +134,9 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
         # The leader's expiry (every lag/2) drops it 1 to 1.5 lag times after its last fetch;
         # the change then reaches the serving broker's metadata through ZooKeeper and the
         # controller (isr.change.propagation.*, an UpdateMetadata), and the page polls once a
-        # second on a snapshot up to 0.5 s old.
-        assert elapsed <= 1.5 * LAG_TIME_MAX_MS / 1000 + 4.0, elapsed
+        # second on a snapshot up to 0.5 s old: about 5 s here, 7 s seen under the whole
+        # integration suite on two cores.
+        assert elapsed <= 1.5 * LAG_TIME_MAX_MS / 1000 + 6.0, elapsed
         time.sleep(3)  # the charts show the load
         target = tmp_path / "status-page.png"
         browser.save_screenshot(str(target))  # type: ignore[attr-defined]
