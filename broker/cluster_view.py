@@ -1,5 +1,9 @@
 """The cluster as the status page shows it (`GET /api/cluster`), assembled by the serving broker.
 
+Consumer groups: each broker lists the groups it coordinates (ListGroups) and their committed
+offsets (OffsetFetch); lag = HW - committed. The groups this broker coordinates also feed
+`highwater_consumer_group_lag` on its /metrics (`group_lag`).
+
 Topics, partitions, leaders, epochs, replicas and ISRs come from this broker's metadata cache
 (what the controller last sent); the HW from each partition's leader (ListOffsets latest as a
 consumer) and every replica's LEO from the broker hosting it (ListOffsets with the debug
@@ -19,9 +23,11 @@ import trio
 
 from broker.core.metadata_cache import NO_LEADER, PartitionInfo
 from broker.core.partition import DEBUG_REPLICA_ID
+from broker.metrics import GroupLag
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import CONSUMER_REPLICA_ID
+from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from protocol.messages.list_offsets import (
     LATEST_TIMESTAMP,
     ListOffsetsPartition,
@@ -29,11 +35,11 @@ from protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
-    from broker.metrics import BrokerCollector
 
 __all__ = ["OFFSETS_TIMEOUT_S", "SNAPSHOT_MAX_AGE_S", "ClusterView"]
 
@@ -41,17 +47,19 @@ OFFSETS_TIMEOUT_S: Final = 1.5
 SNAPSHOT_MAX_AGE_S: Final = 0.5
 
 Offsets = dict[TopicPartition, int]
+Committed = dict[str, dict[TopicPartition, int]]  # group -> partition -> committed offset
 
 
 class ClusterView:
-    def __init__(self, ctx: BrokerContext, collector: BrokerCollector | None = None) -> None:
+    def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
-        self._collector = collector
         self._connections: dict[int, BrokerConnection] = {}
         self._seen: set[int] = set()  # every broker id seen: a dead one still shows, as down
         self._lock = trio.Lock()
         self._snapshot: dict[str, Any] | None = None
         self._taken = 0.0
+        self._hws: Offsets = {}  # every HW learned, for the groups' lag on /metrics
+        self._hws_taken = 0.0
 
     async def snapshot(self) -> dict[str, Any]:
         async with self._lock:  # concurrent pages share one round of requests
@@ -72,6 +80,8 @@ class ClusterView:
         self._seen |= set(live) | {r for info in partitions.values() for r in info.replicas}
         self._seen.add(ctx.broker_id)
         hws, leos, unanswered = await self._offsets(partitions, live)
+        self._hws.update(hws)
+        committed = await self._committed(live)
         controller = ctx.controller
         zk = ctx.zk
         brokers = []
@@ -127,22 +137,97 @@ class ClusterView:
             ),
             "brokers": brokers,
             "topics": topics,
-            "groups": self._groups(),
+            "groups": _groups(committed, hws),
         }
 
-    def _groups(self) -> list[dict[str, Any]]:
-        """Consumer-group lag, through the metrics' hook (empty until groups exist)."""
-        source = self._collector.group_lag if self._collector is not None else None
-        if source is None:
-            return []
-        groups: dict[str, dict[str, Any]] = {}
-        for row in source():
-            group = groups.setdefault(row.group, {"name": row.group, "lag": 0, "partitions": []})
-            group["lag"] += row.lag
-            group["partitions"].append(
-                {"topic": row.topic, "partition": row.partition, "lag": row.lag}
-            )
-        return [groups[name] for name in sorted(groups)]
+    # -- consumer groups ---------------------------------------------------------------------
+
+    def _local_committed(self) -> Committed:
+        """The committed offsets of the groups this broker coordinates."""
+        coordinator = self._ctx.group_coordinator
+        if coordinator is None:
+            return {}
+        return {
+            group: {tp: value.offset for tp, value in offsets.items()}
+            for group, offsets in coordinator.core.offsets.items()
+            if offsets
+        }
+
+    async def _committed(self, live: dict[int, Any]) -> Committed:
+        """Every group's committed offsets, cluster-wide: this broker's own, and from each
+        other live broker ListGroups (the groups it coordinates), then OffsetFetch of each."""
+        out = self._local_committed()
+
+        async def ask(broker_id: int) -> None:
+            listed = await self._ask(broker_id, live[broker_id], ListGroupsRequest())
+            if not isinstance(listed, ListGroupsResponse):
+                return
+            for group in listed.groups:
+                fetched = await self._ask(
+                    broker_id, live[broker_id], OffsetFetchRequest(group.group_id)
+                )
+                if not isinstance(fetched, OffsetFetchResponse) or fetched.error_code:
+                    continue
+                offsets = {
+                    TopicPartition(t.name, p.partition_index): p.committed_offset
+                    for t in fetched.topics
+                    for p in t.partitions
+                    if p.error_code == ErrorCode.NONE and p.committed_offset >= 0
+                }
+                if offsets:
+                    out[group.group_id] = offsets
+
+        async with trio.open_nursery() as nursery:
+            for broker_id in live:
+                if broker_id != self._ctx.broker_id:
+                    nursery.start_soon(ask, broker_id)
+        return out
+
+    def group_lag(self) -> list[GroupLag]:
+        """The lag of the groups this broker coordinates (BrokerCollector.group_lag): HW -
+        committed offset, for the partitions whose HW is known here (call
+        `refresh_group_high_watermarks` first to ask their leaders)."""
+        local = {
+            tp: p.high_watermark
+            for tp, p in self._ctx.replica_manager.partitions.items()
+            if p.is_leader
+        }
+        rows = []
+        for group, offsets in sorted(self._local_committed().items()):
+            for tp, offset in sorted(offsets.items()):
+                hw = local.get(tp, self._hws.get(tp))
+                if hw is not None:
+                    rows.append(GroupLag(group, tp.topic, tp.partition, max(0, hw - offset)))
+        return rows
+
+    async def refresh_group_high_watermarks(self) -> None:
+        """Ask the leaders of the partitions this broker's groups committed offsets for (and
+        does not lead) for their HW; at most every SNAPSHOT_MAX_AGE_S, bounded."""
+        if time.monotonic() - self._hws_taken <= SNAPSHOT_MAX_AGE_S:
+            return
+        wanted = {tp for offsets in self._local_committed().values() for tp in offsets}
+        if not wanted:
+            return
+        metadata = self._ctx.metadata
+        live = dict(metadata.brokers)
+        led: dict[int, list[TopicPartition]] = {}
+        for tp in wanted:
+            info = metadata.partition(tp.topic, tp.partition)
+            local = self._ctx.replica_manager.partitions.get(tp)
+            if info is None or (local is not None and local.is_leader):
+                continue
+            if info.leader in live and info.leader != self._ctx.broker_id:
+                led.setdefault(info.leader, []).append(tp)
+
+        async def ask(broker_id: int, tps: list[TopicPartition]) -> None:
+            found = await self._latest(broker_id, live[broker_id], tps, CONSUMER_REPLICA_ID)
+            if found is not None:
+                self._hws.update(found)
+
+        async with trio.open_nursery() as nursery:
+            for broker_id, tps in led.items():
+                nursery.start_soon(ask, broker_id, tps)
+        self._hws_taken = time.monotonic()
 
     # -- offsets ---------------------------------------------------------------------------
 
@@ -198,7 +283,20 @@ class ClusterView:
         request = ListOffsetsRequest(
             replica_id, tuple(ListOffsetsTopic(t, tuple(ps)) for t, ps in topics.items())
         )
-        response: ListOffsetsResponse | None = None
+        response = await self._ask(broker_id, endpoint, request)
+        if not isinstance(response, ListOffsetsResponse):
+            return None
+        return {
+            TopicPartition(t.name, p.partition_index): p.offset
+            for t in response.topics
+            for p in t.partitions
+            if p.error_code == ErrorCode.NONE
+        }
+
+    async def _ask(self, broker_id: int, endpoint: Any, request: object) -> object | None:
+        """One request to a broker on this view's connection to it, bounded by
+        OFFSETS_TIMEOUT_S (None: no answer; the connection is dropped)."""
+        response: object | None = None
         with trio.move_on_after(OFFSETS_TIMEOUT_S):
             try:
                 conn = self._connections.get(broker_id)
@@ -217,13 +315,7 @@ class ClusterView:
             stale = self._connections.pop(broker_id, None)
             if stale is not None:
                 stale.close_now()
-            return None
-        return {
-            TopicPartition(t.name, p.partition_index): p.offset
-            for t in response.topics
-            for p in t.partitions
-            if p.error_code == ErrorCode.NONE
-        }
+        return response
 
     async def aclose(self) -> None:
         for conn in self._connections.values():
@@ -251,6 +343,24 @@ def _partition_row(
         "under_replicated": len(info.isr) < len(info.replicas),
         "offline": info.leader == NO_LEADER or info.leader not in live,
     }
+
+
+def _groups(committed: Committed, hws: Offsets) -> list[dict[str, Any]]:
+    """Each group's lag per partition (HW - committed; null where the HW is unknown) and in
+    total, for the page's charts."""
+    out = []
+    for group in sorted(committed):
+        rows = []
+        total = 0
+        for tp, offset in sorted(committed[group].items()):
+            hw = hws.get(tp)
+            lag = None if hw is None else max(0, hw - offset)
+            total += lag or 0
+            rows.append(
+                {"topic": tp.topic, "partition": tp.partition, "committed": offset, "lag": lag}
+            )
+        out.append({"name": group, "lag": total, "partitions": rows})
+    return out
 
 
 def _sum(values: Iterable[int | None]) -> int | None:

@@ -45,6 +45,8 @@ def build_app(registry: CollectorRegistry, view: ClusterView) -> Starlette:
     page = _page()
 
     async def metrics(request: Request) -> Response:
+        # The groups this broker coordinates need their partitions' HWs from the leaders.
+        await view.refresh_group_high_watermarks()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     async def status_page(request: Request) -> Response:

@@ -222,7 +222,8 @@ async def _serve_http(
     assert ctx.config.metrics_listener is not None
     host, port = parse_metrics_listener(ctx.config.metrics_listener)
     registry, collector = new_registry(ctx, server)
-    view = ClusterView(ctx, collector)
+    view = ClusterView(ctx)
+    collector.group_lag = view.group_lag
     listener = HttpListener(build_app(registry, view), ctx.config, host, port)
     collector.http = listener
     try:

@@ -52,9 +52,9 @@ class GroupLag:
     lag: int
 
 
-# The hook for consumer-group lag: the group coordinator (the consumer-groups issue) sets
-# `BrokerCollector.group_lag` to a function listing its groups' lag; until then it is None and
-# highwater_consumer_group_lag has no samples (the status page draws no group charts).
+# Consumer-group lag: the broker's metrics listener sets `BrokerCollector.group_lag` to a
+# function listing the lag of the groups this broker coordinates (broker/cluster_view.py);
+# None: highwater_consumer_group_lag has no samples.
 GroupLagSource = Callable[[], Iterable[GroupLag]]
 
 
@@ -448,8 +448,8 @@ class BrokerCollector(Collector):
     def _groups(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
             PREFIX + "consumer_group_lag",
-            "Records a consumer group is behind the HW, per partition (empty until consumer "
-            "groups exist).",
+            "Records a consumer group is behind the HW (HW - committed offset), per partition, "
+            "for the groups this broker coordinates.",
             labels=["group", "topic", "partition"],
         )
         if self.group_lag is not None:

@@ -14,10 +14,18 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from client.cli.zookeeper_server import free_port
-from tests.integration.cluster_harness import BrokerProcess, Cluster
+from client.network import connect
+from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitTopic,
+)
+from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.replication_checks import running_cluster
 
-__all__ = ["Scrape", "ascrape", "metrics_cluster", "metrics_port", "scrape"]
+__all__ = ["Scrape", "ascrape", "commit_offsets", "metrics_cluster", "metrics_port", "scrape"]
 
 # (sample name, sorted label pairs) -> value
 Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -58,3 +66,33 @@ async def ascrape(broker: BrokerProcess) -> Scrape | None:
 def value(found: Scrape, name: str, **labels: str) -> float:
     """One sample's value (0 if absent: a labelled family with no sample yet)."""
     return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def commit_offsets(
+    cluster: Cluster, group: str, topic: str, offsets: Mapping[int, int]
+) -> int:
+    """Commit `offsets` (partition -> offset) for `group` as an admin would (no member), at
+    its coordinator; returns the coordinator's broker id."""
+    broker = cluster.running_brokers()[0]
+    conn = await connect(broker.host, broker.port)
+    try:
+
+        async def coordinator() -> int | None:
+            found = await conn.request(FindCoordinatorRequest((group,)))
+            (answer,) = found.coordinators
+            return int(answer.node_id) if answer.error_code == ErrorCode.NONE else None
+
+        node = await eventually(coordinator, 30, f"group {group}'s coordinator")
+    finally:
+        await conn.aclose()
+    target = cluster.brokers[node]
+    partitions = tuple(OffsetCommitPartition(p, o) for p, o in sorted(offsets.items()))
+    conn = await connect(target.host, target.port)
+    try:
+        answer = await conn.request(
+            OffsetCommitRequest(group, (OffsetCommitTopic(topic, partitions),))
+        )
+    finally:
+        await conn.aclose()
+    assert {p.error_code for t in answer.topics for p in t.partitions} == {ErrorCode.NONE}
+    return node

@@ -9,8 +9,11 @@ election increments its counter. Per-API request and error counters match what t
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -25,7 +28,14 @@ from protocol.messages.list_offsets import (
 )
 from protocol.messages.metadata import MetadataRequest
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
-from tests.integration.metrics_checks import Scrape, ascrape, metrics_cluster, value
+from tests.integration.metrics_checks import (
+    Scrape,
+    ascrape,
+    commit_offsets,
+    metrics_cluster,
+    metrics_port,
+    value,
+)
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
     create_topic,
@@ -47,6 +57,7 @@ OVERRIDES = {
 URP = "highwater_replica_manager_under_replicated_partitions"
 ACTIVE = "highwater_controller_active_controller_count"
 EPOCH = "highwater_controller_epoch"
+GROUP_LAG = "highwater_consumer_group_lag"
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +212,41 @@ async def test_request_counters_match_the_requests_sent(cluster: Cluster) -> Non
     assert delta("highwater_network_request_total_time_seconds_count", request="Metadata") == 7
     assert delta("highwater_network_request_bytes_total", request="Metadata") > 0
     assert delta("highwater_socket_server_connections_accepted_total") >= 1
+
+
+async def test_consumer_group_lag_is_the_high_watermark_minus_the_committed_offset(
+    cluster: Cluster,
+) -> None:
+    await create_topic(cluster, "lagged", [[1, 2, 3], [2, 3, 1]])
+    await produce(cluster, "lagged", 0, [b"%d" % i for i in range(10)])
+    await produce(cluster, "lagged", 1, [b"%d" % i for i in range(4)])
+    node = await commit_offsets(cluster, "lag-group", "lagged", {0: 3, 1: 4})
+    target = cluster.brokers[node]
+
+    async def lag_reported() -> Scrape | None:
+        found = await ascrape(target)
+        if (
+            found is None
+            or value(found, GROUP_LAG, group="lag-group", topic="lagged", partition="0") != 7
+        ):
+            return None
+        return found
+
+    found = await eventually(lag_reported, 20, "the group's lag on its coordinator")
+    assert value(found, GROUP_LAG, group="lag-group", topic="lagged", partition="1") == 0
+    # The status page's JSON, from a broker that is not the coordinator, sees it too.
+    other = next(b for b in cluster.running_brokers() if b.broker_id != node)
+    page = await trio.to_thread.run_sync(
+        _get_json, f"http://127.0.0.1:{metrics_port(other)}/api/cluster"
+    )
+    (group,) = [g for g in page["groups"] if g["name"] == "lag-group"]
+    assert group["lag"] == 7
+    assert {(p["partition"], p["committed"], p["lag"]) for p in group["partitions"]} == {
+        (0, 3, 7),
+        (1, 4, 0),
+    }
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())

@@ -22,7 +22,7 @@ import trio
 
 from client.cli.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import Cluster, wait_until
-from tests.integration.metrics_checks import metrics_cluster, metrics_port
+from tests.integration.metrics_checks import commit_offsets, metrics_cluster, metrics_port
 from tests.integration.replication_checks import FAST_REPLICATION, create_topic, wait_whole
 
 pytestmark = [pytest.mark.integration]
@@ -97,6 +97,19 @@ def _isr_on_page(driver: object, topic: str, partition: int) -> list[int] | None
     return sorted(int(x) for x in text.split(",") if x) if text is not None else None
 
 
+def _group_lag_on_page(driver: object, group: str) -> int:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        cells = driver.find_elements(  # type: ignore[attr-defined]
+            By.CSS_SELECTOR, f'tr[data-group="{group}"] td.lag'
+        )
+        return sum(int(c.text.replace(",", "")) for c in cells if c.text not in ("", "?"))
+    except (NoSuchElementException, StaleElementReferenceException, ValueError):
+        return 0
+
+
 def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
     cluster: Cluster, browser: object, tmp_path: Path
 ) -> None:
@@ -105,6 +118,8 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
     # Brokers 1 and 2 lead; broker 3 follows every partition (never the controller's
     # concern: a leader's ISR shrinks whoever controls).
     trio.run(create_topic, cluster, topic, [[1, 2, 3], [2, 1, 3], [1, 2, 3]])
+    # A group that committed and stopped: its lag grows with the load, drawn on the page.
+    trio.run(commit_offsets, cluster, "page-readers", topic, {0: 0, 1: 0, 2: 0})
     load = subprocess.Popen(
         [
             sys.executable, "-m", "client.cli", "perf", "produce",
@@ -119,6 +134,7 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
         wait_until(lambda: _isr_on_page(browser, topic, 0) == [1, 2, 3], 30, "the table")
         for p in range(3):
             assert _isr_on_page(browser, topic, p) == [1, 2, 3]
+        wait_until(lambda: _group_lag_on_page(browser, "page-readers") > 0, 30, "group lag")
         shot = DOCS_SCREENSHOT if os.environ.get("HIGHWATER_UPDATE_SCREENSHOT") else None
         if shot is not None:
             time.sleep(40)  # for the picture: two thirds of the charts' span under load
