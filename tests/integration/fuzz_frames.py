@@ -20,7 +20,10 @@ Strategies, by category:
 - `wrong_type_inputs`: schema-aware, one site of a full request of every API and version given
   a value of the wrong msgpack type or range, a missing or an extra field (protocol.schema);
 - `nonsense_requests`: requests that decode, with values chosen to be nonsense (negative
-  offsets, out-of-range partitions, acks=7, timeouts of -1, stale epochs, odd names).
+  offsets, out-of-range partitions, acks=7, timeouts of -1, stale epochs, odd names);
+- `group_sessions`: pipelined consumer-group requests on one connection, aimed at a group the
+  target coordinates: a join under a member id the client picks, then nonsense requests of
+  the eight group APIs as that member, so the coordinator's membership logic runs on them.
 
 Requests that decode may act, so the fuzzers keep to `is_harmless` ones: nothing that could
 append to, move or delete the topic under test or take orders meant for the controller's
@@ -56,13 +59,21 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, FrameError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, frame
 from protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.create_partitions import CreatePartitionsRequest
 from protocol.messages.create_topics import CreateTopicsRequest
+from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.elect_leaders import ElectLeadersRequest
 from protocol.messages.fetch import FetchRequest
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from protocol.messages.list_groups import ListGroupsRequest
+from protocol.messages.offset_commit import OffsetCommitRequest
+from protocol.messages.offset_delete import OffsetDeleteRequest
+from protocol.messages.offset_fetch import OffsetFetchRequest
 from protocol.messages.produce import ProduceRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
@@ -80,6 +91,7 @@ from protocol.schema import (
     WireType,
     encode_struct,
 )
+from protocol.topic_partition import OFFSETS_TOPIC
 
 __all__ = [
     "ABSENT_TOPIC",
@@ -89,6 +101,7 @@ __all__ = [
     "Reply",
     "api_key_of",
     "api_versions",
+    "apis_named",
     "check_reply",
     "crafted_batches",
     "deep_nesting_inputs",
@@ -96,6 +109,7 @@ __all__ = [
     "exchange",
     "expected_outcome",
     "full_requests",
+    "group_sessions",
     "is_harmless",
     "known_bug",
     "length_prefix_inputs",
@@ -125,6 +139,7 @@ class ClusterFacts:
     topic: str  # the topic whose data must not change
     broker_ids: frozenset[int]
     controller_epoch: int  # the current one; controller requests must carry an older one
+    groups: tuple[str, ...] = ()  # group ids the fuzz target coordinates
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +163,28 @@ def api_versions() -> list[tuple[ApiKey, int]]:
 
 def api_key_of(body: object) -> ApiKey:
     return next(spec.key for spec in APIS.values() if spec.request is type(body))
+
+
+def apis_named(data: bytes) -> set[ApiKey]:
+    """The APIs whose requests an input's frames are (or claim to be, by a header that
+    decodes), for counting what the fuzzers reached."""
+    decoder = FrameDecoder(DEFAULT_MAX_FRAME_BYTES)
+    decoder.receive_data(data)
+    found: set[ApiKey] = set()
+    while True:
+        try:
+            body = decoder.next_frame()
+        except FrameError:
+            return found
+        if body is NEED_DATA:
+            return found
+        assert isinstance(body, bytes)
+        try:
+            found.add(ApiKey(decode_request(body).header.api_key))
+        except RequestDecodeError as exc:
+            if exc.header is not None and exc.header.api_key in APIS:
+                found.add(ApiKey(exc.header.api_key))
+            return found
 
 
 def request_frame(body: object, version: int = 0, correlation_id: int = 1) -> bytes:
@@ -301,12 +338,16 @@ def is_harmless(request: Request, facts: ClusterFacts) -> bool:
     Refused: a Produce with acks 0, 1 or -1 naming the topic under test (it could append);
     LeaderAndIsr, StopReplica and UpdateMetadata unless their controller epoch is stale (a
     newer one is obeyed: there is no authentication, docs/protocol.md §1); ControlledShutdown
-    for a live broker id; CreateTopics without validate_only; DeleteTopics, CreatePartitions
-    (unless validate_only), ElectLeaders and AlterPartitionReassignments naming the topic (or,
-    for ElectLeaders, every partition); a Fetch claiming to be a replica (it moves the leader's
-    view of that follower) or long-polling."""
+    for a live broker id; CreateTopics without validate_only; DeleteTopics naming the topic;
+    CreatePartitions (unless validate_only), ElectLeaders and AlterPartitionReassignments
+    naming the topic or `__consumer_offsets` (clients may do that to the offsets topic: it
+    would move or add group coordinators' partitions), or, for ElectLeaders, every partition;
+    a Fetch claiming to be a replica (it moves the leader's view of that follower) or
+    long-polling. Produce to and DeleteTopics of `__consumer_offsets` are sent: the broker
+    refuses them (docs/protocol.md §5.20)."""
     body = request.body
     topic = facts.topic
+    kept = (topic, OFFSETS_TOPIC)
     if isinstance(body, ProduceRequest):
         named = any(t.name == topic for t in body.topic_data)
         return not named or body.acks not in (-1, 0, 1)
@@ -319,12 +360,12 @@ def is_harmless(request: Request, facts: ClusterFacts) -> bool:
     if isinstance(body, DeleteTopicsRequest):
         return topic not in body.topic_names
     if isinstance(body, CreatePartitionsRequest):
-        return body.validate_only or all(t.name != topic for t in body.topics)
+        return body.validate_only or all(t.name not in kept for t in body.topics)
     if isinstance(body, ElectLeadersRequest):
         chosen = body.topic_partitions
-        return chosen is not None and all(t.topic != topic for t in chosen)
+        return chosen is not None and all(t.topic not in kept for t in chosen)
     if isinstance(body, AlterPartitionReassignmentsRequest):
-        return all(t.name != topic for t in body.topics)
+        return all(t.name not in kept for t in body.topics)
     if isinstance(body, FetchRequest):
         replica = body.replica_id in facts.broker_ids
         return not replica and (body.max_wait_ms <= _MAX_FETCH_WAIT_MS or body.min_bytes <= 0)
@@ -459,6 +500,8 @@ def _names(facts: ClusterFacts) -> st.SearchStrategy[str]:
     odd = [
         facts.topic,
         ABSENT_TOPIC,
+        OFFSETS_TOPIC,
+        *facts.groups,
         "",
         ".",
         "..",
@@ -504,6 +547,71 @@ def nonsense_requests(draw: st.DrawFn, facts: ClusterFacts) -> FuzzInput:
     client_id = draw(st.none() | _names(facts))
     header = RequestHeader(key, version, correlation_id, client_id)
     return FuzzInput(encode_request(header, body), f"{key.name} v{version} with nonsense values")
+
+
+# ---------------------------------------------------------------------------------------------
+# Consumer group sessions: nonsense aimed at a live group.
+
+_GROUP_REQUESTS: Final = (
+    ConsumerGroupHeartbeatRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    OffsetDeleteRequest,
+    ConsumerGroupDescribeRequest,
+    DeleteGroupsRequest,
+    ListGroupsRequest,
+    FindCoordinatorRequest,
+)
+_FUZZ_MEMBERS: Final = ("fuzz-member-1", "fuzz-member-2", "fuzz-member-3")
+
+
+def _aimed(body: Any, group: str, member: str | None, epoch: int | None) -> Any:
+    """`body` with its group ids (keeping one nonsense id beside, where a list takes several),
+    member id and member epoch replaced, where it has such fields."""
+    names = {f.name for f in dataclasses.fields(body)}
+    changes: dict[str, Any] = {}
+    if "group_id" in names:
+        changes["group_id"] = group
+    for many in ("group_ids", "groups_names", "coordinator_keys"):
+        if many in names:
+            changes[many] = (group, *getattr(body, many)[:1])
+    if "member_id" in names and member is not None:
+        changes["member_id"] = member
+    if "member_epoch" in names and epoch is not None:
+        changes["member_epoch"] = epoch
+    return dataclasses.replace(body, **changes)
+
+
+@st.composite
+def group_sessions(draw: st.DrawFn, facts: ClusterFacts) -> FuzzInput:
+    """A join to one of `facts.groups` under a member id the client picks (mostly a valid
+    one: rebalance timeout, subscription and no owned partitions), then up to five nonsense
+    requests of the group APIs, most as that member with a small epoch (often its real one)."""
+    group = draw(st.sampled_from(facts.groups))
+    member = draw(st.sampled_from(_FUZZ_MEMBERS) | _names(facts))
+    topics = st.sampled_from([facts.topic, ABSENT_TOPIC, OFFSETS_TOPIC]) | _names(facts)
+    join = _aimed(
+        draw(_value(StructType(ConsumerGroupHeartbeatRequest, 0), facts)), group, member, 0
+    )
+    join = dataclasses.replace(
+        join,
+        rebalance_timeout_ms=draw(st.integers(1, 300_000) | _nonsense_int(IntType(32))),
+        subscribed_topic_names=draw(st.lists(topics, max_size=3).map(tuple) | st.none()),
+        topic_partitions=draw(st.sampled_from([(), None]) | st.just(join.topic_partitions)),
+        server_assignor=draw(st.sampled_from([None, "uniform", "range"]) | _names(facts)),
+    )
+    bodies: list[Any] = [join]
+    for _ in range(draw(st.integers(0, 5))):
+        body = draw(_value(StructType(draw(st.sampled_from(_GROUP_REQUESTS)), 0), facts))
+        as_member = draw(st.integers(0, 3)) > 0
+        epoch = draw(st.integers(-2, 6) | _nonsense_int(IntType(32)))
+        bodies.append(_aimed(body, group, member if as_member else None, epoch))
+    data = b"".join(
+        encode_request(RequestHeader(api_key_of(body), 0, i, "fuzz"), body)
+        for i, body in enumerate(bodies)
+    )
+    kinds = " ".join(type(body).__name__.removesuffix("Request") for body in bodies)
+    return FuzzInput(data, f"group session: {kinds}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ batches (offsets, epochs, CRCs and bytes), log end offset and leader-epoch check
 leader's high watermark, the partition's leader/epoch/ISR and the set of topics are as before,
 no handler failed, and a fresh client produces and reads.
 
+The fuzz target also coordinates consumer groups: `__consumer_offsets` (5 partitions) exists
+before the first input, the names the fuzzers draw include groups the target coordinates, and
+after each category a member joins one of its groups, commits and reads its offset back.
+
 Hypothesis runs derandomized with an explicit max_examples per category (CATEGORY_EXAMPLES;
 HIGHWATER_FUZZ_EXAMPLES=N runs N per category) and each test prints how many inputs it sent.
 Broker bugs these fuzzers found have their own tests (they were strict xfails until fixed);
@@ -76,7 +80,7 @@ from protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
 )
-from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.metadata import MetadataPartition, MetadataRequest, MetadataResponse
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochPartition,
     OffsetForLeaderEpochRequest,
@@ -90,7 +94,7 @@ from protocol.messages.stop_replica import (
 )
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.records import Record, build_batch
-from protocol.topic_partition import INTERNAL_TOPICS
+from protocol.topic_partition import OFFSETS_TOPIC
 from tests.integration.cluster_harness import (
     BrokerProcess,
     Cluster,
@@ -102,6 +106,7 @@ from tests.integration.fuzz_frames import (
     ClusterFacts,
     FuzzInput,
     api_key_of,
+    apis_named,
     check_reply,
     crafted_batches,
     deep_nesting_inputs,
@@ -109,6 +114,7 @@ from tests.integration.fuzz_frames import (
     exchange,
     expected_outcome,
     full_requests,
+    group_sessions,
     is_harmless,
     known_bug,
     length_prefix_inputs,
@@ -117,6 +123,12 @@ from tests.integration.fuzz_frames import (
     random_inputs,
     request_frame,
     wrong_type_inputs,
+)
+from tests.integration.group_checks import (
+    find_coordinator,
+    group_round_trip,
+    groups_led_by,
+    offsets_leaders,
 )
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
@@ -148,9 +160,21 @@ CATEGORY_EXAMPLES: Final = {
     "deep nesting": 150,
     "wrong types": 900,
     "nonsense values": 500,
+    "group sessions": 300,
 }
 EXAMPLES_ENV: Final = "HIGHWATER_FUZZ_EXAMPLES"
 CANARY_EVERY: Final = 25
+OVERRIDES: Final = {**FAST_REPLICATION, "offsets.topic.num.partitions": "5"}
+GROUP_APIS: Final = (
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.OFFSET_DELETE,
+    ApiKey.DELETE_GROUPS,
+    ApiKey.LIST_GROUPS,
+)
 EXCHANGE_TIMEOUT_S: Final = 10.0
 CANARY_TIMEOUT_S: Final = 5.0
 INT32_MIN: Final = -(1 << 31)
@@ -177,6 +201,7 @@ class StoredState:
     high_watermark: int | None
     partition: tuple[int, int, tuple[int, ...]] | None  # leader, leader epoch, ISR
     topics: frozenset[str]
+    coordinators: tuple[int, ...]  # the leader of each __consumer_offsets partition
 
 
 @dataclass
@@ -188,6 +213,7 @@ class Target:
     broker_epoch: int  # the leader's (its registration's czxid)
     before: StoredState
     log_marks: dict[int, int] = field(default_factory=dict)  # where this test's logs start
+    round_trips: int = 0  # groups the after-checks used
 
 
 def _batch_bytes_digest(broker: BrokerProcess) -> str:
@@ -212,11 +238,19 @@ async def capture(cluster: Cluster, leader: BrokerProcess) -> StoredState:
         partition=None
         if meta is None
         else (meta.leader_id, meta.leader_epoch, tuple(sorted(meta.isr_nodes))),
-        # The brokers' own topics aside: a fuzzed FindCoordinator may create __consumer_offsets.
-        topics=frozenset()
-        if all_meta is None
-        else frozenset(t.name for t in all_meta.topics if t.name not in INTERNAL_TOPICS),
+        # __consumer_offsets included: _set_up creates it before the first input.
+        topics=frozenset() if all_meta is None else frozenset(t.name for t in all_meta.topics),
+        coordinators=_coordinators(all_meta),
     )
+
+
+def _coordinators(meta: MetadataResponse | None) -> tuple[int, ...]:
+    offsets = [t for t in meta.topics if t.name == OFFSETS_TOPIC] if meta is not None else []
+    return tuple(p.leader_id for t in offsets for p in sorted(t.partitions, key=_index))
+
+
+def _index(partition: MetadataPartition) -> int:
+    return partition.partition_index
 
 
 async def _set_up(cluster: Cluster) -> Target:
@@ -236,7 +270,13 @@ async def _set_up(cluster: Cluster) -> Target:
         registration = await zk.broker_registration(controller)
     assert registration is not None
     leader = cluster.brokers[controller]
-    facts = ClusterFacts(TOPIC, frozenset(cluster.brokers), meta.controller_epoch)
+    await find_coordinator(cluster, "fuzz")  # creates __consumer_offsets: no input does
+    conn = await connect(leader.host, leader.port)
+    try:
+        led = groups_led_by(await offsets_leaders(conn), controller, "fuzz-group", 3)
+    finally:
+        await conn.aclose()
+    facts = ClusterFacts(TOPIC, frozenset(cluster.brokers), meta.controller_epoch, led)
     before = await capture(cluster, leader)
     assert before.high_watermark == len(VALUES)
     assert before.partition is not None and before.partition[0] == controller
@@ -248,7 +288,7 @@ def bad_input_cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("bad-input")
-    with running_cluster(zookeeper.port, directory, FAST_REPLICATION) as cluster:
+    with running_cluster(zookeeper.port, directory, OVERRIDES) as cluster:
         yield cluster
 
 
@@ -280,6 +320,16 @@ async def assert_unharmed(target: Target, label: str) -> None:
     await produce(cluster, SIDE_TOPIC, 0, [value])
     assert (await read_committed(cluster, SIDE_TOPIC, 0))[-1] == value
     assert await read_committed(cluster, TOPIC, 0) == VALUES
+    target.round_trips += 1
+    leader = target.leader
+    (group,) = groups_led_by(
+        target.before.coordinators, leader.broker_id, "after", target.round_trips
+    )[-1:]
+    conn = await connect(leader.host, leader.port)
+    try:
+        await group_round_trip(conn, group, SIDE_TOPIC)
+    finally:
+        await conn.aclose()
 
 
 # -- the fuzz loop ------------------------------------------------------------------------
@@ -311,7 +361,16 @@ class Tally:
     skipped_harmful: int = 0
     skipped_known_bug: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
+    apis: Counter[ApiKey] = field(default_factory=Counter)  # inputs naming or built from each
+    group_ok: Counter[ApiKey] = field(default_factory=Counter)  # group answers with no error
     first_failure: str | None = None
+
+
+def _built_from(case: FuzzInput) -> set[ApiKey]:
+    """The API of the valid request an input was made from, if it says ("OFFSET_COMMIT v0
+    flip@12"): a mutated frame rarely decodes far enough to tell."""
+    name = case.what.split()[0]
+    return {ApiKey[name]} if name in ApiKey.__members__ else set()
 
 
 def _settings(count: int) -> settings:
@@ -350,6 +409,7 @@ async def fuzz(
             reject()
         tally.sent += 1
         tally.kinds[" ".join(case.what.split()[:2])] += 1
+        tally.apis.update(apis_named(case.data) | _built_from(case))
         try:
             if must_be_bad:
                 assert expected.bad_frame is not None, f"the input decodes: {expected}"
@@ -362,7 +422,12 @@ async def fuzz(
                     timeout_s=EXCHANGE_TIMEOUT_S,
                 )
             )
-            tally.answered += len(check_reply(expected, reply))
+            responses = check_reply(expected, reply)
+            tally.answered += len(responses)
+            for request, response in zip(expected.answered, responses, strict=True):
+                api = ApiKey(request.header.api_key)
+                if api in GROUP_APIS:  # count the answers without any error
+                    tally.group_ok[api] += not any(error_codes(response.body))
             tally.closed_on_bad_frame += expected.bad_frame is not None
             if tally.sent % CANARY_EVERY == 0:
                 trio.from_thread.run(canary.ping)
@@ -385,7 +450,9 @@ async def fuzz(
         f"({tally.answered} responses checked, {tally.closed_on_bad_frame} closed on a bad "
         f"frame; skipped: {tally.skipped_harmful} harmful, {tally.skipped_known_bug} known "
         f"bug); canary: {canary.pings} pings, slowest {canary.slowest_s * 1000:.0f} ms; "
-        f"kinds: {dict(tally.kinds.most_common(8))}"
+        f"kinds: {dict(tally.kinds.most_common(8))}; "
+        f"group APIs (inputs/answers without error): "
+        f"{', '.join(f'{k.name} {tally.apis[k]}/{tally.group_ok[k]}' for k in GROUP_APIS)}"
     )
     assert tally.sent >= count, f"{category}: only {tally.sent} of {count} inputs sent"
     assert canary.pings >= tally.sent // CANARY_EVERY
@@ -438,6 +505,15 @@ async def test_wrong_types_in_every_field_of_every_api(target: Target) -> None:
 async def test_nonsense_values_that_decode(target: Target) -> None:
     await fuzz(target, "nonsense values", nonsense_requests(target.facts))
     await assert_unharmed(target, "nonsense values")
+
+
+async def test_group_sessions(target: Target) -> None:
+    """The group APIs' nonsense, aimed at live groups of the target: joins succeed, and the
+    members' nonsense heartbeats, commits and fetches reach the coordinator's checks."""
+    tally = await fuzz(target, "group sessions", group_sessions(target.facts))
+    assert set(GROUP_APIS) <= set(tally.apis), f"not reached: {set(GROUP_APIS) - set(tally.apis)}"
+    assert tally.group_ok[ApiKey.CONSUMER_GROUP_HEARTBEAT] > 0, "no join succeeded"
+    await assert_unharmed(target, "group sessions")
 
 
 async def test_fragmented_and_pipelined_valid_frames_are_answered(target: Target) -> None:

@@ -193,7 +193,8 @@ class GroupCoordinatorCore:
             return Decision(partition, refused(exc.code, str(exc)), refused)
         member = update.member
         if member is None:  # left
-            self._forget_member(request.group_id, request.member_id)
+            # Its timers stay: if the leave is not written the member stays, and its session
+            # timeout must still remove it; if it is, expire() finds it gone and drops them.
             response = ConsumerGroupHeartbeatResponse(
                 ErrorCode.NONE, member_id=request.member_id, member_epoch=request.member_epoch
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from broker.core.group.coordinator import java_string_hash, partition_for
 from broker.core.group.model import GroupState
 from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_heartbeat import LEAVE_EPOCH, ConsumerGroupHeartbeatRequest
 from protocol.messages.offset_commit import (
     OffsetCommitPartition,
     OffsetCommitRequest,
@@ -22,7 +23,7 @@ T = [TopicPartition("t", p) for p in range(6)]
 def commit(
     shell: Shell, group: str, offsets: dict[TopicPartition, int], member: str = "", epoch: int = -1
 ) -> dict[TopicPartition, ErrorCode]:
-    topics = {}
+    topics: dict[str, list[OffsetCommitPartition]] = {}
     for tp, offset in offsets.items():
         topics.setdefault(tp.topic, []).append(OffsetCommitPartition(tp.partition, offset))
     request = OffsetCommitRequest(
@@ -110,6 +111,36 @@ def test_a_silent_member_is_removed_after_its_session_timeout() -> None:
     group = shell.core.groups["g"]
     assert not group.members and group.state == GroupState.EMPTY
     assert group.empty_since_ms == 45_000
+
+
+def test_a_leave_that_was_not_written_still_ends_in_the_session_timeout() -> None:
+    """A leave whose record is not appended (the write is refused, e.g. NOT_ENOUGH_REPLICAS:
+    the member is answered COORDINATOR_NOT_AVAILABLE) changes nothing: the member is still
+    in the group, so its session timeout must still remove it. It was kept for ever, holding
+    its partitions, when the leave's decision dropped the member's timers before the write."""
+    shell = Shell()
+    shell.topics["t"] = 6
+    joined = shell.heartbeat("g", "", 0, now_ms=0)
+    assert joined.member_id is not None
+    leave = ConsumerGroupHeartbeatRequest("g", joined.member_id, LEAVE_EPOCH)
+    decision = shell.core.heartbeat(leave, shell.topics, 1_000)
+    assert decision.records  # not run: the write failed
+    assert joined.member_id in shell.core.groups["g"].members
+    assert shell.core.next_deadline_ms() == 45_000
+    for expiry in shell.core.expire(45_000):
+        shell.run(expiry)
+    assert not shell.core.groups["g"].members
+    # Once a leave is written, the member's old deadline finds nothing left to do.
+    again = shell.heartbeat("g", "", 0, now_ms=50_000)
+    assert again.member_id is not None
+    shell.run(
+        shell.core.heartbeat(
+            ConsumerGroupHeartbeatRequest("g", again.member_id, LEAVE_EPOCH), shell.topics, 51_000
+        )
+    )
+    assert not shell.core.groups["g"].members
+    assert not [d for d in shell.core.expire(95_000) if d.records]
+    assert shell.core.next_deadline_ms() is None
 
 
 def test_offsets_of_an_empty_group_expire_after_the_retention() -> None:
