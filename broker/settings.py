@@ -529,7 +529,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             INT,
             "offsets.topic.replication.factor",
             3,
-            "Replication factor of __consumer_offsets (at most the live brokers at its creation).",
+            "Replication factor of __consumer_offsets: it is created once this many brokers live.",
             minimum=1,
         ),
         number(

@@ -14,6 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.metadata import MetadataPartition, MetadataTopic
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
+from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["MetadataCache", "PartitionInfo"]
 
@@ -77,6 +78,7 @@ class MetadataCache:
             ErrorCode.NONE,
             name,
             tuple(self._partition(index, info) for index, info in sorted(partitions.items())),
+            is_internal=name in INTERNAL_TOPICS,
         )
 
     def _partition(self, index: int, info: PartitionInfo) -> MetadataPartition:

@@ -28,6 +28,7 @@ from protocol.messages.create_partitions import (
     CreatePartitionsTopic,
     CreatePartitionsTopicResult,
 )
+from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["handle_create_partitions"]
 
@@ -86,6 +87,8 @@ async def _try_create(
     bad_name = validate_topic_name(topic.name)
     if bad_name is not None:  # no such topic can exist; never a ZooKeeper path built from it
         return _failed(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, bad_name)
+    if topic.name in INTERNAL_TOPICS:  # groups are placed by its partition count
+        return _failed(topic, ErrorCode.INVALID_REQUEST, f"{topic.name} is internal")
     try:
         existing, version = await ctx.zk.run(get_assignment(topic.name))
     except UnknownTopicError as exc:

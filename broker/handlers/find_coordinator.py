@@ -36,12 +36,11 @@ async def handle_find_coordinator(
     if coordinator is not None and OFFSETS_TOPIC not in metadata.topics:
         await coordinator.ensure_offsets_topic()
     found = []
-    num_partitions = ctx.config.offsets_topic_num_partitions
     for key in request.coordinator_keys:
         if not key:
             found.append(failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty"))
             continue
-        broker = coordinator_of(metadata, key, num_partitions)
+        broker = coordinator_of(metadata, key)
         if broker is None:
             found.append(
                 failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic has no leader")

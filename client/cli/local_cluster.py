@@ -179,6 +179,8 @@ def broker_properties(layout: ClusterLayout, broker_id: int) -> str:
         "log.dirs": layout.broker_dir(broker_id) / "data",
         "num.partitions": 1,
         "default.replication.factor": 1,
+        # Kafka waits for this many live brokers before creating __consumer_offsets.
+        "offsets.topic.replication.factor": min(3, layout.brokers),
     }
     lines = ["# Written by `highwater dev up`; rewritten on every start of this broker."]
     lines += [f"{key}={value}" for key, value in settings.items()]

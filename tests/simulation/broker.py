@@ -409,7 +409,7 @@ class SimBroker(SimProcess):
         if isinstance(request, FindCoordinatorRequest):
             found = []
             for key in request.coordinator_keys:
-                broker = coordinator_of(self.state.metadata, key, core.settings.num_partitions)
+                broker = coordinator_of(self.state.metadata, key)
                 found.append(
                     Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
                     if broker is None
