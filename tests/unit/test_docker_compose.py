@@ -18,6 +18,7 @@ import click
 import pytest
 
 from broker.config import KNOWN_KEYS, load_config
+from broker.config_def import parse_metrics_listener
 from broker.healthcheck import broker_args_from_cmdline
 from client.cli.main import main
 from tests.compose import images
@@ -206,12 +207,18 @@ def test_broker_commands_use_real_flags_and_config_keys(compose: dict[str, Any])
         assert config.zookeeper_connect.partition(":")[0] == "zookeeper"
 
 
+def _published(service: dict[str, Any]) -> dict[int, int]:
+    """Container port -> host port, for every published port."""
+    pairs = [tuple(int(p) for p in str(mapping).split(":")) for mapping in service["ports"]]
+    return {container: host for host, container in pairs}
+
+
 def test_each_broker_advertises_its_own_name_and_published_port(compose: dict[str, Any]) -> None:
     for name in BROKERS:
         service = _service(compose, name)
         config = load_config(None, _overrides(service["command"]))
-        (mapping,) = service["ports"]
-        host_port, container_port = (int(p) for p in mapping.split(":"))
+        host_port = _published(service)[config.listener_port]
+        container_port = config.listener_port
         # One listener: the advertised address must work in the network (the name) and from
         # the host (same port published), see the comment at the top of docker-compose.yml.
         assert (config.advertised_host, config.advertised_port) == (name, host_port)
@@ -219,6 +226,21 @@ def test_each_broker_advertises_its_own_name_and_published_port(compose: dict[st
         assert config.listener_host == "0.0.0.0"
         bootstrap = service["environment"]["HIGHWATER_BOOTSTRAP"]
         assert f"{name}:{host_port}" in bootstrap.split(",")
+
+
+def test_each_brokers_metrics_listener_is_published_on_the_same_port(
+    compose: dict[str, Any],
+) -> None:
+    for number, name in enumerate(BROKERS, 1):
+        service = _service(compose, name)
+        config = load_config(None, _overrides(service["command"]))
+        assert config.metrics_listener is not None, f"{name} has no metrics.listener"
+        host, port = parse_metrics_listener(config.metrics_listener)
+        # Every interface, so the published port reaches it; 9644.. as `highwater dev up`'s.
+        assert (host, port) == ("0.0.0.0", 9643 + number)
+        assert _published(service)[port] == port
+        # The Kafka listener and the metrics listener, nothing else.
+        assert set(_published(service)) == {config.listener_port, port}
 
 
 def test_published_ports_are_unique(compose: dict[str, Any]) -> None:
