@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-metrics bench-spark zookeeper containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-metrics bench-spark bench-groups zookeeper containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -114,6 +114,9 @@ bench-metrics: venv zookeeper
 
 bench-spark: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.spark
+
+bench-groups: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.groups
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -28,7 +28,7 @@ from broker.core.dynamic_config import (
 )
 from broker.dynamic_config import static_defaults
 from controller import zk_data
-from controller.zk_client import ZkClient
+from controller.zk_client import ZkClient, run_each
 from controller.zk_configs import (
     BROKERS,
     TOPICS,
@@ -122,13 +122,15 @@ class ConfigChangeListener:
         hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
         named = {name for kind, name in entities if kind == TOPICS}
         topics = hosted if defaults_changed else hosted & named
-        topic_configs = {}
-        for topic in sorted(topics):
-            try:
-                topic_configs[topic] = (await zk.run(get_entity_config(TOPICS, topic))).config
-            except zk_data.ZkDataError as exc:
-                self._log.warning("topic configs unreadable", topic=topic, error=str(exc))
-                topics = topics - {topic}
+        found, unreadable = await run_each(
+            zk,
+            {topic: get_entity_config(TOPICS, topic) for topic in topics},
+            tolerate=(zk_data.ZkDataError,),
+        )
+        topic_configs = {topic: entity.config for topic, entity in found.items()}
+        for topic, error in sorted(unreadable.items()):
+            self._log.warning("topic configs unreadable", topic=topic, error=str(error))
+        topics = topics - unreadable.keys()
         update = plan_config_update(self.defaults, topic_configs, open_log_configs(state, topics))
         deleted = apply_config_update(state, update, wall_clock_ms())
         for topic, problem in update.problems.items():

@@ -1,5 +1,6 @@
 """The admin client: topics (create, delete, list, describe, add partitions), the cluster,
-leader elections, partition reassignments, and configs (describe, alter).
+leader elections, partition reassignments, and configs (describe, alter); consumer groups
+come from admin_groups.py.
 
 Requests that only the controller can answer (ElectLeaders, reassignments) go to it, asking
 again once after NOT_CONTROLLER; CreateTopics, DeleteTopics and CreatePartitions go to it when
@@ -19,6 +20,14 @@ from typing import Any, Final
 
 import trio
 
+from client.admin_groups import (
+    GroupAdmin,
+    GroupDescription,
+    GroupListing,
+    GroupOffset,
+    ListGroupsResult,
+    MemberDescription,
+)
 from client.errors import HighwaterClientError, UnknownTopicError, error_for_code
 from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo
 from client.network import BrokerConnectionError
@@ -85,6 +94,11 @@ __all__ = [
     "ConfigSource",
     "ConfigSynonym",
     "ElectionResult",
+    "GroupDescription",
+    "GroupListing",
+    "GroupOffset",
+    "ListGroupsResult",
+    "MemberDescription",
     "OngoingReassignment",
     "PartitionDescription",
     "TopicDescription",
@@ -207,7 +221,7 @@ class ClusterDescription:
     brokers: tuple[BrokerInfo, ...]
 
 
-class Admin:
+class Admin(GroupAdmin):
     """`async with Admin(bootstrap) as admin: await admin.create_topic("t", 6, 1)`."""
 
     def __init__(

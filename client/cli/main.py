@@ -1,10 +1,10 @@
 """The `highwater` command line: the entry point and the commands too small for a module.
 
-Client commands (topics, configs, produce, consume, cluster describe, elect-leaders, reassign,
-perf) live in the other modules of client/cli/; `dev` (the local cluster) in client/cli/dev.py.
-`broker` is here because this is the one client-side module allowed to import the broker (see
-pyproject's import contracts). An unexpected error prints one line and a hint; with
-HIGHWATER_DEBUG=1 its traceback.
+Client commands (topics, configs, produce, consume, groups, cluster describe, elect-leaders,
+reassign, perf) live in the other modules of client/cli/; `dev` (the local cluster) in
+client/cli/dev.py. `broker` is here because this is the one client-side module allowed to import
+the broker (see pyproject's import contracts). An unexpected error prints one line and a hint;
+with HIGHWATER_DEBUG=1 its traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from client.cli.consume import consume
 from client.cli.dev import dev
 from client.cli.dump_log import dump_file
 from client.cli.elect import elect_leaders
+from client.cli.groups import groups
 from client.cli.perf import perf
 from client.cli.produce import produce
 from client.cli.reassign import reassign
@@ -73,6 +74,7 @@ main.add_command(topics)
 main.add_command(produce)
 main.add_command(consume)
 main.add_command(cluster)
+main.add_command(groups)
 main.add_command(perf)
 main.add_command(dev)
 main.add_command(elect_leaders)

@@ -44,6 +44,12 @@ def _offset_reset(text: str) -> str:
     return text
 
 
+def _non_empty(text: str) -> str:
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
 def _bootstrap(text: str) -> str:
     parse_bootstrap(text)
     return text
@@ -81,25 +87,27 @@ PRODUCER_PROPERTIES: Final[Mapping[str, tuple[str, Callable[[str], Any]]]] = {
     "retry.backoff.ms": ("retry_backoff_ms", _MS),
 }
 CONSUMER_PROPERTIES: Final[Mapping[str, tuple[str, Callable[[str], Any]]]] = {
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", _INT),
     "auto.offset.reset": ("auto_offset_reset", _offset_reset),
     "bootstrap.servers": ("bootstrap", _bootstrap),
     "client.id": ("client_id", str),
     "default.api.timeout.ms": ("default_api_timeout_ms", _INT),
+    "enable.auto.commit": ("enable_auto_commit", _boolean),
     "fetch.max.bytes": ("fetch_max_bytes", _INT),
     "fetch.max.wait.ms": ("fetch_max_wait_ms", _INT),
     "fetch.min.bytes": ("fetch_min_bytes", _INT),
+    "group.id": ("group_id", _non_empty),
+    "group.instance.id": ("group_instance_id", _non_empty),
+    "group.remote.assignor": ("group_remote_assignor", _non_empty),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _INT),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
     "max.poll.records": ("max_poll_records", _INT),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),
     "retry.backoff.max.ms": ("retry_backoff_max_ms", _INT),
     "retry.backoff.ms": ("retry_backoff_ms", _INT),
 }
-_NOT_YET: Final = {
-    "group.id": "consumer groups are not available yet",
-    "enable.auto.commit": "consumer groups (and committed offsets) are not available yet",
-    "transactional.id": "transactions are not available",
-}
+_NOT_YET: Final = {"transactional.id": "transactions are not available"}
 
 
 def parse_properties(

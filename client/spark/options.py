@@ -54,6 +54,9 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    # groupIdForLag: each completed micro-batch's end offsets are committed to this consumer
+    # group, only so that `highwater groups describe` shows the query's lag (never read back).
+    group_id_for_lag: str | None = None
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the subscription (assign: its topics)."""
@@ -87,6 +90,7 @@ _SOURCE_KEYS: Final = frozenset(
         "failondataloss",
         "includeheaders",
         "kafkaconsumer.polltimeoutms",
+        "groupidforlag",
     }
 )
 _SINK_KEYS: Final = frozenset(
@@ -109,6 +113,7 @@ _SPELLED: Final = {
         "failOnDataLoss",
         "includeHeaders",
         "kafkaConsumer.pollTimeoutMs",
+        "groupIdForLag",
         "topic",
         "kafka.compression.type",
     )
@@ -172,6 +177,13 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         if not streaming:
             raise OptionError("option 'maxOffsetsPerTrigger' is for streaming queries only")
         max_offsets = _int(options["maxoffsetspertrigger"], "maxOffsetsPerTrigger", minimum=1)
+    group_id_for_lag = None
+    if "groupidforlag" in options:
+        if not streaming:
+            raise OptionError("option 'groupIdForLag' is for streaming queries only")
+        group_id_for_lag = options["groupidforlag"].strip()
+        if not group_id_for_lag:
+            raise OptionError("option 'groupIdForLag' is empty")
     min_partitions = None
     if "minpartitions" in options:
         min_partitions = _int(options["minpartitions"], "minPartitions", minimum=1)
@@ -193,6 +205,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
             "kafkaConsumer.pollTimeoutMs",
             minimum=1,
         ),
+        group_id_for_lag=group_id_for_lag,
     )
 
 

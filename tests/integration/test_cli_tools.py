@@ -304,7 +304,7 @@ def test_every_offset_form(
         (["-o", "11"], 1, "offset 11 is not in cli-offsets-0: valid are 0 (the log start offset) "
          "to 10 (the high watermark)"),
         (["-o", "1900"], 1, "offset 1900 is not in cli-offsets-0"),
-        (["-o", "stored"], 2, "consumer groups are not available yet"),
+        (["-o", "stored"], 2, "-o stored (the group's committed offsets) needs --group GROUP"),
         (["-o", "later"], 2, "is not an offset"),
     ],
 )  # fmt: skip

@@ -51,6 +51,17 @@ def test_streaming_defaults() -> None:
     assert opts.max_offsets_per_trigger is None
     assert opts.min_partitions is None
     assert opts.starting_timestamp_ms is None
+    assert opts.group_id_for_lag is None
+
+
+def test_group_id_for_lag_is_for_streams_and_not_empty() -> None:
+    assert source(subscribe="t", GroupIdForLag=" lag ").group_id_for_lag == "lag"
+    with pytest.raises(OptionError, match="'groupIdForLag' is empty"):
+        source(subscribe="t", groupIdForLag=" ")
+    with pytest.raises(OptionError, match="'groupIdForLag' is for streaming queries only"):
+        parse_source_options(
+            {"bootstrap.servers": "h:1", "subscribe": "t", "groupIdForLag": "g"}, streaming=False
+        )
 
 
 def test_batch_starts_at_earliest_by_default() -> None:
