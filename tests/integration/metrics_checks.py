@@ -25,7 +25,15 @@ from protocol.messages.offset_commit import (
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.replication_checks import running_cluster
 
-__all__ = ["Scrape", "ascrape", "commit_offsets", "metrics_cluster", "metrics_port", "scrape"]
+__all__ = [
+    "Scrape",
+    "ascrape",
+    "commit_offsets",
+    "metrics_cluster",
+    "metrics_port",
+    "scrape",
+    "value",
+]
 
 # (sample name, sorted label pairs) -> value
 Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -116,10 +116,12 @@ async def test_under_replicated_partitions_follow_a_killed_follower(cluster: Clu
     killed_at = time.monotonic()
     cluster.brokers[victim].kill()
     await eventually(lambda: _urp_is(cluster, 3), 20, "3 under-replicated partitions")
-    elapsed = time.monotonic() - killed_at
-    # ISR expiry runs every lag/2 and drops a follower silent for lag: at most 1.5 lags, plus
-    # the ZooKeeper write and the scrapes.
-    assert elapsed <= 1.5 * LAG_TIME_MAX_MS / 1000 + 2.0, elapsed
+    print(f"3 under-replicated partitions {time.monotonic() - killed_at:.1f} s after the kill")
+    # Within the lag time, shown by how, not by a clock: the leaders shrank the ISRs
+    # themselves (ISR expiry drops a follower silent for replica.lag.time.max.ms, 1 to 1.5
+    # lag times after its last fetch). The other way out, the controller's after the victim's
+    # ZooKeeper session expires (6 s here), counts no shrink (Kafka's IsrShrinksPerSec is the
+    # leader's), so it would fail this.
     shrinks = await total(cluster, "highwater_replica_manager_isr_shrinks_total")
     assert shrinks - shrinks_before == 3
     assert await total(cluster, "highwater_replica_manager_at_min_isr_partitions") == 0

@@ -9,20 +9,29 @@ test's temporary directory).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 from client.cli.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import Cluster, wait_until
-from tests.integration.metrics_checks import commit_offsets, metrics_cluster, metrics_port
+from tests.integration.metrics_checks import (
+    commit_offsets,
+    metrics_cluster,
+    metrics_port,
+    scrape,
+    value,
+)
 from tests.integration.replication_checks import FAST_REPLICATION, create_topic, wait_whole
 
 pytestmark = [pytest.mark.integration]
@@ -110,6 +119,23 @@ def _group_lag_on_page(driver: object, group: str) -> int:
         return 0
 
 
+def _cluster_json(cluster: Cluster) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{metrics_port(cluster.brokers[1])}/api/cluster"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        found: dict[str, Any] = json.load(response)
+    return found
+
+
+def _isr_shrinks(cluster: Cluster) -> float:
+    """ISR shrinks counted by the leaders, brokers 1 and 2 (from their /metrics)."""
+    total = 0.0
+    for broker_id in (1, 2):
+        found = scrape(cluster.brokers[broker_id])
+        assert found is not None, f"broker {broker_id}'s /metrics does not answer"
+        total += value(found, "highwater_replica_manager_isr_shrinks_total")
+    return total
+
+
 def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
     cluster: Cluster, browser: object, tmp_path: Path
 ) -> None:
@@ -138,6 +164,16 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
         shot = DOCS_SCREENSHOT if os.environ.get("HIGHWATER_UPDATE_SCREENSHOT") else None
         if shot is not None:
             time.sleep(40)  # for the picture: two thirds of the charts' span under load
+        shrinks_before = _isr_shrinks(cluster)
+        # Every partition a survivor leads with the victim in its ISR (the offsets topic's
+        # too): each leader drops the victim from those ISRs by itself.
+        to_shrink = sum(
+            1
+            for t in _cluster_json(cluster)["topics"]
+            for p in t["partitions"]
+            if p["leader"] != victim and victim in p["isr"]
+        )
+        assert to_shrink >= 3
         killed_at = time.monotonic()
         cluster.brokers[victim].kill()
         for p in range(3):
@@ -146,14 +182,23 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
                 20,
                 f"broker {victim} out of partition {p}'s ISR on the page",
             )
-        elapsed = time.monotonic() - killed_at
-        # The leader's expiry (every lag/2) drops it 1 to 1.5 lag times after its last fetch;
-        # the change then reaches the serving broker's metadata through ZooKeeper and the
-        # controller (isr.change.propagation.*, an UpdateMetadata), and the page polls once a
-        # second on a snapshot up to 0.5 s old: about 5 s here, 7 s seen under the whole
-        # integration suite on two cores.
-        assert elapsed <= 1.5 * LAG_TIME_MAX_MS / 1000 + 6.0, elapsed
-        time.sleep(3)  # the charts show the load
+        elapsed_s = time.monotonic() - killed_at
+        print(f"broker {victim} off the page's ISRs {elapsed_s:.1f} s after the kill")
+        # Within the lag time, shown by how rather than by a clock (the page's figure also
+        # waits for the change to reach the serving broker's metadata through ZooKeeper and
+        # the controller, and for the page's next poll: about 5 s here, 7 s seen under the
+        # whole integration suite on two cores): the leaders, brokers 1 and 2, shrank those
+        # ISRs themselves, by ISR expiry (1 to 1.5 lag times after the victim's last fetch).
+        # The controller's removal once the victim's ZooKeeper session expires (6 s here)
+        # counts no shrink, so the count would stop short.
+        wait_until(
+            lambda: _isr_shrinks(cluster) - shrinks_before == to_shrink,
+            10,
+            f"the leaders' ISR shrinks to count {to_shrink}",
+        )
+        print(f"{to_shrink} ISRs shrunk by their leaders (the page's topic and the offsets')")
+        if shot is not None:
+            time.sleep(3)  # for the picture: the charts show the drop
         target = tmp_path / "status-page.png"
         browser.save_screenshot(str(target))  # type: ignore[attr-defined]
         assert target.stat().st_size > 10_000
