@@ -58,6 +58,7 @@ URP = "highwater_replica_manager_under_replicated_partitions"
 ACTIVE = "highwater_controller_active_controller_count"
 EPOCH = "highwater_controller_epoch"
 GROUP_LAG = "highwater_consumer_group_lag"
+TOTAL_TIME_COUNT = "highwater_network_request_total_time_seconds_count"
 
 
 @pytest.fixture(scope="module")
@@ -194,9 +195,17 @@ async def test_request_counters_match_the_requests_sent(cluster: Cluster) -> Non
             await conn.request(ListOffsetsRequest(-1, (unknown,)))
     finally:
         await conn.aclose()
-    await trio.sleep(0.1)  # the last request's figures are recorded after its response is sent
-    after = await ascrape(broker)
-    assert after is not None
+
+    async def recorded() -> Scrape | None:
+        # A request's figures are recorded once its response is written, so the last one may
+        # land just after its answer reached us: scrape until the last API's count is in.
+        found = await ascrape(broker)
+        if found is None:
+            return None
+        done = value(found, TOTAL_TIME_COUNT, request="ListOffsets")
+        return found if done - value(before, TOTAL_TIME_COUNT, request="ListOffsets") >= 5 else None
+
+    after = await eventually(recorded, 10, "the requests' figures on /metrics")
 
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
