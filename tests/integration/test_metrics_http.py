@@ -3,15 +3,15 @@
 One real broker (and ZooKeeper) with a metrics listener and small HTTP limits. Against it:
 unknown paths and methods, a huge request head, slowloris clients holding every HTTP
 connection slot, a flood beyond the connection limit, garbage bytes, and clients that never
-read their answer. Throughout, a Kafka-protocol client keeps getting Metadata answers quickly,
-and afterwards /metrics answers again.
+read their answer. Throughout, a Kafka-protocol client keeps getting Metadata answers, their
+median within 10 times the median measured just before without the abuse, and afterwards
+/metrics answers again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -68,22 +68,41 @@ def get(cluster: Cluster, path: str, method: str = "GET") -> int:
         return 0  # refused or reset: over the connection limit
 
 
-async def kafka_latency_while(cluster: Cluster, abuse_s: float) -> float:
-    """The slowest Metadata answer on the Kafka listener over `abuse_s` seconds."""
+async def kafka_latencies(cluster: Cluster, duration_s: float) -> list[float]:
+    """Metadata round trips on the Kafka listener, one every 50 ms for `duration_s` seconds;
+    each must be answered (within its 5 s timeout)."""
     broker = cluster.brokers[1]
     conn = await connect(broker.host, broker.port)
-    worst = 0.0
+    out: list[float] = []
     try:
-        end = trio.current_time() + abuse_s
+        end = trio.current_time() + duration_s
         while trio.current_time() < end:
             started = trio.current_time()
             response = await conn.request(MetadataRequest(None), timeout_ms=5000)
             assert [b.node_id for b in response.brokers] == [1]
-            worst = max(worst, trio.current_time() - started)
-            await trio.sleep(0.05)
+            out.append(trio.current_time() - started)
+            await trio.sleep(0.05)  # a pace, not a synchronisation
     finally:
         await conn.aclose()
-    return worst
+    return out
+
+
+def assert_not_slowed(quiet: list[float], abused: list[float]) -> None:
+    """The Kafka listener's round trips under HTTP abuse against the same broker's without,
+    measured just before in the same run (no fixed time bound: the machine is shared). The
+    median shows a broker slowed throughout, the 90th percentile one stalled now and then
+    (an event loop blocked by HTTP work)."""
+    for name, q in (("median", 0.5), ("p90", 0.9)):
+        quiet_s, abused_s = _quantile(quiet, q), _quantile(abused, q)
+        print(
+            f"Metadata round trip {name}: {quiet_s * 1e3:.2f} ms quiet, {abused_s * 1e3:.2f} abused"
+        )
+        assert abused_s <= 10 * quiet_s, (name, quiet_s, abused_s)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def test_unknown_paths_and_methods_are_refused(cluster: Cluster) -> None:
@@ -115,6 +134,7 @@ async def test_slow_clients_and_a_flood_never_touch_the_kafka_listener(cluster: 
     port = http_port(cluster)
     before = scrape(cluster.brokers[1])
     assert before is not None
+    quiet = await kafka_latencies(cluster, 2.0)
     # Slowloris: every slot taken by a client that sends its head a byte at a time, plus
     # a flood twice the limit of clients that send nothing, plus clients that ask for the page
     # and never read.
@@ -135,8 +155,8 @@ async def test_slow_clients_and_a_flood_never_touch_the_kafka_listener(cluster: 
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(dribble)
-            worst = await kafka_latency_while(cluster, 3.0)
-        assert worst < 0.5, f"a Metadata request took {worst:.3f} s during the abuse"
+            abused = await kafka_latencies(cluster, 3.0)
+        assert_not_slowed(quiet, abused)
         # Beyond the limit, connections were closed at once.
         closed = sum(1 for sock in socks if _closed(sock))
         assert closed >= MAX_CONNECTIONS * 2 - 1
@@ -154,6 +174,7 @@ async def test_slow_clients_and_a_flood_never_touch_the_kafka_listener(cluster: 
 
 async def test_clients_that_never_read_do_not_stall_the_broker(cluster: Cluster) -> None:
     port = http_port(cluster)
+    quiet = await kafka_latencies(cluster, 2.0)
     socks = []
     try:
         for _ in range(MAX_CONNECTIONS - 2):
@@ -162,11 +183,10 @@ async def test_clients_that_never_read_do_not_stall_the_broker(cluster: Cluster)
             # Pipelined requests for the page and the JSON, answers never read.
             sock.sendall(b"GET /api/cluster HTTP/1.1\r\nHost: x\r\n\r\n" * 50)
             socks.append(sock)
-        worst = await kafka_latency_while(cluster, 2.0)
-        assert worst < 0.5, f"a Metadata request took {worst:.3f} s"
-        started = time.monotonic()
+        abused = await kafka_latencies(cluster, 2.0)
+        assert_not_slowed(quiet, abused)
+        # A free slot still serves a scrape (within get()'s 5 s timeout).
         assert get(cluster, "/metrics") == 200
-        assert time.monotonic() - started < 2
     finally:
         for sock in socks:
             sock.close()
