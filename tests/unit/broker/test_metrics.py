@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -247,8 +248,9 @@ async def test_time_in_the_purgatory_is_the_requests_remote_time() -> None:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(waiter)
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()
         assert purgatory.waiting["produce"] == 1
+        await trio.sleep(0.05)  # time parked, for the remote time below (not a synchronisation)
         purgatory.notify("k")
     assert purgatory.waiting["produce"] == 0
     assert clock.remote_s >= 0.04
