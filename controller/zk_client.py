@@ -66,11 +66,11 @@ __all__ = [
     "WatchEvent",
     "WatchKind",
     "ZkClient",
-    "run_each",
     "ZkConnectionError",
     "ZkError",
     "ZkEvent",
     "ZnodeStat",
+    "run_each",
 ]
 
 _T = TypeVar("_T")
