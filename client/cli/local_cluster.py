@@ -230,7 +230,8 @@ def up(
     echo("The cluster is ready. Try (every broker in the bootstrap list: any one may be down):")
     echo(f"  export HIGHWATER_BOOTSTRAP={layout.bootstrap}")
     echo("  highwater cluster describe")
-    echo("  highwater topics create demo --partitions 6 --replication-factor 1")
+    replicas = min(3, layout.brokers)  # Kafka's guarantees need replicas
+    echo(f"  highwater topics create demo --partitions 6 --replication-factor {replicas}")
     echo("  seq 10 | highwater produce demo")
     echo("  highwater consume demo --from-beginning --exit-at-end")
     echo("Check it with `highwater dev status`, stop it with `highwater dev down`.")

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration]
 async def test_a_short_chaos_run_with_every_nemesis_finds_no_anomaly(
     zookeeper: ZooKeeperServer, tmp_path: Path
 ) -> None:
-    config = ChaosConfig(seed=20261122, duration_s=30, nemeses=KINDS, lossy_links=True)
+    config = ChaosConfig(seed=20261122, duration_s=40, nemeses=KINDS, lossy_links=True)
     result = await chaos_run(config, zookeeper.port, tmp_path)
     print(result.summary())
     assert sum(result.faults.values()) >= 5, result.fault_log
