@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-security bench-spark bench-groups zookeeper openssl containers venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos bench bench-replication bench-metrics bench-security bench-spark bench-groups zookeeper openssl containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -62,6 +62,15 @@ containers: venv
 	fi
 	$(BIN)/python -m tests.compose.images --if-engine-works
 
+# The status page's browser test (tests/integration/test_status_page.py) drives Debian's
+# headless Chromium through its chromedriver; installed only where missing.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; \
+	fi
+
 up: base-venv zookeeper openssl
 	$(BIN)/highwater dev up $(DEV_UP_ARGS)
 
@@ -84,13 +93,13 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper openssl containers
+integration: venv zookeeper openssl containers browser
 	$(BIN)/pytest tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
 # integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
 # machine, so they run one at a time.
-test: venv zookeeper openssl containers lint typecheck imports
+test: venv zookeeper openssl containers browser lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation
 	$(BIN)/pytest tests/integration
 
@@ -110,6 +119,10 @@ bench-replication: venv zookeeper
 
 bench-security: venv zookeeper openssl
 	$(BIN)/python -m tests.benchmarks.security
+
+# Produce throughput and brokers' CPU with the metrics listener on vs off, alternating.
+bench-metrics: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.metrics_cost
 
 bench-spark: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.spark

@@ -212,6 +212,10 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = _int("group.consumer.session.timeout.ms")
     group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms")
     group_consumer_max_size: int = _int("group.consumer.max.size")
+    metrics_listener: str | None = _optional_str("metrics.listener")
+    metrics_max_connections: int = _int("metrics.max.connections")
+    metrics_max_header_bytes: int = _int("metrics.max.header.bytes")
+    metrics_read_timeout_ms: int = _int("metrics.read.timeout.ms")
     # The settings given in server.properties and --override, as their text (what
     # DescribeConfigs reports as STATIC_BROKER_CONFIG). Not compared: configs with the same
     # values are equal however they were spelled.

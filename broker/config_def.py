@@ -24,10 +24,12 @@ __all__ = [
     "Value",
     "boolean",
     "check_directories",
+    "check_metrics_listener",
     "check_zookeeper_connect",
     "double",
     "format_value",
     "number",
+    "parse_metrics_listener",
     "string",
     "strings",
 ]
@@ -176,6 +178,27 @@ def format_value(value: Value | None) -> str:
 
 
 # --- value syntaxes checked beyond their type ---------------------------------------------------
+
+_HTTP_LISTENER: Final = re.compile(
+    r"http://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*)):(?P<port>[0-9]{1,5})/?"
+)
+
+
+def parse_metrics_listener(text: str) -> tuple[str, int]:
+    """(host, port) of an http://host:port listener; host "" binds every interface."""
+    match = _HTTP_LISTENER.fullmatch(text.strip())
+    if match is None or int(match["port"]) > 65535:
+        raise InvalidValue(
+            "http://host:port (host may be empty for every interface, IPv6 in brackets; "
+            "port 0 picks a free port)"
+        )
+    host = match["ipv6"] if match["ipv6"] is not None else match["host"]
+    return host, int(match["port"])
+
+
+def check_metrics_listener(value: Value) -> None:
+    parse_metrics_listener(str(value))
+
 
 _ZK_HOST: Final = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(?::(?P<port>[0-9]{1,5}))?")
 ZK_SYNTAX: Final = "host:port[,host:port...][/chroot]"

@@ -26,6 +26,7 @@ import trio
 from broker.acl_changes import AclChangeListener
 from broker.config import BrokerConfig, describe
 from broker.config_changes import ConfigChangeListener
+from broker.config_def import parse_metrics_listener
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
@@ -39,6 +40,7 @@ from broker.logging_setup import bind_broker, configure_logging
 from broker.producer_id_manager import ProducerIdManager
 from broker.registration import BrokerIdInUseError, maintain_registration
 from broker.replica_fetcher import ReplicaFetcherManager
+from broker.request_stats import RequestStats
 from broker.server import BrokerServer, ServedListener
 from broker.tls import server_context
 from controller.controller import Controller, run_controller
@@ -114,6 +116,8 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
             max_connections=_connection_limit(config.max_connections, log),
             auth_frame_bytes=config.sasl_server_max_receive_size,
             auth_timeout_s=config.connections_authentication_timeout_ms / 1000,
+            # Per-request figures only when someone can read them.
+            request_stats=RequestStats() if config.metrics_listener else None,
         )
         zk: ZkClient | None = None
         try:
@@ -232,6 +236,39 @@ async def _start(
     if config.log_cleaner_enable:
         await nursery.start(LogCleaner(ctx, log_manager).run)
     nursery.start_soon(_housekeeping, ctx, log_manager)
+    if config.metrics_listener:
+        try:
+            await nursery.start(_serve_http, ctx, server)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on metrics.listener={config.metrics_listener}: "
+                f"{exc.strerror or exc}"
+            ) from exc
+
+
+async def _serve_http(
+    ctx: BrokerContext,
+    server: BrokerServer,
+    *,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """The metrics listener: /metrics, the status page and its /api/cluster."""
+    # Imported here: a broker without the listener never loads starlette or hypercorn.
+    from broker.cluster_view import ClusterView
+    from broker.http_listener import HttpListener, build_app
+    from broker.metrics import new_registry
+
+    assert ctx.config.metrics_listener is not None
+    host, port = parse_metrics_listener(ctx.config.metrics_listener)
+    registry, collector = new_registry(ctx, server)
+    view = ClusterView(ctx)
+    collector.group_lag = view.group_lag
+    listener = HttpListener(build_app(registry, view), ctx.config, host, port)
+    collector.http = listener
+    try:
+        await listener.run(task_status=task_status)
+    finally:
+        await view.aclose()
 
 
 async def _controller_candidate(

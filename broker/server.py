@@ -16,6 +16,7 @@ import dataclasses
 import math
 import secrets
 import ssl
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +30,8 @@ from broker.core.principal import USER_TYPE, Principal
 from broker.core.sasl import SaslAuthenticator, SaslStage
 from broker.handlers import HANDLERS
 from broker.listeners import SecurityProtocol
+from broker.purgatory import RequestClock, current_request_clock
+from broker.request_stats import RequestStats
 from broker.settings import default_of
 from broker.tls import certificate_subject
 from protocol.apis import ApiKey, supported_versions
@@ -78,6 +81,7 @@ class BrokerServer:
         auth_frame_bytes: int = cast(int, default_of("sasl.server.max.receive.size")),
         auth_timeout_s: float = cast(int, default_of("connections.authentication.timeout.ms"))
         / 1000,
+        request_stats: RequestStats | None = None,
     ) -> None:
         """`listeners` (empty: one PLAINTEXT listener at host:port); `port` then reports
         the first one's bound port, `ports` every listener's."""
@@ -100,6 +104,15 @@ class BrokerServer:
         self._logger = structlog.get_logger("highwater.server")
         # Salts the made-up SCRAM credentials of unknown users (broker.core.sasl).
         self._fake_salt_key = secrets.token_bytes(32)
+        # For the metrics: per-API figures (None: not recorded), connections accepted, and
+        # closed by a limit (max.connections, idle, too slow to read).
+        self.request_stats = request_stats
+        self.accepted = 0
+        self.closed_by_limit = {"max_connections": 0, "idle": 0, "slow_reader": 0}
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         opened = []
@@ -158,8 +171,10 @@ class BrokerServer:
             peer = f"{host}:{port}"
         except OSError:
             return
+        self.accepted += 1
         limit = MAX_CONNECTIONS if self.max_connections is None else self.max_connections
         if len(self._connections) >= limit:
+            self.closed_by_limit["max_connections"] += 1
             self._logger.warning("closing connection: max.connections reached", peer=peer)
             await trio.aclose_forcefully(stream)
             return
@@ -192,6 +207,7 @@ class BrokerServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away
         except trio.TooSlowError:
+            self.closed_by_limit["slow_reader"] += 1
             log.warning("closing connection: client too slow to read")
         finally:
             self._connections.discard(conn)
@@ -243,6 +259,10 @@ class BrokerServer:
         receive_bytes = max_frame + LENGTH_PREFIX_BYTES if authenticating else _RECEIVE_BYTES
         decoder = FrameDecoder(max_frame)
         idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
+        stats = self.request_stats
+        clock = RequestClock()
+        if stats is not None:
+            current_request_clock.set(clock)  # this task's context: the purgatory adds to it
         while not self._stopping:
             try:
                 frame_body = decoder.next_frame()
@@ -252,13 +272,18 @@ class BrokerServer:
             if frame_body is NEED_DATA:
                 with trio.move_on_at(min(trio.current_time() + idle_s, auth_deadline)) as idle:
                     data = await stream.receive_some(receive_bytes)
-                if idle.cancelled_caught and authenticating:
-                    log.info("closing connection: not authenticated in time")
-                if idle.cancelled_caught or not data:
+                if idle.cancelled_caught:
+                    if authenticating:
+                        log.info("closing connection: not authenticated in time")
+                    else:
+                        self.closed_by_limit["idle"] += 1
+                    return
+                if not data:
                     return
                 decoder.receive_data(data)
                 continue
             assert isinstance(frame_body, bytes)
+            received = time.perf_counter()
             try:
                 request = decode_request(frame_body)
             except RequestDecodeError as exc:
@@ -285,11 +310,15 @@ class BrokerServer:
                 return
             conn.busy = True
             log.debug("request", api_key=header.api_key, correlation_id=header.correlation_id)
+            clock.remote_s = 0.0
+            started = time.perf_counter()
             try:
                 response = await handler(self.ctx, header, request.body)
             except Exception:
                 log.exception("request handler failed", api_key=header.api_key)
                 return
+            handled = time.perf_counter()
+            size = 0
             if response is not None:
                 try:
                     data = _encode(header, response)
@@ -297,8 +326,21 @@ class BrokerServer:
                     # A bug in that handler, which must not take the broker down.
                     log.exception("response could not be encoded", api_key=header.api_key)
                     return
+                size = len(data)
                 await self._send(stream, data)
             conn.busy = False
+            if stats is not None:
+                remote_s = clock.remote_s
+                stats.record(
+                    header.api_key,
+                    started - received,
+                    handled - started - remote_s,
+                    remote_s,
+                    time.perf_counter() - handled,
+                    len(frame_body) + 4,
+                    size,
+                    response,
+                )
 
     async def _authenticate(
         self,

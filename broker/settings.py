@@ -21,6 +21,7 @@ from broker.config_def import (
     Value,
     boolean,
     check_directories,
+    check_metrics_listener,
     check_zookeeper_connect,
     double,
     number,
@@ -110,6 +111,7 @@ def _section(title: str, *settings: Setting) -> tuple[Setting, ...]:
 
 
 INT, LONG = Type.INT, Type.LONG
+_METRICS_SYNTAX: Final = "http://host:port"
 _DIRECTORIES: Final = "comma-separated directories"
 _NO_EFFECT: Final = "Accepted for compatibility, no effect: one trio event loop serves all."
 
@@ -782,6 +784,37 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "request.timeout.ms",
             30000,
             "Timeout of the broker's own requests (fetches from leaders, controlled shutdown).",
+        ),
+    ),
+    *_section(
+        "Metrics and status page",
+        string(
+            "metrics.listener",
+            None,
+            "HTTP listener for /metrics (Prometheus) and the status page; unset: none (off).",
+            syntax=_METRICS_SYNTAX,
+            check=check_metrics_listener,
+        ),
+        number(
+            INT,
+            "metrics.max.connections",
+            32,
+            "HTTP connections beyond this are closed when accepted.",
+            minimum=1,
+        ),
+        number(
+            INT,
+            "metrics.max.header.bytes",
+            16384,
+            "An HTTP request whose head is larger is refused (431).",
+            minimum=1024,
+        ),
+        number(
+            INT,
+            "metrics.read.timeout.ms",
+            10000,
+            "An HTTP client silent this long mid-request is disconnected (idle keep-alive: 5 s).",
+            minimum=1,
         ),
     ),
 )

@@ -160,6 +160,9 @@ class BlockingProducer(_Blocking[Producer]):
     def partitions_for(self, topic: str) -> tuple[int, ...]:
         return self._loop.run(self._loop.client.partitions_for, topic)
 
+    def metrics(self) -> dict[str, float]:
+        return self._loop.run_sync(self._loop.client.metrics)
+
 
 class _ThreadedListener(RebalanceListener):
     """A rebalance listener with plain (blocking) methods, each run in a worker thread while
@@ -253,6 +256,12 @@ class BlockingConsumer(_Blocking[Consumer]):
 
     def highwater(self, partition: tuple[str, int]) -> int | None:
         return self._loop.run_sync(self._loop.client.highwater, partition)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        return self._loop.run_sync(self._loop.client.lag)
+
+    def metrics(self) -> dict[str, float]:
+        return self._loop.run_sync(self._loop.client.metrics)
 
     def poll(
         self, timeout_ms: float = 1_000, max_records: int | None = None

@@ -342,13 +342,18 @@ class Controller:
         self, term: LeadingController, channel: ControllerChannel, step: Callable[[], ZkScript[_T]]
     ) -> _T:
         """Run one step; then hand its broker requests to the channel (also after a lost
-        race: those decided before it still go out, as Kafka's would)."""
+        race: those decided before it still go out, as Kafka's would). A step that elected
+        leaders is timed (the leader election time metric)."""
+        elections = term.stats.leader_elections
+        started = time.perf_counter()
         try:
             return await self.zk.run(step())
         except (ControllerMovedError, ResignNeeded):
             term.outbox.clear()
             raise
         finally:
+            if term.stats.leader_elections != elections:
+                term.stats.leader_election_time.observe(time.perf_counter() - started)
             channel.update_brokers(term.live_brokers)
             for broker_id, request in term.take_outbox():
                 channel.send(broker_id, request)

@@ -142,6 +142,12 @@ class ZkClient:
         self._last_session_id: int | None = None
         self._state_lock = threading.Lock()
         self._closed = False
+        # For the metrics (Kafka's ZooKeeperClientMetrics): the session's state as kazoo last
+        # reported it, and counts of disconnections, expired sessions and reconnections.
+        self.session_state = SessionState.CONNECTED
+        self.disconnects = 0
+        self.expirations = 0
+        self.reconnects = 0
 
     @classmethod
     async def connect(
@@ -203,6 +209,7 @@ class ZkClient:
         timeout: without a connection the session cannot be closed, and kazoo's stop waits
         for its connection thread (a connection attempt in progress) before giving up."""
         self._closed = True
+        self.session_state = SessionState.LOST
         with trio.move_on_after(self.request_timeout_ms / 1000):
             await trio.to_thread.run_sync(_stop_quietly, self._kazoo, abandon_on_cancel=True)
         for subscriber in self._subscribers:
@@ -410,10 +417,16 @@ class ZkClient:
                 )
                 self._last_session_id = session_id
                 event = SessionEvent(SessionState.CONNECTED, session_id, new_session)
+                if self.session_state is not SessionState.CONNECTED:
+                    self.reconnects += 1
             elif state == KazooState.SUSPENDED:
                 event = SessionEvent(SessionState.SUSPENDED, self._last_session_id)
+                self.disconnects += 1
             else:
                 event = SessionEvent(SessionState.LOST, self._last_session_id)
+                if not self._closed:
+                    self.expirations += 1
+            self.session_state = event.state
         self._post(event)
 
 

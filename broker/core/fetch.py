@@ -21,9 +21,17 @@ from protocol.messages.fetch import (
     FetchResponse,
     FetchTopicResponse,
 )
+from protocol.records import next_offset_after_whole_batches
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["MAX_WAIT_CAP_MS", "FetchRead", "fetch_keys", "max_wait_ms", "read_fetch"]
+__all__ = [
+    "MAX_WAIT_CAP_MS",
+    "FetchRead",
+    "count_sent",
+    "fetch_keys",
+    "max_wait_ms",
+    "read_fetch",
+]
 
 MAX_WAIT_CAP_MS = 60_000
 
@@ -131,6 +139,29 @@ def _follower_fetched(
     partition = state.replica_manager.partitions[tp]
     if partition.update_follower_fetch(replica_id, fetch_offset, result.log_end_offset, now_ms):
         read.wake.append(tp)
-    write = state.isr.maybe_expand(partition)
+    write = state.isr.maybe_expand(partition, replica_id)
     if write is not None:
         read.isr_writes.append(write)
+
+
+def count_sent(state: BrokerState, request: FetchRequest, response: FetchResponse) -> None:
+    """Count the answer's bytes per topic: a follower's as replication out, a consumer's as
+    bytes out, with the records it covers (the offsets from the fetch offset to the end of
+    its last whole batch: the headers alone are read)."""
+    replicas = state.replica_manager
+    follower = request.replica_id >= 0
+    for wanted, topic in zip(request.topics, response.responses, strict=False):
+        counters = None
+        for asked, data in zip(wanted.partitions, topic.partitions, strict=False):
+            size = len(data.records)
+            if not size:
+                continue
+            if counters is None:
+                counters = replicas.counters(topic.topic)
+            if follower:
+                counters.replication_bytes_out += size
+                continue
+            counters.bytes_out += size
+            end = next_offset_after_whole_batches(data.records)
+            if end > asked.fetch_offset:
+                counters.records_out += end - asked.fetch_offset

@@ -7,7 +7,7 @@ import trio
 
 from broker.context import BrokerContext
 from broker.core.authorizer import AclOperation, ResourceType
-from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
+from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
 from protocol.codec import RequestHeader
 from protocol.messages.fetch import FetchRequest, FetchResponse
 
@@ -23,9 +23,12 @@ async def handle_fetch(
     while True:
         read = _read(ctx, request, denied)
         if read.satisfied(request.min_bytes) or trio.current_time() >= deadline:
-            return read.response
-        if not await ctx.purgatory.wait(keys, deadline):  # deadline, or shutting down
-            return _read(ctx, request, denied).response
+            break
+        if not await ctx.purgatory.wait(keys, deadline, "fetch"):  # deadline, or shutdown
+            read = _read(ctx, request, denied)
+            break
+    count_sent(ctx.state, request, read.response)
+    return read.response
 
 
 def _denied(ctx: BrokerContext, request: FetchRequest) -> frozenset[str]:

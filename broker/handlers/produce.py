@@ -40,6 +40,6 @@ async def handle_produce(
         check_waiting(ctx.state, append)
         if not append.waiting or trio.current_time() >= deadline or gave_up:
             break
-        gave_up = not await ctx.purgatory.wait(list(append.waiting), deadline)
+        gave_up = not await ctx.purgatory.wait(list(append.waiting), deadline, "produce")
     time_out(append)
     return produce_response(request, append)

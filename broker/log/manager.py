@@ -23,6 +23,7 @@ from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile,
 from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.log import Log
+from broker.stats import Timings
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -70,6 +71,7 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[TextIO] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.flush_timer = Timings()  # every log's flushes (the metrics read it)
         self._logger = structlog.get_logger("highwater.log_manager")
 
     # -- start and stop --------------------------------------------------------------------
@@ -109,6 +111,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     clean_shutdown=clean,
                 )
+                self.logs[tp].flush_timer = self.flush_timer
                 self._dir_of[tp] = log_dir
             # Only now, with every log recovered, is a crash "unclean" from here on.
             marker.unlink(missing_ok=True)
@@ -168,6 +171,7 @@ class LogManager:
         log = self._log_class.open(
             log_dir / f"{topic}-{partition}", config or self.default_config, now_ms=now_ms
         )
+        log.flush_timer = self.flush_timer
         self.logs[tp] = log
         self._dir_of[tp] = log_dir
         return log

@@ -54,10 +54,13 @@ def dev() -> None:
 )
 @click.option(
     "--base-port",
-    type=click.IntRange(1, 65535 - 64),
+    type=click.IntRange(1, 65535 - 64 - local_cluster.METRICS_PORT_OFFSET),
     default=local_cluster.DEFAULT_BASE_PORT,
     show_default=True,
-    help="Port of broker 1; broker N listens on base-port + N - 1.",
+    help=(
+        "Port of broker 1; broker N listens on base-port + N - 1, its metrics and status "
+        f"page on base-port + {local_cluster.METRICS_PORT_OFFSET} + N - 1."
+    ),
 )
 @click.option(
     "--zk-port",

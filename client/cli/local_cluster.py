@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_BROKERS",
     "DEFAULT_DIR",
     "DEFAULT_ZK_PORT",
+    "METRICS_PORT_OFFSET",
     "ClusterError",
     "ClusterLayout",
     "Probe",
@@ -63,6 +64,9 @@ __all__ = [
 DEFAULT_DIR = Path(".local-cluster")
 DEFAULT_ZK_PORT = 2181
 DEFAULT_BASE_PORT = 9092
+# Broker N's metrics listener (/metrics and the status page) is on base-port + 552 + N - 1:
+# 9644 for broker 1 by default (the port Redpanda's admin API made familiar).
+METRICS_PORT_OFFSET = 552
 DEFAULT_BROKERS = 3
 ZK_HOST = "127.0.0.1"
 BROKER_HOST = "127.0.0.1"
@@ -137,6 +141,12 @@ class ClusterLayout:
     def probe_security(self) -> ClientSecurity | None:
         return local_security.broker_security(self.root) if self.secure else None
 
+    def metrics_port(self, broker_id: int) -> int:
+        return self.base_port + METRICS_PORT_OFFSET + broker_id - 1
+
+    def status_page(self, broker_id: int) -> str:
+        return f"http://{BROKER_HOST}:{self.metrics_port(broker_id)}/"
+
     def broker_dir(self, broker_id: int) -> Path:
         return self.root / f"broker-{broker_id}"
 
@@ -186,6 +196,7 @@ def broker_properties(layout: ClusterLayout, broker_id: int) -> str:
         "broker.id": broker_id,
         "listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
         "advertised.listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
+        "metrics.listener": f"http://{BROKER_HOST}:{layout.metrics_port(broker_id)}",
         "zookeeper.connect": layout.zk_connect,
         "zookeeper.session.timeout.ms": 6000,
         "log.dirs": layout.broker_dir(broker_id) / "data",
@@ -254,11 +265,13 @@ def up(
         _set_up_admin(layout, echo)
         return layout
     echo(f"Pid files, data and logs are in {root}.")
+    echo(f"Status page: {layout.status_page(1)} (any broker's; /metrics for Prometheus)")
     echo("")
     echo("The cluster is ready. Try (every broker in the bootstrap list: any one may be down):")
     echo(f"  export HIGHWATER_BOOTSTRAP={layout.bootstrap}")
     echo("  highwater cluster describe")
-    echo("  highwater topics create demo --partitions 6 --replication-factor 1")
+    replicas = min(3, layout.brokers)  # Kafka's guarantees need replicas
+    echo(f"  highwater topics create demo --partitions 6 --replication-factor {replicas}")
     echo("  seq 10 | highwater produce demo")
     echo("  highwater consume demo --from-beginning --exit-at-end")
     echo("Check it with `highwater dev status`, stop it with `highwater dev down`.")
@@ -311,6 +324,8 @@ def status(root: Path = DEFAULT_DIR, echo: Echo = print) -> bool:
         healthy = healthy and result.state is ProcessState.RUNNING
         pid = "-" if result.pid is None else str(result.pid)
         echo(f"{spec.name}: {result.state.value}, pid {pid}, {spec.address}")
+    pages = ", ".join(layout.status_page(b) for b in layout.broker_ids())
+    echo(f"status pages (and /metrics): {pages}")
     return healthy
 
 
@@ -361,7 +376,12 @@ def _layout_for_up(requested: ClusterLayout) -> ClusterLayout:
 def _check_ports_free(layout: ClusterLayout, specs: list[ProcessSpec]) -> None:
     """Fail before starting anything if a port we need belongs to a process we did not start."""
     ports = {"zookeeper": [layout.zk_port]}
-    ports.update({f"broker-{b}": [layout.broker_port(b)] for b in layout.broker_ids()})
+    ports.update(
+        {
+            f"broker-{b}": [layout.broker_port(b), layout.metrics_port(b)]
+            for b in layout.broker_ids()
+        }
+    )
     if layout.secure:
         for b in layout.broker_ids():
             ports[f"broker-{b}"].append(layout.internal_port(b))
@@ -369,13 +389,12 @@ def _check_ports_free(layout: ClusterLayout, specs: list[ProcessSpec]) -> None:
         if probe(spec).state in (ProcessState.RUNNING, ProcessState.NOT_ANSWERING):
             continue  # ours, from an earlier `up`
         for port in ports[spec.name]:
-            if port_free(BROKER_HOST, port):
-                continue
-            option = "--zk-port" if spec.name == "zookeeper" else "--base-port"
-            raise ClusterError(
-                f"cannot start {spec.label}: port {port} is already in use by another process; "
-                f"stop that process or choose other ports with {option}"
-            )
+            if not port_free(BROKER_HOST, port):
+                option = "--zk-port" if spec.name == "zookeeper" else "--base-port"
+                raise ClusterError(
+                    f"cannot start {spec.label}: port {port} is already in use by another "
+                    f"process; stop that process or choose other ports with {option}"
+                )
 
 
 # --- starting and stopping ----------------------------------------------------------------

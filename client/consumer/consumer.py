@@ -315,6 +315,21 @@ class Consumer:
         hw = self._state(partition).high_watermark
         return None if hw < 0 else hw
 
+    def lag(self) -> dict[TopicPartition, int]:
+        """Records behind, per assigned partition: HW (as of the last fetch) - position.
+        Partitions not fetched yet, or with a reset pending, are left out."""
+        return {
+            tp: max(0, state.high_watermark - state.position)
+            for tp, state in self._states.items()
+            if state.high_watermark >= 0 and state.position is not None
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's consumer metrics by name: records-consumed-total/-rate,
+        bytes-consumed-rate, fetch-latency-avg/-max (ms), records-lag-max and
+        records-lag:<topic>-<partition> (HW - position) (client/client_metrics.py)."""
+        return self._fetcher.metrics.snapshot(self.lag())
+
     async def end_offsets(
         self, partitions: Iterable[tuple[str, int]], timeout_ms: float | None = None
     ) -> dict[TopicPartition, int]:
@@ -427,6 +442,7 @@ class Consumer:
                 await self._positions.resolve_resets(self._states, remaining_ms, quiet=True)
             records = self._fetcher.drain(self._states, limit)
             if records:
+                self._fetcher.metrics.records_consumed += len(records)
                 return records
             remaining = deadline - trio.current_time()
             if remaining <= 0:

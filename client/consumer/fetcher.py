@@ -13,6 +13,7 @@ from typing import Final
 
 import trio
 
+from client.client_metrics import ConsumerMetrics
 from client.consumer.partition_state import (
     ConsumerRecord,
     PartitionState,
@@ -71,6 +72,7 @@ class Fetcher:
     def __init__(self, metadata: ClusterMetadata, settings: FetchSettings) -> None:
         self.metadata = metadata
         self.settings = settings
+        self.metrics = ConsumerMetrics()  # what Consumer.metrics() reports
 
     def back_off(
         self, states: Mapping[TopicPartition, PartitionState], tps: Iterable[TopicPartition]
@@ -172,8 +174,13 @@ class Fetcher:
             topics=tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
         )
         try:
+            started = trio.current_time()
             response: FetchResponse = await self.metadata.request(
                 leader, request, timeout_ms=max_wait_ms + settings.request_timeout_ms
+            )
+            self.metrics.fetch_done(
+                trio.current_time() - started,
+                sum(len(p.records) for t in response.responses for p in t.partitions),
             )
         except BrokerConnectionError:
             self.metadata.request_update()

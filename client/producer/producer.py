@@ -170,6 +170,12 @@ class Producer:
         """The codec every batch is compressed with (fixed for the producer's lifetime)."""
         return self._compression
 
+    def metrics(self) -> dict[str, float]:
+        """Kafka's producer metrics by name: record-send-total/-rate, record-error-rate,
+        record-retry-rate, batch-size-avg/-max, request-latency-avg/-max (ms), ...
+        (client/client_metrics.py)."""
+        return self._sender.metrics.snapshot()
+
     @property
     def producer_id(self) -> int:
         """The id from InitProducerId (-1 before it, or without idempotence)."""

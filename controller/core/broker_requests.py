@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller.core.effects import (
+    LEADER_ELECTED,
     UNCLEAN_LEADER_ELECTION,
     Effect,
     LogEvent,
@@ -185,7 +186,7 @@ def leader_log(tp: TopicPartition, state: PartitionState) -> LogEvent:
     }
     if state.leader == NO_LEADER:
         return LogEvent("partition offline", fields)
-    return LogEvent("partition leader elected", fields)
+    return LogEvent(LEADER_ELECTED, fields)
 
 
 def unclean_log(tp: TopicPartition, before: LeaderAndIsr, after: LeaderAndIsr) -> LogEvent:

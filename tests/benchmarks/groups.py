@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -70,60 +71,67 @@ async def coordinator_address(cluster: Cluster, group: str) -> tuple[str, int]:
         await conn.aclose()
 
 
-async def commit_rate(cluster: Cluster, connections: int, seconds: float) -> float:
-    group = f"committers-{connections}"
-    host, port = await coordinator_address(cluster, group)
+async def requests_per_s(
+    addresses: list[tuple[str, int]],
+    request_for: Callable[[int, int], Any],
+    error_of: Callable[[Any], int],
+    seconds: float,
+) -> float:
+    """One connection per address, each sending `request_for(connection, n)` one at a time
+    for `seconds`; every answer's `error_of` must be NONE."""
     done = 0
     deadline = trio.current_time() + seconds
 
-    async def commit_loop(p: int) -> None:
+    async def loop(i: int, host: str, port: int) -> None:
         nonlocal done
         conn = await connect(host, port)
         try:
-            offset = 0
+            n = 0
             while trio.current_time() < deadline:
-                topic = OffsetCommitTopic("bench", (OffsetCommitPartition(p, offset),))
-                response = await conn.request(OffsetCommitRequest(group, (topic,)))
-                assert isinstance(response, OffsetCommitResponse)
-                (answer,) = response.topics[0].partitions
-                assert answer.error_code == ErrorCode.NONE, ErrorCode(answer.error_code)
-                offset += 1
-                done += 1
+                code = error_of(await conn.request(request_for(i, n)))
+                assert code == ErrorCode.NONE, ErrorCode(code)
+                n += 1
+            done += n
         finally:
             await conn.aclose()
 
     start = trio.current_time()
     async with trio.open_nursery() as nursery:
-        for p in range(connections):
-            nursery.start_soon(commit_loop, p % PARTITIONS)
+        for i, (host, port) in enumerate(addresses):
+            nursery.start_soon(loop, i, host, port)
     return done / (trio.current_time() - start)
+
+
+async def commit_rate(cluster: Cluster, connections: int, seconds: float) -> float:
+    """OffsetCommits of one partition each (connection i commits partition i % PARTITIONS)."""
+    group = f"committers-{connections}"
+    coordinator = await coordinator_address(cluster, group)
+
+    def commit(i: int, n: int) -> OffsetCommitRequest:
+        topic = OffsetCommitTopic("bench", (OffsetCommitPartition(i % PARTITIONS, n),))
+        return OffsetCommitRequest(group, (topic,))
+
+    def error_of(response: OffsetCommitResponse) -> int:
+        return response.topics[0].partitions[0].error_code
+
+    return await requests_per_s([coordinator] * connections, commit, error_of, seconds)
 
 
 async def produce_rate(cluster: Cluster, connections: int, seconds: float) -> float:
-    """The ceiling for commits: one-record Produce requests, acks=all, to a partition led by
-    a broker, one in flight per connection (a commit is one record appended the same way)."""
-    done = 0
-    deadline = trio.current_time() + seconds
+    """The ceiling for commits: one-record Produce requests, acks=all, each connection to the
+    leader of its partition (a commit is one record appended the same way)."""
     batch = build_batch([Record(b"x" * 60, key=b"k")], now_ms=0)
+    leaders = [cluster.brokers[SPREAD[i % PARTITIONS][0]] for i in range(connections)]
 
-    async def produce_loop(p: int) -> None:
-        nonlocal done
-        leader = cluster.brokers[SPREAD[p][0]]
-        conn = await connect(leader.host, leader.port)
-        data = (ProduceTopicData("bench", (ProducePartitionData(p, batch),)),)
-        try:
-            while trio.current_time() < deadline:
-                response = await conn.request(ProduceRequest(-1, 30_000, data))
-                assert isinstance(response, ProduceResponse)
-                done += 1
-        finally:
-            await conn.aclose()
+    def produce(i: int, n: int) -> ProduceRequest:
+        data = ProducePartitionData(i % PARTITIONS, batch)
+        return ProduceRequest(-1, 30_000, (ProduceTopicData("bench", (data,)),))
 
-    start = trio.current_time()
-    async with trio.open_nursery() as nursery:
-        for p in range(connections):
-            nursery.start_soon(produce_loop, p % PARTITIONS)
-    return done / (trio.current_time() - start)
+    def error_of(response: ProduceResponse) -> int:
+        return response.responses[0].partition_responses[0].error_code
+
+    addresses = [(b.host, b.port) for b in leaders]
+    return await requests_per_s(addresses, produce, error_of, seconds)
 
 
 # -- 2. join time ---------------------------------------------------------------------------
