@@ -522,8 +522,11 @@ async def test_replication_and_failover_work_among_authenticated_brokers(
                 got.extend(r.value for r in await consumer.poll(timeout_ms=1000))
     assert set(acked) <= set(got)
 
+    survivor = next(b for i, b in cluster.brokers.items() if i != leader)
+
     async def back_in_sync() -> bool:
-        meta = await _metadata(cluster.brokers[1].port_of("EXTERNAL"), security(pki), ["failover"])
+        # Asked of a survivor: the restarted broker may not listen yet.
+        meta = await _metadata(survivor.port_of("EXTERNAL"), security(pki), ["failover"])
         return len(meta.topics[0].partitions[0].isr_nodes) == 3
 
     await eventually(back_in_sync, 60, "the restarted broker back in the ISR over SASL")
