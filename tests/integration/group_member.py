@@ -3,15 +3,15 @@ in a group, commits after processing (auto-commit off) and logs, as JSON lines w
 time.monotonic() (one clock for every process of the machine) and wall time, what it owns
 (its rebalance listener), what it processed and what it committed, to --log.
 
-`python -m tests.integration.group_member --bootstrap B --topic T --group G --log FILE`.
-With --stop-trigger PATH: once that file exists, the member SIGSTOPs itself after processing
-a batch and before committing it (then removes the file): a deterministic late commit.
+`python -m tests.integration.group_member --bootstrap B --topic T --group G --log FILE ...`.
+SIGTERM: it stops consuming, closes and leaves the group. With --stop-trigger PATH: once that
+file exists, it SIGSTOPs itself after processing a batch and before committing it (then
+removes the file): a deterministic late commit.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -71,7 +71,6 @@ class Listener(RebalanceListener):
 
 
 async def run(args: argparse.Namespace, journal: Journal) -> None:
-    trigger = Path(args.stop_trigger) if args.stop_trigger else None
     journal.write("started")
     async with Consumer(
         args.bootstrap,
@@ -84,41 +83,53 @@ async def run(args: argparse.Namespace, journal: Journal) -> None:
     ) as consumer:
         journal.consumer = consumer
         consumer.subscribe([args.topic], listener=Listener(journal))
-        while True:
-            records = await consumer.poll(100)
-            if not records:
-                continue
-            offsets: dict[TopicPartition, int] = {}
-            by_partition: dict[int, list[bytes]] = {}
-            for r in records:
-                by_partition.setdefault(r.partition, []).append(r.value or b"")
-                offsets[TopicPartition(r.topic, r.partition)] = r.offset + 1
-            for p, values in sorted(by_partition.items()):
-                journal.write(
-                    "processed",
-                    partition=p,
-                    next_offset=offsets[TopicPartition(args.topic, p)],
-                    values=[v.decode() for v in values],
-                )
-            committing = {tp.partition: o for tp, o in offsets.items()}
-            if trigger is not None and trigger.exists():
-                trigger.unlink()
-                journal.write("stopping", offsets=committing)
-                os.kill(os.getpid(), signal.SIGSTOP)
-                journal.write("continued", offsets=committing)
-            try:
-                await consumer.commit(offsets)
-            except HighwaterClientError as exc:
-                code = exc.code.name if exc.code is not None else None
-                journal.write(
-                    "commit_failed",
-                    offsets=committing,
-                    error=type(exc).__name__,
-                    code=code,
-                    message=str(exc),
-                )
-            else:
-                journal.write("committed", offsets=committing)
+        with trio.open_signal_receiver(signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_consume, args, journal, consumer)
+                async for _ in signals:  # SIGTERM: stop consuming, then close (leave)
+                    nursery.cancel_scope.cancel()
+                    break
+    journal.consumer = None
+    journal.write("closed")
+
+
+async def _consume(args: argparse.Namespace, journal: Journal, consumer: Consumer) -> None:
+    trigger = Path(args.stop_trigger) if args.stop_trigger else None
+    while True:
+        records = await consumer.poll(100)
+        if not records:
+            continue
+        offsets: dict[TopicPartition, int] = {}
+        by_partition: dict[int, list[bytes]] = {}
+        for r in records:
+            by_partition.setdefault(r.partition, []).append(r.value or b"")
+            offsets[TopicPartition(r.topic, r.partition)] = r.offset + 1
+        for p, values in sorted(by_partition.items()):
+            journal.write(
+                "processed",
+                partition=p,
+                next_offset=offsets[TopicPartition(args.topic, p)],
+                values=[v.decode() for v in values],
+            )
+        committing = {tp.partition: o for tp, o in offsets.items()}
+        if trigger is not None and trigger.exists():
+            trigger.unlink()
+            journal.write("stopping", offsets=committing)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            journal.write("continued", offsets=committing)
+        try:
+            await consumer.commit(offsets)
+        except HighwaterClientError as exc:
+            code = exc.code.name if exc.code is not None else None
+            journal.write(
+                "commit_failed",
+                offsets=committing,
+                error=type(exc).__name__,
+                code=code,
+                message=str(exc),
+            )
+        else:
+            journal.write("committed", offsets=committing)
 
 
 def main() -> None:
@@ -130,9 +141,7 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--stop-trigger")
     args = parser.parse_args()
-    # SIGTERM: close like Ctrl-C (leave the group), so a test can stop members cleanly.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with Path(args.log).open("a") as out, contextlib.suppress(KeyboardInterrupt):
+    with Path(args.log).open("a") as out:
         trio.run(run, args, Journal(out, args.name))
 
 

@@ -40,6 +40,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 4000  # short, so fencing is quick; long enough for a loaded machine
+KILLS = 4  # SIGKILL and restart rounds in the at-least-once test
 DEADLINE_S = 60  # for conditions a test waits for (never a fixed sleep)
 OVERRIDES = {
     **FAST_REPLICATION,
@@ -172,19 +173,28 @@ class Interval:
 
 def intervals(events: list[dict[str, Any]], ends: dict[int, float]) -> list[Interval]:
     """Ownership intervals from the members' logs (assigned .. revoked or lost); `ends[pid]`
-    ends whatever that incarnation owned at that time (it was killed, or stopped)."""
+    ends whatever that incarnation owned at that time (it was killed, or stopped: what it
+    logs next, once continued, starts afresh)."""
     out: list[Interval] = []
     started: dict[tuple[int, int], float] = {}
+    cut: set[int] = set()
+
+    def close(pid: int, end: float) -> None:
+        for pid_p in [k for k in started if k[0] == pid]:
+            out.append(Interval(pid, pid_p[1], started.pop(pid_p), end))
+
     for e in events:
         pid = e["pid"]
-        if pid in ends and e["t"] >= ends[pid]:
-            continue
+        if pid in ends and pid not in cut and e["t"] >= ends[pid]:
+            cut.add(pid)
+            close(pid, ends[pid])
         for p in e.get("partitions", ()):
             if e["event"] == "assigned":
                 started[(pid, p)] = e["t"]
             elif e["event"] in ("revoked", "lost") and (pid, p) in started:
                 out.append(Interval(pid, p, started.pop((pid, p)), e["t"]))
-    out += [Interval(pid, p, t, ends.get(pid, math.inf)) for (pid, p), t in started.items()]
+    for pid in {pid for pid, _ in started}:
+        close(pid, ends[pid] if pid in ends and pid not in cut else math.inf)
     return out
 
 
@@ -425,3 +435,178 @@ async def test_three_members_a_fourth_joins_and_one_is_killed(
     assert committed_backwards(events) == []
     assert sampler.samples >= 10 and sampler.shared == []
     assert load.acked, "the producer was acknowledged nothing"
+
+
+async def test_a_stopped_member_is_fenced_and_its_late_commit_refused(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The member SIGSTOPs itself between processing a batch and committing it (a SIGSTOP
+    from outside lands at a random point, mostly while poll() waits: then the heartbeat learns
+    of the fence before any commit, and there is no late commit to see refused)."""
+    topic = group = "stopped"
+    await create(cluster, topic)
+    members = Members(cluster, topic, group, tmp_path)
+    try:
+        async with Admin(cluster.bootstrap) as admin, trio.open_nursery() as nursery:
+            load, sampler = Load(cluster, topic), Sampler(admin, group, offsets=True)
+            nursery.start_soon(load.run)
+            nursery.start_soon(sampler.run)
+            for i in range(3):
+                members.spawn(f"s{i}")
+            await logs_agree(members, await settled(admin, group, 3))
+            victim = members.running["s0"]
+            victim.trigger.touch()
+
+            async def logged(event: str) -> dict[str, Any] | None:
+                mine = [e for e in members.events() if e["pid"] == victim.pid]
+                return next((e for e in mine if e["event"] == event), None)
+
+            async def stopped() -> bool:
+                return victim.stopped()
+
+            stop = await eventually(lambda: logged("stopping"), DEADLINE_S, "the member stopping")
+            await eventually(stopped, DEADLINE_S, "the member in state T")
+            old_id, late = stop["member_id"], {int(p): o for p, o in stop["offsets"].items()}
+            before = [e for e in members.events() if e["t"] <= stop["t"]]
+            held = owned_by_pid(before)[victim.pid]
+            assert held, "the stopped member owned nothing"
+            survivors = await settled(admin, group, 2)
+            assert old_id not in survivors
+            fenced_t = time.monotonic()
+            print(f"stopped member {old_id} fenced {fenced_t - stop['t']:.2f} s after its stop")
+
+            async def overtaken() -> bool:
+                """Its late commit would now move the committed offsets backwards."""
+                found = await admin.list_group_offsets(group, high_watermarks=False)
+                now = {o.partition: o.committed_offset for o in found}
+                return all((now.get(p) or 0) > offset for p, offset in late.items())
+
+            await eventually(overtaken, DEADLINE_S, "the new owners committing past it")
+            victim.process.send_signal(signal.SIGCONT)
+            await eventually(lambda: logged("lost"), DEADLINE_S, "the member learning of it")
+
+            async def rejoined() -> str | None:
+                new_ids = {e["member_id"] for e in members.events() if e["pid"] == victim.pid
+                           and e["member_id"] not in ("", old_id)}  # fmt: skip
+                owned = await settled(admin, group, 3)
+                return next(iter(new_ids & set(owned)), None)
+
+            new_id = await eventually(rejoined, DEADLINE_S, "the member back under a new id")
+            load.done.set()
+            await all_processed(members, load)
+            sampler.done.set()
+    except BaseException:
+        print(members.stderr())
+        raise
+    finally:
+        members.stop_all()
+    events = members.events()
+    mine = [e for e in events if e["pid"] == victim.pid and e["t"] > stop["t"]]
+    continued = next(i for i, e in enumerate(mine) if e["event"] == "continued")
+    lost_at = next(i for i, e in enumerate(mine) if e["event"] == "lost")
+    commits = [e for e in mine[continued:] if e["event"] in ("committed", "commit_failed")]
+    refused = commits[0]
+    assert (refused["event"], refused["error"], refused["code"]) == (
+        "commit_failed", "CommitFailedError", "UNKNOWN_MEMBER_ID"
+    ), refused  # fmt: skip
+    assert {int(p): o for p, o in refused["offsets"].items()} == late
+    assert set(mine[lost_at]["partitions"]) == held
+    # Until it learnt of the fence, it committed nothing (it may have processed a batch more).
+    zombie = mine[continued:lost_at]
+    assert [e for e in zombie if e["event"] in ("committed", "revoked", "assigned")] == [], zombie
+    assert any(e["event"] == "assigned" and e["member_id"] == new_id for e in mine[lost_at:])
+    spans = intervals(events, {victim.pid: stop["t"]})
+    assert double_ownership(spans) == []
+    assert processed_outside(events, spans, {victim.pid: (stop["t"], mine[lost_at]["t"])}) == []
+    assert committed_backwards(events) == []
+    assert sampler.samples >= 10 and sampler.shared == [] and sampler.backwards() == []
+
+
+async def test_members_killed_and_restarted_lose_no_acknowledged_record(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    topic = group = "at-least-once"
+    await create(cluster, topic)
+    members = Members(cluster, topic, group, tmp_path)
+    ends: dict[int, float] = {}
+    try:
+        async with Admin(cluster.bootstrap) as admin, trio.open_nursery() as nursery:
+            load, sampler = Load(cluster, topic), Sampler(admin, group, offsets=True)
+            nursery.start_soon(load.run)
+            nursery.start_soon(sampler.run)
+            for i in range(3):
+                members.spawn(f"a{i}")
+            await settled(admin, group, 3)
+            for _ in range(KILLS):
+                victim = members.running[rng.choice(sorted(members.running))]
+                batches = rng.randint(1, 4)
+
+                def logged(pid: int, event: str) -> int:
+                    return sum(e["pid"] == pid and e["event"] == event for e in members.events())
+
+                async def busy(pid: int = victim.pid, count: int = batches) -> bool:
+                    return logged(pid, "processed") >= count
+
+                await eventually(busy, DEADLINE_S, f"{victim.name} processing {batches} batches")
+                ends[victim.pid] = victim.kill()
+                again = members.spawn(victim.name)
+
+                async def working(pid: int = again.pid) -> bool:
+                    return logged(pid, "processed") > 0
+
+                await eventually(working, DEADLINE_S, f"{victim.name} restarted and working")
+            await settled(admin, group, 3)  # the killed incarnations' sessions are over
+            load.done.set()
+            seen = await all_processed(members, load)
+            ends_of = {p: 1 + max(o for s, o in load.acked.items() if s % PARTITIONS == p)
+                       for p in range(PARTITIONS)}  # fmt: skip
+
+            async def all_committed() -> bool:
+                found = await admin.list_group_offsets(group, high_watermarks=False)
+                return {o.partition: o.committed_offset for o in found} == ends_of
+
+            await eventually(all_committed, DEADLINE_S, f"committed offsets reaching {ends_of}")
+            # An explicit reset, once the group is empty: the only way back, and one the
+            # sampler must see (it can see offsets go back).
+            members.stop_all()
+
+            async def empty() -> bool:
+                (g,) = await admin.describe_groups([group])
+                return g.state == "Empty"
+
+            await eventually(empty, DEADLINE_S, "the group empty")
+            reset_from = time.monotonic()
+            await admin.alter_group_offsets(group, {(topic, p): 0 for p in range(PARTITIONS)})
+            reset_to = time.monotonic()
+
+            async def reset_seen() -> bool:
+                return all(
+                    s[-1][0] > reset_to and s[-1][2] == 0 for s in sampler.committed.values()
+                )
+
+            await eventually(reset_seen, DEADLINE_S, "the sampler seeing the reset")
+            sampler.done.set()
+    except BaseException:
+        print(members.stderr())
+        raise
+    finally:
+        members.stop_all()
+    events = members.events()
+    duplicates = len(seen) - len(set(seen))
+    print(
+        f"{len(load.acked)} records acknowledged, {len(set(seen))} processed ({duplicates} again)"
+    )
+    assert set(seen) == set(load.acked)  # nothing processed that was not acknowledged either
+    spans = intervals(events, ends)
+    assert double_ownership(spans) == []
+    assert processed_outside(events, spans, {}) == []
+    assert committed_backwards(events) == []
+    backwards = sampler.backwards()
+    assert sorted({p for p, _, _ in backwards}) == list(range(PARTITIONS)), backwards
+    unexplained = [
+        (p, a, b) for p, a, b in backwards if not (a[0] <= reset_to and b[1] >= reset_from)
+    ]
+    assert unexplained == [], (reset_from, reset_to)
