@@ -6,7 +6,8 @@ time.monotonic() (one clock for every process of the machine) and wall time, wha
 `python -m tests.integration.group_member --bootstrap B --topic T --group G --log FILE ...`.
 SIGTERM: it stops consuming, closes and leaves the group. With --stop-trigger PATH: once that
 file exists, it SIGSTOPs itself after processing a batch and before committing it (then
-removes the file): a deterministic late commit.
+removes the file): a deterministic late commit. --process-ms: how long processing a batch
+takes (a window between processing and committing).
 """
 
 from __future__ import annotations
@@ -111,12 +112,14 @@ async def _consume(args: argparse.Namespace, journal: Journal, consumer: Consume
                 next_offset=offsets[TopicPartition(args.topic, p)],
                 values=[v.decode() for v in values],
             )
+        await trio.sleep(args.process_ms / 1000)  # what processing takes, before the commit
         committing = {tp.partition: o for tp, o in offsets.items()}
         if trigger is not None and trigger.exists():
             trigger.unlink()
             journal.write("stopping", offsets=committing)
             os.kill(os.getpid(), signal.SIGSTOP)
             journal.write("continued", offsets=committing)
+        journal.write("committing", offsets=committing)
         try:
             await consumer.commit(offsets)
         except HighwaterClientError as exc:
@@ -140,6 +143,7 @@ def main() -> None:
     parser.add_argument("--log", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--stop-trigger")
+    parser.add_argument("--process-ms", type=int, default=0)
     args = parser.parse_args()
     with Path(args.log).open("a") as out:
         trio.run(run, args, Journal(out, args.name))

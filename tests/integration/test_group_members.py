@@ -41,6 +41,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 4000  # short, so fencing is quick; long enough for a loaded machine
 KILLS = 4  # SIGKILL and restart rounds in the at-least-once test
+PROCESS_MS = 300  # there, what processing a batch takes: kills land before its commit
 DEADLINE_S = 60  # for conditions a test waits for (never a fixed sleep)
 OVERRIDES = {
     **FAST_REPLICATION,
@@ -113,13 +114,13 @@ class Members:
     running: dict[str, MemberProcess] = field(default_factory=dict)
     all: list[MemberProcess] = field(default_factory=list)
 
-    def spawn(self, name: str) -> MemberProcess:
+    def spawn(self, name: str, process_ms: int = 0) -> MemberProcess:
         log, trigger = self.directory / f"{name}.jsonl", self.directory / f"{name}.stop"
         command = [
             *(sys.executable, "-m", "tests.integration.group_member"),
             *("--bootstrap", self.cluster.bootstrap, "--topic", self.topic),
             *("--group", self.group, "--log", str(log), "--name", name),
-            *("--stop-trigger", str(trigger)),
+            *("--stop-trigger", str(trigger), "--process-ms", str(process_ms)),
         ]
         with (self.directory / f"{name}.stderr").open("ab") as stderr:
             process = subprocess.Popen(
@@ -232,6 +233,23 @@ def processed_values(events: list[dict[str, Any]]) -> list[int]:
     return [int(v) for e in events if e["event"] == "processed" for v in e["values"]]
 
 
+def uncommitted(events: list[dict[str, Any]], pid: int) -> set[int]:
+    """The values an incarnation processed and never tried to commit (a commit it sent may
+    have been acknowledged just before it was killed, unlogged)."""
+    committed: dict[int, int] = {}
+    for e in events:
+        if e["pid"] == pid and e["event"] == "committing":
+            for p, offset in e["offsets"].items():
+                committed[int(p)] = max(committed.get(int(p), 0), offset)
+    return {
+        int(v)
+        for e in events
+        if e["pid"] == pid and e["event"] == "processed"
+        and e["next_offset"] > committed.get(e["partition"], 0)
+        for v in e["values"]
+    }  # fmt: skip
+
+
 def committed_backwards(events: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
     """(partition, before, after) where an acknowledged commit (by any member, in the order
     the members logged them) went below an earlier one."""
@@ -258,19 +276,33 @@ class Load:
     topic: str
     done: trio.Event = field(default_factory=trio.Event)
     acked: dict[int, int] = field(default_factory=dict)  # seq -> offset
+    finished: trio.Event = field(default_factory=trio.Event)
 
     async def run(self) -> None:
-        async with Producer(self.cluster.bootstrap, linger_ms=5) as producer:
-            seq = 0
-            while not self.done.is_set():
-                sent = []
-                for _ in range(10):
-                    value = str(seq).encode()
-                    sent.append((seq, await producer.send(self.topic, value, partition=seq % 6)))
-                    seq += 1
-                for s, future in sent:
-                    self.acked[s] = (await future).offset
-                await trio.sleep(0.05)  # the rate (about 200 records/s), not a synchronisation
+        try:
+            async with Producer(self.cluster.bootstrap, linger_ms=5) as producer:
+                seq = 0
+                while not self.done.is_set():
+                    sent = []
+                    for _ in range(10):
+                        value = str(seq).encode()
+                        sent.append(
+                            (
+                                seq,
+                                await producer.send(self.topic, value, partition=seq % PARTITIONS),
+                            )
+                        )
+                        seq += 1
+                    for s, future in sent:
+                        self.acked[s] = (await future).offset
+                    await trio.sleep(0.05)  # the rate (about 200 records/s), not a synchronisation
+        finally:
+            self.finished.set()
+
+    async def stop(self) -> None:
+        """Stop producing; returns once every record sent has its answer."""
+        self.done.set()
+        await self.finished.wait()
 
 
 @dataclass
@@ -420,7 +452,7 @@ async def test_three_members_a_fourth_joins_and_one_is_killed(
                 f"killed {victim.name} ({victim_id}): {sorted(lost)} moved "
                 f"{moved_t - killed_t:.2f} s later (session timeout {SESSION_TIMEOUT_MS} ms)"
             )
-            load.done.set()
+            await load.stop()
             await all_processed(members, load)
             sampler.done.set()
     except BaseException:
@@ -492,7 +524,7 @@ async def test_a_stopped_member_is_fenced_and_its_late_commit_refused(
                 return next(iter(new_ids & set(owned)), None)
 
             new_id = await eventually(rejoined, DEADLINE_S, "the member back under a new id")
-            load.done.set()
+            await load.stop()
             await all_processed(members, load)
             sampler.done.set()
     except BaseException:
@@ -506,9 +538,9 @@ async def test_a_stopped_member_is_fenced_and_its_late_commit_refused(
     lost_at = next(i for i, e in enumerate(mine) if e["event"] == "lost")
     commits = [e for e in mine[continued:] if e["event"] in ("committed", "commit_failed")]
     refused = commits[0]
-    assert (refused["event"], refused["error"], refused["code"]) == (
-        "commit_failed", "CommitFailedError", "UNKNOWN_MEMBER_ID"
-    ), refused  # fmt: skip
+    assert {k: refused.get(k) for k in ("event", "error", "code")} == {
+        "event": "commit_failed", "error": "CommitFailedError", "code": "UNKNOWN_MEMBER_ID"
+    }, refused  # fmt: skip
     assert {int(p): o for p, o in refused["offsets"].items()} == late
     assert set(mine[lost_at]["partitions"]) == held
     # Until it learnt of the fence, it committed nothing (it may have processed a batch more).
@@ -538,7 +570,7 @@ async def test_members_killed_and_restarted_lose_no_acknowledged_record(
             nursery.start_soon(load.run)
             nursery.start_soon(sampler.run)
             for i in range(3):
-                members.spawn(f"a{i}")
+                members.spawn(f"a{i}", PROCESS_MS)
             await settled(admin, group, 3)
             for _ in range(KILLS):
                 victim = members.running[rng.choice(sorted(members.running))]
@@ -552,14 +584,14 @@ async def test_members_killed_and_restarted_lose_no_acknowledged_record(
 
                 await eventually(busy, DEADLINE_S, f"{victim.name} processing {batches} batches")
                 ends[victim.pid] = victim.kill()
-                again = members.spawn(victim.name)
+                again = members.spawn(victim.name, PROCESS_MS)
 
                 async def working(pid: int = again.pid) -> bool:
                     return logged(pid, "processed") > 0
 
                 await eventually(working, DEADLINE_S, f"{victim.name} restarted and working")
             await settled(admin, group, 3)  # the killed incarnations' sessions are over
-            load.done.set()
+            await load.stop()
             seen = await all_processed(members, load)
             ends_of = {p: 1 + max(o for s, o in load.acked.items() if s % PARTITIONS == p)
                        for p in range(PARTITIONS)}  # fmt: skip
@@ -600,6 +632,16 @@ async def test_members_killed_and_restarted_lose_no_acknowledged_record(
         f"{len(load.acked)} records acknowledged, {len(set(seen))} processed ({duplicates} again)"
     )
     assert set(seen) == set(load.acked)  # nothing processed that was not acknowledged either
+    # What a killed member processed but had not committed was processed again, later.
+    redone = 0
+    for pid, killed_t in ends.items():
+        unsaved = uncommitted(events, pid)
+        later = {int(v) for e in events if e["event"] == "processed" and e["t"] > killed_t
+                 for v in e["values"]}  # fmt: skip
+        assert unsaved <= later, sorted(unsaved - later)
+        redone += bool(unsaved)
+    print(f"{redone} of {KILLS} kills came between processing and committing")
+    assert redone > 0, "no kill landed before a commit: the redelivery path went untested"
     spans = intervals(events, ends)
     assert double_ownership(spans) == []
     assert processed_outside(events, spans, {}) == []
