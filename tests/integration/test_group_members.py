@@ -469,12 +469,47 @@ async def test_three_members_a_fourth_joins_and_one_is_killed(
     assert load.acked, "the producer was acknowledged nothing"
 
 
-async def test_a_stopped_member_is_fenced_and_its_late_commit_refused(
+def first(
+    events: list[dict[str, Any]], pid: int, event: str, after: float
+) -> dict[str, Any] | None:
+    return next((e for e in events if e["pid"] == pid and e["event"] == event
+                 and e["t"] > after), None)  # fmt: skip
+
+
+async def back_under_a_new_id(
+    admin: Admin, members: Members, member: MemberProcess, old_id: str
+) -> str:
+    """Wait until `member` (its process) is in the group again, Stable, under a new id."""
+
+    async def rejoined() -> str | None:
+        ids = {e["member_id"] for e in members.events() if e["pid"] == member.pid}
+        (g,) = await admin.describe_groups([members.group])
+        found = {m.member_id for m in g.members} & (ids - {"", old_id})
+        return next(iter(found), None) if g.state == "Stable" else None
+
+    return await eventually(rejoined, DEADLINE_S, f"{member.name} back under a new id")
+
+
+def assert_zombie_committed_nothing(
+    events: list[dict[str, Any]], pid: int, stopped_t: float, lost_t: float
+) -> None:
+    """Each commit a fenced member began between its stop and learning of the fence (the
+    lost listener) was refused (one begun before the stop may have been accepted)."""
+    mine = [e for e in events if e["pid"] == pid and stopped_t < e["t"] <= lost_t]
+    for i, e in enumerate(mine):
+        if e["event"] == "committing":
+            results = [r for r in mine[i + 1 :] if r["event"] in ("committed", "commit_failed")]
+            assert not results or results[0]["event"] == "commit_failed", (e, results[0])
+    assert [e for e in mine if e["event"] in ("revoked", "assigned")] == [], mine
+
+
+async def test_stopped_members_are_fenced_and_their_late_commits_refused(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """The member SIGSTOPs itself between processing a batch and committing it (a SIGSTOP
-    from outside lands at a random point, mostly while poll() waits: then the heartbeat learns
-    of the fence before any commit, and there is no late commit to see refused)."""
+    """First a member SIGSTOPs itself between processing a batch and committing it: after
+    SIGCONT that late commit must be refused. (A SIGSTOP from outside lands at a random point,
+    mostly while poll() waits: the heartbeat then learns of the fence before any commit.) Then
+    a SIGSTOP from outside, wherever the member is."""
     topic = group = "stopped"
     await create(cluster, topic)
     members = Members(cluster, topic, group, tmp_path)
@@ -489,23 +524,17 @@ async def test_a_stopped_member_is_fenced_and_its_late_commit_refused(
             victim = members.running["s0"]
             victim.trigger.touch()
 
-            async def logged(event: str) -> dict[str, Any] | None:
-                mine = [e for e in members.events() if e["pid"] == victim.pid]
-                return next((e for e in mine if e["event"] == event), None)
+            async def self_stopped() -> dict[str, Any] | None:
+                return (
+                    first(members.events(), victim.pid, "stopping", 0) if victim.stopped() else None
+                )
 
-            async def stopped() -> bool:
-                return victim.stopped()
-
-            stop = await eventually(lambda: logged("stopping"), DEADLINE_S, "the member stopping")
-            await eventually(stopped, DEADLINE_S, "the member in state T")
+            stop = await eventually(self_stopped, DEADLINE_S, "the member stopping itself")
             old_id, late = stop["member_id"], {int(p): o for p, o in stop["offsets"].items()}
-            before = [e for e in members.events() if e["t"] <= stop["t"]]
-            held = owned_by_pid(before)[victim.pid]
+            held = owned_by_pid([e for e in members.events() if e["t"] <= stop["t"]])[victim.pid]
             assert held, "the stopped member owned nothing"
-            survivors = await settled(admin, group, 2)
-            assert old_id not in survivors
-            fenced_t = time.monotonic()
-            print(f"stopped member {old_id} fenced {fenced_t - stop['t']:.2f} s after its stop")
+            assert old_id not in await settled(admin, group, 2)
+            print(f"{old_id} fenced {time.monotonic() - stop['t']:.2f} s after it stopped")
 
             async def overtaken() -> bool:
                 """Its late commit would now move the committed offsets backwards."""
@@ -515,15 +544,24 @@ async def test_a_stopped_member_is_fenced_and_its_late_commit_refused(
 
             await eventually(overtaken, DEADLINE_S, "the new owners committing past it")
             victim.process.send_signal(signal.SIGCONT)
-            await eventually(lambda: logged("lost"), DEADLINE_S, "the member learning of it")
+            new_id = await back_under_a_new_id(admin, members, victim, old_id)
 
-            async def rejoined() -> str | None:
-                new_ids = {e["member_id"] for e in members.events() if e["pid"] == victim.pid
-                           and e["member_id"] not in ("", old_id)}  # fmt: skip
-                owned = await settled(admin, group, 3)
-                return next(iter(new_ids & set(owned)), None)
+            # From outside: wherever it is, it stops.
+            other = members.running["s1"]
+            events = members.events()
+            other_id = next(e["member_id"] for e in reversed(events) if e["pid"] == other.pid)
+            other.process.send_signal(signal.SIGSTOP)
 
-            new_id = await eventually(rejoined, DEADLINE_S, "the member back under a new id")
+            async def stopped() -> bool:
+                return other.stopped()
+
+            await eventually(stopped, DEADLINE_S, "s1 in state T")
+            paused_t = time.monotonic()
+            held_by_other = owned_by_pid(members.events())[other.pid]
+            assert held_by_other, "s1 owned nothing"
+            assert other_id not in await settled(admin, group, 2)
+            other.process.send_signal(signal.SIGCONT)
+            other_new_id = await back_under_a_new_id(admin, members, other, other_id)
             await load.stop()
             await all_processed(members, load)
             sampler.done.set()
@@ -533,23 +571,29 @@ async def test_a_stopped_member_is_fenced_and_its_late_commit_refused(
     finally:
         members.stop_all()
     events = members.events()
-    mine = [e for e in events if e["pid"] == victim.pid and e["t"] > stop["t"]]
-    continued = next(i for i, e in enumerate(mine) if e["event"] == "continued")
-    lost_at = next(i for i, e in enumerate(mine) if e["event"] == "lost")
-    commits = [e for e in mine[continued:] if e["event"] in ("committed", "commit_failed")]
-    refused = commits[0]
-    assert {k: refused.get(k) for k in ("event", "error", "code")} == {
-        "event": "commit_failed", "error": "CommitFailedError", "code": "UNKNOWN_MEMBER_ID"
+    continued = first(events, victim.pid, "continued", stop["t"])
+    lost = first(events, victim.pid, "lost", stop["t"])
+    assert continued is not None and lost is not None
+    refused = first(events, victim.pid, "commit_failed", stop["t"])
+    assert refused is not None and refused["t"] < lost["t"], (refused, lost)
+    assert {k: refused.get(k) for k in ("member_id", "error", "code", "offsets")} == {
+        "member_id": old_id, "error": "CommitFailedError", "code": "UNKNOWN_MEMBER_ID",
+        "offsets": {str(p): o for p, o in late.items()},
     }, refused  # fmt: skip
-    assert {int(p): o for p, o in refused["offsets"].items()} == late
-    assert set(mine[lost_at]["partitions"]) == held
-    # Until it learnt of the fence, it committed nothing (it may have processed a batch more).
-    zombie = mine[continued:lost_at]
-    assert [e for e in zombie if e["event"] in ("committed", "revoked", "assigned")] == [], zombie
-    assert any(e["event"] == "assigned" and e["member_id"] == new_id for e in mine[lost_at:])
-    spans = intervals(events, {victim.pid: stop["t"]})
+    assert set(lost["partitions"]) == held
+    assert_zombie_committed_nothing(events, victim.pid, stop["t"], lost["t"])
+    assert first(events, victim.pid, "assigned", lost["t"]) is not None, new_id
+
+    other_lost = first(events, other.pid, "lost", paused_t)
+    assert other_lost is not None and set(other_lost["partitions"]) == held_by_other
+    assert_zombie_committed_nothing(events, other.pid, paused_t, other_lost["t"])
+    assert first(events, other.pid, "assigned", other_lost["t"]) is not None, other_new_id
+
+    ends = {victim.pid: stop["t"], other.pid: paused_t}
+    exempt = {victim.pid: (stop["t"], lost["t"]), other.pid: (paused_t, other_lost["t"])}
+    spans = intervals(events, ends)
     assert double_ownership(spans) == []
-    assert processed_outside(events, spans, {victim.pid: (stop["t"], mine[lost_at]["t"])}) == []
+    assert processed_outside(events, spans, exempt) == []
     assert committed_backwards(events) == []
     assert sampler.samples >= 10 and sampler.shared == [] and sampler.backwards() == []
 
