@@ -242,16 +242,27 @@ def uncommitted(events: list[dict[str, Any]], pid: int) -> set[int]:
 
 
 def committed_backwards(events: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
-    """(partition, before, after) where an acknowledged commit (by any member, in the order
-    the members logged them) went below an earlier one."""
-    last: dict[int, int] = {}
-    back = []
+    """(partition, before, after) where an acknowledged commit went below one acknowledged
+    before it was even sent. (The coordinator applies a commit somewhere between its
+    "committing" and "committed" lines: a member stopped in between logs the answer late.)"""
+    sent: dict[int, float] = {}  # pid -> when its commit under way was sent
+    acked: dict[int, list[tuple[float, float, int]]] = {}  # partition -> (sent, acked, offset)
     for e in events:
-        if e["event"] == "committed":
+        if e["event"] == "committing":
+            sent[e["pid"]] = e["t"]
+        elif e["event"] == "committed":
             for p, offset in e["offsets"].items():
-                if offset < last.get(int(p), 0):
-                    back.append((int(p), last[int(p)], offset))
-                last[int(p)] = max(last.get(int(p), 0), offset)
+                acked.setdefault(int(p), []).append((sent[e["pid"]], e["t"], offset))
+    back = []
+    for p, commits in acked.items():
+        by_ack = sorted(commits, key=lambda c: c[1])
+        highest, i = 0, 0
+        for began, _, offset in sorted(commits):
+            while i < len(by_ack) and by_ack[i][1] < began:
+                highest = max(highest, by_ack[i][2])
+                i += 1
+            if offset < highest:
+                back.append((p, highest, offset))
     return back
 
 

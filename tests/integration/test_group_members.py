@@ -223,6 +223,7 @@ async def test_stopped_members_are_fenced_and_their_late_commits_refused(
         "member_id": old_id, "error": "CommitFailedError", "code": "UNKNOWN_MEMBER_ID",
         "offsets": {str(p): o for p, o in late.items()},
     }, refused  # fmt: skip
+    assert "this member is no longer in the group" in refused["message"], refused
     assert set(lost["partitions"]) == held
     assert_zombie_committed_nothing(events, victim.pid, stop["t"], lost["t"])
     assert first(events, victim.pid, "assigned", lost["t"]) is not None, new_id
