@@ -309,6 +309,23 @@ async def test_no_poll_for_max_poll_interval_leaves_and_the_next_poll_rejoins(
         assert [kind for kind, _ in listener.calls] == ["assigned", "lost", "assigned"]
 
 
+async def test_a_member_out_of_the_group_cannot_commit_until_it_rejoins(
+    cluster: FakeCluster,
+) -> None:
+    """Gone for missing max.poll.interval.ms (or fenced), a member's commit would go out as an
+    outsider's and pass once the group is empty: it is refused before it is sent."""
+    cluster.create_topic("t", 1)
+    fill(cluster, "t", 0, 1, 3)
+    async with group_consumer(cluster, max_poll_interval_ms=300) as consumer:
+        consumer.subscribe(["t"])
+        await poll_until(consumer, lambda rs: len(rs) >= 3)
+        await until(lambda: consumer.group_metadata().state == "stale", "the leave answered")  # type: ignore[union-attr]
+        sent = len(cluster.coordinator.commits)
+        with pytest.raises(CommitFailedError, match="no longer in group"):
+            await consumer.commit({("t", 0): 3})
+        assert len(cluster.coordinator.commits) == sent
+
+
 async def test_a_static_member_leaves_with_epoch_minus_2(cluster: FakeCluster) -> None:
     cluster.create_topic("t", 1)
     async with group_consumer(cluster, group_instance_id="i-1") as consumer:
