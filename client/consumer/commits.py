@@ -116,13 +116,17 @@ async def commit_offsets(
     deadline = trio.current_time() + timeout_ms / 1000
     pending = dict(offsets)
     problem = ""
+    sent_as = ADMIN_MEMBER  # the identity of the request last sent: what an answer is about
+
+    def build() -> OffsetCommitRequest:
+        nonlocal sent_as
+        sent_as = member()
+        return _commit_request(group, pending, sent_as, instance_id)
+
     while pending:
         remaining_ms = (deadline - trio.current_time()) * 1000
         response: OffsetCommitResponse = await coordinator.call(
-            lambda: _commit_request(group, pending, member(), instance_id),
-            _first_commit_error,
-            max(remaining_ms, 1.0),
-            "commit offsets",
+            build, _first_commit_error, max(remaining_ms, 1.0), "commit offsets"
         )
         answered = set()
         for topic in response.topics:
@@ -140,7 +144,7 @@ async def commit_offsets(
                         + (
                             "the group has active members (offsets can be changed from "
                             "outside a group only while it is empty)"
-                            if member() == ADMIN_MEMBER
+                            if sent_as == ADMIN_MEMBER
                             else "this member is no longer in the group"
                         )
                     )

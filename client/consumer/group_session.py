@@ -23,7 +23,12 @@ from client.consumer.coordinator import Coordinator
 from client.consumer.group import GroupMember, RebalanceListener
 from client.consumer.membership import Membership, MemberState, Outcome, Reconciliation
 from client.consumer.partition_state import PartitionState, clear_buffer, set_position
-from client.errors import ClientClosedError, HighwaterClientError, error_for_code
+from client.errors import (
+    ClientClosedError,
+    CommitFailedError,
+    HighwaterClientError,
+    error_for_code,
+)
 from client.log import client_logger
 from client.metadata import ClusterMetadata
 from protocol.topic_partition import TopicPartition
@@ -299,8 +304,16 @@ class GroupSession:
     # ----- commits -------------------------------------------------------------------------------
 
     def member_identity(self) -> tuple[str, int]:
-        """(member id, epoch) for a commit: the member's own while it is in the group."""
+        """(member id, epoch) for a commit: the member's own while it is in the group. A
+        member fenced, or gone for missing max.poll.interval.ms, cannot commit until it has
+        rejoined: as an outsider its commit would pass whenever the group is empty, moving
+        offsets its successor may already have passed (Kafka's CommitFailedException)."""
         m = self.membership
+        if m.state in (MemberState.FENCED, MemberState.STALE):
+            raise CommitFailedError(
+                f"this member is no longer in group {self.group_id!r} ({m.state.value}); "
+                "it commits again once it has rejoined"
+            )
         if m.member_id and m.state in (
             MemberState.STABLE,
             MemberState.RECONCILING,

@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 import trio
 
 from client.consumer import Consumer, ConsumerRecord, OffsetAndMetadata, RebalanceListener
+from client.consumer.commits import ADMIN_MEMBER, commit_offsets
+from client.consumer.coordinator import Coordinator
 from client.errors import ClientClosedError, CommitFailedError, HighwaterClientError
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopicResponse,
+)
 from protocol.topic_partition import TopicPartition
 from tests.unit.client.fake_broker import FakeCluster
 from tests.unit.client.test_consumer import fill
@@ -291,11 +300,30 @@ async def test_no_poll_for_max_poll_interval_leaves_and_the_next_poll_rejoins(
         await poll_until(consumer, lambda rs: len(rs) >= 3)
         first_id = consumer.group_metadata().member_id  # type: ignore[union-attr]
         await until(lambda: first_id not in cluster.coordinator.groups["g"].members, "a leave")
-        assert consumer.group_metadata().state == "stale"  # type: ignore[union-attr]
+        # The coordinator removes the member before the member has read the answer (till
+        # then it is "leaving").
+        await until(lambda: consumer.group_metadata().state == "stale", "the leave answered")  # type: ignore[union-attr]
         with trio.fail_after(DEADLINE_S):
             while len(listener.calls) < 3:
                 await consumer.poll(timeout_ms=20)
         assert [kind for kind, _ in listener.calls] == ["assigned", "lost", "assigned"]
+
+
+async def test_a_member_out_of_the_group_cannot_commit_until_it_rejoins(
+    cluster: FakeCluster,
+) -> None:
+    """Gone for missing max.poll.interval.ms (or fenced), a member's commit would go out as an
+    outsider's and pass once the group is empty: it is refused before it is sent."""
+    cluster.create_topic("t", 1)
+    fill(cluster, "t", 0, 1, 3)
+    async with group_consumer(cluster, max_poll_interval_ms=300) as consumer:
+        consumer.subscribe(["t"])
+        await poll_until(consumer, lambda rs: len(rs) >= 3)
+        await until(lambda: consumer.group_metadata().state == "stale", "the leave answered")  # type: ignore[union-attr]
+        sent = len(cluster.coordinator.commits)
+        with pytest.raises(CommitFailedError, match="no longer in group"):
+            await consumer.commit({("t", 0): 3})
+        assert len(cluster.coordinator.commits) == sent
 
 
 async def test_a_static_member_leaves_with_epoch_minus_2(cluster: FakeCluster) -> None:
@@ -379,6 +407,34 @@ async def test_an_admin_style_commit_is_refused_while_the_group_has_members(
         outsider.assign([("t", 0)])
         with pytest.raises(CommitFailedError, match="active members"):
             await outsider.commit({("t", 0): 1}, timeout_ms=2_000)
+
+
+async def test_a_refused_commit_is_explained_by_the_identity_it_was_sent_with() -> None:
+    """A member fenced while its commit is on its way (its heartbeat hears of it first, and
+    from then on it would commit as an outsider): the refusal is about the member that sent
+    it, not about an outsider committing into an active group."""
+    identities = iter([("m-1", 3), ADMIN_MEMBER])  # as sent; then fenced
+    sent: list[OffsetCommitRequest] = []
+
+    class Refusing:
+        group_id = "g"
+        retry_backoff_ms = 100
+
+        async def call(self, make_request: Callable[[], object], *_: object) -> object:
+            request = make_request()
+            assert isinstance(request, OffsetCommitRequest)
+            sent.append(request)
+            refused = OffsetCommitPartitionResponse(0, ErrorCode.UNKNOWN_MEMBER_ID)
+            return OffsetCommitResponse((OffsetCommitTopicResponse("t", (refused,)),))
+
+    with pytest.raises(CommitFailedError, match="this member is no longer in the group"):
+        await commit_offsets(
+            cast(Coordinator, Refusing()),
+            {TopicPartition("t", 0): OffsetAndMetadata(5)},
+            lambda: next(identities),
+            1_000,
+        )
+    assert [(r.member_id, r.member_epoch) for r in sent] == [("m-1", 3)]
 
 
 async def test_commit_retries_a_stale_epoch_and_the_coordinator_s_errors(
