@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-spark zookeeper containers venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-metrics bench-security bench-spark bench-groups zookeeper openssl containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -41,6 +41,15 @@ zookeeper:
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper default-jre-headless; \
 	fi
 
+# `highwater dev up --secure` makes its CA and certificates with the openssl command (tests too);
+# from apt, installed only where missing.
+openssl:
+	@if ! command -v openssl >/dev/null 2>&1; then \
+		echo "installing openssl from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openssl; \
+	fi
+
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
 # from apt, installed only where missing; then the local stand-ins for the compose file's base
 # images (tests/compose/images.py: about two minutes the first time on a machine, kept in
@@ -53,7 +62,16 @@ containers: venv
 	fi
 	$(BIN)/python -m tests.compose.images --if-engine-works
 
-up: base-venv zookeeper
+# The status page's browser test (tests/integration/test_status_page.py) drives Debian's
+# headless Chromium through its chromedriver; installed only where missing.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; \
+	fi
+
+up: base-venv zookeeper openssl
 	$(BIN)/highwater dev up $(DEV_UP_ARGS)
 
 down: base-venv
@@ -75,13 +93,13 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper containers
+integration: venv zookeeper openssl containers browser
 	$(BIN)/pytest tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
 # integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
 # machine, so they run one at a time.
-test: venv zookeeper containers lint typecheck imports
+test: venv zookeeper openssl containers browser lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation tests/fuzz
 	$(BIN)/pytest tests/integration
 
@@ -104,8 +122,18 @@ fuzz: venv
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication
 
+bench-security: venv zookeeper openssl
+	$(BIN)/python -m tests.benchmarks.security
+
+# Produce throughput and brokers' CPU with the metrics listener on vs off, alternating.
+bench-metrics: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.metrics_cost
+
 bench-spark: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.spark
+
+bench-groups: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.groups
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -19,12 +19,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from broker.config_def import InvalidValue, Value, format_value, parse_listeners
+from broker.config_def import InvalidValue, Value, format_value
+from broker.core.principal import Principal, parse_super_users
+from broker.listeners import (
+    Listener,
+    ListenerAddress,
+    Mismatch,
+    SecurityProtocol,
+    parse_listener_list,
+    parse_protocol_map,
+    resolve_listeners,
+)
 from broker.log.config import LogConfig
-from broker.settings import KNOWN_KEYS, SETTINGS, default_of, resolve, setting
+from broker.settings import ACL_AUTHORIZER, KNOWN_KEYS, SETTINGS, default_of, resolve, setting
+from protocol.jaas import JaasLogin, parse_jaas_login
 
 __all__ = [
     "KNOWN_KEYS",
+    "SECRET_KEYS",
     "BrokerConfig",
     "ConfigError",
     "describe",
@@ -89,7 +101,8 @@ def _paths(key: str) -> tuple[Path, ...]:
     return field(default=tuple(Path(v) for v in value), metadata={"key": key})
 
 
-_DEFAULT_HOST, _DEFAULT_PORT = parse_listeners(str(default_of("listeners")))
+_DEFAULT_ADDRESS = parse_listener_list(str(default_of("listeners")))[0]
+_DEFAULT_HOST, _DEFAULT_PORT = _DEFAULT_ADDRESS.host, _DEFAULT_ADDRESS.port
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +115,37 @@ class BrokerConfig:
 
     broker_id: int = field(metadata={"key": "broker.id"})
     zookeeper_connect: str = field(metadata={"key": "zookeeper.connect"})
-    # `listeners`: where to bind (port 0: any free port).
+    # The inter-broker listener (`listeners`, `advertised.listeners`): where it binds (port 0:
+    # any free port) and what this broker registers for it. Port 0 only when it is unset and
+    # listeners asks for port 0: register the bound port.
     listener_host: str = _DEFAULT_HOST
     listener_port: int = _DEFAULT_PORT
-    # `advertised.listeners`: what this broker registers in ZooKeeper and clients connect to.
-    # Port 0 only when it is unset and listeners asks for port 0: register the bound port.
     advertised_host: str = _DEFAULT_HOST
     advertised_port: int = _DEFAULT_PORT
+    # Every listener, the inter-broker one included (empty: only that one, PLAINTEXT, as above).
+    listeners: tuple[Listener, ...] = ()
+    inter_broker_listener_name: str = SecurityProtocol.PLAINTEXT.value
+    ssl_keystore_location: str | None = _optional_str("ssl.keystore.location")
+    ssl_key_password: str | None = field(
+        default=None, metadata={"key": "ssl.key.password"}, repr=False
+    )
+    ssl_truststore_location: str | None = _optional_str("ssl.truststore.location")
+    ssl_client_auth: str = field(default="none", metadata={"key": "ssl.client.auth"})
+    ssl_enabled_protocols: tuple[str, ...] = _strs("ssl.enabled.protocols")
+    ssl_endpoint_identification_algorithm: str = field(
+        default="https", metadata={"key": "ssl.endpoint.identification.algorithm"}
+    )
+    sasl_enabled_mechanisms: tuple[str, ...] = _strs("sasl.enabled.mechanisms")
+    sasl_mechanism_inter_broker_protocol: str = field(
+        default="SCRAM-SHA-512", metadata={"key": "sasl.mechanism.inter.broker.protocol"}
+    )
+    # sasl.jaas.config: this broker's own login on a SASL inter-broker listener.
+    inter_broker_login: JaasLogin | None = field(default=None, repr=False)
+    sasl_server_max_receive_size: int = _int("sasl.server.max.receive.size")
+    connections_authentication_timeout_ms: int = _int("connections.authentication.timeout.ms")
+    authorizer_enabled: bool = False  # authorizer.class.name
+    super_users: frozenset[Principal] = frozenset()
+    allow_everyone_if_no_acl_found: bool = _bool("allow.everyone.if.no.acl.found")
     broker_rack: str | None = _optional_str("broker.rack")
     zookeeper_session_timeout_ms: int = _int("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int = _int("zookeeper.connection.timeout.ms")
@@ -175,10 +212,33 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = _int("group.consumer.session.timeout.ms")
     group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms")
     group_consumer_max_size: int = _int("group.consumer.max.size")
+    metrics_listener: str | None = _optional_str("metrics.listener")
+    metrics_max_connections: int = _int("metrics.max.connections")
+    metrics_max_header_bytes: int = _int("metrics.max.header.bytes")
+    metrics_read_timeout_ms: int = _int("metrics.read.timeout.ms")
     # The settings given in server.properties and --override, as their text (what
     # DescribeConfigs reports as STATIC_BROKER_CONFIG). Not compared: configs with the same
     # values are equal however they were spelled.
-    given: Mapping[str, str] = field(default_factory=dict, compare=False)
+    given: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def all_listeners(self) -> tuple[Listener, ...]:
+        """Every listener; a config built without `listeners` has its one PLAINTEXT listener."""
+        if self.listeners:
+            return self.listeners
+        return (
+            Listener(
+                self.inter_broker_listener_name,
+                SecurityProtocol.PLAINTEXT,
+                self.listener_host,
+                self.listener_port,
+                self.advertised_host,
+                self.advertised_port,
+            ),
+        )
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        return next(x for x in self.all_listeners() if x.name == self.inter_broker_listener_name)
 
     def log_config(self) -> LogConfig:
         """The broker-wide defaults for every log (topic configs may override them)."""
@@ -191,9 +251,23 @@ class BrokerConfig:
 def value_of(config: BrokerConfig, key: str) -> Value | None:
     """The effective value of setting `key` (KeyError: none, or one with no attribute)."""
     if key == "listeners":
-        return _listener_url(config.listener_host, config.listener_port)
+        return ",".join(_listener_url(x.name, x.host, x.port) for x in config.all_listeners())
     if key == "advertised.listeners":
-        return _listener_url(config.advertised_host, config.advertised_port)
+        return ",".join(
+            _listener_url(x.name, x.advertised_host, x.advertised_port)
+            for x in config.all_listeners()
+        )
+    if key == "listener.security.protocol.map":
+        return ",".join(f"{x.name}:{x.security_protocol}" for x in config.all_listeners())
+    if key in ("inter.broker.listener.name", "security.inter.broker.protocol"):
+        listener = config.inter_broker_listener
+        return listener.name if key == "inter.broker.listener.name" else listener.security_protocol
+    if key == "authorizer.class.name":
+        return ACL_AUTHORIZER if config.authorizer_enabled else ""
+    if key == "super.users":
+        return ";".join(sorted(map(str, config.super_users))) or None
+    if key in _SECRETS:
+        return None if config.given.get(key) is None else "[hidden]"
     attr = setting(key).attr
     if attr is None:
         raise KeyError(f"{key} has no value of its own (it only supplies a default)")
@@ -210,12 +284,28 @@ def describe(config: BrokerConfig) -> list[tuple[str, str]]:
     return [
         (s.key, format_value(value_of(config, s.key)))
         for s in SETTINGS
-        if s.attr is not None or s.key in ("listeners", "advertised.listeners")
+        if s.attr is not None or s.key in _COMPUTED
     ]
 
 
-def _listener_url(host: str, port: int) -> str:
-    return f"PLAINTEXT://[{host}]:{port}" if ":" in host else f"PLAINTEXT://{host}:{port}"
+SECRET_KEYS: Final = frozenset({"ssl.key.password", "sasl.jaas.config"})
+_SECRETS = SECRET_KEYS
+_COMPUTED: Final = frozenset(
+    {
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "authorizer.class.name",
+        "super.users",
+        *_SECRETS,
+    }
+)
+
+
+def _listener_url(name: str, host: str, port: int) -> str:
+    return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
 
 
 # --- java.util.Properties format --------------------------------------------------------------
@@ -398,14 +488,23 @@ def _build(given: _Given) -> BrokerConfig:
     values: dict[str, Any] = {s.attr: given.value(s.key) for s in SETTINGS if s.attr is not None}
     values["given"] = given.texts()
     values["log_dirs"] = tuple(Path(d) for d in values["log_dirs"])
-    listener_host, listener_port = parse_listeners(given.text("listeners"))
-    advertised_host, advertised_port = _advertised(given, listener_host, listener_port)
+    listeners = _listeners(given)
+    inter_broker = _inter_broker_listener(given, listeners)
     values.update(
-        listener_host=listener_host or "0.0.0.0",  # PLAINTEXT://:9092 binds every interface
-        listener_port=listener_port,
-        advertised_host=advertised_host,
-        advertised_port=advertised_port,
+        listener_host=inter_broker.host,
+        listener_port=inter_broker.port,
+        advertised_host=inter_broker.advertised_host,
+        advertised_port=inter_broker.advertised_port,
+        # A lone PLAINTEXT listener is implied (all_listeners), as in a config built directly.
+        listeners=() if _only_plaintext(listeners) else listeners,
+        inter_broker_listener_name=inter_broker.name,
+        ssl_key_password=given.value("ssl.key.password"),
+        authorizer_enabled=given.value("authorizer.class.name") == ACL_AUTHORIZER,
+        super_users=parse_super_users(str(given.value("super.users") or "")),
     )
+    jaas = given.value("sasl.jaas.config")
+    values["inter_broker_login"] = parse_jaas_login(str(jaas)) if jaas else None
+    _check_security(given, listeners, inter_broker, values)
     if values["replica_fetch_wait_max_ms"] > values["replica_lag_time_max_ms"]:
         # Kafka's rule: a follower parked longer than the lag time would drop out of the ISR.
         raise given.fail(
@@ -415,22 +514,68 @@ def _build(given: _Given) -> BrokerConfig:
     return BrokerConfig(**values)
 
 
-def _advertised(given: _Given, listener_host: str, listener_port: int) -> tuple[str, int]:
-    """advertised.listeners, defaulting to listeners; never a wildcard address."""
+def _listeners(given: _Given) -> tuple[Listener, ...]:
+    bound = parse_listener_list(given.text("listeners"))
+    advertised: tuple[ListenerAddress, ...] = ()
     if given.is_set("advertised.listeners"):
-        host, port = parse_listeners(given.text("advertised.listeners"))
-        if port == 0:
-            raise given.fail("advertised.listeners", "a port from 1 to 65535")
-        source = "advertised.listeners"
-    else:
-        host, port = listener_host, listener_port
-        source = "listeners"
-    if host in ("0.0.0.0", "::"):
-        hint = ""
-        if source == "listeners":
-            hint = " (advertised.listeners defaults to listeners: set it)"
-        raise given.fail(source, f"a routable advertised host, not the wildcard {host}{hint}")
-    if not host:
+        advertised = parse_listener_list(given.text("advertised.listeners"))
+    protocols = parse_protocol_map(given.text("listener.security.protocol.map"))
+    try:
         # Kafka registers the canonical host name for an empty listener host.
-        host = socket.gethostname()
-    return host, port
+        return resolve_listeners(bound, advertised, protocols, socket.gethostname())
+    except Mismatch as exc:
+        raise given.fail(exc.key, exc.expected) from None
+
+
+def _only_plaintext(listeners: tuple[Listener, ...]) -> bool:
+    return len(listeners) == 1 and (listeners[0].name, listeners[0].security_protocol) == (
+        SecurityProtocol.PLAINTEXT.value,
+        SecurityProtocol.PLAINTEXT,
+    )
+
+
+def _inter_broker_listener(given: _Given, listeners: tuple[Listener, ...]) -> Listener:
+    """inter.broker.listener.name, else the listener named by security.inter.broker.protocol
+    (Kafka's rule; setting both is an error there too)."""
+    names = ", ".join(x.name for x in listeners)
+    if given.is_set("inter.broker.listener.name"):
+        if given.is_set("security.inter.broker.protocol"):
+            raise given.fail(
+                "security.inter.broker.protocol",
+                "no value when inter.broker.listener.name is set (set only one of them)",
+            )
+        key, name = "inter.broker.listener.name", given.text("inter.broker.listener.name").upper()
+    else:
+        key, name = "security.inter.broker.protocol", given.text("security.inter.broker.protocol")
+    for listener in listeners:
+        if listener.name == name:
+            return listener
+    hint = "" if key == "inter.broker.listener.name" else " (or set inter.broker.listener.name)"
+    raise given.fail(key, f"the name of one of the listeners ({names}){hint}")
+
+
+def _check_security(
+    given: _Given, listeners: tuple[Listener, ...], inter_broker: Listener, values: dict[str, Any]
+) -> None:
+    """What TLS and SASL listeners need, checked at start-up rather than at the first client."""
+    tls = [x.name for x in listeners if x.security_protocol.uses_tls]
+    if tls and not values["ssl_keystore_location"]:
+        raise given.fail(
+            "ssl.keystore.location",
+            f"a PEM file with the certificate and key for the TLS listeners ({', '.join(tls)})",
+        )
+    # PLAIN is offered only on SASL_SSL listeners (broker/main.py): never a password in clear.
+    if inter_broker.security_protocol.uses_sasl:
+        if values["inter_broker_login"] is None:
+            raise given.fail(
+                "sasl.jaas.config",
+                f"this broker's login for its SASL inter-broker listener {inter_broker.name}",
+            )
+        mechanism = values["sasl_mechanism_inter_broker_protocol"]
+        if mechanism not in values["sasl_enabled_mechanisms"]:
+            raise given.fail(
+                "sasl.mechanism.inter.broker.protocol",
+                f"one of sasl.enabled.mechanisms ({', '.join(values['sasl_enabled_mechanisms'])})",
+            )
+        if mechanism == "PLAIN" and not inter_broker.security_protocol.uses_tls:
+            raise given.fail("sasl.mechanism.inter.broker.protocol", "SCRAM on SASL_PLAINTEXT")

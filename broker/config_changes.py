@@ -26,13 +26,16 @@ from broker.core.dynamic_config import (
     plan_config_update,
     with_dynamic_defaults,
 )
+from broker.core.scram import SCRAM_MECHANISMS, ScramCredential
 from broker.dynamic_config import static_defaults
 from controller import zk_data
-from controller.zk_client import ZkClient
+from controller.zk_client import ZkClient, run_each
 from controller.zk_configs import (
     BROKERS,
     TOPICS,
+    USERS,
     get_entity_config,
+    list_users,
     purge_expired_changes,
     read_config_changes,
 )
@@ -122,13 +125,21 @@ class ConfigChangeListener:
         hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
         named = {name for kind, name in entities if kind == TOPICS}
         topics = hosted if defaults_changed else hosted & named
-        topic_configs = {}
-        for topic in sorted(topics):
-            try:
-                topic_configs[topic] = (await zk.run(get_entity_config(TOPICS, topic))).config
-            except zk_data.ZkDataError as exc:
-                self._log.warning("topic configs unreadable", topic=topic, error=str(exc))
-                topics = topics - {topic}
+        found, unreadable = await run_each(
+            zk,
+            {topic: get_entity_config(TOPICS, topic) for topic in topics},
+            tolerate=(zk_data.ZkDataError,),
+        )
+        topic_configs = {topic: entity.config for topic, entity in found.items()}
+        for topic, error in sorted(unreadable.items()):
+            self._log.warning("topic configs unreadable", topic=topic, error=str(error))
+        topics = topics - unreadable.keys()
+        users = (
+            await zk.run(list_users())
+            if everything
+            else [name for kind, name in entities if kind == USERS]
+        )
+        await self._read_credentials(users, everything)
         update = plan_config_update(self.defaults, topic_configs, open_log_configs(state, topics))
         deleted = apply_config_update(state, update, wall_clock_ms())
         for topic, problem in update.problems.items():
@@ -145,3 +156,33 @@ class ConfigChangeListener:
         purged = await zk.run(purge_expired_changes(changes.children, wall_clock_ms()))
         if purged:
             self._log.info("expired config change notifications purged", count=purged)
+
+    async def _read_credentials(self, users: list[str], everything: bool) -> None:
+        """The SCRAM credentials of `users` into the broker's cache (Kafka's CredentialCache),
+        every user's when `everything`: those no longer stored are forgotten."""
+        credentials = dict(self._ctx.credentials) if not everything else {}
+        found, unreadable = await run_each(
+            self._zk,
+            {user: get_entity_config(USERS, user) for user in users},
+            tolerate=(zk_data.ZkDataError,),
+        )
+        for user, error in sorted(unreadable.items()):
+            self._log.warning("user credentials unreadable", user=user, error=str(error))
+        for user in users:
+            stored = found[user].config if user in found else {}
+            for mechanism in SCRAM_MECHANISMS:
+                credentials.pop((user, mechanism), None)
+                if mechanism not in stored:
+                    continue
+                try:
+                    credentials[(user, mechanism)] = ScramCredential.decode(stored[mechanism])
+                except ValueError as exc:
+                    self._log.warning(
+                        "SCRAM credential unreadable",
+                        user=user,
+                        mechanism=mechanism,
+                        error=str(exc),
+                    )
+        if users and not everything:
+            self._log.info("user credentials changed", users=users)
+        self._ctx.credentials = credentials

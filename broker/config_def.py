@@ -24,12 +24,12 @@ __all__ = [
     "Value",
     "boolean",
     "check_directories",
-    "check_listeners",
+    "check_metrics_listener",
     "check_zookeeper_connect",
     "double",
     "format_value",
     "number",
-    "parse_listeners",
+    "parse_metrics_listener",
     "string",
     "strings",
 ]
@@ -179,39 +179,25 @@ def format_value(value: Value | None) -> str:
 
 # --- value syntaxes checked beyond their type ---------------------------------------------------
 
-_LISTENER: Final = re.compile(
-    r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*))"
-    r":(?P<port>[0-9]{1,5})"
-)
-_LISTENER_EXPECTED: Final = (
-    "a comma-separated list of PLAINTEXT://host:port (host may be empty for every interface, "
-    "IPv6 in brackets; Highwater speaks PLAINTEXT only)"
+_HTTP_LISTENER: Final = re.compile(
+    r"http://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*)):(?P<port>[0-9]{1,5})/?"
 )
 
 
-def parse_listeners(text: str) -> tuple[str, int]:
-    """(host, port) of the PLAINTEXT listener in `text`; host "" when the URL leaves it empty."""
-    found: tuple[str, int] | None = None
-    names: set[str] = set()
-    for entry in (e.strip() for e in text.split(",")):
-        match = _LISTENER.fullmatch(entry)
-        if match is None or int(match["port"]) > 65535:
-            raise InvalidValue(_LISTENER_EXPECTED)
-        name = match["name"].upper()
-        if name != "PLAINTEXT" or name in names:
-            # No listener.security.protocol.map: any other name would need one. Kafka also
-            # rejects a listener name used twice.
-            raise InvalidValue(_LISTENER_EXPECTED + ", each name once")
-        names.add(name)
-        host = match["ipv6"] if match["ipv6"] is not None else match["host"]
-        found = (host, int(match["port"]))
-    if found is None:
-        raise InvalidValue(_LISTENER_EXPECTED)
-    return found
+def parse_metrics_listener(text: str) -> tuple[str, int]:
+    """(host, port) of an http://host:port listener; host "" binds every interface."""
+    match = _HTTP_LISTENER.fullmatch(text.strip())
+    if match is None or int(match["port"]) > 65535:
+        raise InvalidValue(
+            "http://host:port (host may be empty for every interface, IPv6 in brackets; "
+            "port 0 picks a free port)"
+        )
+    host = match["ipv6"] if match["ipv6"] is not None else match["host"]
+    return host, int(match["port"])
 
 
-def check_listeners(value: Value) -> None:
-    parse_listeners(str(value))
+def check_metrics_listener(value: Value) -> None:
+    parse_metrics_listener(str(value))
 
 
 _ZK_HOST: Final = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(?::(?P<port>[0-9]{1,5}))?")

@@ -10,13 +10,27 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import structlog
 import trio
 
+from broker.core.authorizer import (
+    CLUSTER_NAME,
+    AclOperation,
+    Acls,
+    AuthorizerSettings,
+    ResourceType,
+    authorize,
+    authorize_any,
+)
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
+from broker.core.principal import ANONYMOUS, Principal
 from broker.core.replica_manager import ReplicaManager
+from broker.core.scram import ScramCredential
 from broker.core.state import METADATA_KEY, BrokerState
+from broker.inter_broker import inter_broker_security
 from broker.purgatory import Purgatory
+from client.security import ClientSecurity
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -29,10 +43,36 @@ if TYPE_CHECKING:
     from controller.controller import Controller
     from controller.zk_client import ZkClient
 
-__all__ = ["CLIENT_HOST", "METADATA_KEY", "BrokerContext", "wall_clock_ms"]
+__all__ = [
+    "CLIENT_HOST",
+    "METADATA_KEY",
+    "SESSION",
+    "BrokerContext",
+    "Session",
+    "wall_clock_ms",
+]
 
 # The address of the client whose request is being handled (set per connection by the server).
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Who sent the request being handled and where it came in (Kafka's RequestContext):
+    set per connection by the server, again once the connection has authenticated."""
+
+    principal: Principal = ANONYMOUS
+    client_host: str = ""
+    listener: str | None = None  # None: not through a listener (in-process callers)
+
+
+SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar(
+    "session",
+    default=Session(),  # noqa: B039 (frozen: never mutated, replaced with .set())
+)
+
+
+_authorizer_log = structlog.get_logger("highwater.authorizer")
 
 
 def wall_clock_ms() -> int:
@@ -52,10 +92,21 @@ class BrokerContext:
     producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
     group_coordinator: GroupCoordinator | None = None  # consumer groups (None: not started)
     cluster_id: str | None = None
+    # SCRAM credentials by (user, mechanism), as stored in /config/users (config_changes.py).
+    credentials: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
+    # Every ACL, as stored in ZooKeeper (acl_changes.py); checked when authorizer.class.name
+    # is set.
+    acls: Acls = field(default_factory=Acls)
+    _authorizer: AuthorizerSettings | None = field(init=False, default=None)
     # Held while topic configs are read from ZooKeeper and applied (LeaderAndIsr, config
     # changes): whichever reads later applies later, so no stale read wins.
     config_lock: trio.Lock = field(default_factory=trio.Lock)
     _registered: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def inter_broker_security(self) -> ClientSecurity | None:
+        """How this broker connects to others (their inter-broker listener)."""
+        return inter_broker_security(self.config)
 
     def __post_init__(self) -> None:
         config = self.config
@@ -66,6 +117,64 @@ class BrokerContext:
         )
         isr = IsrCore(self.replica_manager.broker_id, settings, wall_clock_ms())
         self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
+        if config.authorizer_enabled:
+            self._authorizer = AuthorizerSettings(
+                config.super_users, config.allow_everyone_if_no_acl_found
+            )
+
+    # -- authorization: every handler asks here, once per resource ---------------------------
+
+    @property
+    def authorizing(self) -> bool:
+        """Whether requests are checked against ACLs (authorizer.class.name is set)."""
+        return self._authorizer is not None
+
+    def authorize(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """May the principal of the request being handled do this? (SESSION says who.)
+        Always, without an authorizer. A denial is logged, as Kafka's authorizer logger does,
+        unless it is only the first of two ways in (Kafka's logIfDenied = false)."""
+        settings = self._authorizer
+        if settings is None:
+            return True
+        session = SESSION.get()
+        allowed = authorize(
+            self.acls,
+            settings,
+            session.principal,
+            session.client_host,
+            operation,
+            resource_type,
+            name,
+        )
+        if not allowed and log_denied:
+            _authorizer_log.info(
+                "denied",
+                principal=str(session.principal),
+                host=session.client_host,
+                operation=operation.name,
+                resource=f"{resource_type.name}:{name}",
+            )
+        return allowed
+
+    def authorize_cluster(self, operation: AclOperation, *, log_denied: bool = True) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied)
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of this type?"""
+        settings = self._authorizer
+        if settings is None:
+            return True
+        session = SESSION.get()
+        return authorize_any(
+            self.acls, settings, session.principal, session.client_host, operation, resource_type
+        )
 
     @property
     def metadata(self) -> MetadataCache:

@@ -171,6 +171,7 @@ async def _ask(ctx: BrokerContext, zk: ZkClient, step: Ask) -> _Answer:
         registration.port,
         client_id=f"broker-{ctx.broker_id}-shutdown",
         timeout_ms=step.connect_timeout_ms,
+        security=ctx.inter_broker_security,
     )
     try:
         response: ControlledShutdownResponse = await connection.request(

@@ -12,9 +12,10 @@ precedence first: topic override, dynamic cluster-wide default, server.propertie
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Final
 
-from broker.config import BrokerConfig, value_of
+from broker.config import SECRET_KEYS, BrokerConfig, value_of
 from broker.config_def import InvalidValue, Setting, Type, format_value
 from broker.core.dynamic_config import BrokerDefaults, with_dynamic_defaults
 from broker.settings import KNOWN_KEYS, SETTINGS, setting
@@ -235,6 +236,8 @@ def _broker_value(
             with_default.key, _text(with_default.default), ConfigSource.DEFAULT_CONFIG
         )
     )
+    if key in SECRET_KEYS:  # Kafka's sensitive configs: described, never their values
+        return None, [replace(s, value=None) for s in synonyms]
     if synonyms[0].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG:
         return synonyms[0].value, synonyms
     return _effective(config, entry), synonyms
@@ -280,7 +283,7 @@ def _entry(
         value,
         read_only,
         synonyms[0].source,
-        is_sensitive=False,
+        is_sensitive=name in SECRET_KEYS,
         synonyms=tuple(synonyms),
         config_type=_CONFIG_TYPES[entry.type] if entry is not None else ConfigType.UNKNOWN,
         documentation=entry.doc if entry is not None else None,

@@ -21,7 +21,12 @@ from broker.core.group.coordinator import (
     GroupSettings,
     PartitionLoad,
 )
-from broker.core.group.writes import coordinator_batches, replay_batches, write_error
+from broker.core.group.writes import (
+    coordinator_batches,
+    follow_leadership,
+    replay_batches,
+    write_error,
+)
 from broker.core.produce import append_produce, check_waiting, time_out
 from controller.assignment import assign_replicas
 from controller.zk_client import ZkError
@@ -53,10 +58,10 @@ class GroupCoordinator:
             offsets_retention_ms=config.offsets_retention_minutes * 60_000,
         )
         self.core = GroupCoordinatorCore(self.settings, lambda: str(uuid.uuid4()))
-        self._epochs: dict[int, int] = {}  # partition loaded or loading -> its leader epoch
         self._nursery: trio.Nursery | None = None
         self._timers_changed = trio.Event()
         self._creating = False
+        self._next_wait_log = 0.0
         self._log = structlog.get_logger("highwater.group_coordinator")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -75,22 +80,10 @@ class GroupCoordinator:
     def sync_partitions(self) -> None:
         """Load the offsets partitions this broker now leads, forget the ones it no longer
         does (call after every LeaderAndIsr, StopReplica and UpdateMetadata)."""
-        led = {
-            tp.partition: partition.leader_epoch
-            for tp, partition in self._ctx.replica_manager.partitions.items()
-            if tp.topic == OFFSETS_TOPIC and partition.is_leader
-        }
-        for p in [p for p, epoch in self._epochs.items() if led.get(p) != epoch]:
-            del self._epochs[p]
-            self.core.unload(p)
-            self._log.info("stopped coordinating", partition=p)
         if self._nursery is None:
             return
-        for p, epoch in led.items():
-            if p not in self._epochs:
-                self._epochs[p] = epoch
-                self.core.begin_load(p)
-                self._nursery.start_soon(self._load, p, epoch)
+        for p, epoch in follow_leadership(self.core, self._ctx.state):
+            self._nursery.start_soon(self._load, p, epoch)
 
     async def _load(self, p: int, epoch: int) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, p)
@@ -103,7 +96,7 @@ class GroupCoordinator:
         started = trio.current_time()
         try:
             while offset < end:
-                if self._epochs.get(p) != epoch:
+                if self.core.leader_epochs.get(p) != epoch:
                     return  # leadership moved on meanwhile
                 data = log.read(offset, _LOAD_READ_BYTES, min_one_batch=True).read()
                 next_offset, replayed, bad = replay_batches(self.core, data)
@@ -113,11 +106,11 @@ class GroupCoordinator:
                 await trio.lowlevel.checkpoint()
         except Exception as exc:  # the log went away or is unreadable: not coordinating it
             self._log.warning("loading failed", partition=p, error=repr(exc))
-            if self._epochs.get(p) == epoch:
-                del self._epochs[p]
+            if self.core.leader_epochs.get(p) == epoch:
+                del self.core.leader_epochs[p]
                 self.core.unload(p)
             return
-        if self._epochs.get(p) != epoch:
+        if self.core.leader_epochs.get(p) != epoch:
             return
         self.core.finish_load(p, self._ctx.now_ms())
         self._timers_changed.set()
@@ -178,9 +171,14 @@ class GroupCoordinator:
     async def _timers(self) -> None:
         """Session and revocation timeouts and offsets retention (Kafka's timers)."""
         assert self._nursery is not None
+        check_interval_ms = self._ctx.config.offsets_retention_check_interval_ms
+        next_offsets_check_ms = self._ctx.now_ms() + check_interval_ms
         while True:
             now_ms = self._ctx.now_ms()
-            for decision in self.core.expire(now_ms):
+            offsets = now_ms >= next_offsets_check_ms
+            if offsets:
+                next_offsets_check_ms = now_ms + check_interval_ms
+            for decision in self.core.expire(now_ms, offsets=offsets):
                 self._nursery.start_soon(self._expire, decision)
             due = self.core.next_deadline_ms()
             wait_s = _TIMER_MAX_S if due is None else max(0.0, (due - now_ms) / 1000)
@@ -200,10 +198,18 @@ class GroupCoordinator:
         if OFFSETS_TOPIC in ctx.state.metadata.topics or self._creating or ctx.zk is None:
             return
         live = ctx.state.metadata.live_broker_ids()
-        if not live:
-            return
         config = ctx.config
-        replication_factor = min(config.offsets_topic_replication_factor, len(live))
+        replication_factor = config.offsets_topic_replication_factor
+        if len(live) < replication_factor:  # as Kafka: wait for enough brokers, not fewer copies
+            now = trio.current_time()
+            if now >= self._next_wait_log:
+                self._next_wait_log = now + 30
+                self._log.warning(
+                    "waiting for brokers to create the offsets topic",
+                    live_brokers=len(live),
+                    offsets_topic_replication_factor=replication_factor,
+                )
+            return
         assignment = assign_replicas(
             live,
             config.offsets_topic_num_partitions,

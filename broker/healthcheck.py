@@ -1,7 +1,9 @@
 """Is this broker registered and serving? A container health check: `python -m broker.healthcheck`.
 
 Healthy means all of:
-- the broker answers a Metadata request on its own listener (it is serving);
+- the broker answers a Metadata request on its inter-broker listener, the internal one (it is
+  serving; a secured listener is logged in to as the broker itself: its sasl.jaas.config and
+  TLS files);
 - the live brokers in that answer include its own broker.id at the address it advertises (the
   controller has seen its registration in ZooKeeper and sent it the cluster's metadata);
 - the advertised address, resolved from where the check runs, reaches a broker that says the
@@ -13,8 +15,8 @@ a compose file or an image's HEALTHCHECK. `--config`/`--override` given here are
 Exit status 0 when healthy, 1 otherwise, with one line saying why (container engines keep it
 with the health state).
 
-Blocking sockets and the sans-IO protocol only: no trio, no event loop, so a check every few
-seconds costs little.
+Blocking sockets and the sans-IO protocol on a PLAINTEXT listener, so a check every few seconds
+costs little; the client's connect (trio) on a secured one.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import trio
+
 from broker.config import BrokerConfig, ConfigError, load_config
+from broker.inter_broker import inter_broker_security
+from client.network import BrokerConnectionError, connect
+from client.security import ClientSecurity
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
 from protocol.errors import HighwaterError
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
@@ -109,11 +116,15 @@ def find_broker_args(proc: Path = Path("/proc")) -> BrokerArgs:
     return found[0][1]
 
 
-def _metadata(host: str, port: int, deadline: float) -> MetadataResponse:
+def _metadata(
+    host: str, port: int, deadline: float, security: ClientSecurity | None = None
+) -> MetadataResponse:
     """One Metadata request (no topics) on a fresh connection."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise Unhealthy("timed out")
+    if security is not None:
+        return _secured_metadata(host, port, remaining, security)
     protocol = ClientProtocol("highwater-healthcheck")
     try:
         with socket.create_connection((host, port), timeout=remaining) as sock:
@@ -131,6 +142,26 @@ def _metadata(host: str, port: int, deadline: float) -> MetadataResponse:
                 protocol.receive_data(data)
     except (OSError, HighwaterError) as exc:
         raise Unhealthy(f"no Metadata answer from {host}:{port}: {exc or 'timed out'}") from exc
+
+
+def _secured_metadata(
+    host: str, port: int, remaining_s: float, security: ClientSecurity
+) -> MetadataResponse:
+    async def ask() -> MetadataResponse:
+        timeout_ms = max(1, int(remaining_s * 1000))
+        conn = await connect(host, port, timeout_ms=timeout_ms, security=security)
+        try:
+            response: MetadataResponse = await conn.request(
+                MetadataRequest(topics=()), timeout_ms=timeout_ms
+            )
+            return response
+        finally:
+            await conn.aclose()
+
+    try:
+        return trio.run(ask)
+    except BrokerConnectionError as exc:
+        raise Unhealthy(f"no Metadata answer from {host}:{port}: {exc}") from exc
 
 
 def _registered_as(response: MetadataResponse, config: BrokerConfig, where: str) -> tuple[str, int]:
@@ -159,12 +190,13 @@ def check(config: BrokerConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
         raise Unhealthy("listeners asks for any free port: pass --override listeners=<the port>")
     deadline = time.monotonic() + timeout_s
     host = "127.0.0.1" if config.listener_host in _WILDCARDS else config.listener_host
-    own = _metadata(host, config.listener_port, deadline)
+    security = inter_broker_security(config)
+    own = _metadata(host, config.listener_port, deadline, security)
     advertised_host, advertised_port = _registered_as(
         own, config, f"in the metadata of {host}:{config.listener_port}"
     )
     advertised = f"{advertised_host}:{advertised_port}"
-    seen = _metadata(advertised_host, advertised_port, deadline)
+    seen = _metadata(advertised_host, advertised_port, deadline, security)
     _registered_as(seen, config, f"in the metadata of {advertised} (its advertised address)")
     return (
         f"broker {config.broker_id} serving at {advertised}: {len(own.brokers)} live brokers, "

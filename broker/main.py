@@ -11,8 +11,10 @@ ZooKeeper session (our registration vanishes with it). A failed start stops the 
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
+import ssl
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
@@ -21,11 +23,14 @@ from typing import Any
 import structlog
 import trio
 
+from broker.acl_changes import AclChangeListener
 from broker.config import BrokerConfig, describe
 from broker.config_changes import ConfigChangeListener
+from broker.config_def import parse_metrics_listener
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
+from broker.core.scram import SCRAM_MECHANISMS, ScramCredential, make_credential, password_matches
 from broker.group_coordinator import GroupCoordinator
 from broker.isr_manager import IsrManager
 from broker.log.errors import LogStorageError
@@ -36,15 +41,21 @@ from broker.logging_setup import bind_broker, configure_logging
 from broker.producer_id_manager import ProducerIdManager
 from broker.registration import BrokerIdInUseError, maintain_registration
 from broker.replica_fetcher import ReplicaFetcherManager
-from broker.server import BrokerServer
+from broker.request_stats import RequestStats
+from broker.server import BrokerServer, ServedListener
+from broker.tls import server_context
 from controller.controller import Controller, run_controller
 from controller.zk_client import ZkClient, ZkError
+from controller.zk_configs import USERS, ConfigChangedError, get_entity_config, set_entity_config
 from controller.zk_topics import get_or_create_cluster_id
+from protocol.messages.update_metadata import ListenerEndpoint
 
 __all__ = ["EXIT_FAILURE", "StartupError", "run_broker"]
 
 
 EXIT_FAILURE = 1
+# debug adds a line per request (with the connection's principal and listener).
+LOG_LEVEL_ENV = "HIGHWATER_LOG_LEVEL"
 
 
 class StartupError(Exception):
@@ -55,7 +66,14 @@ async def run_broker(config: BrokerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit status: 0 after a clean shutdown, 1 when the
     broker cannot start (ZooKeeper unreachable, the listener's port taken, a log dir unusable,
     the broker id held by a live broker), said in one error event, not a traceback."""
-    configure_logging()
+    level = os.environ.get(LOG_LEVEL_ENV, "info")
+    try:
+        configure_logging(level=level)
+    except ValueError:
+        configure_logging()
+        structlog.get_logger("highwater.broker").warning(
+            f"{LOG_LEVEL_ENV} ignored: not a log level", value=level
+        )
     bind_broker(config.broker_id)
     log = structlog.get_logger("highwater.broker")
     log.info("starting", config=dict(describe(config)))
@@ -82,6 +100,7 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 
 async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        listeners = _served_listeners(config)  # TLS files checked before the logs open
         log_manager = LogManager([Path(d) for d in config.log_dirs], config.log_config())
         try:
             log_manager.startup(wall_clock_ms())
@@ -93,8 +112,13 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
             config.listener_host,
             config.listener_port,
             config.socket_request_max_bytes,
+            listeners=listeners,
             idle_timeout_s=config.connections_max_idle_ms / 1000,
             max_connections=_connection_limit(config.max_connections, log),
+            auth_frame_bytes=config.sasl_server_max_receive_size,
+            auth_timeout_s=config.connections_authentication_timeout_ms / 1000,
+            # Per-request figures only when someone can read them.
+            request_stats=RequestStats() if config.metrics_listener else None,
         )
         zk: ZkClient | None = None
         try:
@@ -149,12 +173,19 @@ async def _start(
     ctx.zk = zk
     ctx.producer_ids = ProducerIdManager(zk, config.broker_id)
     ctx.cluster_id = await zk.run(get_or_create_cluster_id())
+    if config.inter_broker_listener.security_protocol.uses_sasl:
+        await _store_own_login(config, zk)
+    # Credentials and ACLs before the first client: a SASL login or a request must not be
+    # judged without them. Dynamic configs before registering too: LeaderAndIsr must find
+    # them in place.
+    await nursery.start(ConfigChangeListener(ctx, zk).run)
+    if config.authorizer_enabled:
+        await nursery.start(AclChangeListener(ctx, zk).run)
     try:
-        port = await nursery.start(server.run)
+        await nursery.start(server.run)
     except OSError as exc:
-        raise StartupError(
-            f"cannot listen on {config.listener_host}:{config.listener_port}: {exc.strerror or exc}"
-        ) from exc
+        wanted = ", ".join(f"{x.host}:{x.port}" for x in config.all_listeners())
+        raise StartupError(f"cannot listen on {wanted}: {exc.strerror or exc}") from exc
     # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon as we
     # have registered.
     ctx.fetchers = ReplicaFetcherManager(ctx)
@@ -164,21 +195,29 @@ async def _start(
     await nursery.start(LogDirFailureHandler(ctx, zk).run)
     ctx.group_coordinator = GroupCoordinator(ctx)
     await nursery.start(ctx.group_coordinator.run)
-    # Dynamic configs before registering: LeaderAndIsr must find them in place.
-    await nursery.start(ConfigChangeListener(ctx, zk).run)
     # listeners=...:0 binds any free port; advertise the one actually bound.
-    advertised_port = config.advertised_port or port
+    endpoints = tuple(
+        ListenerEndpoint(
+            x.name,
+            str(x.security_protocol),
+            x.advertised_host,
+            x.advertised_port or server.ports[x.name],
+        )
+        for x in config.all_listeners()
+    )
+    inter_broker = next(e for e in endpoints if e.listener == config.inter_broker_listener_name)
     # ctx.registered records the broker epoch (again after a session expiry).
     await nursery.start(
         partial(
             maintain_registration,
             on_registered=ctx.registered,
             offline_partitions=lambda: ctx.replica_manager.offline,
+            endpoints=endpoints if config.listeners else (),
         ),
         zk,
         config.broker_id,
-        config.advertised_host,
-        advertised_port,
+        inter_broker.host,
+        inter_broker.port,
         config.broker_rack,
     )
     ctx.controller = await nursery.start(
@@ -194,11 +233,45 @@ async def _start(
             leader_imbalance_check_interval_seconds=(
                 config.leader_imbalance_check_interval_seconds
             ),
+            security=ctx.inter_broker_security,
         )
     )
     if config.log_cleaner_enable:
         await nursery.start(LogCleaner(ctx, log_manager).run)
     nursery.start_soon(_housekeeping, ctx, log_manager)
+    if config.metrics_listener:
+        try:
+            await nursery.start(_serve_http, ctx, server)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on metrics.listener={config.metrics_listener}: "
+                f"{exc.strerror or exc}"
+            ) from exc
+
+
+async def _serve_http(
+    ctx: BrokerContext,
+    server: BrokerServer,
+    *,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """The metrics listener: /metrics, the status page and its /api/cluster."""
+    # Imported here: a broker without the listener never loads starlette or hypercorn.
+    from broker.cluster_view import ClusterView
+    from broker.http_listener import HttpListener, build_app
+    from broker.metrics import new_registry
+
+    assert ctx.config.metrics_listener is not None
+    host, port = parse_metrics_listener(ctx.config.metrics_listener)
+    registry, collector = new_registry(ctx, server)
+    view = ClusterView(ctx)
+    collector.group_lag = view.group_lag
+    listener = HttpListener(build_app(registry, view), ctx.config, host, port)
+    collector.http = listener
+    try:
+        await listener.run(task_status=task_status)
+    finally:
+        await view.aclose()
 
 
 async def _controller_candidate(
@@ -222,6 +295,70 @@ async def _wait_for_signal(
         stopping.set()
         starting.cancel()  # no effect once started
         return
+
+
+async def _store_own_login(config: BrokerConfig, zk: ZkClient) -> None:
+    """This broker's inter-broker user (sasl.jaas.config) gets SCRAM credentials in
+    /config/users if it has none, so brokers can log in to each other from their first start
+    (Kafka asks the operator to create them beforehand). Stored credentials that the
+    configured password does not match stop the start-up: the other brokers would refuse it."""
+    login = config.inter_broker_login
+    assert login is not None
+    for _ in range(3):  # another broker may be storing the same user at the same moment
+        stored = await zk.run(get_entity_config(USERS, login.username))
+        entries = dict(stored.config)
+        for mechanism in SCRAM_MECHANISMS:
+            if mechanism not in entries:
+                entries[mechanism] = make_credential(mechanism, login.password).encode()
+            elif not password_matches(
+                mechanism, ScramCredential.decode(entries[mechanism]), login.password
+            ):
+                raise StartupError(
+                    f"the stored {mechanism} credential of user {login.username} does not match "
+                    "the password in sasl.jaas.config (change one of them: "
+                    "`highwater users add` or the broker's config)"
+                )
+        if entries == stored.config:
+            return
+        try:
+            await zk.run(set_entity_config(USERS, login.username, entries, stored.version))
+            return
+        except ConfigChangedError:
+            continue
+    raise StartupError(f"could not store the credentials of user {login.username}")
+
+
+def _served_listeners(config: BrokerConfig) -> tuple[ServedListener, ...]:
+    """The listeners with their TLS context and SASL mechanisms; a TLS file that cannot be
+    read is a StartupError naming the setting."""
+    context = None
+    if any(x.security_protocol.uses_tls for x in config.all_listeners()):
+        try:
+            context = server_context(config)
+        except (OSError, ssl.SSLError) as exc:
+            raise StartupError(
+                f"cannot load the TLS keystore or truststore (ssl.keystore.location "
+                f"{config.ssl_keystore_location}, ssl.truststore.location "
+                f"{config.ssl_truststore_location}): {exc}"
+            ) from exc
+    served = []
+    for x in config.all_listeners():
+        mechanisms = tuple(
+            m
+            for m in config.sasl_enabled_mechanisms
+            if m != "PLAIN" or x.security_protocol.uses_tls  # no cleartext passwords
+        )
+        served.append(
+            ServedListener(
+                x.name,
+                x.security_protocol,
+                x.host,
+                x.port,
+                context if x.security_protocol.uses_tls else None,
+                mechanisms if x.security_protocol.uses_sasl else (),
+            )
+        )
+    return tuple(served)
 
 
 # Descriptors kept back from client connections: segments and indexes, ZooKeeper, fetchers.

@@ -2,29 +2,53 @@
 
 Kafka parks a delayed fetch (or an acks=all produce) under "watch keys", its partitions, and
 completes it when one of them changes or its deadline passes. Here a waiter is a task that
-calls `wait(keys, deadline)`; whoever changes a partition calls `notify(key)`. The waiter then
-re-checks its condition itself, so a spurious wake-up is harmless.
+calls `wait(keys, deadline, kind)`; whoever changes a partition calls `notify(key)`. The waiter
+then re-checks its condition itself, so a spurious wake-up is harmless. The time a request
+spends here is its "remote" time (Kafka's RemoteTimeMs): added to the `RequestClock` that the
+server binds to the connection's task, if any.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Iterable
+from contextvars import ContextVar
 
 import trio
 
-__all__ = ["Purgatory"]
+__all__ = ["PURGATORY_KINDS", "Purgatory", "RequestClock", "current_request_clock"]
+
+# What waits, as Kafka names its purgatories: acks=all produces, long-polling fetches, and
+# CreateTopics/DeleteTopics/CreatePartitions waiting for the metadata ("topic").
+PURGATORY_KINDS = ("produce", "fetch", "topic")
+
+
+class RequestClock:
+    """The request being served on this task: seconds it has waited in the purgatory."""
+
+    __slots__ = ("remote_s",)
+
+    def __init__(self) -> None:
+        self.remote_s = 0.0
+
+
+# Set once per connection task by the server (each trio task has its own context).
+current_request_clock: ContextVar[RequestClock | None] = ContextVar(
+    "current_request_clock", default=None
+)
 
 
 class Purgatory:
     def __init__(self) -> None:
         self._watchers: dict[Hashable, set[trio.Event]] = {}
         self._closed = False
+        self.waiting = dict.fromkeys(PURGATORY_KINDS, 0)  # requests parked now, by kind
 
     @property
     def watched_keys(self) -> int:
         return len(self._watchers)
 
-    async def wait(self, keys: Iterable[Hashable], deadline: float) -> bool:
+    async def wait(self, keys: Iterable[Hashable], deadline: float, kind: str = "topic") -> bool:
         """Park until one of `keys` is notified (True) or `deadline` (trio time) passes (False).
 
         After `close()` it returns False at once: the caller answers with what it has.
@@ -36,11 +60,17 @@ class Purgatory:
         keys = list(keys)
         for key in keys:
             self._watchers.setdefault(key, set()).add(event)
+        self.waiting[kind] += 1
+        started = time.perf_counter()
         try:
             with trio.move_on_at(deadline):
                 await event.wait()
             return event.is_set() and not self._closed
         finally:
+            self.waiting[kind] -= 1
+            clock = current_request_clock.get()
+            if clock is not None:
+                clock.remote_s += time.perf_counter() - started
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:

@@ -14,6 +14,7 @@ from controller import zk_data
 from controller.zk_brokers import try_register
 from controller.zk_client import ZkClient
 from controller.zk_types import SessionEvent, SessionState, ZkError
+from protocol.messages.update_metadata import ListenerEndpoint
 from protocol.topic_partition import TopicPartition
 
 __all__ = ["BrokerIdInUseError", "maintain_registration", "register_broker"]
@@ -35,6 +36,7 @@ async def register_broker(
     *,
     incarnation: int | None = None,
     wait_ms: int | None = None,
+    endpoints: tuple[ListenerEndpoint, ...] = (),
     offline_partitions: Iterable[TopicPartition] = (),
 ) -> int:
     """Create the registration and return the broker epoch (the znode's czxid).
@@ -48,7 +50,13 @@ async def register_broker(
     """
     timestamp_ms = int(time.time() * 1000)
     registration = zk_data.BrokerRegistration(
-        host, port, rack, timestamp_ms, incarnation, tuple(sorted(offline_partitions))
+        host,
+        port,
+        rack,
+        timestamp_ms,
+        incarnation,
+        endpoints=endpoints,
+        offline_partitions=tuple(sorted(offline_partitions)),
     )
     wait_s = (2 * zk.session_timeout_ms if wait_ms is None else wait_ms) / 1000
     deadline = trio.current_time() + wait_s
@@ -68,6 +76,7 @@ async def maintain_registration(
     port: int,
     rack: str | None = None,
     *,
+    endpoints: tuple[ListenerEndpoint, ...] = (),
     on_registered: Callable[[int], None] | None = None,
     offline_partitions: Callable[[], Iterable[TopicPartition]] = tuple,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
@@ -83,7 +92,13 @@ async def maintain_registration(
     events = zk.subscribe()
     with events:
         epoch = await register_broker(
-            zk, broker_id, host, port, rack, offline_partitions=offline_partitions()
+            zk,
+            broker_id,
+            host,
+            port,
+            rack,
+            endpoints=endpoints,
+            offline_partitions=offline_partitions(),
         )
         incarnation = epoch
         log.info("broker registered", broker_epoch=epoch)
@@ -105,6 +120,7 @@ async def maintain_registration(
                         port,
                         rack,
                         incarnation=incarnation,
+                        endpoints=endpoints,
                         offline_partitions=offline_partitions(),
                     )
                 except (ZkError, BrokerIdInUseError) as exc:

@@ -122,6 +122,7 @@ class _ReplicaFetcher:
                 leader.port,
                 client_id=f"replica-fetcher-{self._ctx.broker_id}",
                 timeout_ms=self._ctx.config.request_timeout_ms,
+                security=self._ctx.inter_broker_security,
             )
         response = await self._connection.request(sent.request, timeout_ms=sent.timeout_ms)
         self.follower.on_response(sent, response, self._ctx.now_ms())

@@ -1,37 +1,63 @@
-"""The broker's TCP server: one task per connection, requests answered in order.
+"""The broker's TCP server: its named listeners, one task per connection, requests answered in
+order.
 
 One request at a time per connection (Kafka mutes the channel), so a client may pipeline. A
 bad frame, an undecodable request, an unencodable response or a failing handler closes that
 connection only. Limits: `connections.max.idle.ms`, `max.connections`, and a response not
-taken within 30 s + 1 s per MiB. `stop` stops accepting and drains in-flight requests.
-docs/architecture.md ("A request's life") has the details.
+taken within 30 s + 1 s per MiB. On SSL and SASL listeners a connection first does its TLS
+handshake and SASL exchange (broker.core.sasl) within `connections.authentication.timeout.ms`,
+with frames of at most `sasl.server.max.receive.size` until then. `stop` stops accepting and
+drains in-flight requests. docs/architecture.md ("A request's life") has the details.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import secrets
+import ssl
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import structlog
 import trio
 
-from broker.context import CLIENT_HOST, BrokerContext
+from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
+from broker.core.principal import USER_TYPE, Principal
+from broker.core.sasl import SaslAuthenticator, SaslStage
 from broker.handlers import HANDLERS
+from broker.listeners import SecurityProtocol
+from broker.purgatory import RequestClock, current_request_clock
+from broker.request_stats import RequestStats
 from broker.settings import default_of
+from broker.tls import certificate_subject
 from protocol.apis import ApiKey, supported_versions
 from protocol.codec import RequestDecodeError, RequestHeader, decode_request, encode_response
 from protocol.errors import ErrorCode, FrameError, HighwaterError
-from protocol.framing import NEED_DATA, FrameDecoder
+from protocol.framing import LENGTH_PREFIX_BYTES, NEED_DATA, FrameDecoder
 from protocol.messages.api_versions import ApiVersionsResponse
 
-__all__ = ["BrokerServer"]
+__all__ = ["BrokerServer", "ServedListener"]
 
 _RECEIVE_BYTES = 256 * 1024
 IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
 MAX_CONNECTIONS = cast(int, default_of("max.connections"))
 _MESSAGE_CHARS = 1000  # an error message cut to this when the whole response is too big
+
+
+@dataclass(frozen=True, slots=True)
+class ServedListener:
+    """One named listener as the server runs it."""
+
+    name: str
+    security_protocol: SecurityProtocol
+    host: str
+    port: int  # 0: any free port
+    ssl_context: ssl.SSLContext | None = None  # SSL and SASL_SSL
+    sasl_mechanisms: tuple[str, ...] = ()  # SASL_PLAINTEXT and SASL_SSL
 
 
 @dataclass(eq=False)
@@ -49,31 +75,81 @@ class BrokerServer:
         port: int,
         max_frame_bytes: int,
         *,
+        listeners: Sequence[ServedListener] = (),
         idle_timeout_s: float | None = None,
         max_connections: int | None = None,
+        auth_frame_bytes: int = cast(int, default_of("sasl.server.max.receive.size")),
+        auth_timeout_s: float = cast(int, default_of("connections.authentication.timeout.ms"))
+        / 1000,
+        request_stats: RequestStats | None = None,
     ) -> None:
+        """`listeners` (empty: one PLAINTEXT listener at host:port); `port` then reports
+        the first one's bound port, `ports` every listener's."""
         self.ctx = ctx
-        self.host = host
-        self.port = port
+        self.listeners = tuple(listeners) or (
+            ServedListener("PLAINTEXT", SecurityProtocol.PLAINTEXT, host, port),
+        )
+        self.host = self.listeners[0].host
+        self.port = self.listeners[0].port
+        self.ports: dict[str, int] = {}
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s  # None: IDLE_TIMEOUT_S
         self.max_connections = max_connections  # None: MAX_CONNECTIONS
+        self.auth_frame_bytes = auth_frame_bytes
+        self.auth_timeout_s = auth_timeout_s
         self._connections: set[_Connection] = set()
         self._accepting = trio.CancelScope()
         self._stopping = False
         self._drained = trio.Event()
         self._logger = structlog.get_logger("highwater.server")
+        # Salts the made-up SCRAM credentials of unknown users (broker.core.sasl).
+        self._fake_salt_key = secrets.token_bytes(32)
+        # For the metrics: per-API figures (None: not recorded), connections accepted, and
+        # closed by a limit (max.connections, idle, too slow to read).
+        self.request_stats = request_stats
+        self.accepted = 0
+        self.closed_by_limit = {"max_connections": 0, "idle": 0, "slow_reader": 0}
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
-        self.port = listeners[0].socket.getsockname()[1]
+        opened = []
+        try:
+            for served in self.listeners:
+                sockets = await trio.open_tcp_listeners(served.port, host=served.host)
+                opened.append((served, sockets))
+                self.ports[served.name] = sockets[0].socket.getsockname()[1]
+        except BaseException:
+            for _, sockets in opened:
+                for socket_listener in sockets:
+                    await socket_listener.aclose()
+            raise
+        self.port = self.ports[self.listeners[0].name]
         async with trio.open_nursery() as connections:
             with self._accepting:
-                task_status.started(self.port)
-                self._logger.info("listening", host=self.host, port=self.port)
-                await trio.serve_listeners(self._serve, listeners, handler_nursery=connections)
-            for listener in listeners:
-                await listener.aclose()
+                async with trio.open_nursery() as accepting:
+                    for served, sockets in opened:
+                        self._logger.info(
+                            "listening",
+                            listener=served.name,
+                            security_protocol=str(served.security_protocol),
+                            host=served.host,
+                            port=self.ports[served.name],
+                        )
+                        accepting.start_soon(
+                            partial(
+                                trio.serve_listeners,
+                                partial(self._serve, served),
+                                sockets,
+                                handler_nursery=connections,
+                            )
+                        )
+                    task_status.started(self.port)
+            for _, sockets in opened:
+                for socket_listener in sockets:
+                    await socket_listener.aclose()
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         """Stop accepting; finish in-flight requests; close every connection."""
@@ -89,36 +165,104 @@ class BrokerServer:
         for conn in list(self._connections):
             conn.scope.cancel()
 
-    async def _serve(self, stream: trio.SocketStream) -> None:
+    async def _serve(self, served: ServedListener, stream: trio.SocketStream) -> None:
         try:
             host, port = stream.socket.getpeername()[:2]
             peer = f"{host}:{port}"
         except OSError:
             return
+        self.accepted += 1
         limit = MAX_CONNECTIONS if self.max_connections is None else self.max_connections
         if len(self._connections) >= limit:
+            self.closed_by_limit["max_connections"] += 1
             self._logger.warning("closing connection: max.connections reached", peer=peer)
             await trio.aclose_forcefully(stream)
             return
         conn = _Connection(peer)
         CLIENT_HOST.set(host)  # this connection's task and the handlers it calls
+        SESSION.set(Session(client_host=host, listener=served.name))
         self._connections.add(conn)
+        log = self._logger.bind(peer=peer, listener=served.name)
+        channel: trio.abc.Stream = stream
         try:
             with conn.scope:
-                await self._serve_requests(stream, conn)
+                if served.security_protocol is SecurityProtocol.PLAINTEXT:
+                    await self._serve_requests(stream, conn, log, None, math.inf)
+                else:
+                    auth_deadline = trio.current_time() + self.auth_timeout_s
+                    if served.ssl_context is not None:
+                        tls = await self._tls_handshake(stream, served, auth_deadline, log)
+                        if tls is None:
+                            return
+                        channel = tls
+                    sasl = None
+                    if served.security_protocol.uses_sasl:
+                        sasl = SaslAuthenticator(
+                            served.sasl_mechanisms,
+                            lambda user, mechanism: self.ctx.credentials.get((user, mechanism)),
+                            fake_salt_key=self._fake_salt_key,
+                        )
+                    log = log.bind(principal=str(SESSION.get().principal))
+                    await self._serve_requests(channel, conn, log, sasl, auth_deadline)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away
         except trio.TooSlowError:
-            self._logger.warning("closing connection: client too slow to read", peer=peer)
+            self.closed_by_limit["slow_reader"] += 1
+            log.warning("closing connection: client too slow to read")
         finally:
             self._connections.discard(conn)
             if self._stopping and not self._connections:
                 self._drained.set()
-            await trio.aclose_forcefully(stream)
+            await trio.aclose_forcefully(channel)
 
-    async def _serve_requests(self, stream: trio.SocketStream, conn: _Connection) -> None:
-        decoder = FrameDecoder(self.max_frame_bytes)
-        log = self._logger.bind(peer=conn.peer)
+    async def _tls_handshake(
+        self,
+        stream: trio.SocketStream,
+        served: ServedListener,
+        deadline: float,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> trio.SSLStream[trio.SocketStream] | None:
+        """The TLS handshake, by the deadline; on an SSL listener the principal is then the
+        client certificate's subject (ANONYMOUS without one), as Kafka's default builder."""
+        assert served.ssl_context is not None
+        tls = trio.SSLStream(stream, served.ssl_context, server_side=True)
+        with trio.move_on_at(deadline):
+            try:
+                await tls.do_handshake()
+            except trio.BrokenResourceError as exc:
+                reason = exc.__cause__ or exc
+                log.info("closing connection: TLS handshake failed", error=str(reason))
+                return None
+            subject = certificate_subject(tls.getpeercert())
+            if subject is not None and served.security_protocol is SecurityProtocol.SSL:
+                principal = Principal(USER_TYPE, subject)
+                SESSION.set(dataclasses.replace(SESSION.get(), principal=principal))
+                structlog.contextvars.bind_contextvars(principal=str(principal))
+                log.info("authenticated", principal=str(principal), mechanism="SSL")
+            return tls
+        log.info("closing connection: no TLS handshake within the authentication timeout")
+        return None
+
+    async def _serve_requests(
+        self,
+        stream: trio.abc.Stream,
+        conn: _Connection,
+        log: structlog.typing.FilteringBoundLogger,
+        sasl: SaslAuthenticator | None,
+        auth_deadline: float,
+    ) -> None:
+        """Serve requests until the client goes, the broker stops or a request is bad. With
+        `sasl`, until it completes: small frames, small reads, the SASL requests only, and
+        all of it by `auth_deadline`."""
+        authenticating = sasl is not None
+        max_frame = self.auth_frame_bytes if authenticating else self.max_frame_bytes
+        receive_bytes = max_frame + LENGTH_PREFIX_BYTES if authenticating else _RECEIVE_BYTES
+        decoder = FrameDecoder(max_frame)
+        idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
+        stats = self.request_stats
+        clock = RequestClock()
+        if stats is not None:
+            current_request_clock.set(clock)  # this task's context: the purgatory adds to it
         while not self._stopping:
             try:
                 frame_body = decoder.next_frame()
@@ -126,14 +270,20 @@ class BrokerServer:
                 log.warning("closing connection: bad frame", error=str(exc))
                 return
             if frame_body is NEED_DATA:
-                idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
-                with trio.move_on_after(idle_s) as idle:
-                    data = await stream.receive_some(_RECEIVE_BYTES)
-                if idle.cancelled_caught or not data:
+                with trio.move_on_at(min(trio.current_time() + idle_s, auth_deadline)) as idle:
+                    data = await stream.receive_some(receive_bytes)
+                if idle.cancelled_caught:
+                    if authenticating:
+                        log.info("closing connection: not authenticated in time")
+                    else:
+                        self.closed_by_limit["idle"] += 1
+                    return
+                if not data:
                     return
                 decoder.receive_data(data)
                 continue
             assert isinstance(frame_body, bytes)
+            received = time.perf_counter()
             try:
                 request = decode_request(frame_body)
             except RequestDecodeError as exc:
@@ -144,16 +294,31 @@ class BrokerServer:
                 log.warning("closing connection: bad request", error=str(exc))
                 return
             header = request.header
+            if authenticating:
+                assert sasl is not None
+                if not await self._authenticate(stream, sasl, header, request.body, log):
+                    return
+                if sasl.stage is SaslStage.COMPLETE:
+                    authenticating = False
+                    decoder.max_frame_bytes = self.max_frame_bytes
+                    receive_bytes, auth_deadline = _RECEIVE_BYTES, math.inf
+                    log = log.bind(principal=str(SESSION.get().principal))
+                continue
             handler = HANDLERS.get(header.api_key)
             if handler is None:
                 log.warning("closing connection: api not served", api_key=header.api_key)
                 return
             conn.busy = True
+            log.debug("request", api_key=header.api_key, correlation_id=header.correlation_id)
+            clock.remote_s = 0.0
+            started = time.perf_counter()
             try:
                 response = await handler(self.ctx, header, request.body)
             except Exception:
                 log.exception("request handler failed", api_key=header.api_key)
                 return
+            handled = time.perf_counter()
+            size = 0
             if response is not None:
                 try:
                     data = _encode(header, response)
@@ -161,10 +326,61 @@ class BrokerServer:
                     # A bug in that handler, which must not take the broker down.
                     log.exception("response could not be encoded", api_key=header.api_key)
                     return
+                size = len(data)
                 await self._send(stream, data)
             conn.busy = False
+            if stats is not None:
+                remote_s = clock.remote_s
+                stats.record(
+                    header.api_key,
+                    started - received,
+                    handled - started - remote_s,
+                    remote_s,
+                    time.perf_counter() - handled,
+                    len(frame_body) + 4,
+                    size,
+                    response,
+                )
 
-    async def _send(self, stream: trio.SocketStream, data: bytes) -> None:
+    async def _authenticate(
+        self,
+        stream: trio.abc.Stream,
+        sasl: SaslAuthenticator,
+        header: RequestHeader,
+        body: Any,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> bool:
+        """One request before authentication; False: close the connection."""
+        if not sasl.admits(header.api_key):
+            log.warning(
+                "closing connection: request before authentication",
+                api_key=header.api_key,
+                stage=sasl.stage.value,
+            )
+            return False
+        if header.api_key == ApiKey.API_VERSIONS:
+            response = await HANDLERS[ApiKey.API_VERSIONS](self.ctx, header, body)
+            await self._send(stream, _encode(header, response))
+            return True
+        step = (
+            sasl.handshake(body)
+            if header.api_key == ApiKey.SASL_HANDSHAKE
+            else sasl.authenticate(body)
+        )
+        await self._send(stream, _encode(header, step.response))
+        if step.principal is not None:
+            SESSION.set(dataclasses.replace(SESSION.get(), principal=step.principal))
+            structlog.contextvars.bind_contextvars(principal=str(step.principal))
+            log.info("authenticated", principal=str(step.principal), mechanism=sasl.mechanism)
+        if step.close:
+            log.info(
+                "closing connection: authentication failed",
+                mechanism=sasl.mechanism,
+                error=ErrorCode(step.response.error_code).name,
+            )
+        return not step.close
+
+    async def _send(self, stream: trio.abc.Stream, data: bytes) -> None:
         with trio.fail_after(_send_timeout_s(len(data))):
             await stream.send_all(data)
 

@@ -21,12 +21,21 @@ from broker.config_def import (
     Value,
     boolean,
     check_directories,
-    check_listeners,
+    check_metrics_listener,
     check_zookeeper_connect,
     double,
     number,
     string,
     strings,
+)
+from broker.core.principal import parse_super_users
+from broker.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    LISTENERS_SYNTAX,
+    PROTOCOL_MAP_SYNTAX,
+    SecurityProtocol,
+    check_listener_list,
+    check_protocol_map,
 )
 from broker.log.config import (
     CLEANUP_POLICIES,
@@ -35,9 +44,12 @@ from broker.log.config import (
     NO_LIMIT,
     LogConfig,
 )
+from protocol.jaas import parse_jaas_login
 
 __all__ = [
+    "ACL_AUTHORIZER",
     "KNOWN_KEYS",
+    "MECHANISMS",
     "MS_PER_HOUR",
     "MS_PER_MINUTE",
     "SETTINGS",
@@ -56,6 +68,34 @@ def _check_cleanup_policy(value: Value) -> None:
         raise InvalidValue("delete, compact, or compact,delete")
 
 
+MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+ACL_AUTHORIZER: Final = "kafka.security.authorizer.AclAuthorizer"
+
+
+def _check_tls_versions(value: Value) -> None:
+    if not value or not isinstance(value, tuple) or set(value) - {"TLSv1.2", "TLSv1.3"}:
+        raise InvalidValue("TLSv1.2 and/or TLSv1.3")
+
+
+def _check_mechanisms(value: Value) -> None:
+    if not value or not isinstance(value, tuple) or set(value) - set(MECHANISMS):
+        raise InvalidValue(f"one or more of {', '.join(MECHANISMS)}")
+
+
+def _check_jaas(value: Value) -> None:
+    try:
+        parse_jaas_login(str(value))
+    except ValueError as exc:
+        raise InvalidValue(f"a JAAS login module line with username and password: {exc}") from None
+
+
+def _check_super_users(value: Value) -> None:
+    try:
+        parse_super_users(str(value))
+    except ValueError as exc:
+        raise InvalidValue(f"User:name[;User:name...] ({exc})") from None
+
+
 def _hours(ms: int) -> int:
     hours, rest = divmod(ms, MS_PER_HOUR)
     if rest:
@@ -71,7 +111,7 @@ def _section(title: str, *settings: Setting) -> tuple[Setting, ...]:
 
 
 INT, LONG = Type.INT, Type.LONG
-_LISTENER_SYNTAX: Final = "PLAINTEXT://host:port"
+_METRICS_SYNTAX: Final = "http://host:port"
 _DIRECTORIES: Final = "comma-separated directories"
 _NO_EFFECT: Final = "Accepted for compatibility, no effect: one trio event loop serves all."
 
@@ -92,19 +132,44 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         string(
             "listeners",
             "PLAINTEXT://127.0.0.1:9092",
-            "Where to listen. An empty host binds every interface; port 0 picks a free port.",
-            syntax=_LISTENER_SYNTAX,
-            check=check_listeners,
-            attr=None,  # BrokerConfig.listener_host, listener_port
+            "Named listeners to bind. An empty host binds every interface; port 0 picks a free "
+            "port.",
+            syntax=LISTENERS_SYNTAX,
+            check=check_listener_list,
+            attr=None,  # BrokerConfig.listeners (and listener_host/port: the inter-broker one)
         ),
         string(
             "advertised.listeners",
             None,
-            "What is registered for clients: routable (not 0.0.0.0); an empty host: host name.",
-            syntax=_LISTENER_SYNTAX,
-            check=check_listeners,
-            attr=None,  # BrokerConfig.advertised_host, advertised_port
+            "What is registered for clients, per listener name (a listener left out advertises "
+            "its own address): routable (not 0.0.0.0); an empty host: host name.",
+            syntax=LISTENERS_SYNTAX,
+            check=check_listener_list,
+            attr=None,  # BrokerConfig.listeners' advertised addresses
             fallback=Fallback("listeners"),
+        ),
+        string(
+            "listener.security.protocol.map",
+            DEFAULT_PROTOCOL_MAP,
+            "Each listener name's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.",
+            syntax=PROTOCOL_MAP_SYNTAX,
+            check=check_protocol_map,
+            attr=None,  # BrokerConfig.listeners' protocols
+        ),
+        string(
+            "inter.broker.listener.name",
+            None,
+            "The listener brokers (and the controller) use to reach each other; unset: the "
+            "one named by security.inter.broker.protocol.",
+            syntax="a listener name",
+            attr=None,  # BrokerConfig.inter_broker_listener_name
+        ),
+        string(
+            "security.inter.broker.protocol",
+            "PLAINTEXT",
+            "Names the inter-broker listener when inter.broker.listener.name is unset (Kafka's).",
+            choices=tuple(SecurityProtocol),
+            attr=None,
         ),
         number(
             INT,
@@ -527,7 +592,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             INT,
             "offsets.topic.replication.factor",
             3,
-            "Replication factor of __consumer_offsets (at most the live brokers at its creation).",
+            "Replication factor of __consumer_offsets: it is created once this many brokers live.",
             minimum=1,
         ),
         number(
@@ -587,6 +652,125 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         ),
     ),
     *_section(
+        "Security",
+        string(
+            "ssl.keystore.type",
+            "PEM",
+            "The format of ssl.keystore.location: PEM only.",
+            choices=("PEM",),
+            attr=None,
+        ),
+        string(
+            "ssl.keystore.location",
+            None,
+            "PEM file with this broker's certificate chain and private key (SSL, SASL_SSL "
+            "listeners; also the client certificate it shows other brokers).",
+            syntax="a file path",
+        ),
+        string(
+            "ssl.key.password",
+            None,
+            "Password of an encrypted private key in ssl.keystore.location.",
+            syntax="a password",
+        ),
+        string(
+            "ssl.truststore.type",
+            "PEM",
+            "The format of ssl.truststore.location: PEM only.",
+            choices=("PEM",),
+            attr=None,
+        ),
+        string(
+            "ssl.truststore.location",
+            None,
+            "PEM file of the CA certificates trusted for client certificates and other "
+            "brokers' (unset: the system's).",
+            syntax="a file path",
+        ),
+        string(
+            "ssl.client.auth",
+            "none",
+            "required: clients must show a certificate the truststore trusts (mutual TLS); "
+            "requested: verified if shown; none: not asked for.",
+            choices=("required", "requested", "none"),
+        ),
+        strings(
+            "ssl.enabled.protocols",
+            ("TLSv1.2", "TLSv1.3"),
+            "TLS versions accepted; nothing older than TLSv1.2 is.",
+            syntax="TLSv1.2 and/or TLSv1.3",
+            check=_check_tls_versions,
+        ),
+        string(
+            "ssl.endpoint.identification.algorithm",
+            "https",
+            "https: a broker checks the host name in the certificate of the broker it "
+            "connects to; empty: it does not.",
+            choices=("https", ""),
+        ),
+        strings(
+            "sasl.enabled.mechanisms",
+            ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+            "Mechanisms SASL listeners offer (Kafka's default, GSSAPI, is not available); "
+            "PLAIN only over SASL_SSL.",
+            syntax="SCRAM-SHA-256, SCRAM-SHA-512, PLAIN",
+            check=_check_mechanisms,
+        ),
+        string(
+            "sasl.mechanism.inter.broker.protocol",
+            "SCRAM-SHA-512",
+            "The mechanism brokers log in to each other with on a SASL inter-broker listener.",
+            choices=MECHANISMS,
+        ),
+        string(
+            "sasl.jaas.config",
+            None,
+            "The broker's own login on a SASL inter-broker listener, in Kafka's JAAS syntax: "
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" '
+            'password="p";',
+            syntax="a JAAS login module line with username and password",
+            check=_check_jaas,
+            attr=None,  # BrokerConfig.inter_broker_login
+        ),
+        number(
+            INT,
+            "sasl.server.max.receive.size",
+            4096,
+            "The largest frame accepted before a connection has authenticated (Kafka: 524288); "
+            "a larger one closes it.",
+            minimum=512,
+        ),
+        number(
+            INT,
+            "connections.authentication.timeout.ms",
+            10_000,
+            "Highwater only: a connection on an SSL or SASL listener that has not finished its "
+            "TLS handshake and authentication within this is closed.",
+            minimum=1,
+        ),
+        string(
+            "authorizer.class.name",
+            "",
+            "Set to kafka.security.authorizer.AclAuthorizer to check ACLs on every request; "
+            "empty: everything is allowed.",
+            choices=("", ACL_AUTHORIZER),
+            attr=None,  # BrokerConfig.authorizer_enabled
+        ),
+        string(
+            "super.users",
+            None,
+            "Principals allowed everything, e.g. User:admin;User:broker (semicolon-separated).",
+            syntax="User:name[;User:name...]",
+            check=_check_super_users,
+            attr=None,  # BrokerConfig.super_users
+        ),
+        boolean(
+            "allow.everyone.if.no.acl.found",
+            False,
+            "With an authorizer: allow a request on a resource that no ACL names.",
+        ),
+    ),
+    *_section(
         "Requests",
         number(
             INT,
@@ -600,6 +784,37 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "request.timeout.ms",
             30000,
             "Timeout of the broker's own requests (fetches from leaders, controlled shutdown).",
+        ),
+    ),
+    *_section(
+        "Metrics and status page",
+        string(
+            "metrics.listener",
+            None,
+            "HTTP listener for /metrics (Prometheus) and the status page; unset: none (off).",
+            syntax=_METRICS_SYNTAX,
+            check=check_metrics_listener,
+        ),
+        number(
+            INT,
+            "metrics.max.connections",
+            32,
+            "HTTP connections beyond this are closed when accepted.",
+            minimum=1,
+        ),
+        number(
+            INT,
+            "metrics.max.header.bytes",
+            16384,
+            "An HTTP request whose head is larger is refused (431).",
+            minimum=1024,
+        ),
+        number(
+            INT,
+            "metrics.read.timeout.ms",
+            10000,
+            "An HTTP client silent this long mid-request is disconnected (idle keep-alive: 5 s).",
+            minimum=1,
         ),
     ),
 )

@@ -1,5 +1,6 @@
 """The admin client: topics (create, delete, list, describe, add partitions), the cluster,
-leader elections, partition reassignments, and configs (describe, alter).
+leader elections, partition reassignments, and configs (describe, alter); consumer groups
+come from admin_groups.py.
 
 Requests that only the controller can answer (ElectLeaders, reassignments) go to it, asking
 again once after NOT_CONTROLLER; CreateTopics, DeleteTopics and CreatePartitions go to it when
@@ -19,9 +20,18 @@ from typing import Any, Final
 
 import trio
 
+from client.admin_groups import (
+    GroupAdmin,
+    GroupDescription,
+    GroupListing,
+    GroupOffset,
+    ListGroupsResult,
+    MemberDescription,
+)
 from client.errors import HighwaterClientError, UnknownTopicError, error_for_code
 from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo
 from client.network import BrokerConnectionError
+from client.security import ClientSecurity
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -85,6 +95,11 @@ __all__ = [
     "ConfigSource",
     "ConfigSynonym",
     "ElectionResult",
+    "GroupDescription",
+    "GroupListing",
+    "GroupOffset",
+    "ListGroupsResult",
+    "MemberDescription",
     "OngoingReassignment",
     "PartitionDescription",
     "TopicDescription",
@@ -207,7 +222,7 @@ class ClusterDescription:
     brokers: tuple[BrokerInfo, ...]
 
 
-class Admin:
+class Admin(GroupAdmin):
     """`async with Admin(bootstrap) as admin: await admin.create_topic("t", 6, 1)`."""
 
     def __init__(
@@ -215,6 +230,7 @@ class Admin:
         bootstrap: str | Sequence[str],
         *,
         client_id: str = "highwater-admin",
+        security: ClientSecurity | Mapping[str, str] | None = None,
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
     ) -> None:
@@ -222,6 +238,7 @@ class Admin:
         self.metadata = ClusterMetadata(
             bootstrap,
             client_id=client_id,
+            security=security,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
         )
@@ -669,6 +686,11 @@ class Admin:
             for p in t.partitions
             if p.error_code == ErrorCode.NONE
         }
+
+    async def send(self, request: object) -> Any:
+        """Send a request that any broker answers (the controller preferred); its response.
+        For the admin APIs without a method here (client/security_admin.py uses it)."""
+        return await self._to_controller(request, self.request_timeout_ms)
 
     async def _to_controller(self, request: object, timeout_ms: int) -> Any:
         """Send to the controller (or any broker); network timeout = the request's + margin."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import re
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -18,10 +19,27 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from client.admin import Admin, ClusterDescription, TopicDescription
-from client.consumer import Consumer, ConsumerRecord, TopicPartition
+from client.admin import (
+    Admin,
+    ClusterDescription,
+    GroupDescription,
+    GroupOffset,
+    ListGroupsResult,
+    TopicDescription,
+)
+from client.consumer import (
+    Consumer,
+    ConsumerRecord,
+    GroupMetadata,
+    OffsetAndMetadata,
+    RebalanceListener,
+    TopicPartition,
+)
+from client.consumer.commits import Offsets
+from client.consumer.group_session import CommitCallback
 from client.errors import ClientClosedError
 from client.producer import DeliveryFuture, Producer, RecordMetadata
+from protocol.errors import ErrorCode
 
 __all__ = ["BlockingAdmin", "BlockingConsumer", "BlockingProducer"]
 
@@ -142,6 +160,33 @@ class BlockingProducer(_Blocking[Producer]):
     def partitions_for(self, topic: str) -> tuple[int, ...]:
         return self._loop.run(self._loop.client.partitions_for, topic)
 
+    def metrics(self) -> dict[str, float]:
+        return self._loop.run_sync(self._loop.client.metrics)
+
+
+class _ThreadedListener(RebalanceListener):
+    """A rebalance listener with plain (blocking) methods, each run in a worker thread while
+    poll() waits for it, so it may call the BlockingConsumer back (e.g. commit())."""
+
+    def __init__(self, listener: object) -> None:
+        self._listener = listener
+
+    async def on_partitions_revoked(self, partitions: set[Any]) -> None:
+        await self._call("on_partitions_revoked", partitions)
+
+    async def on_partitions_assigned(self, partitions: set[Any]) -> None:
+        await self._call("on_partitions_assigned", partitions)
+
+    async def on_partitions_lost(self, partitions: set[Any]) -> None:
+        await self._call("on_partitions_lost", partitions)
+
+    async def _call(self, name: str, partitions: set[Any]) -> None:
+        method = getattr(self._listener, name, None)
+        if method is None and name == "on_partitions_lost":
+            method = getattr(self._listener, "on_partitions_revoked", None)
+        if method is not None:
+            await trio.to_thread.run_sync(method, partitions)
+
 
 class BlockingConsumer(_Blocking[Consumer]):
     def __init__(self, bootstrap: str | Sequence[str], **config: Any) -> None:
@@ -150,8 +195,41 @@ class BlockingConsumer(_Blocking[Consumer]):
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         self._loop.run_sync(self._loop.client.assign, list(partitions))
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        self._loop.run_sync(self._loop.client.subscribe, list(topics))
+    def subscribe(
+        self, topics: Iterable[str] | re.Pattern[str], *, listener: object | None = None
+    ) -> None:
+        """As Consumer.subscribe; `listener` has plain methods on_partitions_revoked /
+        _assigned / _lost (any of them), called inside poll() from a worker thread."""
+        wanted = topics if isinstance(topics, re.Pattern | str) else list(topics)
+        threaded = None if listener is None else _ThreadedListener(listener)
+
+        def subscribe() -> None:
+            self._loop.client.subscribe(wanted, listener=threaded)
+
+        self._loop.run_sync(subscribe)
+
+    def commit(self, offsets: Offsets | None = None, *, timeout_ms: float | None = None) -> None:
+        async def call() -> None:
+            await self._loop.client.commit(offsets, timeout_ms=timeout_ms)
+
+        self._loop.run(call)
+
+    def commit_async(
+        self, offsets: Offsets | None = None, callback: CommitCallback | None = None
+    ) -> None:
+        """As Consumer.commit_async; `callback` runs on the consumer's event-loop thread."""
+        self._loop.run_sync(self._loop.client.commit_async, offsets, callback)
+
+    def committed(
+        self, partitions: Iterable[tuple[str, int]], *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        async def call() -> dict[TopicPartition, OffsetAndMetadata | None]:
+            return await self._loop.client.committed(list(partitions), timeout_ms=timeout_ms)
+
+        return self._loop.run(call)
+
+    def group_metadata(self) -> GroupMetadata | None:
+        return self._loop.run_sync(self._loop.client.group_metadata)
 
     def unsubscribe(self) -> None:
         self._loop.run_sync(self._loop.client.unsubscribe)
@@ -178,6 +256,12 @@ class BlockingConsumer(_Blocking[Consumer]):
 
     def highwater(self, partition: tuple[str, int]) -> int | None:
         return self._loop.run_sync(self._loop.client.highwater, partition)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        return self._loop.run_sync(self._loop.client.lag)
+
+    def metrics(self) -> dict[str, float]:
+        return self._loop.run_sync(self._loop.client.metrics)
 
     def poll(
         self, timeout_ms: float = 1_000, max_records: int | None = None
@@ -243,6 +327,28 @@ class BlockingAdmin(_Blocking[Admin]):
 
     def describe_cluster(self) -> ClusterDescription:
         return self._loop.run(self._loop.client.describe_cluster)
+
+    def list_groups(self, states: Iterable[str] = ()) -> ListGroupsResult:
+        return self._loop.run(self._loop.client.list_groups, list(states))
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        return self._loop.run(self._loop.client.describe_groups, list(group_ids))
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> list[GroupOffset]:
+        return self._loop.run(self._loop.client.list_group_offsets, group_id, _listed(partitions))
+
+    def alter_group_offsets(self, group_id: str, offsets: Offsets) -> None:
+        self._loop.run(self._loop.client.alter_group_offsets, group_id, offsets)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        return self._loop.run(self._loop.client.delete_groups, list(group_ids))
+
+    def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, ErrorCode]:
+        return self._loop.run(self._loop.client.delete_group_offsets, group_id, list(partitions))
 
 
 def _listed(items: Iterable[T] | None) -> list[T] | None:

@@ -15,6 +15,7 @@ from protocol.errors import ErrorCode
 
 __all__ = [
     "ClientClosedError",
+    "CommitFailedError",
     "CorruptBatchError",
     "HighwaterClientError",
     "HighwaterTimeoutError",
@@ -80,6 +81,15 @@ class ClientClosedError(HighwaterClientError):
     ) -> None:
         super().__init__(message, code)
         self.in_doubt = in_doubt
+
+
+class CommitFailedError(HighwaterClientError):
+    """An offset commit the coordinator refused for good (Kafka's CommitFailedException): the
+    member is no longer in the group (fenced, removed after its timeouts), or, for a commit
+    from outside the group, the group has active members (UNKNOWN_MEMBER_ID)."""
+
+    def __init__(self, message: str, code: ErrorCode | None = ErrorCode.UNKNOWN_MEMBER_ID) -> None:
+        super().__init__(message, code)
 
 
 class OffsetOutOfRangeError(HighwaterClientError):

@@ -27,6 +27,7 @@ from client.errors import (
     error_for_code,
 )
 from client.network import BrokerConnection, BrokerConnectionError, connect
+from client.security import ClientSecurity, security_from
 from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -101,8 +102,12 @@ class ClusterMetadata:
         retry_backoff_ms: int = 100,
         reconnect_backoff_max_ms: int = 1_000,
         metadata_max_age_ms: int = 300_000,
+        security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:
+        """`security`: how to secure and authenticate connections (None: PLAINTEXT); a
+        mapping holds Kafka's client properties (security.protocol, sasl.*, ssl.*)."""
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security_from(security)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -238,7 +243,9 @@ class ClusterMetadata:
         timeout_ms (a refresh still under way then is abandoned).
 
         UnknownTopicError when the cluster keeps saying the topic does not exist until the
-        deadline; HighwaterTimeoutError when no answer came at all, or none to the last refresh.
+        deadline; HighwaterTimeoutError when no answer came at all, or none to the last refresh;
+        TOPIC_AUTHORIZATION_FAILED at once, as Kafka's Metadata.maybeThrowExceptionForTopic
+        (waiting would not change the principal's ACLs in time to matter).
         """
         partitions = self.partitions_for(topic)
         if partitions:
@@ -258,6 +265,10 @@ class ClusterMetadata:
             partitions = self.partitions_for(topic)
             if partitions:
                 return partitions
+            if answered and self.topic_error(topic) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                raise error_for_code(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"topic {topic!r} (no DESCRIBE on it)"
+                )
             remaining = deadline - trio.current_time()
             if remaining <= 0:
                 break
@@ -396,6 +407,7 @@ class ClusterMetadata:
                     address[1],
                     client_id=self.client_id,
                     timeout_ms=self.connect_timeout_ms,
+                    security=self.security,
                 )
             except BrokerConnectionError:
                 count = self._failures.get(address, (0, 0.0))[0]

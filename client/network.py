@@ -13,16 +13,24 @@ NetworkClient plays the same part for both).
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import trio
 
+from client.security import AuthenticationError, ClientSecurity
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
-from protocol.errors import HighwaterError
+from protocol.errors import ErrorCode, HighwaterError
 from protocol.framing import NEED_DATA
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "BrokerConnection", "BrokerConnectionError", "connect"]
+__all__ = [
+    "DEFAULT_REQUEST_TIMEOUT_MS",
+    "AuthenticationFailedError",
+    "BrokerConnection",
+    "BrokerConnectionError",
+    "connect",
+]
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 _RECEIVE_BYTES = 256 * 1024
@@ -32,29 +40,102 @@ class BrokerConnectionError(ConnectionError):
     """The connection failed, broke, or a request on it timed out (and the stream was dropped)."""
 
 
+class AuthenticationFailedError(BrokerConnectionError):
+    """The TLS handshake failed (e.g. an untrusted certificate) or the broker refused the
+    SASL login: retrying unchanged will not help. `code` is Kafka's (SSL failures:
+    SASL_AUTHENTICATION_FAILED too, as Kafka's SslAuthenticationException has no code)."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.SASL_AUTHENTICATION_FAILED):
+        super().__init__(message)
+        self.code = code
+
+
+# A TLS listener closes a plaintext connection at its first bytes, a SASL listener at its
+# first request that is not SaslHandshake or ApiVersions.
+_PLAINTEXT_HINT: Final = (
+    " before answering (a TLS or SASL listener? the client's security.protocol, sasl.* and ssl.*"
+    " settings say how to connect to one)"
+)
+
+
 async def connect(
-    host: str, port: int, *, client_id: str | None = None, timeout_ms: int = 10_000
+    host: str,
+    port: int,
+    *,
+    client_id: str | None = None,
+    timeout_ms: int = 10_000,
+    security: ClientSecurity | None = None,
 ) -> BrokerConnection:
+    """A connection, once it is secured and authenticated as `security` says (None:
+    PLAINTEXT); all of it within `timeout_ms`."""
+    address = f"{host}:{port}"
     try:
         with trio.fail_after(timeout_ms / 1000):
-            stream = await trio.open_tcp_stream(host, port)
+            tcp = await trio.open_tcp_stream(host, port)
+            if security is None or security.protocol == "PLAINTEXT":
+                return BrokerConnection(tcp, address, client_id, closed_hint=_PLAINTEXT_HINT)
+            stream: trio.abc.Stream = tcp
+            if security.uses_tls:
+                stream = await _tls(tcp, host, security, address)
+            connection = BrokerConnection(stream, address, client_id, socket_stream=tcp)
+            if security.uses_sasl:
+                try:
+                    await security.authenticate(connection, timeout_ms)
+                except AuthenticationError as exc:
+                    connection.close_now()
+                    raise AuthenticationFailedError(f"{address}: {exc}", exc.code) from None
+                except BaseException:
+                    connection.close_now()
+                    raise
+            return connection
+    except AuthenticationFailedError:
+        raise
     except (OSError, trio.TooSlowError) as exc:
-        raise BrokerConnectionError(
-            f"cannot connect to {host}:{port}: {exc or 'timed out'}"
-        ) from exc
-    return BrokerConnection(stream, f"{host}:{port}", client_id)
+        raise BrokerConnectionError(f"cannot connect to {address}: {exc or 'timed out'}") from exc
+
+
+async def _tls(
+    tcp: trio.SocketStream, host: str, security: ClientSecurity, address: str
+) -> trio.SSLStream[trio.SocketStream]:
+    tls = trio.SSLStream(tcp, security.ssl_context(), server_hostname=host)
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as exc:
+        tcp.socket.close()
+        reason = exc.__cause__ if isinstance(exc.__cause__, ssl.SSLError | OSError) else exc
+        raise AuthenticationFailedError(f"{address}: TLS handshake failed: {reason}") from None
+    except BaseException:
+        tcp.socket.close()
+        raise
+    return tls
 
 
 class BrokerConnection:
-    def __init__(self, stream: trio.SocketStream, address: str, client_id: str | None) -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        address: str,
+        client_id: str | None,
+        *,
+        socket_stream: trio.SocketStream | None = None,
+        closed_hint: str = "",
+    ) -> None:
+        """`socket_stream`: the TCP stream under `stream` when that is a TLS stream;
+        `closed_hint`: said when the broker closes the connection before its first answer."""
         self.address = address
         self._stream = stream
+        if socket_stream is None:
+            assert isinstance(stream, trio.SocketStream)
+            socket_stream = stream
+        self._socket = socket_stream
         self._protocol = ClientProtocol(client_id)
         self._send_lock = trio.Lock()
         self._receive_lock = trio.Lock()
         self._arrived: dict[int, ReceivedResponse] = {}
         self._waiting: set[int] = set()
         self._broken: BrokerConnectionError | None = None
+        self._closed_hint = closed_hint
+        self._answered = False
 
     @property
     def broken(self) -> bool:
@@ -130,6 +211,7 @@ class BrokerConnection:
                 raise self._broken from exc  # type: ignore[misc]
             if response is not NEED_DATA:
                 assert isinstance(response, ReceivedResponse)
+                self._answered = True
                 if response.correlation_id in self._waiting:  # else its caller gave up
                     self._arrived[response.correlation_id] = response
                 return
@@ -139,7 +221,7 @@ class BrokerConnection:
                 data = b""
                 reason = str(exc)
             else:
-                reason = "closed by the broker"
+                reason = "closed by the broker" + ("" if self._answered else self._closed_hint)
             if not data:
                 self._break(BrokerConnectionError(f"{self.address}: connection {reason}"))
                 raise self._broken  # type: ignore[misc]
@@ -152,7 +234,7 @@ class BrokerConnection:
     def _break(self, error: BrokerConnectionError) -> None:
         if self._broken is None:
             self._broken = error
-            self._stream.socket.close()  # wakes any task blocked in receive_some
+            self._socket.socket.close()  # wakes any task blocked in receive_some
 
     def close_now(self) -> None:
         """Close without waiting (for connection pools dropping a connection from sync code)."""

@@ -18,6 +18,7 @@ import structlog
 import trio
 
 from client.network import BrokerConnection, BrokerConnectionError, connect
+from client.security import ClientSecurity
 from controller.core import LiveBroker
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.stop_replica import StopReplicaRequest
@@ -44,8 +45,11 @@ class ControllerChannel:
         request_timeout_ms: int,
         connect_timeout_ms: int = 5_000,
         backoff_ms: tuple[int, int] = (50, 2_000),
+        security: ClientSecurity | None = None,
     ) -> None:
+        """`security`: how to reach brokers' inter-broker listeners (None: PLAINTEXT)."""
         self._nursery = nursery
+        self._security = security
         self._client_id = f"controller-{controller_id}"
         self._request_timeout_ms = request_timeout_ms
         self._connect_timeout_ms = connect_timeout_ms
@@ -120,6 +124,7 @@ class ControllerChannel:
                         broker.port,
                         client_id=self._client_id,
                         timeout_ms=self._connect_timeout_ms,
+                        security=self._security,
                     )
                 response = await connection.request(request, timeout_ms=self._request_timeout_ms)
             except BrokerConnectionError as exc:

@@ -17,6 +17,7 @@ import structlog
 import trio
 
 from broker.settings import default_of
+from client.security import ClientSecurity
 from controller import zk_data
 from controller.channel import ControllerChannel
 from controller.core import (
@@ -92,8 +93,10 @@ class Controller:
         leader_imbalance_check_interval_seconds: int = _default(
             "leader.imbalance.check.interval.seconds"
         ),
+        security: ClientSecurity | None = None,
     ):
         self.zk = zk
+        self.security = security  # towards the brokers' inter-broker listeners
         self.broker_id = broker_id
         self.request_timeout_ms = request_timeout_ms
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
@@ -251,6 +254,7 @@ class Controller:
                     nursery,
                     controller_id=self.broker_id,
                     request_timeout_ms=self.request_timeout_ms,
+                    security=self.security,
                 )
                 nursery.start_soon(_forward, events, inbox)
                 if self.auto_leader_rebalance_enable:
@@ -338,13 +342,18 @@ class Controller:
         self, term: LeadingController, channel: ControllerChannel, step: Callable[[], ZkScript[_T]]
     ) -> _T:
         """Run one step; then hand its broker requests to the channel (also after a lost
-        race: those decided before it still go out, as Kafka's would)."""
+        race: those decided before it still go out, as Kafka's would). A step that elected
+        leaders is timed (the leader election time metric)."""
+        elections = term.stats.leader_elections
+        started = time.perf_counter()
         try:
             return await self.zk.run(step())
         except (ControllerMovedError, ResignNeeded):
             term.outbox.clear()
             raise
         finally:
+            if term.stats.leader_elections != elections:
+                term.stats.leader_election_time.observe(time.perf_counter() - started)
             channel.update_brokers(term.live_brokers)
             for broker_id, request in term.take_outbox():
                 channel.send(broker_id, request)
@@ -407,6 +416,7 @@ async def run_controller(
     leader_imbalance_check_interval_seconds: int = _default(
         "leader.imbalance.check.interval.seconds"
     ),
+    security: ClientSecurity | None = None,
     task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run this broker's controller candidate until cancelled. `await nursery.start(...)`
@@ -419,5 +429,6 @@ async def run_controller(
         auto_leader_rebalance_enable=auto_leader_rebalance_enable,
         leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
         leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
+        security=security,
     )
     await controller.run(task_status=task_status)

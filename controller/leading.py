@@ -14,7 +14,9 @@ from typing import assert_never
 
 import structlog
 
+from broker.stats import Timings
 from controller.core import (
+    LEADER_ELECTED,
     PREFERRED_REPLICA_IMBALANCE,
     UNCLEAN_LEADER_ELECTION,
     AlterReassignmentsReply,
@@ -58,6 +60,10 @@ class ControllerStats:
 
     unclean_leader_elections: int = 0  # UncleanLeaderElectionsPerSec, as a count
     preferred_replica_imbalance_count: int = -1  # -1: no check yet
+    # Partitions given a leader (LeaderElectionRateAndTimeMs' rate, as a count), and the
+    # duration of each step that elected some (the shell times it: ZooKeeper included).
+    leader_elections: int = 0
+    leader_election_time: Timings = field(default_factory=Timings)
 
 
 @dataclass
@@ -159,6 +165,8 @@ class LeadingController:
 
     def _log(self, effect: LogEvent) -> None:
         fields = dict(effect.fields)
+        if effect.event == LEADER_ELECTED:
+            self.stats.leader_elections += 1
         if effect.event == UNCLEAN_LEADER_ELECTION:
             self.stats.unclean_leader_elections += 1  # its ZooKeeper write came first
             fields["unclean_leader_elections"] = self.stats.unclean_leader_elections

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, assert_never
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, assert_never
 
 import trio
 from kazoo import exceptions as kz
@@ -70,9 +70,11 @@ __all__ = [
     "ZkError",
     "ZkEvent",
     "ZnodeStat",
+    "run_each",
 ]
 
 _T = TypeVar("_T")
+_K = TypeVar("_K")
 DEFAULT_REQUEST_TIMEOUT_MS = 10_000
 # kazoo's reconnect delay starts at 0.1 s and doubles, up to an hour: once ZooKeeper has been
 # away ~9 s the next attempt comes after zookeeper.connection.timeout.ms (or the session
@@ -140,6 +142,12 @@ class ZkClient:
         self._last_session_id: int | None = None
         self._state_lock = threading.Lock()
         self._closed = False
+        # For the metrics (Kafka's ZooKeeperClientMetrics): the session's state as kazoo last
+        # reported it, and counts of disconnections, expired sessions and reconnections.
+        self.session_state = SessionState.CONNECTED
+        self.disconnects = 0
+        self.expirations = 0
+        self.reconnects = 0
 
     @classmethod
     async def connect(
@@ -201,6 +209,7 @@ class ZkClient:
         timeout: without a connection the session cannot be closed, and kazoo's stop waits
         for its connection thread (a connection attempt in progress) before giving up."""
         self._closed = True
+        self.session_state = SessionState.LOST
         with trio.move_on_after(self.request_timeout_ms / 1000):
             await trio.to_thread.run_sync(_stop_quietly, self._kazoo, abandon_on_cancel=True)
         for subscriber in self._subscribers:
@@ -408,10 +417,16 @@ class ZkClient:
                 )
                 self._last_session_id = session_id
                 event = SessionEvent(SessionState.CONNECTED, session_id, new_session)
+                if self.session_state is not SessionState.CONNECTED:
+                    self.reconnects += 1
             elif state == KazooState.SUSPENDED:
                 event = SessionEvent(SessionState.SUSPENDED, self._last_session_id)
+                self.disconnects += 1
             else:
                 event = SessionEvent(SessionState.LOST, self._last_session_id)
+                if not self._closed:
+                    self.expirations += 1
+            self.session_state = event.state
         self._post(event)
 
 
@@ -447,3 +462,37 @@ async def _ensure_chroot(
         raise ZkConnectionError(
             f"cannot create chroot {chroot} on {base_hosts} within {timeout_ms} ms: {exc}"
         ) from exc
+
+
+class ScriptRunner(Protocol):
+    async def run(self, script: ZkScript[_T]) -> _T: ...
+
+
+async def run_each(
+    zk: ScriptRunner,
+    scripts: Mapping[_K, ZkScript[_T]],
+    *,
+    tolerate: tuple[type[Exception], ...] = (),
+    concurrency: int = 16,
+) -> tuple[dict[_K, _T], dict[_K, Exception]]:
+    """Run independent scripts concurrently: kazoo pipelines their requests on the one
+    session, so N reads over a slow link cost about one round trip, not N. Returns the
+    results and the `tolerate`d errors by key; any other error is raised (the first)."""
+    results: dict[_K, _T] = {}
+    failed: dict[_K, Exception] = {}
+    limiter = trio.CapacityLimiter(concurrency)
+
+    async def one(key: _K, script: ZkScript[_T]) -> None:
+        async with limiter:
+            try:
+                results[key] = await zk.run(script)
+            except Exception as exc:  # raised below, outside the nursery (no groups)
+                failed[key] = exc
+
+    async with trio.open_nursery() as nursery:
+        for key, script in scripts.items():
+            nursery.start_soon(one, key, script)
+    for exc in failed.values():
+        if not isinstance(exc, tolerate):
+            raise exc
+    return results, failed

@@ -39,11 +39,13 @@ __all__ = [
     "CHANGE_EXPIRATION_MS",
     "MAX_PURGED_PER_ROUND",
     "TOPICS",
+    "USERS",
     "ConfigChangedError",
     "ConfigChanges",
     "EntityConfig",
     "entity_path",
     "get_entity_config",
+    "list_users",
     "purge_expired_changes",
     "read_config_changes",
     "set_entity_config",
@@ -51,6 +53,7 @@ __all__ = [
 
 TOPICS: Final = "topics"
 BROKERS: Final = "brokers"
+USERS: Final = "users"  # SCRAM credentials: {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}
 CHANGE_EXPIRATION_MS: Final = 15 * 60 * 1000
 MAX_PURGED_PER_ROUND: Final = 100
 
@@ -84,6 +87,8 @@ def entity_path(entity_type: str, name: str) -> str:
         return zk_data.topic_config_path(name)
     if entity_type == BROKERS:
         return zk_data.broker_config_path(name)
+    if entity_type == USERS:
+        return f"{zk_data.CONFIG_USERS_PATH}/{name}"
     raise ValueError(f"unknown config entity type {entity_type!r}")
 
 
@@ -121,6 +126,11 @@ def set_entity_config(
         if exc.op_index != 0:
             raise
         raise ConfigChangedError(f"{path} changed meanwhile") from exc
+
+
+def list_users() -> ZkScript[list[str]]:
+    """The users with stored credentials."""
+    return sorted((yield from children_or_empty(zk_data.CONFIG_USERS_PATH)))
 
 
 def read_config_changes(after: int, *, entities: bool = True) -> ZkScript[ConfigChanges]:

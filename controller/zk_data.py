@@ -7,10 +7,12 @@ clear error rather than a KeyError deep inside the controller.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.messages.update_metadata import ListenerEndpoint
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "CONFIG_CHANGES_PATH",
     "CONFIG_CHANGE_PREFIX",
     "CONFIG_TOPICS_PATH",
+    "CONFIG_USERS_PATH",
     "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH",
     "DEFAULT_BROKER_ENTITY",
@@ -58,6 +61,7 @@ BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 CONFIG_TOPICS_PATH = "/config/topics"
 CONFIG_BROKERS_PATH = "/config/brokers"
+CONFIG_USERS_PATH = "/config/users"  # SCRAM credentials, one znode per user
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"  # then ZooKeeper's 10-digit sequence number
 DEFAULT_BROKER_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide defaults
@@ -165,6 +169,32 @@ def _partitions(value: Any, what: str) -> tuple[TopicPartition, ...]:
     return tuple(out)
 
 
+_ENDPOINT = re.compile(r"([A-Za-z0-9_]+)://(?:\[([^\]]+)\]|([^:/\[\]]+)):([0-9]{1,5})")
+
+
+def _endpoint_url(endpoint: ListenerEndpoint) -> str:
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{endpoint.listener}://{host}:{endpoint.port}"
+
+
+def _endpoints(obj: Mapping[str, Any], what: str) -> tuple[ListenerEndpoint, ...]:
+    urls = obj.get("endpoints", [])
+    protocols = obj.get("listener_security_protocol_map", {})
+    if not isinstance(urls, list) or not isinstance(protocols, dict):
+        raise ZkDataError(f"{what}: bad endpoints {urls!r}")
+    endpoints = []
+    for url in urls:
+        match = _ENDPOINT.fullmatch(url) if isinstance(url, str) else None
+        if match is None or not 0 < int(match[4]) < 65536:
+            raise ZkDataError(f"{what}: bad endpoint {url!r}")
+        listener = match[1]
+        protocol = protocols.get(listener, listener)  # Kafka: the name, unmapped
+        if not isinstance(protocol, str):
+            raise ZkDataError(f"{what}: bad security protocol {protocol!r}")
+        endpoints.append(ListenerEndpoint(listener, protocol, match[2] or match[3], int(match[4])))
+    return tuple(endpoints)
+
+
 # --- znodes -----------------------------------------------------------------------------------
 
 
@@ -189,16 +219,24 @@ class BrokerRegistration:
     rack: str | None = None
     timestamp_ms: int = 0
     incarnation: int | None = None
+    # Every named listener (Kafka's v4 "endpoints" and "listener_security_protocol_map");
+    # host and port above are the inter-broker listener's. Empty: that one only.
+    endpoints: tuple[ListenerEndpoint, ...] = ()
     offline_partitions: tuple[TopicPartition, ...] = ()
 
     def encode(self) -> bytes:
         obj: dict[str, Any] = {
-            "version": 1,
+            "version": 4 if self.endpoints else 1,
             "host": self.host,
             "port": self.port,
             "rack": self.rack,
             "timestamp": str(self.timestamp_ms),
         }
+        if self.endpoints:
+            obj["endpoints"] = [_endpoint_url(e) for e in self.endpoints]
+            obj["listener_security_protocol_map"] = {
+                e.listener: e.security_protocol for e in self.endpoints
+            }
         if self.incarnation is not None:
             obj["incarnation"] = self.incarnation
         if self.offline_partitions:
@@ -225,8 +263,17 @@ class BrokerRegistration:
             incarnation = _int(obj, "incarnation", what)
             if incarnation <= 0:  # a zxid
                 raise ZkDataError(f"{what}: bad incarnation {incarnation}")
+        endpoints = _endpoints(obj, what)
         offline = _partitions(obj.get("offline_partitions", []), f"{what}: offline_partitions")
-        return cls(host, port, rack, _timestamp(obj, what), incarnation, offline)
+        return cls(
+            host,
+            port,
+            rack,
+            _timestamp(obj, what),
+            incarnation,
+            endpoints=endpoints,
+            offline_partitions=offline,
+        )
 
     def incarnation_of(self, czxid: int) -> int:
         """The incarnation of the process that wrote this registration, whose znode has
@@ -309,9 +356,9 @@ class TopicConfigZnode:
 @dataclass(frozen=True, slots=True)
 class ConfigChangeNotification:
     """`/config/changes/config_change_<n>` (sequential): "the configs of this entity changed"
-    (Kafka's version 2: `entity_path` is `topics/<t>` or `brokers/<default>`)."""
+    (Kafka's version 2: `entity_path` is `topics/<t>`, `brokers/<default>` or `users/<name>`)."""
 
-    entity_type: str  # "topics" or "brokers"
+    entity_type: str  # "topics", "brokers" or "users"
     entity_name: str
 
     @property
@@ -329,7 +376,12 @@ class ConfigChangeNotification:
             raise ZkDataError(f"{what}: unsupported version {obj.get('version')!r}")
         path = obj.get("entity_path")
         entity_type, slash, name = path.partition("/") if isinstance(path, str) else ("", "", "")
-        if entity_type not in ("topics", "brokers") or not slash or not name or "/" in name:
+        if (
+            entity_type not in ("topics", "brokers", "users")
+            or not slash
+            or not name
+            or "/" in name
+        ):
             raise ZkDataError(f"{what}: bad entity_path {path!r}")
         return cls(entity_type, name)
 

@@ -177,7 +177,8 @@ def read_brokers() -> ZkScript[dict[int, LiveBroker]]:
             found.registration.rack,
             found.broker_epoch,
             found.incarnation,
-            frozenset(found.registration.offline_partitions),
+            endpoints=found.registration.endpoints,
+            offline_partitions=frozenset(found.registration.offline_partitions),
         )
         for broker_id, found in registered.items()
     }

@@ -34,12 +34,17 @@ class ApiKey(enum.IntEnum):
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -47,6 +52,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -76,18 +83,23 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.METADATA: ("metadata", "Metadata", 1),
     ApiKey.LEADER_AND_ISR: ("leader_and_isr", "LeaderAndIsr", 1),
     ApiKey.STOP_REPLICA: ("stop_replica", "StopReplica", 0),
-    ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 0),
+    ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 1),
     ApiKey.CONTROLLED_SHUTDOWN: ("controlled_shutdown", "ControlledShutdown", 0),
     ApiKey.OFFSET_COMMIT: ("offset_commit", "OffsetCommit", 0),
     ApiKey.OFFSET_FETCH: ("offset_fetch", "OffsetFetch", 0),
     ApiKey.FIND_COORDINATOR: ("find_coordinator", "FindCoordinator", 0),
     ApiKey.LIST_GROUPS: ("list_groups", "ListGroups", 0),
+    ApiKey.SASL_HANDSHAKE: ("sasl_handshake", "SaslHandshake", 0),
     ApiKey.API_VERSIONS: ("api_versions", "ApiVersions", 0),
     ApiKey.CREATE_TOPICS: ("create_topics", "CreateTopics", 0),
     ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 0),
     ApiKey.INIT_PRODUCER_ID: ("init_producer_id", "InitProducerId", 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 1),
+    ApiKey.DESCRIBE_ACLS: ("describe_acls", "DescribeAcls", 0),
+    ApiKey.CREATE_ACLS: ("create_acls", "CreateAcls", 0),
+    ApiKey.DELETE_ACLS: ("delete_acls", "DeleteAcls", 0),
     ApiKey.DESCRIBE_CONFIGS: ("describe_configs", "DescribeConfigs", 0),
+    ApiKey.SASL_AUTHENTICATE: ("sasl_authenticate", "SaslAuthenticate", 0),
     ApiKey.CREATE_PARTITIONS: ("create_partitions", "CreatePartitions", 0),
     ApiKey.DELETE_GROUPS: ("delete_groups", "DeleteGroups", 0),
     ApiKey.ELECT_LEADERS: ("elect_leaders", "ElectLeaders", 0),
@@ -107,6 +119,16 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
         0,
     ),
     ApiKey.OFFSET_DELETE: ("offset_delete", "OffsetDelete", 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+        "describe_user_scram_credentials",
+        "DescribeUserScramCredentials",
+        0,
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (
+        "alter_user_scram_credentials",
+        "AlterUserScramCredentials",
+        0,
+    ),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", "ConsumerGroupDescribe", 0),
 }

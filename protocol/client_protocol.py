@@ -66,7 +66,7 @@ class ClientProtocol:
             self._in_flight.append(InFlight(correlation_id, api_key, version))
         return correlation_id, data
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         self._decoder.receive_data(data)
 
     def next_response(self) -> ReceivedResponse | NeedData:

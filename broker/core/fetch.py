@@ -21,9 +21,17 @@ from protocol.messages.fetch import (
     FetchResponse,
     FetchTopicResponse,
 )
+from protocol.records import next_offset_after_whole_batches
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["MAX_WAIT_CAP_MS", "FetchRead", "fetch_keys", "max_wait_ms", "read_fetch"]
+__all__ = [
+    "MAX_WAIT_CAP_MS",
+    "FetchRead",
+    "count_sent",
+    "fetch_keys",
+    "max_wait_ms",
+    "read_fetch",
+]
 
 MAX_WAIT_CAP_MS = 60_000
 
@@ -49,7 +57,11 @@ def max_wait_ms(request: FetchRequest) -> int:
     return min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
 
 
-def read_fetch(state: BrokerState, request: FetchRequest, now_ms: int) -> FetchRead:
+def read_fetch(
+    state: BrokerState, request: FetchRequest, now_ms: int, denied: frozenset[str] = frozenset()
+) -> FetchRead:
+    """`denied`: topics the requester may not read (TOPIC_AUTHORIZATION_FAILED, nothing read,
+    nothing about them changed)."""
     replicas = state.replica_manager
     remaining = max(request.max_bytes, 0)
     read = FetchRead(FetchResponse(ErrorCode.NONE, ()), 0, False)
@@ -58,6 +70,14 @@ def read_fetch(state: BrokerState, request: FetchRequest, now_ms: int) -> FetchR
         partitions = []
         for wanted in topic.partitions:
             tp = TopicPartition(topic.topic, wanted.partition)
+            if topic.topic in denied:
+                read.has_error = True
+                partitions.append(
+                    FetchPartitionData(
+                        wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, b""
+                    )
+                )
+                continue
             try:
                 result = replicas.read(
                     tp,
@@ -125,6 +145,29 @@ def _follower_fetched(
     partition = state.replica_manager.partitions[tp]
     if partition.update_follower_fetch(replica_id, fetch_offset, result.log_end_offset, now_ms):
         read.wake.append(tp)
-    write = state.isr.maybe_expand(partition)
+    write = state.isr.maybe_expand(partition, replica_id)
     if write is not None:
         read.isr_writes.append(write)
+
+
+def count_sent(state: BrokerState, request: FetchRequest, response: FetchResponse) -> None:
+    """Count the answer's bytes per topic: a follower's as replication out, a consumer's as
+    bytes out, with the records it covers (the offsets from the fetch offset to the end of
+    its last whole batch: the headers alone are read)."""
+    replicas = state.replica_manager
+    follower = request.replica_id >= 0
+    for wanted, topic in zip(request.topics, response.responses, strict=False):
+        counters = None
+        for asked, data in zip(wanted.partitions, topic.partitions, strict=False):
+            size = len(data.records)
+            if not size:
+                continue
+            if counters is None:
+                counters = replicas.counters(topic.topic)
+            if follower:
+                counters.replication_bytes_out += size
+                continue
+            counters.bytes_out += size
+            end = next_offset_after_whole_batches(data.records)
+            if end > asked.fetch_offset:
+                counters.records_out += end - asked.fetch_offset

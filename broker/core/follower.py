@@ -308,7 +308,10 @@ class Follower:
             self._delay(tp, state, data.error_code, now_ms)
             return
         try:
-            partition.append_as_follower(whole_batches(data.records), data.high_watermark, now_ms)
+            records = whole_batches(data.records)
+            partition.append_as_follower(records, data.high_watermark, now_ms)
+            if records:
+                self.state.replica_manager.counters(tp[0]).replication_bytes_in += len(records)
         except OSError as exc:
             self._storage_failed(tp, state, exc, now_ms)
         except HighwaterError as exc:

@@ -43,10 +43,16 @@ class IsrCore:
     last_propagation_ms: int
     changed: set[TopicPartition] = field(default_factory=set)  # written, not yet published
     last_change_ms: int = 0
+    # Outcomes of the writes, for the metrics (Kafka's IsrShrinksPerSec, IsrExpandsPerSec,
+    # FailedIsrUpdatesPerSec, as counts): ISRs this broker shrank or expanded in ZooKeeper,
+    # and writes that lost the compare-and-set or failed.
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    failed_isr_updates: int = 0
 
-    def maybe_expand(self, partition: Partition) -> IsrWrite | None:
-        """After a follower's fetch: let caught-up followers back into the ISR."""
-        new_isr = partition.isr_to_expand()
+    def maybe_expand(self, partition: Partition, follower: int) -> IsrWrite | None:
+        """After `follower`'s fetch: let it back into the ISR if it has caught up."""
+        new_isr = partition.isr_to_expand(follower)
         return None if new_isr is None else self._propose(partition, new_isr)
 
     def shrink(self, partitions: Iterable[Partition], now_ms: int) -> list[IsrWrite]:
@@ -79,14 +85,22 @@ class IsrCore:
         self, write: IsrWrite, partition: Partition | None, new_version: int | None, now_ms: int
     ) -> bool:
         """The write finished (None: it lost the CAS, or failed). True if the HW moved."""
+        if new_version is None:
+            self.failed_isr_updates += 1
         if partition is None:
             return False
+        old_isr = partition.isr
         moved = partition.complete_isr_update(
             write.znode.isr, write.znode.leader_epoch, new_version
         )
         if new_version is not None and partition.isr == write.znode.isr:
             self.changed.add(write.tp)
             self.last_change_ms = now_ms
+            if partition.isr != old_isr:
+                if len(partition.isr) < len(old_isr):
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
         return moved
 
     def to_propagate(self, now_ms: int) -> set[TopicPartition] | None:

@@ -14,6 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.metadata import MetadataPartition, MetadataTopic
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
+from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["MetadataCache", "PartitionInfo"]
 
@@ -34,14 +35,30 @@ class PartitionInfo:
 class MetadataCache:
     controller_id: int = -1
     controller_epoch: int = -1
-    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
+    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)  # inter-broker listener
     topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
+    # Per listener name, each live broker's address on it (brokers that have that listener).
+    by_listener: dict[str, dict[int, BrokerEndpoint]] = field(default_factory=dict)
+    _unnamed: frozenset[int] = frozenset()  # live brokers whose listeners are not known
 
     def update(self, request: UpdateMetadataRequest) -> list[str]:
         """Apply an UpdateMetadata; returns the topics it deleted."""
         self.controller_id = request.controller_id
         self.controller_epoch = request.controller_epoch
         self.brokers = {b.node_id: b for b in request.live_brokers}
+        by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
+        named = set()
+        for listeners in request.live_broker_listeners:
+            inter_broker = self.brokers.get(listeners.node_id)
+            if inter_broker is None:
+                continue
+            named.add(listeners.node_id)
+            for e in listeners.endpoints:
+                by_listener.setdefault(e.listener, {})[listeners.node_id] = BrokerEndpoint(
+                    listeners.node_id, e.host, e.port, inter_broker.rack
+                )
+        self.by_listener = by_listener
+        self._unnamed = frozenset(self.brokers.keys() - named)
         for state in request.partition_states:
             self._set_partition(state)
         deleted = [name for name in request.deleted_topics if self.topics.pop(name, None)]
@@ -63,28 +80,51 @@ class MetadataCache:
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
-    def topic_metadata(self, names: Iterable[str] | None) -> tuple[MetadataTopic, ...]:
-        """Metadata for `names` (every topic if None); unknown names get
-        UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
-        wanted = sorted(self.topics) if names is None else list(names)
-        return tuple(self._topic(name) for name in wanted)
+    def brokers_on(self, listener: str | None) -> dict[int, BrokerEndpoint]:
+        """The live brokers' addresses on `listener` (None: the inter-broker one). As Kafka, a
+        broker without that listener is left out; one whose listeners are unknown (an older
+        controller) is given at its inter-broker address."""
+        if listener is None:
+            return self.brokers
+        found = dict(self.by_listener.get(listener, {}))
+        for broker_id in self._unnamed:
+            found[broker_id] = self.brokers[broker_id]
+        return found
 
-    def _topic(self, name: str) -> MetadataTopic:
+    def topic_metadata(
+        self, names: Iterable[str] | None, listener: str | None = None
+    ) -> tuple[MetadataTopic, ...]:
+        """Metadata for `names` (every topic if None); unknown names get
+        UNKNOWN_TOPIC_OR_PARTITION, as in Kafka. A leader live but without `listener`:
+        LISTENER_NOT_FOUND (Kafka's MetadataCache)."""
+        wanted = sorted(self.topics) if names is None else list(names)
+        reachable = self.brokers_on(listener)
+        return tuple(self.topic(name, reachable) for name in wanted)
+
+    def topic(self, name: str, reachable: dict[int, BrokerEndpoint]) -> MetadataTopic:
         partitions = self.topics.get(name)
         if partitions is None:
             return MetadataTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, ())
         return MetadataTopic(
             ErrorCode.NONE,
             name,
-            tuple(self._partition(index, info) for index, info in sorted(partitions.items())),
+            tuple(
+                self._partition(index, info, reachable)
+                for index, info in sorted(partitions.items())
+            ),
+            is_internal=name in INTERNAL_TOPICS,
         )
 
-    def _partition(self, index: int, info: PartitionInfo) -> MetadataPartition:
+    def _partition(
+        self, index: int, info: PartitionInfo, reachable: dict[int, BrokerEndpoint]
+    ) -> MetadataPartition:
         live = self.brokers
         offline = tuple(r for r in info.replicas if r not in live or r in info.offline_replicas)
         error = ErrorCode.NONE
         if info.leader == NO_LEADER or info.leader not in live:
             error = ErrorCode.LEADER_NOT_AVAILABLE
+        elif info.leader not in reachable:
+            error = ErrorCode.LISTENER_NOT_FOUND
         return MetadataPartition(
             error_code=error,
             partition_index=index,

@@ -17,12 +17,23 @@ __all__ = ["answer_offset_for_leader_epoch"]
 
 
 def answer_offset_for_leader_epoch(
-    state: BrokerState, request: OffsetForLeaderEpochRequest
+    state: BrokerState,
+    request: OffsetForLeaderEpochRequest,
+    denied: frozenset[str] = frozenset(),
 ) -> OffsetForLeaderEpochResponse:
+    """`denied`: topics the requester may not describe (TOPIC_AUTHORIZATION_FAILED)."""
     return OffsetForLeaderEpochResponse(
         tuple(
             OffsetForLeaderEpochTopicResult(
-                topic.topic, tuple(_one(state, topic.topic, p) for p in topic.partitions)
+                topic.topic,
+                tuple(
+                    OffsetForLeaderEpochPartitionResult(
+                        ErrorCode.TOPIC_AUTHORIZATION_FAILED, p.partition
+                    )
+                    if topic.topic in denied
+                    else _one(state, topic.topic, p)
+                    for p in topic.partitions
+                ),
             )
             for topic in request.topics
         )

@@ -203,15 +203,19 @@ class Partition:
         remote.on_fetch(fetch_offset, leader_log_end_offset, now_ms)
         return self.maybe_increment_high_watermark()
 
-    def isr_to_expand(self) -> tuple[int, ...] | None:
-        """The ISR with every caught-up follower added, or None if no one can join (or an ISR
-        write is already in flight)."""
+    def isr_to_expand(self, fetched_by: int | None = None) -> tuple[int, ...] | None:
+        """The ISR with caught-up followers added, or None if no one can join (or an ISR write
+        is already in flight). `fetched_by`: only that follower, the one whose fetch this
+        answers, may join (Kafka's maybeExpandIsr(followerReplica)): a follower that died
+        caught up must not be let back in on another follower's fetch, just after the lag
+        time dropped it."""
         if not self.is_leader or self.pending_isr is not None:
             return None
         joining = [
             r
             for r, remote in self.remotes.items()
             if r not in self.isr
+            and (fetched_by is None or r == fetched_by)
             and r in self.replicas
             and can_join_isr(
                 remote.log_end_offset, self.high_watermark, self.leader_epoch_start_offset

@@ -45,10 +45,16 @@ def timeout_ms(request: ProduceRequest) -> int:
 
 
 def append_produce(
-    state: BrokerState, request: ProduceRequest, now_ms: int, *, internal: bool = False
+    state: BrokerState,
+    request: ProduceRequest,
+    now_ms: int,
+    *,
+    internal: bool = False,
+    denied: frozenset[str] = frozenset(),
 ) -> ProduceAppend:
     """`internal`: the broker's own write (the group coordinator's); clients may not append
-    to internal topics (Kafka's INVALID_TOPIC_EXCEPTION)."""
+    to internal topics (Kafka's INVALID_TOPIC_EXCEPTION). `denied`: topics the principal may
+    not write (TOPIC_AUTHORIZATION_FAILED; nothing of them is appended)."""
     if request.acks not in (-1, 0, 1):
         return ProduceAppend(_all(request, ErrorCode.INVALID_REQUIRED_ACKS))
     out = ProduceAppend({})
@@ -56,6 +62,11 @@ def append_produce(
     for topic in request.topic_data:
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
+            if topic.name in denied:
+                out.results[tp] = ProducePartitionResponse(
+                    data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+                continue
             if named_twice and tp in named_twice:
                 # Each occurrence's answer must say what became of its data, and one answer per
                 # partition cannot (Kafka's KafkaApis keeps the last one): none is appended,

@@ -9,6 +9,7 @@ KAFKA_STORAGE_ERROR until the broker restarts, and the shell tells the controlle
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 import structlog
 
@@ -22,7 +23,20 @@ from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["AppendResult", "ReplicaManager"]
+__all__ = ["AppendResult", "ReplicaManager", "TopicCounters"]
+
+
+@dataclass(slots=True)
+class TopicCounters:
+    """One topic's traffic through this broker since it started (Kafka's BrokerTopicMetrics,
+    as counts): produced to it as leader, fetched by consumers, and replicated in and out."""
+
+    bytes_in: int = 0
+    records_in: int = 0
+    bytes_out: int = 0
+    records_out: int = 0
+    replication_bytes_in: int = 0
+    replication_bytes_out: int = 0
 
 
 class AppendResult:
@@ -48,6 +62,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.topic_counters: dict[str, TopicCounters] = {}
         self._high_watermarks = log_manager.read_high_watermarks()
         self._logger = structlog.get_logger("highwater.replica_manager")
         # Offline partitions found since the shell last took them (`take_offline`), and the
@@ -155,6 +170,8 @@ class ReplicaManager:
         if delete:
             self.log_manager.delete_log(tp)
             self._high_watermarks.pop(tp, None)
+            if not any(other.topic == tp[0] for other in self.partitions.values()):
+                self.topic_counters.pop(tp[0], None)
             self._logger.info("partition deleted", topic=tp[0], partition=tp[1])
 
     def delete_stray_logs(
@@ -201,6 +218,12 @@ class ReplicaManager:
             raise NotLeaderError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
         return partition
 
+    def counters(self, topic: str) -> TopicCounters:
+        counters = self.topic_counters.get(topic)
+        if counters is None:
+            counters = self.topic_counters[topic] = TopicCounters()
+        return counters
+
     def append(self, tp: TopicPartition, records: bytes, now_ms: int) -> AppendResult:
         try:
             partition = self.leader_partition(tp)
@@ -210,6 +233,10 @@ class ReplicaManager:
         except OSError as exc:  # ENOSPC, EIO: the dir goes offline, nothing is acknowledged
             error = self.storage_failed(tp, exc, write=True)
             return AppendResult(error.code, error_message=str(error))
+        if not info.duplicate:
+            counters = self.counters(tp[0])
+            counters.bytes_in += info.byte_count
+            counters.records_in += info.record_count
         return AppendResult(
             ErrorCode.NONE, info.first_offset, info.last_offset + 1, info.log_start_offset
         )

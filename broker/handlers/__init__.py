@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.context import BrokerContext
+from broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from broker.handlers.api_versions import handle_api_versions
 from broker.handlers.consumer_group_describe import handle_consumer_group_describe
 from broker.handlers.consumer_group_heartbeat import handle_consumer_group_heartbeat
@@ -33,8 +34,13 @@ from broker.handlers.partition_reassignments import (
     handle_list_partition_reassignments,
 )
 from broker.handlers.produce import handle_produce
+from broker.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.handlers.stop_replica import handle_stop_replica
 from broker.handlers.update_metadata import handle_update_metadata
+from broker.handlers.user_scram_credentials import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from protocol.apis import ApiKey
 from protocol.codec import RequestHeader
 
@@ -70,4 +76,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from broker.context import CLIENT_HOST, BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
@@ -19,6 +20,17 @@ __all__ = ["handle_consumer_group_heartbeat"]
 async def handle_consumer_group_heartbeat(
     ctx: BrokerContext, header: RequestHeader, request: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ConsumerGroupHeartbeatResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    hidden = [
+        t
+        for t in request.subscribed_topic_names or ()
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t)
+    ]
+    if hidden:  # Kafka: a subscription must name only topics the member may describe
+        return ConsumerGroupHeartbeatResponse(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized: {', '.join(sorted(hidden))}"
+        )
     coordinator = ctx.group_coordinator
     if coordinator is None:
         return ConsumerGroupHeartbeatResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -8,6 +8,7 @@ leaderships it can, and returns the partitions the broker still leads.
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.common import TopicPartitionRef
@@ -22,6 +23,8 @@ __all__ = ["handle_controlled_shutdown"]
 async def handle_controlled_shutdown(
     ctx: BrokerContext, header: RequestHeader, request: ControlledShutdownRequest
 ) -> ControlledShutdownResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # brokers only
+        return ControlledShutdownResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = ctx.controller
     if controller is None or not controller.is_active:
         return ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER)

@@ -11,6 +11,7 @@ metadata shows a leader for every partition.
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.handlers.create_topics import MAX_PARTITIONS, validate_topic_name
 from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
 from controller.assignment import assign_new_partitions
@@ -28,6 +29,7 @@ from protocol.messages.create_partitions import (
     CreatePartitionsTopic,
     CreatePartitionsTopicResult,
 )
+from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["handle_create_partitions"]
 
@@ -46,6 +48,9 @@ async def handle_create_partitions(
             results.append(_failed(topic, ErrorCode.INVALID_REQUEST, "topic named twice"))
             continue
         seen.add(topic.name)
+        if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            results.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized"))
+            continue
         result = await _create_one(ctx, topic, request.validate_only)
         results.append(result)
         if result.error_code == ErrorCode.NONE and not request.validate_only:
@@ -86,6 +91,8 @@ async def _try_create(
     bad_name = validate_topic_name(topic.name)
     if bad_name is not None:  # no such topic can exist; never a ZooKeeper path built from it
         return _failed(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, bad_name)
+    if topic.name in INTERNAL_TOPICS:  # groups are placed by its partition count
+        return _failed(topic, ErrorCode.INVALID_REQUEST, f"{topic.name} is internal")
     try:
         existing, version = await ctx.zk.run(get_assignment(topic.name))
     except UnknownTopicError as exc:

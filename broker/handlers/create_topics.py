@@ -12,6 +12,7 @@ import random
 import re
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
 from broker.topic_config import TopicConfigError, validate_topic_config
 from controller.assignment import assign_replicas
@@ -58,6 +59,12 @@ async def handle_create_topics(
             results.append(_failed(topic, ErrorCode.INVALID_REQUEST, "topic named twice"))
             continue
         seen.add(topic.name)
+        # Kafka: CREATE on the cluster, or on the topic.
+        if not ctx.authorize_cluster(AclOperation.CREATE, log_denied=False) and not ctx.authorize(
+            AclOperation.CREATE, ResourceType.TOPIC, topic.name
+        ):
+            results.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized"))
+            continue
         result = await _create_one(ctx, topic, request.validate_only)
         results.append(result)
         if result.error_code == ErrorCode.NONE and not request.validate_only:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.delete_groups import DeletedGroup, DeleteGroupsRequest, DeleteGroupsResponse
@@ -16,7 +17,9 @@ async def handle_delete_groups(
     coordinator = ctx.group_coordinator
     results = []
     for group_id in dict.fromkeys(request.groups_names):
-        if coordinator is None:
+        if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, group_id):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif coordinator is None:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
             code = await coordinator.write(coordinator.core.delete_group(group_id))

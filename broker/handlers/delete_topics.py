@@ -9,6 +9,7 @@ from __future__ import annotations
 import trio
 
 from broker.context import METADATA_KEY, BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from controller.zk_topics import UnknownTopicError, mark_topic_for_deletion
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -30,7 +31,9 @@ async def handle_delete_topics(
     deadline = trio.current_time() + min(max(request.timeout_ms, 0), MAX_DELETE_TIMEOUT_MS) / 1000
     results: dict[str, DeletableTopicResult] = {}
     for name in request.topic_names:
-        if name not in ctx.metadata.topics:
+        if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+            results[name] = DeletableTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif name not in ctx.metadata.topics:
             results[name] = DeletableTopicResult(
                 name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.dynamic_config import describe_broker, describe_broker_defaults, describe_topic
 from broker.handlers.create_topics import validate_topic_name
 from controller import zk_data
@@ -61,9 +62,17 @@ async def handle_describe_configs(
 async def _describe_one(
     ctx: BrokerContext, resource: DescribeConfigsResource
 ) -> tuple[ErrorCode, str | None, Sequence[DescribeConfigsResourceResult]]:
+    name = resource.resource_name
+    if resource.resource_type == ConfigResourceType.TOPIC and not ctx.authorize(
+        AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name
+    ):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, []
+    if resource.resource_type == ConfigResourceType.BROKER and not ctx.authorize_cluster(
+        AclOperation.DESCRIBE_CONFIGS
+    ):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, []
     if ctx.zk is None:
         return ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session", []
-    name = resource.resource_name
     if resource.resource_type == ConfigResourceType.TOPIC:
         bad_name = validate_topic_name(name)
         if bad_name is not None:

@@ -11,6 +11,7 @@ UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import (
@@ -34,6 +35,8 @@ _MESSAGES = {
 async def handle_elect_leaders(
     ctx: BrokerContext, header: RequestHeader, request: ElectLeadersRequest
 ) -> ElectLeadersResponse:
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return ElectLeadersResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = ctx.controller
     if controller is None or not controller.is_active:
         return ElectLeadersResponse(ErrorCode.NOT_CONTROLLER)

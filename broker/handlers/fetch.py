@@ -6,7 +6,8 @@ from __future__ import annotations
 import trio
 
 from broker.context import BrokerContext
-from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
+from broker.core.authorizer import AclOperation, ResourceType
+from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
 from protocol.codec import RequestHeader
 from protocol.messages.fetch import FetchRequest, FetchResponse
 
@@ -16,18 +17,34 @@ __all__ = ["handle_fetch"]
 async def handle_fetch(
     ctx: BrokerContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
+    denied = _denied(ctx, request) if ctx.authorizing else frozenset()
     deadline = trio.current_time() + max_wait_ms(request) / 1000
     keys = fetch_keys(request)
     while True:
-        read = _read(ctx, request)
+        read = _read(ctx, request, denied)
         if read.satisfied(request.min_bytes) or trio.current_time() >= deadline:
-            return read.response
-        if not await ctx.purgatory.wait(keys, deadline):  # deadline, or shutting down
-            return _read(ctx, request).response
+            break
+        if not await ctx.purgatory.wait(keys, deadline, "fetch"):  # deadline, or shutdown
+            read = _read(ctx, request, denied)
+            break
+    count_sent(ctx.state, request, read.response)
+    return read.response
 
 
-def _read(ctx: BrokerContext, request: FetchRequest) -> FetchRead:
-    read = read_fetch(ctx.state, request, ctx.now_ms())
+def _denied(ctx: BrokerContext, request: FetchRequest) -> frozenset[str]:
+    """A follower's fetch needs CLUSTER_ACTION (else every topic is refused, as Kafka's
+    handleFetchRequest: the hole behind CVE-2018-1288), a consumer's READ on each topic."""
+    topics = {t.topic for t in request.topics}
+    if request.replica_id >= 0:
+        allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+        return frozenset() if allowed else frozenset(topics)
+    return frozenset(
+        t for t in topics if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t)
+    )
+
+
+def _read(ctx: BrokerContext, request: FetchRequest, denied: frozenset[str]) -> FetchRead:
+    read = read_fetch(ctx.state, request, ctx.now_ms(), denied)
     ctx.wake(read.wake)
     ctx.write_isr(read.isr_writes)
     return read

@@ -3,7 +3,8 @@ ask creates the topic (Kafka's behaviour); until it has leaders: COORDINATOR_NOT
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
+from broker.context import SESSION, BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.group.writes import coordinator_of
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -35,17 +36,24 @@ async def handle_find_coordinator(
     metadata = ctx.state.metadata
     if coordinator is not None and OFFSETS_TOPIC not in metadata.topics:
         await coordinator.ensure_offsets_topic()
+    reachable = metadata.brokers_on(SESSION.get().listener)
     found = []
-    num_partitions = ctx.config.offsets_topic_num_partitions
     for key in request.coordinator_keys:
         if not key:
             found.append(failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty"))
             continue
-        broker = coordinator_of(metadata, key, num_partitions)
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            found.append(failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized"))
+            continue
+        broker = coordinator_of(metadata, key)
         if broker is None:
             found.append(
                 failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic has no leader")
             )
+        elif broker.node_id not in reachable:
+            message = "the coordinator has no endpoint on this listener"
+            found.append(failed(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, message))
         else:
+            broker = reachable[broker.node_id]
             found.append(Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE))
     return FindCoordinatorResponse(tuple(found))

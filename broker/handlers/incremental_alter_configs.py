@@ -13,6 +13,7 @@ whole, with an error naming the key.
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.dynamic_config import (
     AlterConfigError,
     altered_broker_defaults,
@@ -61,6 +62,14 @@ async def handle_incremental_alter_configs(
 async def _alter_one(
     ctx: BrokerContext, resource: AlterConfigsResource, validate_only: bool
 ) -> AlterConfigsResourceResponse:
+    if resource.resource_type == ConfigResourceType.TOPIC and not ctx.authorize(
+        AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name
+    ):
+        return _result(resource, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    if resource.resource_type == ConfigResourceType.BROKER and not ctx.authorize_cluster(
+        AclOperation.ALTER_CONFIGS
+    ):
+        return _result(resource, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     if ctx.zk is None:
         return _result(resource, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     if resource.resource_type == ConfigResourceType.TOPIC:

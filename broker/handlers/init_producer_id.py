@@ -12,6 +12,7 @@ from __future__ import annotations
 import structlog
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from controller.zk_client import ZkError
 from controller.zk_data import ZkDataError
 from protocol.codec import RequestHeader
@@ -28,6 +29,12 @@ async def handle_init_producer_id(
 ) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return InitProducerIdResponse(ErrorCode.INVALID_REQUEST)
+    # KIP-679: WRITE on some topic, or IDEMPOTENT_WRITE on the cluster (checked second, so
+    # that its denial is logged only when the request is refused).
+    if not ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC) and not ctx.authorize_cluster(
+        AclOperation.IDEMPOTENT_WRITE
+    ):
+        return InitProducerIdResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     manager = ctx.producer_ids
     if manager is None:
         return InitProducerIdResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation
 from broker.core.controller_requests import apply_leader_and_isr
+from controller.zk_client import run_each
 from controller.zk_topics import get_topic_config
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -16,14 +18,16 @@ __all__ = ["handle_leader_and_isr"]
 async def handle_leader_and_isr(
     ctx: BrokerContext, header: RequestHeader, request: LeaderAndIsrRequest
 ) -> LeaderAndIsrResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # controllers only
+        return LeaderAndIsrResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return LeaderAndIsrResponse(refused)
-    topic_configs = {}
+    topic_configs: dict[str, dict[str, str]] = {}
     async with ctx.config_lock:  # see broker/config_changes.py
         if ctx.zk is not None:
-            for topic in {s.topic_name for s in request.partition_states}:
-                topic_configs[topic] = await ctx.zk.run(get_topic_config(topic))
+            topics = {s.topic_name for s in request.partition_states}
+            topic_configs, _ = await run_each(ctx.zk, {t: get_topic_config(t) for t in topics})
         outcome = apply_leader_and_isr(ctx.state, request, topic_configs, ctx.now_ms())
     ctx.change_followers(outcome.followers)
     ctx.wake(outcome.wake)

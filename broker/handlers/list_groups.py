@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
@@ -16,4 +17,11 @@ async def handle_list_groups(
     if ctx.group_coordinator is None:
         return ListGroupsResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     groups = ctx.group_coordinator.core.list_groups(request.states_filter)
+    # Kafka: DESCRIBE on the cluster lists every group, else those the principal may describe.
+    if ctx.authorizing and not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        groups = [
+            g
+            for g in groups
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return ListGroupsResponse(ErrorCode.NONE, tuple(groups))

@@ -11,6 +11,7 @@ replica's log end offset while a follower catches up.
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.partition import DEBUG_REPLICA_ID, Partition
 from broker.log.errors import LogStorageError
 from protocol.codec import RequestHeader
@@ -33,11 +34,23 @@ __all__ = ["handle_list_offsets"]
 async def handle_list_offsets(
     ctx: BrokerContext, header: RequestHeader, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
+    denied = {
+        t.name
+        for t in request.topics
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+    }
     return ListOffsetsResponse(
         tuple(
             ListOffsetsTopicResponse(
                 topic.name,
-                tuple(_one(ctx, topic.name, p, request.replica_id) for p in topic.partitions),
+                tuple(
+                    ListOffsetsPartitionResponse(
+                        p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    )
+                    if topic.name in denied
+                    else _one(ctx, topic.name, p, request.replica_id)
+                    for p in topic.partitions
+                ),
             )
             for topic in request.topics
         )

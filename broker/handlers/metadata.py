@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
+from broker.context import SESSION, BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from protocol.codec import RequestHeader
-from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.errors import ErrorCode
+from protocol.messages.metadata import MetadataRequest, MetadataResponse, MetadataTopic
 
 __all__ = ["handle_metadata"]
 
@@ -13,10 +15,28 @@ async def handle_metadata(
     ctx: BrokerContext, header: RequestHeader, request: MetadataRequest
 ) -> MetadataResponse:
     cache = ctx.metadata
+    # Addresses on the listener this request came in on (Kafka's MetadataCache by listener).
+    listener = SESSION.get().listener
+    brokers = cache.brokers_on(listener)
+    topics = cache.topic_metadata(request.topics, listener)
+    if ctx.authorizing:
+        # Kafka: topics not describable are left out of "all topics" and refused by name.
+        def describable(name: str) -> bool:
+            return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+        if request.topics is None:
+            topics = tuple(t for t in topics if describable(t.name))
+        else:
+            topics = tuple(
+                t
+                if describable(t.name)
+                else MetadataTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, t.name, ())
+                for t in topics
+            )
     return MetadataResponse(
-        brokers=tuple(cache.brokers[b] for b in sorted(cache.brokers)),
+        brokers=tuple(brokers[b] for b in sorted(brokers)),
         cluster_id=ctx.cluster_id,
         controller_id=cache.controller_id,
-        topics=cache.topic_metadata(request.topics),
+        topics=topics,
         controller_epoch=cache.controller_epoch,
     )

@@ -3,13 +3,18 @@ once committed (acks=all)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import (
     OffsetCommitPartitionResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetCommitTopic,
     OffsetCommitTopicResponse,
 )
 
@@ -20,20 +25,36 @@ async def handle_offset_commit(
     ctx: BrokerContext, header: RequestHeader, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     coordinator = ctx.group_coordinator
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _all(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if coordinator is None:
-        return OffsetCommitResponse(
-            tuple(
-                OffsetCommitTopicResponse(
-                    t.name,
-                    tuple(
-                        OffsetCommitPartitionResponse(
-                            p.partition_index, ErrorCode.COORDINATOR_NOT_AVAILABLE
-                        )
-                        for p in t.partitions
-                    ),
-                )
-                for t in request.topics
-            )
-        )
+        return _all(request.topics, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    # Kafka: READ on each topic; the others are refused and the rest committed.
+    denied = [
+        t
+        for t in request.topics
+        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name)
+    ]
+    if denied:
+        allowed = tuple(t for t in request.topics if t not in denied)
+        refused = _all(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if not allowed:
+            return refused
+        request = replace(request, topics=allowed)
     decision = coordinator.core.commit(request, coordinator.topics(), ctx.now_ms())
-    return await coordinator.write(decision)
+    response: OffsetCommitResponse = await coordinator.write(decision)
+    if denied:
+        response = replace(response, topics=response.topics + refused.topics)
+    return response
+
+
+def _all(topics: Sequence[OffsetCommitTopic], code: ErrorCode) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        tuple(
+            OffsetCommitTopicResponse(
+                t.name,
+                tuple(OffsetCommitPartitionResponse(p.partition_index, code) for p in t.partitions),
+            )
+            for t in topics
+        )
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import trio
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.produce import (
     append_produce,
     check_waiting,
@@ -22,7 +23,14 @@ __all__ = ["handle_produce"]
 async def handle_produce(
     ctx: BrokerContext, header: RequestHeader, request: ProduceRequest
 ) -> ProduceResponse | None:
-    append = append_produce(ctx.state, request, ctx.now_ms())
+    denied: frozenset[str] = frozenset()
+    if ctx.authorizing:
+        denied = frozenset(
+            t.name
+            for t in request.topic_data
+            if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+        )
+    append = append_produce(ctx.state, request, ctx.now_ms(), denied=denied)
     ctx.wake(append.wake)
     if request.acks == 0:
         return None
@@ -32,6 +40,6 @@ async def handle_produce(
         check_waiting(ctx.state, append)
         if not append.waiting or trio.current_time() >= deadline or gave_up:
             break
-        gave_up = not await ctx.purgatory.wait(list(append.waiting), deadline)
+        gave_up = not await ctx.purgatory.wait(list(append.waiting), deadline, "produce")
     time_out(append)
     return produce_response(request, append)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.core.authorizer import AclOperation
 from broker.core.controller_requests import apply_stop_replica
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -15,6 +16,8 @@ __all__ = ["handle_stop_replica"]
 async def handle_stop_replica(
     ctx: BrokerContext, header: RequestHeader, request: StopReplicaRequest
 ) -> StopReplicaResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # controllers only
+        return StopReplicaResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
     if refused != ErrorCode.NONE:
         return StopReplicaResponse(refused)

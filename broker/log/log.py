@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ from broker.log.validator import (
     raise_batch_too_large,
     validate_batches,
 )
+from broker.stats import Timings
 from protocol.errors import HighwaterError, InvalidRecordError
 from protocol.record_check import check_records
 from protocol.records import (
@@ -99,6 +101,8 @@ class Log:
     # The segment type every segment of this log is made of (the simulator's disk fails some
     # writes of its own subclass).
     segment_class: type[LogSegment] = LogSegment
+    # Where flushes are timed (Kafka's LogFlushRateAndTimeMs); the LogManager sets its own.
+    flush_timer: Timings | None = None
 
     def __init__(
         self,
@@ -712,12 +716,15 @@ class Log:
 
         The active segment's indexes are fsynced only with `indexes` (clean shutdown): after a
         crash recovery rebuilds them from the log, which is what the fsync here protects."""
+        started = time.perf_counter()
         active = self._segments[-1]
         for segment in self._segments:
             if segment is active:
                 segment.flush(indexes=indexes)
             elif segment.next_offset > self.recovery_point:
                 segment.flush()
+        if self.flush_timer is not None:
+            self.flush_timer.observe(time.perf_counter() - started)
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._last_flush_ms = now_ms

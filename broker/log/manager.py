@@ -25,6 +25,7 @@ from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile,
 from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError, is_transient
 from broker.log.log import Log
+from broker.stats import Timings
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -80,6 +81,7 @@ class LogManager:
         self.offline_logs: dict[TopicPartition, str] = {}
         # Called with the partitions that just went offline (the replica manager's hook).
         self.on_offline: Callable[[list[TopicPartition]], None] | None = None
+        self.flush_timer = Timings()  # every log's flushes (the metrics read it)
         self._logger = structlog.get_logger("highwater.log_manager")
 
     # -- start and stop --------------------------------------------------------------------
@@ -132,6 +134,8 @@ class LogManager:
                 )
             except OSError as exc:  # this log's files: it alone is offline
                 self.fail_log(tp, exc)
+                continue
+            self.logs[tp].flush_timer = self.flush_timer
         # Only now, with every log recovered, is a crash "unclean" from here on.
         marker.unlink(missing_ok=True)
         self._logger.info(
@@ -201,6 +205,7 @@ class LogManager:
         except OSError as exc:
             self.fail_dir(log_dir, exc)
             raise LogStorageError(self.offline_logs[tp]) from exc
+        log.flush_timer = self.flush_timer
         self.logs[tp] = log
         return log
 

@@ -12,6 +12,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -25,13 +26,16 @@ from client.errors import (
 )
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
+from client.security import ClientSecurity
 from protocol.errors import ErrorCode
 
 __all__ = [
     "BOOTSTRAP_ENV",
+    "COMMAND_CONFIG_ENV",
     "DEFAULT_BOOTSTRAP",
     "bootstrap_option",
     "check_topics",
+    "cli_security",
     "exception_leaves",
     "fail",
     "parse_bootstrap",
@@ -40,6 +44,8 @@ __all__ = [
 ]
 
 BOOTSTRAP_ENV = "HIGHWATER_BOOTSTRAP"
+COMMAND_CONFIG_ENV = "HIGHWATER_COMMAND_CONFIG"
+_SECURITY_KEY = "highwater.security"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(?P<port>\d{1,5})$")
 
@@ -68,6 +74,7 @@ def _check_bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> 
 
 
 def bootstrap_option(func: F) -> F:
+    """-b/--bootstrap-server, and --command-config FILE: how to secure the connections."""
     option = click.option(
         "-b",
         "--bootstrap-server",
@@ -80,7 +87,37 @@ def bootstrap_option(func: F) -> F:
         metavar="HOST:PORT[,...]",
         help="Brokers to bootstrap from.",
     )
-    return option(func)
+    config = click.option(
+        "--command-config",
+        "command_config",
+        envvar=COMMAND_CONFIG_ENV,
+        show_envvar=True,
+        expose_value=False,
+        callback=_load_command_config,
+        metavar="FILE",
+        help="Client properties (Kafka's names: security.protocol, sasl.mechanism, "
+        "sasl.username, sasl.password or sasl.jaas.config, ssl.truststore.location, ...).",
+    )
+    return config(option(func))
+
+
+def _load_command_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if not value:
+        return
+    from client.cli.properties import read_properties_file  # it imports this module
+
+    try:
+        properties = read_properties_file(Path(value))
+        security = ClientSecurity.from_properties(properties)
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    ctx.meta[_SECURITY_KEY] = security
+
+
+def cli_security() -> ClientSecurity | None:
+    """The security of this command's connections (--command-config), None: PLAINTEXT."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_SECURITY_KEY)
 
 
 class _ExitError(click.ClickException):

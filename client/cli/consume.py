@@ -2,7 +2,9 @@
 
 One Metadata round first (`check_topics`): no broker or no topic fails once, at once. Then
 every partition is placed by `-o` (offsets.py) and read until --max-messages, the stop offsets
-(-e, e@TIME), or Ctrl-C/SIGTERM, which end it quietly with the summary line (exit 0).
+(-e, e@TIME), or Ctrl-C/SIGTERM, which end it quietly with the summary line (exit 0). With
+--group G the group assigns the partitions and they resume from its committed offsets
+(consume_group.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any, BinaryIO
 import click
 import trio
 
-from client.cli.common import bootstrap_option, check_topics, run_client
+from client.cli.common import bootstrap_option, check_topics, cli_security, run_client
+from client.cli.consume_group import COMMIT_TIMEOUT_MS, GroupProgress, consume_in_group
 from client.cli.format import (
     DEFAULT_FORMAT,
     FormatError,
@@ -41,6 +44,11 @@ _MAX_POLL_RECORDS = 500
 @dataclass
 class _Progress:
     count: int = 0
+    group: GroupProgress | None = None
+
+    def add(self, records: int) -> int:
+        self.count += records
+        return self.count
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,7 @@ class _Options:
     offsets: OffsetSpec
     exit_at_end: bool
     max_messages: int | None
+    group: str | None = None
 
 
 def _json_line(record: RecordView) -> bytes:
@@ -95,8 +104,15 @@ async def _consume(
     """Print records until --max-messages, the stop offsets, or a signal, counting them."""
     interrupts = Interrupts()
     timeout_ms = settings["default_api_timeout_ms"]
-    async with Consumer(bootstrap, **settings) as consumer, trio.open_nursery() as nursery:
+    async with (
+        Consumer(bootstrap, security=cli_security(), **settings) as consumer,
+        trio.open_nursery() as nursery,
+    ):
         await nursery.start(interrupts.watch)
+        if progress.group is not None:
+            await _consume_in_group(consumer, options, render, out, progress, interrupts)
+            nursery.cancel_scope.cancel()
+            return
         with interrupts.scope():
             tps = await _partitions(consumer, options, timeout_ms)
             consumer.assign(tps)
@@ -105,6 +121,38 @@ async def _consume(
             stops = await stop_offsets(consumer, tps, options.offsets.stop_ms, options.exit_at_end)
             await _poll_and_print(consumer, options, stops, render, out, progress)
         nursery.cancel_scope.cancel()
+
+
+async def _consume_in_group(
+    consumer: Consumer,
+    options: _Options,
+    render: Callable[[RecordView], bytes],
+    out: BinaryIO,
+    progress: _Progress,
+    interrupts: Interrupts,
+) -> None:
+    group = progress.group
+    assert group is not None
+    with interrupts.scope():
+        if options.pattern is None:
+            await check_topics(
+                consumer.metadata, list(options.topics), consumer.default_api_timeout_ms
+            )
+        await consume_in_group(
+            consumer,
+            options.topics,
+            options.pattern,
+            options.offsets.stop_ms,
+            options.exit_at_end,
+            options.max_messages,
+            render,
+            out,
+            group,
+            progress.add,
+        )
+    # Also after Ctrl-C: what was printed is committed, so the next run starts after it.
+    with trio.move_on_after(COMMIT_TIMEOUT_MS / 1000 + 1):
+        await group.commit_printed(consumer)
 
 
 async def _poll_and_print(
@@ -150,6 +198,12 @@ async def _poll_and_print(
 @click.argument("topics", nargs=-1)
 @click.option("--pattern", help="Consume every topic whose whole name matches this regex.")
 @click.option("--partition", type=click.IntRange(min=0), help="Only this partition (one topic).")
+@click.option(
+    "--group",
+    help="Consume as a member of this consumer group: the group assigns the partitions, "
+    "they start at its committed offsets (none: auto.offset.reset, -o beginning|end), and "
+    "what is printed is committed, so the next run continues after it.",
+)
 @click.option(
     "-o",
     "--offset",
@@ -198,6 +252,7 @@ def consume(
     topics: tuple[str, ...],
     pattern: str | None,
     partition: int | None,
+    group: str | None,
     offset_values: tuple[str, ...],
     from_beginning: bool,
     from_timestamp: str | None,
@@ -209,6 +264,11 @@ def consume(
 ) -> None:
     """Print the records of TOPICS (all partitions unless --partition) to stdout; the summary
     goes to stderr. Ctrl-C ends it with the summary, exit 0."""
+    try:
+        settings = parse_properties(properties, CONSUMER_PROPERTIES, "consumer")
+    except PropertyError as exc:
+        raise click.BadParameter(str(exc), param_hint="-X") from exc
+    group = group or settings.pop("group_id", None)
     options = _options(
         topics,
         pattern,
@@ -218,6 +278,7 @@ def consume(
         from_timestamp,
         exit_at_end,
         max_messages,
+        group,
     )
     if json_output and fmt is not None:
         raise click.UsageError("--format and --json cannot be combined")
@@ -227,17 +288,26 @@ def consume(
             render = compile_format(DEFAULT_FORMAT if fmt is None else fmt)
         except FormatError as exc:
             raise click.BadParameter(str(exc), param_hint="--format") from exc
-    try:
-        settings = parse_properties(properties, CONSUMER_PROPERTIES, "consumer")
-    except PropertyError as exc:
-        raise click.BadParameter(str(exc), param_hint="-X") from exc
     bootstrap = settings.pop("bootstrap", bootstrap)
     settings = {"client_id": "highwater-cli", "default_api_timeout_ms": API_TIMEOUT_MS, **settings}
-    out = sys.stdout.buffer
     progress = _Progress()
+    if options.group is not None:
+        # The CLI commits exactly what it printed itself (consume_group.py), not positions.
+        progress.group = GroupProgress(options.group, settings.pop("enable_auto_commit", True))
+        settings["group_id"] = options.group
+        settings["enable_auto_commit"] = False
+        if "auto_offset_reset" not in settings:
+            start = options.offsets.start.kind
+            settings["auto_offset_reset"] = "earliest" if start == "beginning" else "latest"
+    else:
+        for name in ("enable_auto_commit", "group_instance_id", "group_remote_assignor"):
+            if name in settings:
+                raise click.UsageError(f"-X {_KAFKA_NAMES[name]} needs --group")
+    out = sys.stdout.buffer
 
     def summary() -> None:
         click.echo(f"Processed a total of {progress.count} messages", err=True)
+        group_summary(progress.group)
 
     try:
         run_client(
@@ -259,6 +329,37 @@ def consume(
         os.dup2(devnull, sys.stdout.fileno())
         return
     summary()
+    if progress.group is not None and progress.group.commit_error is not None:
+        sys.exit(1)
+
+
+_KAFKA_NAMES = {argument: name for name, (argument, _) in CONSUMER_PROPERTIES.items()}
+_SHOWN_COMMITS = 10
+
+
+def group_summary(group: GroupProgress | None) -> None:
+    """The group's committed offsets (stderr), or why the last commit failed."""
+    if group is None:
+        return
+    if group.commit_error is not None:
+        click.echo(
+            f"Warning: the offsets of group {group.group} were not committed: "
+            f"{group.commit_error}; a new run prints those records again",
+            err=True,
+        )
+        return
+    if not group.commit:
+        click.echo(f"Group {group.group}: nothing committed (enable.auto.commit=false)", err=True)
+        return
+    if not group.committed:
+        return
+    shown = sorted(group.committed.items())
+    text = ", ".join(f"{tp.topic}-{tp.partition}={offset}" for tp, offset in shown[:_SHOWN_COMMITS])
+    more = len(shown) - _SHOWN_COMMITS
+    click.echo(
+        f"Group {group.group} committed: {text}" + (f" (and {more} more)" if more > 0 else ""),
+        err=True,
+    )
 
 
 def _options(
@@ -270,6 +371,7 @@ def _options(
     from_timestamp: str | None,
     exit_at_end: bool,
     max_messages: int | None,
+    group: str | None = None,
 ) -> _Options:
     """The flags checked and combined (UsageError / BadParameter: exit 2)."""
     if bool(topics) == bool(pattern):
@@ -295,8 +397,17 @@ def _options(
         spec = parse_offsets(values)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="-o") from exc
-    if spec.start.kind == "stored":
-        raise click.UsageError(
-            "-o stored needs a consumer group (--group), and consumer groups are not available yet"
-        )
-    return _Options(topics, pattern, partition, spec, exit_at_end, max_messages)
+    if group is not None:
+        if partition is not None:
+            raise click.UsageError(
+                "--partition cannot be combined with --group (the group assigns)"
+            )
+        if spec.start.kind not in ("beginning", "end", "stored"):
+            raise click.UsageError(
+                "with --group, partitions start at the group's committed offsets: -o N, -N and "
+                "s@TIME do not apply (`highwater groups reset-offsets` moves them); -o beginning "
+                "or end says where a partition without one starts"
+            )
+    elif spec.start.kind == "stored":
+        raise click.UsageError("-o stored (the group's committed offsets) needs --group GROUP")
+    return _Options(topics, pattern, partition, spec, exit_at_end, max_messages, group)

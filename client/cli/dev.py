@@ -54,10 +54,13 @@ def dev() -> None:
 )
 @click.option(
     "--base-port",
-    type=click.IntRange(1, 65535 - 64),
+    type=click.IntRange(1, 65535 - 64 - local_cluster.METRICS_PORT_OFFSET),
     default=local_cluster.DEFAULT_BASE_PORT,
     show_default=True,
-    help="Port of broker 1; broker N listens on base-port + N - 1.",
+    help=(
+        "Port of broker 1; broker N listens on base-port + N - 1, its metrics and status "
+        f"page on base-port + {local_cluster.METRICS_PORT_OFFSET} + N - 1."
+    ),
 )
 @click.option(
     "--zk-port",
@@ -74,7 +77,15 @@ def dev() -> None:
     show_default=True,
     help="Seconds to wait for the cluster to answer.",
 )
-def up(root: Path, brokers: int, base_port: int, zk_port: int, timeout_s: float) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="SASL_SSL on the client ports (a generated CA), SCRAM users, ACLs on, an admin user; "
+    "prints the client settings.",
+)
+def up(
+    root: Path, brokers: int, base_port: int, zk_port: int, timeout_s: float, secure: bool
+) -> None:
     """Start ZooKeeper and the brokers in the background (keeping what already runs)."""
     with _readable_errors():
         local_cluster.up(
@@ -84,6 +95,7 @@ def up(root: Path, brokers: int, base_port: int, zk_port: int, timeout_s: float)
             zk_port=zk_port,
             echo=click.echo,
             timeout_s=timeout_s,
+            secure=secure,
         )
 
 

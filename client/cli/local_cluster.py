@@ -22,6 +22,8 @@ from typing import assert_never
 
 import trio
 
+from client.admin import Admin
+from client.cli import local_security
 from client.cli.zookeeper_server import (
     PortInUseError,
     ZooKeeperServer,
@@ -30,7 +32,10 @@ from client.cli.zookeeper_server import (
     port_free,
     stop_pid,
 )
+from client.errors import HighwaterClientError
 from client.network import BrokerConnectionError, connect
+from client.security import ClientSecurity
+from client.security_admin import upsert_user
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = [
@@ -39,6 +44,7 @@ __all__ = [
     "DEFAULT_BROKERS",
     "DEFAULT_DIR",
     "DEFAULT_ZK_PORT",
+    "METRICS_PORT_OFFSET",
     "ClusterError",
     "ClusterLayout",
     "Probe",
@@ -58,6 +64,9 @@ __all__ = [
 DEFAULT_DIR = Path(".local-cluster")
 DEFAULT_ZK_PORT = 2181
 DEFAULT_BASE_PORT = 9092
+# Broker N's metrics listener (/metrics and the status page) is on base-port + 552 + N - 1:
+# 9644 for broker 1 by default (the port Redpanda's admin API made familiar).
+METRICS_PORT_OFFSET = 552
 DEFAULT_BROKERS = 3
 ZK_HOST = "127.0.0.1"
 BROKER_HOST = "127.0.0.1"
@@ -116,12 +125,27 @@ class ClusterLayout:
     brokers: int = DEFAULT_BROKERS
     base_port: int = DEFAULT_BASE_PORT
     zk_port: int = DEFAULT_ZK_PORT
+    # SASL_SSL on the client ports, SASL_PLAINTEXT between brokers, ACLs (local_security.py).
+    secure: bool = False
 
     def broker_ids(self) -> range:
         return range(1, self.brokers + 1)
 
     def broker_port(self, broker_id: int) -> int:
         return self.base_port + broker_id - 1
+
+    def internal_port(self, broker_id: int) -> int:
+        """A secured cluster's inter-broker listener: the ports after the client ones."""
+        return self.base_port + self.brokers + broker_id - 1
+
+    def probe_security(self) -> ClientSecurity | None:
+        return local_security.broker_security(self.root) if self.secure else None
+
+    def metrics_port(self, broker_id: int) -> int:
+        return self.base_port + METRICS_PORT_OFFSET + broker_id - 1
+
+    def status_page(self, broker_id: int) -> str:
+        return f"http://{BROKER_HOST}:{self.metrics_port(broker_id)}/"
 
     def broker_dir(self, broker_id: int) -> Path:
         return self.root / f"broker-{broker_id}"
@@ -141,7 +165,12 @@ class ClusterLayout:
         return ",".join(f"{BROKER_HOST}:{self.broker_port(b)}" for b in self.broker_ids())
 
     def to_json(self) -> str:
-        fields = {"brokers": self.brokers, "base_port": self.base_port, "zk_port": self.zk_port}
+        fields = {
+            "brokers": self.brokers,
+            "base_port": self.base_port,
+            "zk_port": self.zk_port,
+            "secure": self.secure,
+        }
         return json.dumps(fields) + "\n"
 
 
@@ -150,7 +179,11 @@ def load_layout(root: Path) -> ClusterLayout | None:
     try:
         saved = json.loads((root / LAYOUT_FILE).read_text())
         return ClusterLayout(
-            root, int(saved["brokers"]), int(saved["base_port"]), int(saved["zk_port"])
+            root,
+            int(saved["brokers"]),
+            int(saved["base_port"]),
+            int(saved["zk_port"]),
+            bool(saved.get("secure", False)),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -163,12 +196,23 @@ def broker_properties(layout: ClusterLayout, broker_id: int) -> str:
         "broker.id": broker_id,
         "listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
         "advertised.listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
+        "metrics.listener": f"http://{BROKER_HOST}:{layout.metrics_port(broker_id)}",
         "zookeeper.connect": layout.zk_connect,
         "zookeeper.session.timeout.ms": 6000,
         "log.dirs": layout.broker_dir(broker_id) / "data",
         "num.partitions": 1,
         "default.replication.factor": 1,
+        # Kafka waits for this many live brokers before creating __consumer_offsets.
+        "offsets.topic.replication.factor": min(3, layout.brokers),
     }
+    if layout.secure:
+        settings.update(
+            local_security.broker_settings(
+                layout.root,
+                f"{BROKER_HOST}:{port}",
+                f"{BROKER_HOST}:{layout.internal_port(broker_id)}",
+            )
+        )
     lines = ["# Written by `highwater dev up`; rewritten on every start of this broker."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
@@ -199,11 +243,17 @@ def up(
     zk_port: int = DEFAULT_ZK_PORT,
     echo: Echo = print,
     timeout_s: float = START_TIMEOUT_S,
+    secure: bool = False,
 ) -> ClusterLayout:
     """Start what is not running yet (keeping what is); wait until the whole cluster answers."""
     root = root.resolve()
     root.mkdir(parents=True, exist_ok=True)
-    layout = _layout_for_up(ClusterLayout(root, brokers, base_port, zk_port))
+    layout = _layout_for_up(ClusterLayout(root, brokers, base_port, zk_port, secure))
+    if secure:
+        try:
+            local_security.ensure_secrets(root)
+        except (local_security.SecureSetupError, OSError) as exc:
+            raise ClusterError(str(exc)) from exc
     specs = cluster_specs(layout, timeout_s)
     _check_ports_free(layout, specs)
     (root / LAYOUT_FILE).write_text(layout.to_json())
@@ -211,16 +261,51 @@ def up(
         _ensure_started(spec, layout, echo, timeout_s)
     _wait_cluster_ready(layout, specs, timeout_s)
     echo(f"ZooKeeper: {layout.zk_connect}; {layout.brokers} broker(s): {layout.bootstrap}")
+    if secure:
+        _set_up_admin(layout, echo)
+        return layout
     echo(f"Pid files, data and logs are in {root}.")
+    echo(f"Status page: {layout.status_page(1)} (any broker's; /metrics for Prometheus)")
     echo("")
     echo("The cluster is ready. Try (every broker in the bootstrap list: any one may be down):")
     echo(f"  export HIGHWATER_BOOTSTRAP={layout.bootstrap}")
     echo("  highwater cluster describe")
-    echo("  highwater topics create demo --partitions 6 --replication-factor 1")
+    replicas = min(3, layout.brokers)  # Kafka's guarantees need replicas
+    echo(f"  highwater topics create demo --partitions 6 --replication-factor {replicas}")
     echo("  seq 10 | highwater produce demo")
     echo("  highwater consume demo --from-beginning --exit-at-end")
     echo("Check it with `highwater dev status`, stop it with `highwater dev down`.")
     return layout
+
+
+def _set_up_admin(layout: ClusterLayout, echo: Echo) -> None:
+    """The admin user (created as the brokers' own super user), and the client settings."""
+
+    async def create() -> None:
+        async with Admin(layout.bootstrap, security=layout.probe_security()) as admin:
+            password = local_security.admin_security(layout.root).password
+            assert password is not None
+            await upsert_user(admin, local_security.ADMIN_USER, password)
+
+    try:
+        trio.run(create)
+    except (HighwaterClientError, BrokerConnectionError, OSError) as exc:
+        raise ClusterError(f"could not create the admin user: {exc}") from exc
+    properties = local_security.write_client_properties(layout.root)
+    echo("SASL_SSL on the client ports (SCRAM-SHA-256/512, PLAIN), ACLs on; a CA in")
+    echo(f"{layout.root / 'tls'}. The admin user (a super user) logs in with {properties}:")
+    echo("")
+    for line in properties.read_text().splitlines()[1:]:
+        echo(f"  {line}")
+    echo("")
+    echo("Try:")
+    echo(f"  export HIGHWATER_BOOTSTRAP={layout.bootstrap}")
+    echo(f"  export HIGHWATER_COMMAND_CONFIG={properties}")
+    echo("  highwater users add alice")
+    echo("  highwater topics create demo --partitions 6 --replication-factor 3")
+    echo("  highwater acls add --allow-principal User:alice --producer --topic demo")
+    echo("  seq 10 | highwater produce demo")
+    echo("Check it with `highwater dev status`, stop it with `highwater dev down`.")
 
 
 def down(root: Path = DEFAULT_DIR, echo: Echo = print, timeout_s: float = STOP_TIMEOUT_S) -> None:
@@ -239,6 +324,8 @@ def status(root: Path = DEFAULT_DIR, echo: Echo = print) -> bool:
         healthy = healthy and result.state is ProcessState.RUNNING
         pid = "-" if result.pid is None else str(result.pid)
         echo(f"{spec.name}: {result.state.value}, pid {pid}, {spec.address}")
+    pages = ", ".join(layout.status_page(b) for b in layout.broker_ids())
+    echo(f"status pages (and /metrics): {pages}")
     return healthy
 
 
@@ -288,18 +375,26 @@ def _layout_for_up(requested: ClusterLayout) -> ClusterLayout:
 
 def _check_ports_free(layout: ClusterLayout, specs: list[ProcessSpec]) -> None:
     """Fail before starting anything if a port we need belongs to a process we did not start."""
-    ports = {"zookeeper": layout.zk_port}
-    ports.update({f"broker-{b}": layout.broker_port(b) for b in layout.broker_ids()})
+    ports = {"zookeeper": [layout.zk_port]}
+    ports.update(
+        {
+            f"broker-{b}": [layout.broker_port(b), layout.metrics_port(b)]
+            for b in layout.broker_ids()
+        }
+    )
+    if layout.secure:
+        for b in layout.broker_ids():
+            ports[f"broker-{b}"].append(layout.internal_port(b))
     for spec in specs:
         if probe(spec).state in (ProcessState.RUNNING, ProcessState.NOT_ANSWERING):
             continue  # ours, from an earlier `up`
-        port = ports[spec.name]
-        if not port_free(BROKER_HOST, port):
-            option = "--zk-port" if spec.name == "zookeeper" else "--base-port"
-            raise ClusterError(
-                f"cannot start {spec.label}: port {port} is already in use by another process; "
-                f"stop that process or choose other ports with {option}"
-            )
+        for port in ports[spec.name]:
+            if not port_free(BROKER_HOST, port):
+                option = "--zk-port" if spec.name == "zookeeper" else "--base-port"
+                raise ClusterError(
+                    f"cannot start {spec.label}: port {port} is already in use by another "
+                    f"process; stop that process or choose other ports with {option}"
+                )
 
 
 # --- starting and stopping ----------------------------------------------------------------
@@ -348,7 +443,9 @@ def _not_ready(layout: ClusterLayout, specs: list[ProcessSpec]) -> str:
                 return "ZooKeeper does not answer"
             continue
         broker_id = int(spec.name.removeprefix("broker-"))
-        metadata = fetch_metadata(BROKER_HOST, layout.broker_port(broker_id))
+        metadata = fetch_metadata(
+            BROKER_HOST, layout.broker_port(broker_id), security=layout.probe_security()
+        )
         if metadata is None:
             return f"{spec.label} does not answer on {spec.address}"
         seen = {b.node_id for b in metadata.brokers}
@@ -380,12 +477,18 @@ def _ensure_stopped(spec: ProcessSpec, echo: Echo, timeout_s: float) -> None:
 # --- brokers --------------------------------------------------------------------------------
 
 
-def fetch_metadata(host: str, port: int, timeout_s: float = 2.0) -> MetadataResponse | None:
+def fetch_metadata(
+    host: str, port: int, timeout_s: float = 2.0, security: ClientSecurity | None = None
+) -> MetadataResponse | None:
     """One Metadata request (no topics) to host:port; None if it does not answer in time."""
 
     async def ask() -> MetadataResponse:
         conn = await connect(
-            host, port, client_id="highwater-dev", timeout_ms=int(timeout_s * 1000)
+            host,
+            port,
+            client_id="highwater-dev",
+            timeout_ms=int(timeout_s * 1000),
+            security=security,
         )
         try:
             response: MetadataResponse = await conn.request(
@@ -432,7 +535,9 @@ def _broker_spec(layout: ClusterLayout, broker_id: int) -> ProcessSpec:
         address=f"{BROKER_HOST}:{port}",
         marker=str(config_path),
         start=start,
-        answers=lambda: fetch_metadata(BROKER_HOST, port) is not None,
+        answers=lambda: (
+            fetch_metadata(BROKER_HOST, port, security=layout.probe_security()) is not None
+        ),
         log_path=log_path,
     )
 

@@ -1,10 +1,10 @@
 """The `highwater` command line: the entry point and the commands too small for a module.
 
-Client commands (topics, configs, produce, consume, cluster describe, elect-leaders, reassign,
-perf) live in the other modules of client/cli/; `dev` (the local cluster) in client/cli/dev.py.
-`broker` is here because this is the one client-side module allowed to import the broker (see
-pyproject's import contracts). An unexpected error prints one line and a hint; with
-HIGHWATER_DEBUG=1 its traceback.
+Client commands (topics, configs, produce, consume, groups, cluster describe, elect-leaders,
+reassign, perf) live in the other modules of client/cli/; `dev` (the local cluster) in
+client/cli/dev.py. `broker` is here because this is the one client-side module allowed to import
+the broker (see pyproject's import contracts). An unexpected error prints one line and a hint;
+with HIGHWATER_DEBUG=1 its traceback.
 """
 
 from __future__ import annotations
@@ -17,16 +17,19 @@ from typing import Any
 import click
 import trio
 
+from client.cli.acls import acls
 from client.cli.common import exception_leaves, readable_client_errors
 from client.cli.configs import configs
 from client.cli.consume import consume
 from client.cli.dev import dev
 from client.cli.dump_log import dump_file
 from client.cli.elect import elect_leaders
+from client.cli.groups import groups
 from client.cli.perf import perf
 from client.cli.produce import produce
 from client.cli.reassign import reassign
 from client.cli.topics import cluster, topics
+from client.cli.users import users
 
 __all__ = ["main"]
 
@@ -73,11 +76,14 @@ main.add_command(topics)
 main.add_command(produce)
 main.add_command(consume)
 main.add_command(cluster)
+main.add_command(groups)
 main.add_command(perf)
 main.add_command(dev)
 main.add_command(elect_leaders)
 main.add_command(reassign)
 main.add_command(configs)
+main.add_command(users)
+main.add_command(acls)
 
 
 @main.command()

@@ -147,8 +147,7 @@ async def seek_start(
                     )
         case "stored":
             raise HighwaterClientError(
-                "-o stored needs a consumer group (--group), and consumer groups are not "
-                "available yet"
+                "-o stored (the group's committed offsets) needs a consumer group (--group)"
             )
 
 

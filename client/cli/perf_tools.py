@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from client.cli.common import cli_security
 from client.consumer import Consumer
 from client.errors import HighwaterClientError, HighwaterTimeoutError
 from client.metadata import ClusterMetadata
@@ -261,6 +262,7 @@ async def run_produce_perf(
     )
     async with Producer(
         bootstrap,
+        security=cli_security(),
         acks=acks,
         batch_size=batch_size,
         linger_ms=linger_ms,
@@ -340,7 +342,7 @@ async def run_consume_perf(
     bootstrap: str, topic: str, *, messages: int, timeout_ms: int
 ) -> ConsumeResult:
     """Read `messages` records from the beginning of every partition of topic."""
-    async with Consumer(bootstrap, client_id="highwater-perf") as consumer:
+    async with Consumer(bootstrap, client_id="highwater-perf", security=cli_security()) as consumer:
         partitions = await consumer.partitions_for(topic)
         tps = [(topic, p) for p in partitions]
         consumer.assign(tps)
@@ -377,7 +379,7 @@ async def fetch_raw_batches(
     bootstrap: str, topic: str, ranges: Sequence[tuple[int, int, int]], max_bytes: int = MB
 ) -> list[bytes]:
     """The stored batches covering each (partition, first, next) range, as Fetch returns them."""
-    metadata = ClusterMetadata(bootstrap, client_id="highwater-perf")
+    metadata = ClusterMetadata(bootstrap, client_id="highwater-perf", security=cli_security())
     buffers: list[bytes] = []
     try:
         await metadata.wait_for_topic(topic, 10_000)
@@ -445,12 +447,13 @@ async def run_end_to_end_perf(
     async with (
         Producer(
             bootstrap,
+            security=cli_security(),
             acks=acks,
             linger_ms=linger_ms,
             enable_idempotence=enable_idempotence,
             client_id="highwater-e2e",
         ) as producer,
-        Consumer(bootstrap, client_id="highwater-e2e") as consumer,
+        Consumer(bootstrap, client_id="highwater-e2e", security=cli_security()) as consumer,
     ):
         await producer.partitions_for(topic)
         consumer.assign([(topic, 0)])

@@ -23,7 +23,7 @@ import click
 import trio
 from click.core import ParameterSource
 
-from client.cli.common import bootstrap_option, check_topics, fail, run_client
+from client.cli.common import bootstrap_option, check_topics, cli_security, fail, run_client
 from client.cli.format import EnvelopeError, ProducerInput, decode_envelope, split_key
 from client.cli.interrupts import Interrupts
 from client.cli.lines import LineSplitter, TooLong, unescape
@@ -122,7 +122,7 @@ async def _produce(
     max_block_ms = settings.get("max_block_ms", MAX_BLOCK_MS)
     warn = retry_warning(settings.get("delivery_timeout_ms", DELIVERY_TIMEOUT_MS))
     async with (
-        Producer(bootstrap, on_retry=warn, **settings) as producer,
+        Producer(bootstrap, on_retry=warn, security=cli_security(), **settings) as producer,
         trio.open_nursery() as nursery,
     ):
         abort = partial(producer.aclose, timeout_ms=0)

@@ -7,13 +7,21 @@ known ones (Kafka only warns, but a typo silently ignored is worse on a command 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from client.cli.common import parse_bootstrap
 from protocol.compression import codec_named
 
-__all__ = ["CONSUMER_PROPERTIES", "PRODUCER_PROPERTIES", "PropertyError", "parse_properties"]
+__all__ = [
+    "CONSUMER_PROPERTIES",
+    "PRODUCER_PROPERTIES",
+    "PropertyError",
+    "parse_properties",
+    "read_properties_file",
+]
 
 
 class PropertyError(ValueError):
@@ -41,6 +49,12 @@ def _compression(text: str) -> str:
 def _offset_reset(text: str) -> str:
     if text not in ("earliest", "latest", "none"):
         raise ValueError("expected earliest, latest or none")
+    return text
+
+
+def _non_empty(text: str) -> str:
+    if not text:
+        raise ValueError("must not be empty")
     return text
 
 
@@ -81,25 +95,27 @@ PRODUCER_PROPERTIES: Final[Mapping[str, tuple[str, Callable[[str], Any]]]] = {
     "retry.backoff.ms": ("retry_backoff_ms", _MS),
 }
 CONSUMER_PROPERTIES: Final[Mapping[str, tuple[str, Callable[[str], Any]]]] = {
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", _INT),
     "auto.offset.reset": ("auto_offset_reset", _offset_reset),
     "bootstrap.servers": ("bootstrap", _bootstrap),
     "client.id": ("client_id", str),
     "default.api.timeout.ms": ("default_api_timeout_ms", _INT),
+    "enable.auto.commit": ("enable_auto_commit", _boolean),
     "fetch.max.bytes": ("fetch_max_bytes", _INT),
     "fetch.max.wait.ms": ("fetch_max_wait_ms", _INT),
     "fetch.min.bytes": ("fetch_min_bytes", _INT),
+    "group.id": ("group_id", _non_empty),
+    "group.instance.id": ("group_instance_id", _non_empty),
+    "group.remote.assignor": ("group_remote_assignor", _non_empty),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _INT),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _INT),
     "max.poll.records": ("max_poll_records", _INT),
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),
     "retry.backoff.max.ms": ("retry_backoff_max_ms", _INT),
     "retry.backoff.ms": ("retry_backoff_ms", _INT),
 }
-_NOT_YET: Final = {
-    "group.id": "consumer groups are not available yet",
-    "enable.auto.commit": "consumer groups (and committed offsets) are not available yet",
-    "transactional.id": "transactions are not available",
-}
+_NOT_YET: Final = {"transactional.id": "transactions are not available"}
 
 
 def parse_properties(
@@ -122,3 +138,26 @@ def parse_properties(
         except ValueError as exc:
             raise PropertyError(f"{name}={text}: {exc}") from exc
     return kwargs
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """A java .properties file (Kafka's --command-config): `key=value` or `key: value`, `#`
+    and `!` comments, a trailing backslash continues the line; values trimmed. OSError if
+    unreadable, PropertyError on a line without a key."""
+    text = path.read_text(encoding="utf-8")
+    properties: dict[str, str] = {}
+    logical = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip() if not logical else line.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and (len(line) - len(line.rstrip("\\"))) % 2:
+            logical += line[:-1]
+            continue
+        logical += line
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)", logical)
+        if match is None:
+            raise PropertyError(f"{path} line {number}: expected key=value")
+        properties[match[1]] = match[2].strip()
+        logical = ""
+    return properties

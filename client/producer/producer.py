@@ -10,7 +10,7 @@ import contextlib
 import functools
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Final
 
@@ -34,6 +34,7 @@ from client.producer.batch import (
 )
 from client.producer.idempotence import IdempotenceState, idempotence_enabled
 from client.producer.sender import CloseResult, RetryNotice, Sender
+from client.security import ClientSecurity
 from protocol.compression import Compression, codec_named
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -77,6 +78,7 @@ class Producer:
         max_in_flight_requests_per_connection: int = 5,
         metadata_max_age_ms: int = 300_000,
         client_id: str = "highwater-producer",
+        security: ClientSecurity | Mapping[str, str] | None = None,
         partitioner: StickyPartitioner | None = None,
         on_retry: Callable[[RetryNotice], None] | None = None,
     ) -> None:
@@ -104,6 +106,7 @@ class Producer:
         self.metadata = ClusterMetadata(
             bootstrap,
             client_id=client_id,
+            security=security,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=int(retry_backoff_ms),
             metadata_max_age_ms=metadata_max_age_ms,
@@ -166,6 +169,12 @@ class Producer:
     def compression(self) -> Compression:
         """The codec every batch is compressed with (fixed for the producer's lifetime)."""
         return self._compression
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's producer metrics by name: record-send-total/-rate, record-error-rate,
+        record-retry-rate, batch-size-avg/-max, request-latency-avg/-max (ms), ...
+        (client/client_metrics.py)."""
+        return self._sender.metrics.snapshot()
 
     @property
     def producer_id(self) -> int:

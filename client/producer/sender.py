@@ -6,12 +6,14 @@ KIP-126), expiry, metadata refreshes, InitProducerId, and the idempotent produce
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 import trio
 
+from client.client_metrics import ProducerMetrics
 from client.errors import (
     ClientClosedError,
     HighwaterClientError,
@@ -150,6 +152,7 @@ class Sender:
         self._nursery: trio.Nursery | None = None
         self._closed = False
         self._close_result: CloseResult | None = None
+        self.metrics = ProducerMetrics()  # what Producer.metrics() reports
 
     @property
     def closed(self) -> bool:
@@ -352,12 +355,14 @@ class Sender:
     ) -> None:
         try:
             try:
+                started = time.monotonic()
                 response = await self._metadata.request(
                     node,
                     request,
                     timeout_ms=self._request_timeout_ms + _NETWORK_TIMEOUT_MARGIN_MS,
                     expect_response=self._acks != 0,
                 )
+                self.metrics.request_done(time.monotonic() - started)
             except BrokerConnectionError as exc:
                 self._metadata.request_update()
                 code = (
@@ -465,6 +470,7 @@ class Sender:
             goes_before = None if idempotence is None else idempotence.retry_goes_before(batch)
             self._accumulator.reenqueue(batch, now, self._retry_backoff_ms, goes_before)
             self._notice(batch.topic, batch.partition, error.name, now)
+            self.metrics.record_retries += batch.record_count
             return
         if retriable and now - batch.created_ms >= self._delivery_timeout_ms:
             error = self._expiry_error(batch, now)
@@ -601,8 +607,11 @@ class Sender:
         accumulator.incomplete.discard(batch)
         self._on_batch_done(batch)
         if error is not None:
+            self.metrics.record_errors += batch.record_count
             batch.fail(error)
         else:
+            size = len(batch.encoded) if batch.encoded is not None else batch.estimated_bytes
+            self.metrics.batch_done(batch.record_count, size)
             batch.complete(base_offset, log_append_time_ms)
 
 

@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 
 import trio
 
+from client.errors import HighwaterClientError
 from client.metadata import ClusterMetadata, list_offsets
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from client.spark.options import SourceOptions
 
-__all__ = ["OffsetSnapshot", "offsets_for_timestamp", "snapshot"]
+__all__ = ["OffsetSnapshot", "commit_for_lag", "offsets_for_timestamp", "snapshot"]
 
 REQUEST_TIMEOUT_MS = 30_000
+LAG_COMMIT_TIMEOUT_MS = 10_000  # a lag report never holds a micro-batch up for long
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ def _metadata(options: SourceOptions) -> ClusterMetadata:
         options.bootstrap_servers,
         client_id="highwater-spark",
         request_timeout_ms=REQUEST_TIMEOUT_MS,
+        security=dict(options.security),
     )
 
 
@@ -108,3 +111,31 @@ async def _offsets(
         return {}
     found = await list_offsets(metadata, wanted, timeout_ms=REQUEST_TIMEOUT_MS)
     return {TopicPartition(*tp): offset for tp, (offset, _) in found.items()}
+
+
+def commit_for_lag(options: SourceOptions, offsets: PartitionOffsets) -> str | None:
+    """Commit `offsets` to the option groupIdForLag's group from outside the group (as
+    `groups reset-offsets` does): only for `groups describe`'s lag. None, or why it failed."""
+    assert options.group_id_for_lag is not None
+    return trio.run(_commit_for_lag, options, options.group_id_for_lag, offsets)
+
+
+async def _commit_for_lag(
+    options: SourceOptions, group_id: str, offsets: PartitionOffsets
+) -> str | None:
+    from client.admin import Admin  # only for queries with groupIdForLag (import time)
+
+    try:
+        with trio.fail_after(LAG_COMMIT_TIMEOUT_MS / 1000):
+            async with Admin(
+                options.bootstrap_servers,
+                client_id="highwater-spark",
+                security=dict(options.security),
+                request_timeout_ms=LAG_COMMIT_TIMEOUT_MS,
+            ) as admin:
+                await admin.alter_group_offsets(
+                    group_id, {(tp.topic, tp.partition): o for tp, o in offsets.items()}
+                )
+    except (HighwaterClientError, trio.TooSlowError, OSError) as exc:
+        return str(exc) or type(exc).__name__
+    return None

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from client.security import SECURITY_PROPERTIES
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from protocol.compression import CODECS
 
@@ -54,6 +55,11 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    # Kafka's client security properties, from the `kafka.`-prefixed options, prefix removed.
+    security: tuple[tuple[str, str], ...] = ()
+    # groupIdForLag: each completed micro-batch's end offsets are committed to this consumer
+    # group, only so that `highwater groups describe` shows the query's lag (never read back).
+    group_id_for_lag: str | None = None
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the subscription (assign: its topics)."""
@@ -69,6 +75,7 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None = None
     compression: str = "none"  # Kafka's compression.type name
+    security: tuple[tuple[str, str], ...] = ()  # as SourceOptions.security
 
 
 _SOURCE_KEYS: Final = frozenset(
@@ -87,11 +94,12 @@ _SOURCE_KEYS: Final = frozenset(
         "failondataloss",
         "includeheaders",
         "kafkaconsumer.polltimeoutms",
+        "groupidforlag",
     }
-)
+) | frozenset(f"kafka.{p}" for p in SECURITY_PROPERTIES)
 _SINK_KEYS: Final = frozenset(
     {"bootstrap.servers", "kafka.bootstrap.servers", "topic", "kafka.compression.type"}
-)
+) | frozenset(f"kafka.{p}" for p in SECURITY_PROPERTIES)
 _SPELLED: Final = {
     name.lower(): name
     for name in (
@@ -109,10 +117,18 @@ _SPELLED: Final = {
         "failOnDataLoss",
         "includeHeaders",
         "kafkaConsumer.pollTimeoutMs",
+        "groupIdForLag",
         "topic",
         "kafka.compression.type",
+        *(f"kafka.{p}" for p in SECURITY_PROPERTIES),
     )
 }
+
+
+def _security(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The `kafka.`-prefixed security options (as Spark's Kafka source passes them on to its
+    consumers), the prefix removed."""
+    return tuple((p, options[f"kafka.{p}"]) for p in SECURITY_PROPERTIES if f"kafka.{p}" in options)
 
 
 def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -172,6 +188,13 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         if not streaming:
             raise OptionError("option 'maxOffsetsPerTrigger' is for streaming queries only")
         max_offsets = _int(options["maxoffsetspertrigger"], "maxOffsetsPerTrigger", minimum=1)
+    group_id_for_lag = None
+    if "groupidforlag" in options:
+        if not streaming:
+            raise OptionError("option 'groupIdForLag' is for streaming queries only")
+        group_id_for_lag = options["groupidforlag"].strip()
+        if not group_id_for_lag:
+            raise OptionError("option 'groupIdForLag' is empty")
     min_partitions = None
     if "minpartitions" in options:
         min_partitions = _int(options["minpartitions"], "minPartitions", minimum=1)
@@ -193,6 +216,8 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
             "kafkaConsumer.pollTimeoutMs",
             minimum=1,
         ),
+        security=_security(options),
+        group_id_for_lag=group_id_for_lag,
     )
 
 
@@ -206,7 +231,9 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         raise OptionError(
             f"option 'kafka.compression.type': {compression!r} is not one of {', '.join(CODECS)}"
         )
-    return SinkOptions(_bootstrap(options), topic.strip() if topic else None, compression)
+    return SinkOptions(
+        _bootstrap(options), topic.strip() if topic else None, compression, _security(options)
+    )
 
 
 def parse_offsets_json(text: str, option: str) -> PartitionOffsets:

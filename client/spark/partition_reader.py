@@ -69,6 +69,7 @@ class ReadSettings:
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int  # a fetch loop that makes no progress this long reports data loss
+    security: tuple[tuple[str, str], ...] = ()  # Kafka's client security properties
 
 
 def read_range(settings: ReadSettings, task: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -161,6 +162,7 @@ async def _fetch_loop(
         client_id="highwater-spark-reader",
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         retry_backoff_ms=RETRY_BACKOFF_MS,
+        security=dict(settings.security),
     )
     metadata.add_topics([task.tp.topic])
     error: Exception | None = None

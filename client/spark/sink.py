@@ -111,6 +111,7 @@ async def _produce(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> i
     async with Producer(
         options.bootstrap_servers,
         client_id="highwater-spark-writer",
+        security=dict(options.security),
         acks="all",
         enable_idempotence=True,
         batch_size=BATCH_SIZE_BYTES,

@@ -4,10 +4,13 @@ Driver side, the readers plan offset ranges from the cluster's high watermarks (
 consumers see only committed records); executor side, `read` fetches exactly [start, end) of
 one partition (partition_reader). Progress lives in Spark's checkpoint as Spark's Kafka
 offsets JSON; `commit()` is not relied on (it comes a batch late, and never for the last).
+With groupIdForLag, the end of each completed micro-batch is also committed to a consumer
+group, only for `highwater groups describe` (docs/spark.md, "Lag").
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["HighwaterDataSource", "HighwaterInputPartition"]
+
+_log = logging.getLogger("highwater.spark")
 
 
 class HighwaterDataSource(DataSource):
@@ -116,6 +121,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
+        security=options.security,
     )
     task = OffsetRange(
         TopicPartition(partition.topic, partition.partition), partition.start, partition.end
@@ -220,6 +226,8 @@ class HighwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self._target: PartitionOffsets | None = None  # availableNow: stop here
         self._initial: PartitionOffsets | None = None
+        self._lag_committed: PartitionOffsets | None = None  # groupIdForLag: last committed
+        self._lag_problem: str | None = None
 
     def initialOffset(self) -> dict[str, Any]:
         # Fixed at the first call, as in Spark's Kafka source: Spark asks more than once while
@@ -237,6 +245,9 @@ class HighwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target = dict(cluster.snapshot(self.options).latest)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        # Spark runs micro-batches one at a time: when it asks for the next end, the batch that
+        # ended at `start` is complete (or it is the query's first start, nothing read yet).
+        self._report_lag(start)
         begin = from_json(start)
         known = set(begin)
         snap = cluster.snapshot(self.options)
@@ -284,4 +295,25 @@ class HighwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return _read(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: progress is Spark's checkpoint, and this call comes a batch late."""
+        """Progress is Spark's checkpoint, and this call comes a batch late: only the lag
+        report (groupIdForLag), which latestOffset usually made already."""
+        self._report_lag(end)
+
+    def _report_lag(self, completed: dict[str, Any]) -> None:
+        """groupIdForLag: commit a completed micro-batch's end offsets, when they changed. A
+        failure is logged (once per kind of failure), never raised: lag is only a report."""
+        if self.options.group_id_for_lag is None:
+            return
+        offsets = {tp: o for tp, o in from_json(completed).items() if o >= 0}
+        if not offsets or offsets == self._lag_committed:
+            return
+        problem = cluster.commit_for_lag(self.options, offsets)
+        if problem is None:
+            self._lag_committed = offsets
+        elif problem != self._lag_problem:
+            _log.warning(
+                "groupIdForLag: could not commit the query's offsets to group %r: %s",
+                self.options.group_id_for_lag,
+                problem,
+            )
+        self._lag_problem = problem

@@ -5,6 +5,7 @@ docs/architecture.md ("The controller") describes its rules."""
 from __future__ import annotations
 
 from controller.core.effects import (
+    LEADER_ELECTED,
     PREFERRED_REPLICA_IMBALANCE,
     UNCLEAN_LEADER_ELECTION,
     AlterReassignmentsReply,
@@ -50,6 +51,7 @@ from controller.core.model import (
 
 __all__ = [
     "DELETE_PARTITION_LEADER_EPOCH",
+    "LEADER_ELECTED",
     "PREFERRED_REPLICA_IMBALANCE",
     "UNCLEAN_LEADER_ELECTION",
     "UNKNOWN_BROKER_EPOCH",

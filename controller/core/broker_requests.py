@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controller.core.effects import (
+    LEADER_ELECTED,
     UNCLEAN_LEADER_ELECTION,
     Effect,
     LogEvent,
@@ -172,6 +173,7 @@ def update_metadata(ctx: ControllerContext, deleted_topics: Iterable[str]) -> Se
         partition_states=tuple(states),
         live_brokers=tuple(live[b].endpoint() for b in sorted(live)),
         deleted_topics=tuple(sorted(deleted_topics)),
+        live_broker_listeners=tuple(live[b].listeners() for b in sorted(live) if live[b].endpoints),
     )
     return SendUpdateMetadata(tuple(sorted(live)), request)
 
@@ -186,7 +188,7 @@ def leader_log(tp: TopicPartition, state: PartitionState) -> LogEvent:
     }
     if state.leader == NO_LEADER:
         return LogEvent("partition offline", fields)
-    return LogEvent("partition leader elected", fields)
+    return LogEvent(LEADER_ELECTED, fields)
 
 
 def unclean_log(tp: TopicPartition, before: LeaderAndIsr, after: LeaderAndIsr) -> LogEvent:

@@ -20,6 +20,7 @@ from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
+    "LEADER_ELECTED",
     "PREFERRED_REPLICA_IMBALANCE",
     "UNCLEAN_LEADER_ELECTION",
     "AlterReassignmentsReply",
@@ -36,6 +37,10 @@ __all__ = [
     "WriteReassignmentPlan",
     "WriteTopicAssignment",
 ]
+
+
+# The log event of a partition given a leader; the shell counts it (leader elections).
+LEADER_ELECTED = "partition leader elected"
 
 
 # The log event of an unclean election; the shell also counts it (UncleanLeaderElections).

@@ -10,6 +10,7 @@ from controller.core.election import (
 )
 from controller.zk_data import PartitionStateZnode
 from protocol.messages.common import BrokerEndpoint
+from protocol.messages.update_metadata import BrokerListeners, ListenerEndpoint
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -50,12 +51,18 @@ class LiveBroker:
     epoch: int  # czxid of its registration znode: new with every registration
     # czxid of the first registration of its process: new only when the process restarted.
     incarnation: int
+    # Every named listener (host and port above: the inter-broker one); not part of equality,
+    # which tells restarts and re-registrations apart.
+    endpoints: tuple[ListenerEndpoint, ...] = field(default=(), compare=False)
     # Its replicas whose log (or log dir) failed (KIP-112): they cannot lead or be in sync
     # until the broker restarts. Not part of equality: the same registration, rewritten.
     offline_partitions: frozenset[TopicPartition] = field(default=frozenset(), compare=False)
 
     def endpoint(self) -> BrokerEndpoint:
         return BrokerEndpoint(self.broker_id, self.host, self.port, self.rack)
+
+    def listeners(self) -> BrokerListeners:
+        return BrokerListeners(self.broker_id, self.endpoints)
 
 
 @dataclass(frozen=True, slots=True)

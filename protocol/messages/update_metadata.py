@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from protocol.messages.common import BrokerEndpoint
-from protocol.schema import Int16, Int32, Int64
+from protocol.schema import Int16, Int32, Int64, Since
 
 __all__ = [
+    "BrokerListeners",
+    "ListenerEndpoint",
     "UpdateMetadataPartitionState",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
@@ -28,13 +31,32 @@ class UpdateMetadataPartitionState:
 
 
 @dataclass(frozen=True, slots=True)
+class ListenerEndpoint:
+    """One named listener of a broker (Kafka's UpdateMetadataEndpoint)."""
+
+    listener: str
+    security_protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    host: str
+    port: Int32
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerListeners:
+    node_id: Int32
+    endpoints: tuple[ListenerEndpoint, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UpdateMetadataRequest:
     controller_id: Int32
     controller_epoch: Int32
     broker_epoch: Int64
     partition_states: tuple[UpdateMetadataPartitionState, ...]
-    live_brokers: tuple[BrokerEndpoint, ...]
+    live_brokers: tuple[BrokerEndpoint, ...]  # each at its inter-broker listener
     deleted_topics: tuple[str, ...] = ()
+    # v1+: every listener of each live broker, so a Metadata request is answered with the
+    # addresses of the listener it came in on. A broker missing here has only live_brokers'.
+    live_broker_listeners: Annotated[tuple[BrokerListeners, ...], Since(1)] = ()
 
 
 @dataclass(frozen=True, slots=True)

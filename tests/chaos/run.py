@@ -25,6 +25,8 @@ import trio
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from tests.chaos.checker import CheckReport, check
+from tests.chaos.group_checker import GroupReport, check_group
+from tests.chaos.group_workload import GROUP, GroupHistory, run_group, sample_committed
 from tests.chaos.nemesis import KINDS, Nemesis
 from tests.chaos.workload import History, consume, produce, read_partition
 from tests.integration.cluster_harness import Cluster
@@ -53,6 +55,7 @@ class ChaosConfig:
     partitions: int = 3
     producers: int = 2
     consumers: int = 2
+    group_members: int = 2  # a consumer group that commits after processing; 0: none
     rate_per_s: float = 100  # per producer
     idempotent: bool = True
     # Each broker behind a LossyProxy (advertised to clients and peers): needed by lose-acks.
@@ -68,10 +71,17 @@ class ChaosResult:
     fault_log: list[str] = field(default_factory=list)
     replicas_agree: bool = True
     replica_problem: str = ""
+    group_report: GroupReport = field(default_factory=GroupReport)
+    group_history: GroupHistory = field(default_factory=GroupHistory)
 
     @property
     def ok(self) -> bool:
-        return self.report.ok and self.replicas_agree and not self.history.truncations
+        return (
+            self.report.ok
+            and self.group_report.ok
+            and self.replicas_agree
+            and not self.history.truncations
+        )
 
     def summary(self) -> str:
         c = self.config
@@ -91,9 +101,22 @@ class ChaosResult:
             f"{self.replica_problem}",
             f"consumer log truncations: {len(self.history.truncations)}",
             self.report.table(),
+            *self._group_lines(),
             f"result: {'OK' if self.ok else 'ANOMALIES FOUND'} (seed {c.seed})",
         ]
         return "\n".join(lines)
+
+    def _group_lines(self) -> list[str]:
+        if not self.config.group_members:
+            return []
+        g, r = self.group_history, self.group_report
+        return [
+            f"group {GROUP}: {self.config.group_members} members, {g.incarnations} "
+            f"incarnations ({g.restarts} restarts), {r.processed} records processed, "
+            f"{r.handovers} handovers, {r.lost} partitions lost by fenced members, "
+            f"{g.commit_errors} failed commits, {len(g.committed)} committed-offset samples",
+            r.table(),
+        ]
 
 
 async def chaos_run(
@@ -110,6 +133,11 @@ async def chaos_run(
         "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
         "min.insync.replicas": "2",
         "controlled.shutdown.max.retries": "3",
+        # The group's coordinator is one of three offsets partitions' leaders; members are
+        # fenced after 6 s without a heartbeat (the nemesis's faults last longer).
+        "offsets.topic.num.partitions": "3",
+        "group.consumer.session.timeout.ms": "6000",
+        "group.consumer.heartbeat.interval.ms": "500",
     }
     brokers = range(1, config.brokers + 1)
     proxy_ports = {b: free_port() for b in brokers} if config.lossy_links else {}
@@ -179,9 +207,16 @@ async def _run(
         await admin.create_topic(
             TOPIC, partitions=config.partitions, replication_factor=config.brokers
         )
+    group = GroupHistory()
+    rng = random.Random(config.seed + 1)  # the group's restarts, apart from the nemesis's
     async with trio.open_nursery() as consumers:
         for i in range(config.consumers):
             consumers.start_soon(consumer, i)
+        if config.group_members:
+            consumers.start_soon(
+                run_group, bootstrap, TOPIC, config.group_members, group, stop_producing, rng
+            )
+            consumers.start_soon(sample_committed, cluster.bootstrap, TOPIC, group)
         async with trio.open_nursery() as workload:
             for i in range(config.producers):
                 workload.start_soon(producer, i)
@@ -198,12 +233,31 @@ async def _run(
         with trio.move_on_after(60):
             for _ in range(config.consumers):
                 await consumers_done.acquire()
+            if config.group_members:
+                await _group_reached(group, ends)
         consumers.cancel_scope.cancel()
+    end_s = trio.current_time()
     result = ChaosResult(config, CheckReport(), history, nemesis.faults, nemesis.log)
     ran_to_end = range(config.consumers)
     result.report = check(history.sends, history.polls, final, consumers_ran_to_end=ran_to_end)
+    if config.group_members:
+        result.group_history = group
+        result.group_report = check_group(
+            group.ownership, group.processed, group.committed, final, end_s=end_s
+        )
     await _compare_replicas(cluster, config, result)
     return result
+
+
+async def _group_reached(group: GroupHistory, ends: dict[int, int]) -> None:
+    """Until the sampled committed offsets reach every partition's end."""
+    while True:
+        latest: dict[int, int] = {}
+        for sample in group.committed:
+            latest[sample.partition] = sample.offset
+        if all(latest.get(p) == end for p, end in ends.items()):
+            return
+        await trio.sleep(0.2)
 
 
 def _move_into_namespaces(cluster: Cluster, lab: NetworkLab, zookeeper_port: int) -> None:
@@ -248,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
+    parser.add_argument(
+        "--group-members", type=int, default=2, help="consumer-group members (0: no group)"
+    )
     parser.add_argument("--rate", type=float, default=100, help="records/s per producer")
     parser.add_argument("--no-idempotence", action="store_true")
     parser.add_argument(
@@ -270,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         partitions=args.partitions,
         producers=args.producers,
         consumers=args.consumers,
+        group_members=args.group_members,
         rate_per_s=args.rate,
         idempotent=not args.no_idempotence,
         lossy_links=args.lossy_links or "lose-acks" in nemeses,

@@ -34,6 +34,7 @@ from tests.compose.images import engine_env
 __all__ = [
     "BROKERS",
     "HOST_NEEDS_BROKER_NAMES",
+    "METRICS_PORTS",
     "PUBLISHED_PORTS",
     "ComposeProject",
     "HostClient",
@@ -49,8 +50,10 @@ COMPOSE_FILES = (
     ROOT / "tests/compose/docker-compose.local-images.yml",
 )
 BROKERS = ("broker-1", "broker-2", "broker-3")
-PUBLISHED_PORTS = {"broker-1": 9092, "broker-2": 9093, "broker-3": 9094}
-HOST_NEEDS_BROKER_NAMES = True  # False once the named-listeners change has landed
+PUBLISHED_PORTS = {"broker-1": 19092, "broker-2": 19093, "broker-3": 19094}
+# The brokers' EXTERNAL listeners advertise 127.0.0.1:1909N: a host client needs no names.
+METRICS_PORTS = {"broker-1": 9644, "broker-2": 9645, "broker-3": 9646}  # published too
+HOST_NEEDS_BROKER_NAMES = False
 HOSTS_LINE = "127.0.0.1 broker-1 broker-2 broker-3"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 

@@ -33,6 +33,7 @@ from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE
 from broker.log.manager import HIGH_WATERMARK_CHECKPOINT_FILE
 from client.cli.zookeeper_server import free_port
 from client.network import BrokerConnectionError, connect
+from client.security import ClientSecurity
 from protocol.errors import HighwaterError
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.records import BatchHeader, read_header, validate_batch
@@ -95,10 +96,13 @@ def read_batch_headers(path: Path) -> list[BatchHeader]:
 
 
 async def fetch_metadata(
-    port: int, timeout_ms: int = 2000, host: str = "127.0.0.1"
+    port: int,
+    timeout_ms: int = 2000,
+    host: str = "127.0.0.1",
+    security: ClientSecurity | None = None,
 ) -> MetadataResponse | None:
     try:
-        conn = await connect(host, port, timeout_ms=timeout_ms)
+        conn = await connect(host, port, timeout_ms=timeout_ms, security=security)
     except BrokerConnectionError:
         return None
     try:
@@ -165,6 +169,9 @@ class BrokerProcess:
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
     host: str = "127.0.0.1"  # the address it listens on (its own, in a network namespace)
+    # Named listeners (name -> (security protocol, port)); empty: one PLAINTEXT at `port`.
+    # `port` is then the first one's, the inter-broker listener.
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def config_path(self) -> Path:
@@ -180,9 +187,20 @@ class BrokerProcess:
 
     def write_config(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        listeners = f"PLAINTEXT://{self.host}:{self.port}"
+        named: dict[str, str] = {}
+        if self.listeners:
+            listeners = ",".join(f"{n}://{self.host}:{p}" for n, (_, p) in self.listeners.items())
+            named = {
+                "listener.security.protocol.map": ",".join(
+                    f"{n}:{protocol}" for n, (protocol, _) in self.listeners.items()
+                ),
+                "inter.broker.listener.name": next(iter(self.listeners)),
+            }
         settings = {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": listeners,
+            **named,
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.session.timeout.ms": "6000",
             "log.dirs": str(self.data_dir),
@@ -249,6 +267,9 @@ class BrokerProcess:
             self.process.wait(10)
         raise AssertionError(f"broker {self.broker_id} ignored SIGTERM for {timeout_s}s")
 
+    def port_of(self, listener: str) -> int:
+        return self.listeners[listener][1] if self.listeners else self.port
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
@@ -295,25 +316,32 @@ class Cluster:
         size: int,
         overrides: dict[str, str] | None = None,
         broker_overrides: dict[int, dict[str, str]] | None = None,
+        listeners: dict[str, str] | None = None,
     ) -> None:
-        """`overrides` apply to every broker, `broker_overrides[id]` to one (on top)."""
+        """`overrides` apply to every broker, `broker_overrides[id]` to one (on top).
+        `listeners`: name -> security protocol, each on a free port per broker; the first is
+        the inter-broker listener (and `BrokerProcess.port`)."""
         chroot = f"/highwater-test-{uuid.uuid4().hex[:8]}"
         self.zookeeper_connect = f"127.0.0.1:{zookeeper_port}{chroot}"
         per_broker = broker_overrides or {}
-        self.brokers = {
-            i: BrokerProcess(
+        self.brokers = {}
+        for i in range(1, size + 1):
+            named = {name: (protocol, free_port()) for name, protocol in (listeners or {}).items()}
+            self.brokers[i] = BrokerProcess(
                 i,
-                free_port(),
+                next(iter(named.values()))[1] if named else free_port(),
                 directory / f"broker-{i}",
                 self.zookeeper_connect,
                 {**(overrides or {}), **per_broker.get(i, {})},
+                listeners=named,
             )
-            for i in range(1, size + 1)
-        }
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{b.host}:{b.port}" for b in self.brokers.values())
+
+    def bootstrap_on(self, listener: str) -> str:
+        return ",".join(f"{b.host}:{b.port_of(listener)}" for b in self.brokers.values())
 
     @property
     def live_bootstrap(self) -> str:

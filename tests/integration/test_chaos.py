@@ -1,10 +1,12 @@
 """Short chaos runs in `make test` (longer ones by hand: `python -m tests.chaos.run`).
 
-A real ZooKeeper and 3 real brokers, 2 idempotent acks=all producers and 2 consumers over 3
+A real ZooKeeper and 3 real brokers, 2 idempotent acks=all producers, 2 consumers and a
+consumer group of 2 members (committing after processing, restarted every few seconds) over 3
 partitions (RF=3, min.insync.replicas=2), while the nemesis kills, pauses, expires sessions,
 bounces, corrupts files, loses acknowledgements, and (brokers in network namespaces, where
 this machine allows them) cuts brokers off the network. The checker must find no anomaly, and
-no idempotent producer may stop on a sequence error; without idempotence the same lost
+no idempotent producer may stop on a sequence error (tests/chaos/checker.py and
+group_checker.py list the anomalies); without idempotence the same lost
 acknowledgements must show up as duplicates, or the checker could not see them.
 """
 
@@ -26,13 +28,15 @@ pytestmark = [pytest.mark.integration]
 async def test_a_short_chaos_run_with_every_nemesis_finds_no_anomaly(
     zookeeper: ZooKeeperServer, tmp_path: Path
 ) -> None:
-    config = ChaosConfig(seed=20261122, duration_s=30, nemeses=KINDS, lossy_links=True)
+    config = ChaosConfig(seed=20261122, duration_s=40, nemeses=KINDS, lossy_links=True)
     result = await chaos_run(config, zookeeper.port, tmp_path)
     print(result.summary())
     assert sum(result.faults.values()) >= 5, result.fault_log
     assert result.report.acked > 1000
     assert result.ok, result.summary()
     assert result.history.producer_restarts == 0, result.history.producer_errors
+    assert result.group_history.restarts >= 2, result.summary()
+    assert result.group_report.processed >= result.report.acked, result.summary()
 
 
 @pytest.mark.timeout(240)
@@ -40,7 +44,12 @@ async def test_without_idempotence_lost_acks_show_up_as_duplicates(
     zookeeper: ZooKeeperServer, tmp_path: Path
 ) -> None:
     config = ChaosConfig(
-        seed=2, duration_s=15, nemeses=("lose-acks",), lossy_links=True, idempotent=False
+        seed=2,
+        duration_s=15,
+        nemeses=("lose-acks",),
+        lossy_links=True,
+        idempotent=False,
+        group_members=0,
     )
     result = await chaos_run(config, zookeeper.port, tmp_path)
     print(result.summary())

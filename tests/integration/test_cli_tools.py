@@ -209,6 +209,25 @@ def test_an_unknown_topic_fails_once(cluster: Cluster) -> None:
     assert len(done.stderr.decode().splitlines()) == 1
 
 
+def test_acls_on_a_cluster_without_an_authorizer_say_so(cluster: Cluster) -> None:
+    """A plain cluster neither stores nor lists ACLs (Kafka's SECURITY_DISABLED); users'
+    credentials can still be stored (for listeners secured later), as in Kafka."""
+    for args in (
+        ("acls", "list"),
+        ("acls", "add", "--allow-principal", "User:a", "--operation", "Read", "--topic", "t"),
+        ("acls", "remove", "--topic", "t", "--force"),
+    ):
+        done = cli(cluster, *args)
+        assert done.returncode == 1, done
+        no_traceback(done.stderr)
+        (line,) = done.stderr.decode().splitlines()
+        assert line.startswith("Error: SECURITY_DISABLED"), line
+    added = cli(cluster, "users", "add", "carol", "--password", "carol-secret")
+    assert added.returncode == 0, added.stderr
+    listed = cli(cluster, "users", "list", "--json")
+    assert "carol" in json.loads(listed.stdout)
+
+
 def test_produce_warns_while_a_partition_has_no_leader(cluster: Cluster) -> None:
     create(cluster, "cli-leaderless", rf=1)  # partition 0 on broker 1 alone
     broker = cluster.brokers[1]
@@ -304,7 +323,7 @@ def test_every_offset_form(
         (["-o", "11"], 1, "offset 11 is not in cli-offsets-0: valid are 0 (the log start offset) "
          "to 10 (the high watermark)"),
         (["-o", "1900"], 1, "offset 1900 is not in cli-offsets-0"),
-        (["-o", "stored"], 2, "consumer groups are not available yet"),
+        (["-o", "stored"], 2, "-o stored (the group's committed offsets) needs --group GROUP"),
         (["-o", "later"], 2, "is not an offset"),
     ],
 )  # fmt: skip

@@ -34,6 +34,7 @@ from tests.compose.harness import (
     BROKERS,
     HOST_NEEDS_BROKER_NAMES,
     HOSTS_LINE,
+    METRICS_PORTS,
     PUBLISHED_PORTS,
     ComposeProject,
     HostClient,
@@ -98,10 +99,12 @@ def compose(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     leftovers = project.destroy()  # from an earlier run that was killed before its clean-up
     if leftovers:
         print(f"removed leftovers of an earlier run: {', '.join(leftovers)}")
-    busy = [f"{p}" for p in PUBLISHED_PORTS.values() if port_in_use(p)]
+    ports = [*PUBLISHED_PORTS.values(), *METRICS_PORTS.values()]
+    busy = [f"{p}" for p in ports if port_in_use(p)]
     if busy:
         pytest.fail(
-            f"host ports {', '.join(busy)} are in use; docker-compose.yml publishes 9092-9094 "
+            f"host ports {', '.join(busy)} are in use; docker-compose.yml publishes 19092-19094 "
+            "and the metrics listeners' 9644-9646 "
             "(is `make up`'s cluster or another compose cluster running?)",
             pytrace=False,
         )

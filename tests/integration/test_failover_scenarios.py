@@ -392,7 +392,7 @@ async def test_restart_behind_a_slow_zookeeper_link(cluster: Cluster) -> None:
         try:
             slow.restart()
             await produce(cluster, topic, 0, [b"b"])
-            await wait_isr(cluster, zk, topic, 0, everyone, timeout_s=12)
+            await wait_isr(cluster, zk, topic, 0, everyone, timeout_s=20)
             await wait_whole(cluster, timeout_s=10)
             await wait_converged([leader, slow, controller], topic, 0, 2)
         finally:

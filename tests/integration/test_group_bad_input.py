@@ -278,9 +278,13 @@ async def test_heartbeats_that_are_wrong_change_no_member(env: Env) -> None:
     for epoch in (1, 2, 4, 1000, INT32_MAX):
         await env.expect(_heartbeat(m.member_id, epoch), E.FENCED_MEMBER_EPOCH)
     await env.expect(_heartbeat(m.member_id, 4, topic_partitions=owned), E.FENCED_MEMBER_EPOCH)
-    for epoch in (m.epoch, -1, -2):
+    for epoch in (m.epoch, -1):
         await env.expect(_heartbeat("nobody", epoch), E.UNKNOWN_MEMBER_ID)
-    await env.expect(_heartbeat("", m.epoch), E.UNKNOWN_MEMBER_ID)
+    # As Kafka checks them: a static leave (-2) names its instance_id, an epoch above 0 a
+    # member_id, and no epoch is below -2.
+    await env.expect(_heartbeat("nobody", -2), E.INVALID_REQUEST)
+    await env.expect(_heartbeat("", m.epoch), E.INVALID_REQUEST)
+    await env.expect(_heartbeat(m.member_id, -3), E.INVALID_REQUEST)
     # Joins that must not make a member.
     await env.expect(_join(subscribed_topic_names=None), E.INVALID_REQUEST)
     await env.expect(_join(topic_partitions=owned), E.INVALID_REQUEST)

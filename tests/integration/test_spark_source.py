@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import trio
 
+from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
 from client.metadata import ClusterMetadata, list_offsets
 from client.producer import Producer
@@ -374,6 +375,46 @@ def test_restart_from_checkpoint_has_no_gap_and_no_duplicate(
     assert_exactly(run1, first)
     assert_exactly(run1 + run2, {p: first[p] + second[p] for p in range(2)})
     assert min(o for _, o, _ in run2) == 150, "the second run starts where the first ended"
+
+
+@pytest.mark.timeout(240)
+def test_group_id_for_lag_shows_the_query_s_lag(
+    cluster: Cluster, spark: Any, tmp_path: Path
+) -> None:
+    """groupIdForLag: after an availableNow run in several micro-batches the group's committed
+    offsets are the ends the query reached (lag 0); new records show as lag; the checkpoint,
+    not the group, says where the next run starts."""
+    topic, group = "lag-report", "lag-report-job"
+    trio.run(create_topic, cluster, topic, [[1, 2, 3], [2, 3, 1]])
+    for p in range(2):
+        send_now(cluster.bootstrap, topic, [b"p%d-%d" % (p, i) for i in range(150)], partition=p)
+    options = source_options(
+        cluster.bootstrap,
+        topic,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="100",
+        groupIdForLag=group,
+    )
+    checkpoint = tmp_path / "checkpoint"
+    assert len(run_cleanly(spark, options, checkpoint)) == 300
+
+    async def lag() -> dict[int, tuple[int | None, int | None]]:
+        async with Admin(cluster.bootstrap) as admin:
+            found = await admin.list_group_offsets(group)
+        return {o.partition: (o.committed_offset, o.lag) for o in found if o.topic == topic}
+
+    assert trio.run(lag) == {0: (150, 0), 1: (150, 0)}
+    send_now(cluster.bootstrap, topic, [b"late"] * 40, partition=0)
+    assert trio.run(lag) == {0: (150, 40), 1: (150, 0)}
+
+    async def reset_group() -> None:  # the query never reads the group back
+        async with Admin(cluster.bootstrap) as admin:
+            await admin.alter_group_offsets(group, {(topic, 0): 0, (topic, 1): 0})
+
+    trio.run(reset_group)
+    rows = run_cleanly(spark, options, checkpoint)
+    assert sorted((p, o) for p, o, _ in rows) == [(0, 150 + i) for i in range(40)]
+    assert trio.run(lag) == {0: (190, 0), 1: (150, 0)}
 
 
 # -- 4. maxOffsetsPerTrigger --------------------------------------------------------------------

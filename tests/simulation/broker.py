@@ -301,7 +301,7 @@ class SimBroker(SimProcess):
             None,
             self.now_ms,
             self.first_broker_epoch,
-            tuple(sorted(self.state.replica_manager.offline)),
+            offline_partitions=tuple(sorted(self.state.replica_manager.offline)),
         )
         epoch = self._zk_run(try_register(self.broker_id, registration, self.session_id))
         if epoch is None:
@@ -421,7 +421,7 @@ class SimBroker(SimProcess):
         if isinstance(request, FindCoordinatorRequest):
             found = []
             for key in request.coordinator_keys:
-                broker = coordinator_of(self.state.metadata, key, core.settings.num_partitions)
+                broker = coordinator_of(self.state.metadata, key)
                 found.append(
                     Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
                     if broker is None

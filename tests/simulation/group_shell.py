@@ -14,7 +14,12 @@ from broker.core.group.coordinator import (
     GroupSettings,
     PartitionLoad,
 )
-from broker.core.group.writes import coordinator_batches, replay_batches, write_error
+from broker.core.group.writes import (
+    coordinator_batches,
+    follow_leadership,
+    replay_batches,
+    write_error,
+)
 from broker.core.produce import append_produce, check_waiting, time_out
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
@@ -44,7 +49,6 @@ class SimGroupCoordinator:
         names = iter(range(1, 1 << 30))
         prefix = f"b{broker.broker_id}.{broker.incarnation}"
         self.core = GroupCoordinatorCore(settings, lambda: f"{prefix}-m{next(names)}")
-        self.epochs: dict[int, int] = {}
         broker.every(config.group_timer_interval_ms, "group timers", self._timers)
 
     def topics(self) -> dict[str, int]:
@@ -53,26 +57,14 @@ class SimGroupCoordinator:
 
     def sync(self) -> None:
         """As GroupCoordinator.sync_partitions: follow the offsets partitions it leads."""
-        led = {
-            tp.partition: p.leader_epoch
-            for tp, p in self.broker.partitions.items()
-            if tp.topic == OFFSETS_TOPIC and p.is_leader
-        }
-        for p in [p for p, epoch in self.epochs.items() if led.get(p) != epoch]:
-            del self.epochs[p]
-            self.core.unload(p)
+        assert self.broker.state is not None
         world = self.broker.world
-        for p, epoch in led.items():
-            if p not in self.epochs:
-                self.epochs[p] = epoch
-                self.core.begin_load(p)
-                delay_ms = world.draw(world.config.group_load_ms)
-                self.broker.after(
-                    delay_ms, f"loads offsets-{p}", lambda p=p, e=epoch: self._load(p, e)
-                )
+        for p, epoch in follow_leadership(self.core, self.broker.state):
+            delay_ms = world.draw(world.config.group_load_ms)
+            self.broker.after(delay_ms, f"loads offsets-{p}", lambda p=p, e=epoch: self._load(p, e))
 
     def _load(self, p: int, epoch: int) -> None:
-        if self.epochs.get(p) != epoch:
+        if self.core.leader_epochs.get(p) != epoch:
             return
         partition = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
         if partition is None:  # gone meanwhile (its log went offline): as GroupCoordinator._load

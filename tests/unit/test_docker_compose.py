@@ -18,6 +18,7 @@ import click
 import pytest
 
 from broker.config import KNOWN_KEYS, load_config
+from broker.config_def import parse_metrics_listener
 from broker.healthcheck import broker_args_from_cmdline
 from client.cli.main import main
 from tests.compose import images
@@ -206,19 +207,48 @@ def test_broker_commands_use_real_flags_and_config_keys(compose: dict[str, Any])
         assert config.zookeeper_connect.partition(":")[0] == "zookeeper"
 
 
-def test_each_broker_advertises_its_own_name_and_published_port(compose: dict[str, Any]) -> None:
+def _published(service: dict[str, Any]) -> dict[int, int]:
+    """Container port -> host port, for every published port."""
+    pairs = [tuple(int(p) for p in str(mapping).split(":")) for mapping in service["ports"]]
+    return {container: host for host, container in pairs}
+
+
+def test_each_broker_has_an_internal_and_a_published_external_listener(
+    compose: dict[str, Any],
+) -> None:
     for name in BROKERS:
         service = _service(compose, name)
         config = load_config(None, _overrides(service["command"]))
-        (mapping,) = service["ports"]
-        host_port, container_port = (int(p) for p in mapping.split(":"))
-        # One listener: the advertised address must work in the network (the name) and from
-        # the host (same port published), see the comment at the top of docker-compose.yml.
-        assert (config.advertised_host, config.advertised_port) == (name, host_port)
-        assert config.listener_port == container_port == host_port
-        assert config.listener_host == "0.0.0.0"
+        listeners = {x.name: x for x in config.all_listeners()}
+        container_port = listeners["EXTERNAL"].port
+        host_port = _published(service)[container_port]
+        # INTERNAL: the compose network's (brokers, the health check, clients run inside);
+        # EXTERNAL: published on the same host port and advertised as 127.0.0.1, so a host
+        # client needs no /etc/hosts edits (see the top of docker-compose.yml).
+        internal, external = listeners["INTERNAL"], listeners["EXTERNAL"]
+        assert config.inter_broker_listener_name == "INTERNAL"
+        assert (internal.advertised_host, internal.advertised_port) == (name, 9092)
+        assert (external.advertised_host, external.advertised_port) == ("127.0.0.1", host_port)
+        assert external.port == container_port == host_port
+        assert internal.host == external.host == "0.0.0.0"
         bootstrap = service["environment"]["HIGHWATER_BOOTSTRAP"]
-        assert f"{name}:{host_port}" in bootstrap.split(",")
+        assert f"{name}:9092" in bootstrap.split(",")
+
+
+def test_each_brokers_metrics_listener_is_published_on_the_same_port(
+    compose: dict[str, Any],
+) -> None:
+    for number, name in enumerate(BROKERS, 1):
+        service = _service(compose, name)
+        config = load_config(None, _overrides(service["command"]))
+        assert config.metrics_listener is not None, f"{name} has no metrics.listener"
+        host, port = parse_metrics_listener(config.metrics_listener)
+        # Every interface, so the published port reaches it; 9644.. as `highwater dev up`'s.
+        assert (host, port) == ("0.0.0.0", 9643 + number)
+        assert _published(service)[port] == port
+        # The EXTERNAL listener and the metrics listener, nothing else.
+        external = next(x for x in config.all_listeners() if x.name == "EXTERNAL")
+        assert set(_published(service)) == {external.port, port}
 
 
 def test_published_ports_are_unique(compose: dict[str, Any]) -> None:

@@ -65,6 +65,9 @@ __all__ = [
 ]
 
 _RETRY_MS: Final = 1000  # a failed removal's next attempt
+# A group is one record of __consumer_offsets: a change that would make it larger is refused,
+# so it always fits message.max.bytes (1 MiB by default).
+MAX_GROUP_RECORD_BYTES: Final = 768 * 1024
 R = TypeVar("R")
 
 
@@ -112,6 +115,10 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 class GroupCoordinatorCore:
     def __init__(self, settings: GroupSettings, new_member_id: Callable[[], str]) -> None:
         self.settings = settings
+        # The offsets topic's partition count: the setting until the topic exists, then its
+        # actual count (`use_partition_count`).
+        self.num_partitions = settings.num_partitions
+        self.leader_epochs: dict[int, int] = {}  # offsets partition led -> its leader epoch
         self._new_member_id = new_member_id
         self.partitions: dict[int, PartitionLoad] = {}
         self.groups: dict[str, Group] = {}
@@ -120,7 +127,15 @@ class GroupCoordinatorCore:
         self.revocations: dict[tuple[str, str], int] = {}  # ... -> rebalance deadline
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.settings.num_partitions)
+        return partition_for(group_id, self.num_partitions)
+
+    def use_partition_count(self, count: int) -> None:
+        """The offsets topic exists with `count` partitions: groups map over those (a change
+        forgets every partition: they load again under the new mapping)."""
+        if count != self.num_partitions:
+            for p in list(self.partitions):
+                self.unload(p)
+            self.num_partitions = count
 
     def check(self, group_id: str) -> ErrorCode:
         """Can this coordinator serve `group_id` now?"""
@@ -211,6 +226,9 @@ class GroupCoordinatorCore:
                 assignment=assignment,
             )
         records = [group_record(update.group)] if update.group != before else []
+        if records and len(records[0][1] or b"") > MAX_GROUP_RECORD_BYTES:
+            message = f"the group's state would exceed {MAX_GROUP_RECORD_BYTES} bytes"
+            return Decision(partition, refused(ErrorCode.GROUP_MAX_SIZE_REACHED, message), refused)
         return Decision(partition, response, refused, records)
 
     # -- offsets -----------------------------------------------------------------------------
@@ -393,10 +411,11 @@ class GroupCoordinatorCore:
         deadlines = [*self.sessions.values(), *self.revocations.values()]
         return min(deadlines) if deadlines else None
 
-    def expire(self, now_ms: int) -> list[Decision[None]]:
+    def expire(self, now_ms: int, *, offsets: bool = True) -> list[Decision[None]]:
         """Members past their session or revocation deadline are removed (Kafka fences them);
-        offsets of groups empty for offsets.retention.minutes go. A removal whose write
-        fails is tried again a second later (the deadline moves, the member stays)."""
+        with `offsets`, those of groups empty for offsets.retention.minutes go too. A removal
+        whose write fails is tried again a second later (the deadline moves, the member
+        stays)."""
         decisions: list[Decision[None]] = []
         due = {k for k, d in self.sessions.items() if d <= now_ms}
         due |= {k for k, d in self.revocations.items() if d <= now_ms}
@@ -410,6 +429,8 @@ class GroupCoordinatorCore:
                     timers[(group_id, member_id)] = now_ms + _RETRY_MS
             after = remove(group, member_id, now_ms)
             decisions.append(self._write(group_id, [group_record(after)]))
+        if not offsets:  # offsets.retention.check.interval.ms has not come round yet
+            return decisions
         retention_ms = self.settings.offsets_retention_ms
         for group_id in sorted(self.groups.keys() | self.offsets.keys()):
             if self.check(group_id) != ErrorCode.NONE:

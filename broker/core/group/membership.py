@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import re2
 
@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 MAX_REGEX_CHARS: Final = 1000
+MAX_NAME_CHARS: Final = 255  # member/instance/rack/client ids, assignor and topic names
+MAX_SUBSCRIBED_TOPICS: Final = 1000
 # Regex subscriptions use RE2 (as Kafka uses RE2J): matching is linear in the topic name, so
 # no pattern can make the coordinator backtrack for ever; RE2's syntax is Kafka's.
 _RE2_OPTIONS: Final = re2.Options()
@@ -65,6 +67,7 @@ def apply_heartbeat(
 ) -> MemberUpdate:
     """The group after this heartbeat; HeartbeatRefused with Kafka's error otherwise.
     `topics`: topic -> partition count, as the broker's metadata has them."""
+    _check_fields(request)
     epoch = request.member_epoch
     if epoch == JOIN_EPOCH:
         group, member = _join(group, request, now_ms, client_host, new_member_id, max_group_size)
@@ -131,6 +134,36 @@ def with_target(group: Group) -> Group:
 # -- the steps ---------------------------------------------------------------------------------
 
 
+def _check_fields(request: ConsumerGroupHeartbeatRequest) -> None:
+    """Kafka's ConsumerGroupHeartbeat request checks, and bounds on what a member stores (the
+    group is one record of __consumer_offsets: it must stay well under message.max.bytes)."""
+
+    def refuse(message: str) -> NoReturn:
+        raise HeartbeatRefused(ErrorCode.INVALID_REQUEST, message)
+
+    epoch = request.member_epoch
+    if epoch < STATIC_LEAVE_EPOCH:
+        refuse(f"member_epoch {epoch} is not valid")
+    if epoch > JOIN_EPOCH and not request.member_id:
+        refuse("member_id is required with a member_epoch above 0")
+    if epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
+        refuse("member_epoch -2 (a static member leaving) needs instance_id")
+    if request.instance_id == "":
+        refuse("instance_id cannot be empty")
+    for name in ("member_id", "instance_id", "rack_id", "client_id", "server_assignor"):
+        value = getattr(request, name)
+        if value is not None and len(value) > MAX_NAME_CHARS:
+            refuse(f"{name} over {MAX_NAME_CHARS} characters")
+    names = request.subscribed_topic_names
+    if names is not None and (
+        len(names) > MAX_SUBSCRIBED_TOPICS or any(len(t) > MAX_NAME_CHARS for t in names)
+    ):
+        refuse(
+            f"at most {MAX_SUBSCRIBED_TOPICS} subscribed topics of at most {MAX_NAME_CHARS} "
+            "characters"
+        )
+
+
 def _join(
     group: Group,
     request: ConsumerGroupHeartbeatRequest,
@@ -145,9 +178,9 @@ def _join(
         )
     if request.rebalance_timeout_ms <= 0:
         raise HeartbeatRefused(ErrorCode.INVALID_REQUEST, "joining needs rebalance_timeout_ms")
-    if request.topic_partitions:
+    if request.topic_partitions is None or request.topic_partitions:
         raise HeartbeatRefused(
-            ErrorCode.INVALID_REQUEST, "topic_partitions must be empty when joining"
+            ErrorCode.INVALID_REQUEST, "topic_partitions must be set, and empty, when joining"
         )
     member_id = request.member_id or new_member_id()
     previous: Member | None = None

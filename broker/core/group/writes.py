@@ -11,12 +11,19 @@ from typing import Final
 from broker.core.group.coordinator import GroupCoordinatorCore, partition_for
 from broker.core.group.records import CoordinatorRecord
 from broker.core.metadata_cache import MetadataCache
+from broker.core.state import BrokerState
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.records import Record, build_batch, decode_batches
 from protocol.topic_partition import OFFSETS_TOPIC
 
-__all__ = ["coordinator_batches", "coordinator_of", "replay_batches", "write_error"]
+__all__ = [
+    "coordinator_batches",
+    "coordinator_of",
+    "follow_leadership",
+    "replay_batches",
+    "write_error",
+]
 
 _BATCH_BYTES: Final = 512 * 1024  # records per batch up to about this (message.max.bytes: 1 MB)
 _WRITE_ERRORS: Final = {
@@ -67,9 +74,35 @@ def replay_batches(core: GroupCoordinatorCore, data: bytes) -> tuple[int, int, i
     return next_offset, replayed, malformed
 
 
-def coordinator_of(
-    metadata: MetadataCache, group_id: str, num_partitions: int
-) -> BrokerEndpoint | None:
-    """The live broker leading the group's offsets partition, if any."""
-    info = metadata.partition(OFFSETS_TOPIC, partition_for(group_id, num_partitions))
+def coordinator_of(metadata: MetadataCache, group_id: str) -> BrokerEndpoint | None:
+    """The live broker leading the group's offsets partition, if any (the partition counted
+    over the topic's actual partitions, as Kafka does)."""
+    partitions = metadata.topics.get(OFFSETS_TOPIC)
+    if not partitions:
+        return None
+    info = partitions.get(partition_for(group_id, len(partitions)))
     return metadata.brokers.get(info.leader) if info is not None else None
+
+
+def follow_leadership(core: GroupCoordinatorCore, state: BrokerState) -> list[tuple[int, int]]:
+    """After a controller request: forget the offsets partitions this broker no longer leads
+    (or leads in a new epoch), and begin loading the ones it now leads; returns those
+    (partition, leader epoch) for the shell to load. Groups map over the topic's actual
+    partition count once it exists."""
+    existing = state.metadata.topics.get(OFFSETS_TOPIC)
+    if existing and len(existing) != core.num_partitions:
+        core.leader_epochs.clear()
+        core.use_partition_count(len(existing))
+    led = {
+        tp.partition: partition.leader_epoch
+        for tp, partition in state.replica_manager.partitions.items()
+        if tp.topic == OFFSETS_TOPIC and partition.is_leader
+    }
+    for p in [p for p, epoch in core.leader_epochs.items() if led.get(p) != epoch]:
+        del core.leader_epochs[p]
+        core.unload(p)
+    started = [(p, epoch) for p, epoch in sorted(led.items()) if p not in core.leader_epochs]
+    for p, epoch in started:
+        core.leader_epochs[p] = epoch
+        core.begin_load(p)
+    return started

@@ -337,7 +337,6 @@ def test_advertised_listeners_are_separate() -> None:
         "PLAINTEXT://127.0.0.1:99999",
         "PLAINTEXT://127.0.0.1:port",
         "PLAINTEXT://127.0.0.1:9092/",
-        "SSL://127.0.0.1:9093",
         "PLAINTEXT://a:9092,PLAINTEXT://b:9093",
         "PLAINTEXT://a:9092,",
         "",
@@ -346,7 +345,7 @@ def test_advertised_listeners_are_separate() -> None:
 def test_bad_listeners(value: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load(f"listeners={value}")
-    assert_names(raised.value, "listeners", value.strip(), "PLAINTEXT://host:port")
+    assert_names(raised.value, "listeners", value.strip(), "NAME://host:port")
 
 
 @pytest.mark.parametrize("wildcard", ["0.0.0.0", "[::]"])
@@ -492,10 +491,10 @@ def test_unknown_keys_suggest_the_closest_known_key(typo: str, suggestion: str) 
 
 
 def test_unknown_key_without_a_close_match(tmp_path: Path) -> None:
-    path = write(tmp_path, "broker.id=1\nzookeeper.connect=zk:2181\nssl.keystore.location=/x\n")
+    path = write(tmp_path, "broker.id=1\nzookeeper.connect=zk:2181\nsasl.kerberos.service.name=x\n")
     with pytest.raises(ConfigError, match=r"docs/examples/server.properties") as raised:
         load_config(path, [])
-    assert "ssl.keystore.location" in str(raised.value)
+    assert "sasl.kerberos.service.name" in str(raised.value)
     assert "line 3" in str(raised.value)
 
 
@@ -604,6 +603,14 @@ def test_every_attribute_of_the_table_is_a_typed_field_with_the_tables_default()
     }
     attrs = {s.attr for s in SETTINGS if s.attr is not None}
     listener_fields = {"listener_host", "listener_port", "advertised_host", "advertised_port"}
+    # Computed from several settings (listeners, the protocol map, sasl.jaas.config, ...).
+    listener_fields |= {
+        "listeners",
+        "inter_broker_listener_name",
+        "inter_broker_login",
+        "authorizer_enabled",
+        "super_users",
+    }
     assert set(fields) == attrs | listener_fields | {"given"}
     for s in SETTINGS:
         if s.attr is None:
@@ -638,7 +645,17 @@ def test_describe_names_every_setting_with_a_value_of_its_own() -> None:
     config = load()
     names = [name for name, _ in describe(config)]
     with_values = {s.key for s in SETTINGS if s.attr is not None}
-    assert set(names) == with_values | {"listeners", "advertised.listeners"}
+    computed = {
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "authorizer.class.name",
+        "super.users",
+        "sasl.jaas.config",
+    }
+    assert set(names) == with_values | computed
     for s in SETTINGS:
         if s.attr is not None:
             assert value_of(config, s.key) == default_of(s.key) or s.required, s.key
@@ -688,3 +705,80 @@ def test_the_doc_generator_rewrites_only_between_the_markers(tmp_path: Path) -> 
     assert text.startswith(f"before\n{settings_doc.START}\n<!-- generated")
     assert text.endswith(f"{settings_doc.END}\nafter\n") and "stale" not in text
     assert settings_doc.main(["--check", "--file", str(doc)]) == 0
+
+
+# --- named listeners and security ---------------------------------------------------------------
+
+
+def test_named_listeners_with_protocols_and_the_inter_broker_one() -> None:
+    config = load(
+        "listeners=INTERNAL://0.0.0.0:9092,EXTERNAL://:19092",
+        "advertised.listeners=INTERNAL://broker-1:9092,EXTERNAL://127.0.0.1:19092",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+        "inter.broker.listener.name=INTERNAL",
+        "ssl.keystore.location=/etc/highwater/server.pem",
+    )
+    internal, external = config.all_listeners()
+    assert (internal.name, internal.security_protocol, internal.port) == (
+        "INTERNAL",
+        "PLAINTEXT",
+        9092,
+    )
+    assert (external.host, external.advertised_host, external.advertised_port) == (
+        "0.0.0.0",
+        "127.0.0.1",
+        19092,
+    )
+    assert (config.advertised_host, config.advertised_port) == ("broker-1", 9092)
+    assert config.inter_broker_listener is internal
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "expected"),
+    [
+        (["listeners=INTERNAL://:9092"], "listener.security.protocol.map", "INTERNAL"),
+        (["listeners=A://:9092,B://:9092"], "listeners", "a different port"),
+        (
+            ["listeners=PLAINTEXT://h:9092", "advertised.listeners=OTHER://h:9092"],
+            "advertised.listeners",
+            "only names that listeners has",
+        ),
+        (
+            ["listeners=SSL://h:9093", "security.inter.broker.protocol=SSL"],
+            "ssl.keystore.location",
+            "PEM file",
+        ),
+        (
+            ["listeners=SASL_PLAINTEXT://h:9093", "security.inter.broker.protocol=SASL_PLAINTEXT"],
+            "sasl.jaas.config",
+            "login",
+        ),
+        (
+            ["listeners=INTERNAL://h:9092", "listener.security.protocol.map=INTERNAL:PLAINTEXT"],
+            "security.inter.broker.protocol",
+            "inter.broker.listener.name",
+        ),
+        (["super.users=alice"], "super.users", "User:name"),
+        (["ssl.enabled.protocols=TLSv1.1"], "ssl.enabled.protocols", "TLSv1.2"),
+        (["sasl.enabled.mechanisms=GSSAPI"], "sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+    ],
+)
+def test_listener_and_security_mistakes_name_the_setting(
+    settings: list[str], key: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(*settings)
+    assert raised.value.key == key
+    assert expected in str(raised.value)
+
+
+def test_secrets_are_not_described() -> None:
+    config = load(
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="broker" password="s3cret";',
+        "ssl.key.password=k3y",
+    )
+    described = dict(describe(config))
+    assert described["sasl.jaas.config"] == "[hidden]"
+    assert described["ssl.key.password"] == "[hidden]"
+    assert "s3cret" not in repr(config) and "k3y" not in repr(config)

@@ -318,6 +318,19 @@ def test_a_follower_that_catches_up_is_proposed_for_the_isr(log: Log) -> None:
     assert partition.isr_to_expand() == (ME, OTHER)
 
 
+def test_only_the_fetching_follower_may_join_the_isr(log: Log) -> None:
+    """A follower that died caught up is dropped after the lag time; another follower's
+    fetch must not let it straight back in (the ISR flapped every lag/2 while it was down)."""
+    third = 3
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME, third), replicas=(ME, OTHER, third)), NOW)
+    partition.append_as_leader(batch(b"a"), NOW)
+    partition.update_follower_fetch(OTHER, 1, 1, NOW)  # OTHER caught up, then died
+    partition.update_follower_fetch(third, 1, 1, NOW + 5_000)
+    assert partition.isr_to_expand(third) is None
+    assert partition.isr_to_expand(OTHER) == (ME, OTHER, third)
+
+
 def test_pending_expansion_counts_the_joiner_for_the_hw(log: Log) -> None:
     """KIP-497's maximal ISR: while the write is in flight the HW may not pass the joiner."""
     partition = Partition("t", 0, ME, log)

@@ -16,7 +16,16 @@ from client.errors import ClientClosedError, HighwaterClientError
 from client.producer import RecordMetadata, RetryNotice
 from protocol.errors import ErrorCode
 
-__all__ = ["FakeConsumer", "FakeMetadata", "FakeProducer", "consumer", "producer", "run"]
+__all__ = [
+    "FakeConsumer",
+    "FakeGroupConsumer",
+    "FakeMetadata",
+    "FakeProducer",
+    "consumer",
+    "group_consumer",
+    "producer",
+    "run",
+]
 
 
 class FakeFuture:
@@ -199,3 +208,48 @@ def run(args: list[str], stdin: bytes | str = b"", env: dict[str, str] | None = 
 def consumer(monkeypatch: pytest.MonkeyPatch) -> type[FakeConsumer]:
     monkeypatch.setattr(cli_consume, "Consumer", FakeConsumer)
     return FakeConsumer
+
+
+class FakeGroupConsumer(FakeConsumer):
+    """A group member of the fake: partitions t-0 and t-1 are assigned at the first poll
+    (listener called), the records of _records() come one per poll, commits are recorded."""
+
+    last_group: FakeGroupConsumer | None = None
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        super().__init__(bootstrap, **options)
+        self.auto_commit_interval_ms = options.get("auto_commit_interval_ms", 5_000)
+        self.default_api_timeout_ms = options.get("default_api_timeout_ms", 60_000)
+        self.listener: Any = None
+        self.assigned = []
+        self.commits: list[dict[tuple[str, int], int]] = []
+        self.subscribed: object = None
+        FakeGroupConsumer.last_group = self
+
+    def subscribe(self, topics: object, *, listener: Any = None) -> None:
+        self.subscribed = topics
+        self.listener = listener
+
+    def group_metadata(self) -> Any:
+        from client.consumer import GroupMetadata
+
+        state = "stable" if self.assigned else "joining"
+        return GroupMetadata("g", "m-1", 1, None, state)
+
+    async def poll(self, timeout_ms: float, max_records: int) -> list[ConsumerRecord]:
+        if not self.assigned:
+            self.assigned = [TopicPartition("t", 0), TopicPartition("t", 1)]
+            self.positions = dict.fromkeys(self.assigned, 0)
+            self.pending = [r for r in _records() if r.topic == "t"]
+            await self.listener.on_partitions_assigned(set(self.assigned))
+            return []
+        return await super().poll(timeout_ms, max_records)
+
+    async def commit(self, offsets: dict[tuple[str, int], int], *, timeout_ms: float) -> None:
+        self.commits.append(dict(offsets))
+
+
+@pytest.fixture
+def group_consumer(monkeypatch: pytest.MonkeyPatch) -> type[FakeGroupConsumer]:
+    monkeypatch.setattr(cli_consume, "Consumer", FakeGroupConsumer)
+    return FakeGroupConsumer

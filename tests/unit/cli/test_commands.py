@@ -92,8 +92,12 @@ def test_produce_unknown_topic_is_one_line(producer: type[FakeProducer]) -> None
         (["consume", "t", "-o", "3", "-o", "end"], "two start offsets"),
         (["consume", "t", "-o", "later"], "is not an offset"),
         (["consume", "t", "-o", "s@yesterday"], "neither ms since the epoch nor ISO-8601"),
-        (["consume", "t", "-o", "stored"], "consumer groups are not available yet"),
-        (["consume", "t", "-X", "group.id=g"], "consumer groups are not available yet"),
+        (["consume", "t", "-o", "stored"], "committed offsets) needs --group GROUP"),
+        (["consume", "t", "--group", "g", "--partition", "1"], "cannot be combined with --group"),
+        (["consume", "t", "--group", "g", "-o", "5"], "start at the group's committed offsets"),
+        (["consume", "t", "-X", "group.id=g", "-o", "-5"], "start at the group's committed"),
+        (["consume", "t", "-X", "enable.auto.commit=false"], "needs --group"),
+        (["consume", "t", "-X", "group.id="], "must not be empty"),
         (["consume", "t", "-X", "fetch.max.wait=1"], "unknown consumer property"),
         (["consume", "t", "u", "--partition", "1"], "exactly one TOPIC"),
         (["consume"], "TOPIC names or --pattern"),
@@ -291,7 +295,7 @@ def test_broker_config_errors_exit_2_with_one_line(tmp_path: Any) -> None:
 
 def test_help_lists_every_command() -> None:
     result = run(["--help"])
-    for command in ("topics", "produce", "consume", "cluster", "broker", "dev", "perf", "dump-log"):
+    for command in ("topics", "produce", "consume", "groups", "cluster", "broker", "dev", "perf"):
         assert f"  {command} " in result.output
 
 

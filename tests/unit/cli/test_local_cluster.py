@@ -64,8 +64,12 @@ def test_status_and_down_of_a_cluster_never_started(tmp_path: Path) -> None:
         "broker-1",
         "broker-2",
         "broker-3",
+        "status pages (and /metrics)",
     ]
-    assert all("stopped" in line for line in lines)
+    assert all("stopped" in line for line in lines[:-1])
+    assert lines[-1].endswith(
+        "http://127.0.0.1:9644/, http://127.0.0.1:9645/, http://127.0.0.1:9646/"
+    )
     lines.clear()
     local_cluster.down(tmp_path, echo=lines.append)
     assert lines == [

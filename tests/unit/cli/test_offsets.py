@@ -69,7 +69,7 @@ def test_properties_by_kafka_name() -> None:
         ("linger.ms", "is not key=value"),
         ("linger.ms=-1", "must not be negative"),
         ("retries=many", "invalid literal"),
-        ("group.id=g", "consumer groups are not available yet"),
+        ("transactional.id=t", "transactions are not available"),
     ]:
         with pytest.raises(PropertyError, match=message):
             parse_properties([bad], PRODUCER_PROPERTIES, "producer")

@@ -19,6 +19,10 @@ at sequence 0; a producer id the partition does not know is taken at any sequenc
 request appends nothing. `produce_log` records each partition answer as (topic, partition,
 base sequence of each batch, error code).
 
+Consumer groups: `coordinator` (fake_coordinator.FakeCoordinator) answers FindCoordinator,
+ConsumerGroupHeartbeat, OffsetCommit/Fetch/Delete, ConsumerGroupDescribe, ListGroups and
+DeleteGroups.
+
 Fault switches: `fail_next(api, code, topic, partition, times)` (`clear_injected()` forgets
 those left), `drop_next(api)` (close the
 connection instead of answering), `drop_after_append(times)` (append a produce, then close the
@@ -93,6 +97,7 @@ from protocol.records import (
     read_header,
     stamp_prefix,
 )
+from tests.unit.client.fake_coordinator import FakeCoordinator
 
 __all__ = ["FakeCluster", "FakePartition", "FakeProducerState"]
 
@@ -219,6 +224,7 @@ class FakeCluster:
         self._next_producer_id = _FIRST_PRODUCER_ID
         # (topic, partition, base sequence of each batch, error code) per produce answer
         self.produce_log: list[tuple[str, int, tuple[int, ...], int]] = []
+        self.coordinator = FakeCoordinator(self)
 
     # ----- setup and faults ----------------------------------------------------------------
 
@@ -394,6 +400,8 @@ class FakeCluster:
             return self._delete_topics(body)
         if isinstance(body, InitProducerIdRequest):
             return self._init_producer_id()
+        if self.coordinator.handles(body):
+            return self.coordinator.answer(broker_id, body)
         raise AssertionError(f"fake broker: unexpected {type(body).__name__}")
 
     def _metadata(self, request: MetadataRequest) -> MetadataResponse:

@@ -8,7 +8,9 @@ from functools import partial
 import trio
 
 from client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
+from protocol.topic_partition import TopicPartition
 from tests.unit.client.fake_broker import FakeCluster
+from tests.unit.client.test_consumer import append
 
 
 def roundtrip(bootstrap: str) -> list[bytes | None]:
@@ -63,3 +65,46 @@ async def test_closed_producer_refuses(cluster: FakeCluster) -> None:
     with trio.fail_after(30):
         name = await trio.to_thread.run_sync(partial(send_to_closed, cluster.bootstrap))
     assert name == "ClientClosedError"
+
+
+def group_roundtrip(bootstrap: str) -> list[tuple[str, object]]:
+    """A blocking group member: a plain listener that commits from inside the revoke call."""
+    calls: list[tuple[str, object]] = []
+
+    class Listener:
+        def on_partitions_assigned(self, partitions: set[object]) -> None:
+            calls.append(("assigned", sorted(partitions)))  # type: ignore[type-var]
+
+        def on_partitions_revoked(self, partitions: set[object]) -> None:
+            consumer.commit({("t", 0): 2})  # the blocking facade, called back from the listener
+            calls.append(("revoked", sorted(partitions)))  # type: ignore[type-var]
+
+    with BlockingConsumer(
+        bootstrap, group_id="bg", auto_offset_reset="earliest", enable_auto_commit=False
+    ) as consumer:
+        consumer.subscribe(["t"], listener=Listener())
+        records: list[object] = []
+        while len(records) < 3:
+            records.extend(consumer.poll(timeout_ms=200))
+        consumer.commit()
+        committed = consumer.committed([("t", 0)])[TopicPartition("t", 0)]
+        calls.append(("committed", committed and committed.offset))
+        member = consumer.group_metadata()
+        assert member is not None and member.state == "stable"
+    calls.append(("closed", None))
+    with BlockingAdmin(bootstrap) as admin:
+        (offset,) = admin.list_group_offsets("bg")
+        calls.append(("admin", (offset.committed_offset, offset.lag)))
+        assert admin.delete_groups(["bg"]) == {"bg": 0}
+    return calls
+
+
+async def test_blocking_group_member(cluster: FakeCluster) -> None:
+    cluster.create_topic("t", 1)
+    append(cluster, "t", 0, [b"a", b"b", b"c"])
+    with trio.fail_after(30):
+        calls = await trio.to_thread.run_sync(partial(group_roundtrip, cluster.bootstrap))
+    assert calls[0][0] == "assigned" and calls[1] == ("committed", 3)
+    assert calls[2][0] == "revoked" and calls[3] == ("closed", None)
+    assert calls[4] == ("admin", (2, 1))
+    assert "bg" not in cluster.coordinator.groups

@@ -7,9 +7,10 @@ import math
 import pytest
 import trio
 
-from client.errors import HighwaterTimeoutError, NoBrokersAvailable
+from client.errors import HighwaterClientError, HighwaterTimeoutError, NoBrokersAvailable
 from client.metadata import ClusterMetadata, parse_bootstrap
 from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.metadata import MetadataPartition, MetadataResponse, MetadataTopic
 from tests.unit.client.fake_broker import FakeCluster
@@ -93,3 +94,30 @@ async def test_wait_for_topic_keeps_its_timeout_when_a_broker_never_answers(
         await metadata.aclose()
     assert "no broker answered" in str(info.value)
     assert metadata.last_answer_ms == -math.inf
+
+
+async def test_wait_for_topic_fails_at_once_on_topic_authorization_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Kafka's producer: no DESCRIBE on the topic is not worth waiting max_block_ms for."""
+    metadata = ClusterMetadata("h:1", retry_backoff_ms=1)
+    refreshes = 0
+
+    async def refresh(*args: object, **kwargs: object) -> MetadataResponse:
+        nonlocal refreshes
+        refreshes += 1
+        answer = MetadataResponse(
+            brokers=(BrokerEndpoint(1, "h", 1),),
+            cluster_id="c",
+            controller_id=1,
+            topics=(MetadataTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "t", ()),),
+        )
+        metadata._merge(answer, ("t",))
+        return answer
+
+    monkeypatch.setattr(metadata, "refresh", refresh)
+    with trio.fail_after(5), pytest.raises(HighwaterClientError) as info:
+        await metadata.wait_for_topic("t", 60_000)
+    assert info.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert str(info.value).startswith("TOPIC_AUTHORIZATION_FAILED: topic 't'")
+    assert refreshes == 1

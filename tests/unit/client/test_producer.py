@@ -121,7 +121,9 @@ async def test_leader_move_is_followed(cluster3: FakeCluster) -> None:
         meta = await (await producer.send("t", b"b"))
     assert meta.offset == 1
     brokers = [b for b, body in cluster3.requests if isinstance(body, ProduceRequest)]
-    assert brokers == [1, 1, 3]
+    # The retry goes to the old leader again when it is due before the metadata refresh has
+    # answered (as in Kafka's Sender): a loaded machine shows [1, 1, 1, 3].
+    assert brokers[:2] == [1, 1] and brokers[-1] == 3 and set(brokers[2:-1]) <= {1}
 
 
 async def test_dropped_connection_is_retried(cluster: FakeCluster) -> None:

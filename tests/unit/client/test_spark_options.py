@@ -51,6 +51,17 @@ def test_streaming_defaults() -> None:
     assert opts.max_offsets_per_trigger is None
     assert opts.min_partitions is None
     assert opts.starting_timestamp_ms is None
+    assert opts.group_id_for_lag is None
+
+
+def test_group_id_for_lag_is_for_streams_and_not_empty() -> None:
+    assert source(subscribe="t", GroupIdForLag=" lag ").group_id_for_lag == "lag"
+    with pytest.raises(OptionError, match="'groupIdForLag' is empty"):
+        source(subscribe="t", groupIdForLag=" ")
+    with pytest.raises(OptionError, match="'groupIdForLag' is for streaming queries only"):
+        parse_source_options(
+            {"bootstrap.servers": "h:1", "subscribe": "t", "groupIdForLag": "g"}, streaming=False
+        )
 
 
 def test_batch_starts_at_earliest_by_default() -> None:
@@ -401,10 +412,30 @@ def test_keys_are_case_insensitive() -> None:
     )
 
 
-@pytest.mark.parametrize("key", ["kafka.security.protocol", "startingOffset", "groupIdPrefix"])
+@pytest.mark.parametrize("key", ["kafka.acks", "startingOffset", "groupIdPrefix"])
 def test_unknown_source_option_is_named(key: str) -> None:
     message = source_error({**BOOT, "subscribe": "a", key: "x"})
     assert "unknown option" in message and repr(key) in message
+
+
+def test_kafka_prefixed_security_options_reach_the_clients_without_the_prefix() -> None:
+    given = {
+        "kafka.security.protocol": "SASL_SSL",
+        "KAFKA.SASL.MECHANISM": "SCRAM-SHA-256",
+        "kafka.sasl.username": "alice",
+        "kafka.sasl.password": "secret",
+        "kafka.ssl.truststore.location": "/etc/ca.pem",
+    }
+    expected = (
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.mechanism", "SCRAM-SHA-256"),
+        ("sasl.username", "alice"),
+        ("sasl.password", "secret"),
+        ("ssl.truststore.location", "/etc/ca.pem"),
+    )
+    assert source(given, subscribe="a").security == expected
+    assert parse_sink_options({**BOOT, **given}).security == expected
+    assert source(subscribe="a").security == () == parse_sink_options(BOOT).security
 
 
 @pytest.mark.parametrize("key", ["path", "checkpointLocation", "queryName", "PATH"])

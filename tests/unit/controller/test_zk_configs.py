@@ -148,7 +148,7 @@ def test_a_config_change_makes_the_controller_read_the_unclean_overrides(
     "data",
     [
         b'{"version":1,"entity_path":"topics/t"}',
-        b'{"version":2,"entity_path":"users/u"}',
+        b'{"version":2,"entity_path":"clients/c"}',
         b'{"version":2,"entity_path":"topics/"}',
         b'{"version":2,"entity_path":"topics/a/b"}',
         b'{"version":2}',
@@ -158,3 +158,9 @@ def test_a_config_change_makes_the_controller_read_the_unclean_overrides(
 def test_malformed_notification_json_is_a_zk_data_error(data: bytes) -> None:
     with pytest.raises(zk_data.ZkDataError):
         zk_data.ConfigChangeNotification.decode(data)
+
+
+def test_a_users_notification_names_the_user() -> None:
+    # Written when a user's SCRAM credentials change (Kafka's `users/<name>` entity path).
+    decoded = zk_data.ConfigChangeNotification.decode(b'{"version":2,"entity_path":"users/u"}')
+    assert (decoded.entity_type, decoded.entity_name) == ("users", "u")

@@ -40,7 +40,12 @@ from protocol.topic_partition import TopicPartition
         ),
         (
             BrokerRegistration(
-                "h", 9092, None, 17, 5, (TopicPartition("a", 0), TopicPartition("t", 1))
+                "h",
+                9092,
+                None,
+                17,
+                5,
+                offline_partitions=(TopicPartition("a", 0), TopicPartition("t", 1)),
             ),
             {
                 "version": 1,

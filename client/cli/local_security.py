@@ -1,0 +1,145 @@
+"""`highwater dev up --secure`: what makes the local cluster a secured one.
+
+A CA and a certificate for 127.0.0.1/localhost made with the `openssl` command in
+`<dir>/tls/`; a broker user with a random password in `<dir>/tls/broker.properties`; listeners
+CLIENT (SASL_SSL, the ports clients bootstrap from) and INTERNAL (SASL_PLAINTEXT, between
+brokers); ACLs on, with `User:broker` and `User:admin` as super users; and, once the brokers
+answer, the admin user and `<dir>/client.properties` (Kafka's client properties) for the CLI.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Final
+
+from client.cli.properties import read_properties_file
+from client.security import ClientSecurity
+
+__all__ = [
+    "ADMIN_USER",
+    "BROKER_USER",
+    "SecureSetupError",
+    "admin_security",
+    "broker_security",
+    "broker_settings",
+    "client_properties_path",
+    "ensure_secrets",
+    "write_client_properties",
+]
+
+BROKER_USER: Final = "broker"
+ADMIN_USER: Final = "admin"
+_SCRAM: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_DAYS: Final = "825"
+
+
+class SecureSetupError(RuntimeError):
+    """The certificates or secrets could not be made."""
+
+
+def _tls(root: Path) -> Path:
+    return root / "tls"
+
+
+def client_properties_path(root: Path) -> Path:
+    return root / "client.properties"
+
+
+def ensure_secrets(root: Path) -> None:
+    """The CA, the brokers' certificate and the two passwords (made once, kept after)."""
+    tls = _tls(root)
+    tls.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not (tls / "server.pem").exists():
+        _make_certificates(tls)
+    secrets_file = tls / "passwords.properties"
+    if not secrets_file.exists():
+        secrets_file.touch(mode=0o600)
+        secrets_file.write_text(
+            f"broker={secrets.token_urlsafe(18)}\nadmin={secrets.token_urlsafe(18)}\n"
+        )
+
+
+def _password(root: Path, user: str) -> str:
+    return read_properties_file(_tls(root) / "passwords.properties")[user]
+
+
+def _make_certificates(tls: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise SecureSetupError(
+            "--secure makes its certificates with the openssl command: install it"
+        )
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    (tls / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    steps = [
+        [openssl, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", _DAYS,
+         "-subj", "/CN=Highwater dev CA"],
+        [openssl, "req", *ec, "-keyout", "server.key", "-out", "server.csr",
+         "-subj", "/CN=localhost"],
+        [openssl, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+         "-CAcreateserial", "-out", "server.crt", "-days", _DAYS, "-extfile", "san.ext"],
+    ]  # fmt: skip
+    for step in steps:
+        done = subprocess.run(step, cwd=tls, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SecureSetupError(f"openssl failed: {done.stderr.strip()}")
+    chain = (tls / "server.crt").read_text() + (tls / "server.key").read_text()
+    server = tls / "server.pem"
+    server.touch(mode=0o600)
+    server.write_text(chain)
+
+
+def broker_settings(root: Path, client_listener: str, internal_listener: str) -> dict[str, str]:
+    """server.properties additions for a broker of the secured cluster."""
+    tls = _tls(root)
+    password = _password(root, BROKER_USER)
+    return {
+        "listeners": f"CLIENT://{client_listener},INTERNAL://{internal_listener}",
+        "advertised.listeners": f"CLIENT://{client_listener},INTERNAL://{internal_listener}",
+        "listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{_SCRAM} required username="{BROKER_USER}" password="{password}";',
+        "ssl.keystore.location": str(tls / "server.pem"),
+        "ssl.truststore.location": str(tls / "ca.pem"),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
+    }
+
+
+def broker_security(root: Path) -> ClientSecurity:
+    """The brokers' own login on the CLIENT listener (what `dev up` probes and sets up with)."""
+    return _security(root, BROKER_USER)
+
+
+def admin_security(root: Path) -> ClientSecurity:
+    return _security(root, ADMIN_USER)
+
+
+def _security(root: Path, user: str) -> ClientSecurity:
+    return ClientSecurity(
+        protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        username=user,
+        password=_password(root, user),
+        ssl_cafile=str(_tls(root) / "ca.pem"),
+    )
+
+
+def write_client_properties(root: Path) -> Path:
+    """Kafka's client properties for the admin user, for --command-config."""
+    path = client_properties_path(root)
+    path.touch(mode=0o600)
+    path.write_text(
+        "# Written by `highwater dev up --secure`: the admin user (a super user).\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.username={ADMIN_USER}\n"
+        f"sasl.password={_password(root, ADMIN_USER)}\n"
+        f"ssl.truststore.location={_tls(root) / 'ca.pem'}\n"
+    )
+    return path

@@ -1,0 +1,103 @@
+"""`highwater users add|delete|list`: SCRAM credentials (Kafka's `kafka-configs --entity-type
+users --alter --add-config 'SCRAM-SHA-256=[password=...]'`), through any broker."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from client.admin import Admin
+from client.cli.common import bootstrap_option, cli_security, run_client
+from client.security_admin import SCRAM_MECHANISMS, delete_user, describe_users, upsert_user
+
+__all__ = ["users"]
+
+_TIMEOUT_S = 60.0
+_MECHANISM = click.option(
+    "--mechanism",
+    "mechanisms",
+    multiple=True,
+    type=click.Choice(list(SCRAM_MECHANISMS)),
+    help="Repeatable; default: both SCRAM-SHA-256 and SCRAM-SHA-512.",
+)
+
+
+def _admin(bootstrap: str) -> Admin:
+    return Admin(bootstrap, client_id="highwater-cli", security=cli_security())
+
+
+@click.group()
+def users() -> None:
+    """Users' SCRAM credentials (stored salted in ZooKeeper, /config/users/<name>)."""
+
+
+@users.command("add")
+@bootstrap_option
+@click.argument("name")
+@click.option(
+    "--password",
+    prompt=True,
+    hide_input=True,
+    confirmation_prompt=True,
+    envvar="HIGHWATER_USER_PASSWORD",
+    help="The password (prompted for if not given; env HIGHWATER_USER_PASSWORD).",
+)
+@_MECHANISM
+@click.option(
+    "--iterations",
+    type=click.IntRange(4096, 16384),
+    default=4096,
+    show_default=True,
+    help="PBKDF2 iterations of the salted password.",
+)
+def add(
+    bootstrap: str, name: str, password: str, mechanisms: tuple[str, ...], iterations: int
+) -> None:
+    """Add user NAME, or replace its password."""
+    chosen = mechanisms or tuple(SCRAM_MECHANISMS)
+
+    async def run() -> None:
+        async with _admin(bootstrap) as admin:
+            await upsert_user(admin, name, password, chosen, iterations)
+
+    run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    click.echo(f"Credentials of user {name} set ({', '.join(chosen)}).", err=True)
+
+
+@users.command("delete")
+@bootstrap_option
+@click.argument("name")
+@_MECHANISM
+def delete(bootstrap: str, name: str, mechanisms: tuple[str, ...]) -> None:
+    """Delete the credentials of user NAME (its open connections stay open)."""
+
+    async def run() -> None:
+        async with _admin(bootstrap) as admin:
+            found = await describe_users(admin, [name])
+            have = [m for m, _ in found.get(name, [])]
+            await delete_user(admin, name, mechanisms or have)
+
+    run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    click.echo(f"Credentials of user {name} deleted.", err=True)
+
+
+@users.command("list")
+@bootstrap_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: user -> mechanisms.")
+def list_users(bootstrap: str, as_json: bool) -> None:
+    """Users with credentials, and their mechanisms (never the credentials)."""
+
+    async def run() -> dict[str, list[tuple[str, int]]]:
+        async with _admin(bootstrap) as admin:
+            return await describe_users(admin)
+
+    found = run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    if as_json:
+        shaped = {u: [{"mechanism": m, "iterations": i} for m, i in ms] for u, ms in found.items()}
+        click.echo(json.dumps(shaped, sort_keys=True))
+        return
+    for user, mechanisms in sorted(found.items()):
+        listed = ", ".join(f"{m} (iterations {i})" for m, i in mechanisms)
+        click.echo(f"{user}\t{listed}")
+    click.echo(f"{len(found)} users", err=True)

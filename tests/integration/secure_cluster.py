@@ -1,0 +1,105 @@
+"""A secured cluster for integration tests: a CA and certificates made on the fly (trustme;
+none committed), brokers with an INTERNAL SASL_PLAINTEXT inter-broker listener and an
+EXTERNAL SASL_SSL one, SCRAM users and the ACL authorizer with `User:broker` and
+`User:admin` as super users."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+
+import trustme
+
+from client.security import ClientSecurity
+from tests.integration.cluster_harness import Cluster
+
+__all__ = ["BROKER_PASSWORD", "Pki", "make_pki", "secure_cluster", "security"]
+
+BROKER_USER = "broker"
+BROKER_PASSWORD = "broker-secret"
+ADMIN_USER = "admin"
+ADMIN_PASSWORD = "admin-secret"
+_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca: Path  # the CA the brokers' certificates come from
+    server: Path  # certificate chain + key for 127.0.0.1 and localhost
+    client: Path  # a client certificate (CN=alice,OU=Dev,O=Example) from the same CA
+    other_ca: Path  # a CA nobody trusts
+    other_client: Path  # a client certificate from it
+    expired_client: Path  # CN=alice from the trusted CA, expired yesterday
+
+
+def make_pki(directory: Path) -> Pki:
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    other = trustme.CA()
+    paths = Pki(
+        directory / "ca.pem",
+        directory / "server.pem",
+        directory / "client.pem",
+        directory / "other-ca.pem",
+        directory / "other-client.pem",
+        directory / "expired-client.pem",
+    )
+    ca.cert_pem.write_to_path(str(paths.ca))
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        str(paths.server)
+    )
+    ca.issue_cert(
+        "alice@example.com", common_name="alice", organization_name="Example",
+        organization_unit_name="Dev",
+    ).private_key_and_cert_chain_pem.write_to_path(str(paths.client))  # fmt: skip
+    other.cert_pem.write_to_path(str(paths.other_ca))
+    other.issue_cert(
+        "mallory@example.com", common_name="mallory"
+    ).private_key_and_cert_chain_pem.write_to_path(str(paths.other_client))
+    now = datetime.datetime.now(datetime.UTC)
+    ca.issue_cert(
+        "alice@example.com", common_name="alice", organization_name="Example",
+        organization_unit_name="Dev", not_before=now - datetime.timedelta(days=2),
+        not_after=now - datetime.timedelta(days=1),
+    ).private_key_and_cert_chain_pem.write_to_path(str(paths.expired_client))  # fmt: skip
+    return paths
+
+
+def secure_cluster(zookeeper_port: int, directory: Path, size: int, pki: Pki) -> Cluster:
+    overrides = {
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "sasl.jaas.config": (
+            f'{_SCRAM} required username="{BROKER_USER}" password="{BROKER_PASSWORD}";'
+        ),
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
+        "offsets.topic.replication.factor": "1",
+    }
+    return Cluster(
+        zookeeper_port,
+        directory,
+        size,
+        overrides,
+        listeners={"INTERNAL": "SASL_PLAINTEXT", "EXTERNAL": "SASL_SSL"},
+    )
+
+
+def security(
+    pki: Pki,
+    user: str = ADMIN_USER,
+    password: str = ADMIN_PASSWORD,
+    *,
+    mechanism: str = "SCRAM-SHA-512",
+    protocol: str = "SASL_SSL",
+) -> ClientSecurity:
+    return ClientSecurity(
+        protocol=protocol,
+        sasl_mechanism=mechanism,
+        username=user,
+        password=password,
+        ssl_cafile=str(pki.ca) if "SSL" in protocol else None,
+    )

@@ -1,0 +1,129 @@
+"""The SASL authenticator core and SCRAM credentials, against scramp's client."""
+
+from __future__ import annotations
+
+import pytest
+from scramp import ScramClient
+
+from broker.core.principal import Principal
+from broker.core.sasl import SaslAuthenticator, SaslStage
+from broker.core.scram import (
+    ScramCredential,
+    credential_from_salted,
+    make_credential,
+    password_matches,
+)
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.jaas import parse_jaas_login
+from protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from protocol.messages.sasl_handshake import SaslHandshakeRequest
+
+MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+CREDENTIALS = {
+    ("alice", m): make_credential(m, "alice-secret") for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+}
+
+
+def authenticator(mechanisms: tuple[str, ...] = MECHANISMS) -> SaslAuthenticator:
+    return SaslAuthenticator(
+        mechanisms, lambda user, m: CREDENTIALS.get((user, m)), fake_salt_key=b"k" * 32
+    )
+
+
+def scram(user: str, password: str, mechanism: str) -> tuple[SaslAuthenticator, object]:
+    sasl = authenticator()
+    assert sasl.handshake(SaslHandshakeRequest(mechanism)).response.error_code == 0
+    client = ScramClient([mechanism], user, password)
+    first = sasl.authenticate(SaslAuthenticateRequest(client.get_client_first().encode()))
+    assert first.response.error_code == 0 and not first.close
+    client.set_server_first(first.response.auth_bytes.decode())
+    final = sasl.authenticate(SaslAuthenticateRequest(client.get_client_final().encode()))
+    if final.principal is not None:
+        client.set_server_final(final.response.auth_bytes.decode())  # the broker proved itself
+    return sasl, final
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_logs_in_with_the_right_password(mechanism: str) -> None:
+    sasl, final = scram("alice", "alice-secret", mechanism)
+    assert final.principal == Principal("User", "alice")  # type: ignore[attr-defined]
+    assert sasl.stage is SaslStage.COMPLETE
+    assert sasl.admits(ApiKey.PRODUCE)
+
+
+@pytest.mark.parametrize(("user", "password"), [("alice", "wrong"), ("nobody", "alice-secret")])
+def test_a_wrong_password_and_an_unknown_user_fail_alike_at_the_last_step(
+    user: str, password: str
+) -> None:
+    sasl, final = scram(user, password, "SCRAM-SHA-512")
+    assert final.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED  # type: ignore[attr-defined]
+    assert final.close and final.principal is None  # type: ignore[attr-defined]
+    assert sasl.stage is SaslStage.FAILED and not sasl.admits(ApiKey.METADATA)
+
+
+def test_an_unknown_users_salt_is_stable() -> None:
+    salts = set()
+    for _ in range(2):
+        sasl = authenticator()
+        sasl.handshake(SaslHandshakeRequest("SCRAM-SHA-256"))
+        client = ScramClient(["SCRAM-SHA-256"], "nobody", "x")
+        first = sasl.authenticate(SaslAuthenticateRequest(client.get_client_first().encode()))
+        salts.add(first.response.auth_bytes.decode().split(",")[1])
+    assert len(salts) == 1
+
+
+def test_plain() -> None:
+    good = authenticator()
+    good.handshake(SaslHandshakeRequest("PLAIN"))
+    assert good.authenticate(SaslAuthenticateRequest(b"\0alice\0alice-secret")).principal == (
+        Principal("User", "alice")
+    )
+    for message in (b"\0alice\0wrong", b"\0nobody\0x", b"bob\0alice\0alice-secret", b"garbage"):
+        sasl = authenticator()
+        sasl.handshake(SaslHandshakeRequest("PLAIN"))
+        step = sasl.authenticate(SaslAuthenticateRequest(message))
+        assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.close
+
+
+def test_only_the_handshake_requests_in_order() -> None:
+    sasl = authenticator(("SCRAM-SHA-256",))
+    assert sasl.admits(ApiKey.API_VERSIONS) and sasl.admits(ApiKey.SASL_HANDSHAKE)
+    assert not sasl.admits(ApiKey.METADATA) and not sasl.admits(ApiKey.SASL_AUTHENTICATE)
+    refused = sasl.handshake(SaslHandshakeRequest("PLAIN"))
+    assert refused.response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    assert refused.response.mechanisms == ("SCRAM-SHA-256",) and refused.close  # type: ignore[union-attr]
+    early = authenticator().authenticate(SaslAuthenticateRequest(b"x"))
+    assert early.response.error_code == ErrorCode.ILLEGAL_SASL_STATE and early.close
+
+
+def test_credentials_round_trip_and_match_their_password() -> None:
+    credential = make_credential("SCRAM-SHA-512", "pw", 4096)
+    assert ScramCredential.decode(credential.encode()) == credential
+    assert password_matches("SCRAM-SHA-512", credential, "pw")
+    assert not password_matches("SCRAM-SHA-512", credential, "px")
+    with pytest.raises(ValueError):
+        ScramCredential.decode("salt=AA==,stored_key=AA==,server_key=AA==,iterations=100")
+    with pytest.raises(ValueError):
+        ScramCredential.decode("nonsense")
+
+
+def test_a_salted_password_gives_the_same_credential_as_the_password() -> None:
+    import hashlib
+
+    made = make_credential("SCRAM-SHA-256", "pw", 4096, salt=b"0123456789abcdef")
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", b"0123456789abcdef", 4096)
+    assert credential_from_salted("SCRAM-SHA-256", made.salt, salted, 4096) == made
+    with pytest.raises(ValueError):
+        credential_from_salted("SCRAM-SHA-256", made.salt, salted[:5], 4096)
+
+
+def test_jaas_lines() -> None:
+    login = parse_jaas_login(
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="a \\"quoted\\"; secret";'
+    )
+    assert (login.username, login.password) == ("alice", 'a "quoted"; secret')
+    for bad in ("", "Module required;", 'Module required username="a";', "just words"):
+        with pytest.raises(ValueError):
+            parse_jaas_login(bad)
