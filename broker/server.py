@@ -34,6 +34,7 @@ from broker.purgatory import RequestClock, current_request_clock
 from broker.request_stats import RequestStats
 from broker.settings import default_of
 from broker.tls import certificate_subject
+from controller.zk_types import ZkConnectionError
 from protocol.apis import ApiKey, supported_versions
 from protocol.codec import RequestDecodeError, RequestHeader, decode_request, encode_response
 from protocol.errors import ErrorCode, FrameError, HighwaterError
@@ -314,6 +315,16 @@ class BrokerServer:
             started = time.perf_counter()
             try:
                 response = await handler(self.ctx, header, request.body)
+            except ZkConnectionError as exc:
+                # An expected condition, not a bug: ZooKeeper is away (a session being
+                # re-established, or the ensemble stopping). The peer retries on a new
+                # connection (the controller's requests, every client's).
+                log.warning(
+                    "request needs ZooKeeper, which did not answer; connection closed",
+                    api_key=header.api_key,
+                    error=str(exc),
+                )
+                return
             except Exception:
                 log.exception("request handler failed", api_key=header.api_key)
                 return

@@ -24,6 +24,7 @@ from client.errors import (
     NoBrokersAvailable,
     UnknownTopicError,
 )
+from client.lifecycle import exception_leaves
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
 from client.security import ClientSecurity
@@ -129,14 +130,6 @@ class _ExitError(click.ClickException):
 def fail(message: str, exit_code: int = 1) -> NoReturn:
     """Print `Error: message` on stderr and exit."""
     raise _ExitError(message, exit_code)
-
-
-def exception_leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from exception_leaves(inner)
-    else:
-        yield exc
 
 
 _USER_ERRORS = (HighwaterClientError, BrokerConnectionError, trio.TooSlowError, OSError)

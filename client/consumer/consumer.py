@@ -26,6 +26,7 @@ from client.consumer.partition_state import (
 )
 from client.consumer.positions import RESETS, Positions
 from client.errors import ClientClosedError, HighwaterClientError, HighwaterTimeoutError
+from client.lifecycle import exit_stack_keeping_exception
 from client.metadata import ClusterMetadata, list_offsets
 from client.security import ClientSecurity
 from protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -173,11 +174,13 @@ class Consumer:
             # Closing was interrupted (a Cancelled, maybe of our own nursery, which must absorb
             # it): the exit stack has to see *that* exception, not the body's None.
             if exc is not None:
-                return await stack.__aexit__(exc_type, exc, tb)
-            if await stack.__aexit__(type(close_error), close_error, close_error.__traceback__):
+                return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
+            if await exit_stack_keeping_exception(
+                stack, type(close_error), close_error, close_error.__traceback__
+            ):
                 return None
             raise
-        return await stack.__aexit__(exc_type, exc, tb)
+        return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
 
     async def aclose(self, timeout_ms: float = 30_000, *, commit: bool = True) -> None:
         """Close: a group member commits (auto-commit; not when `commit` is False), calls the

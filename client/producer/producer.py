@@ -23,6 +23,7 @@ from client.errors import (
     NoBrokersAvailable,
     ProducerFatalError,
 )
+from client.lifecycle import exit_stack_keeping_exception
 from client.metadata import ClusterMetadata
 from client.partitioner import StickyPartitioner, partition_for_key
 from client.producer.accumulator import RecordAccumulator
@@ -226,11 +227,13 @@ class Producer:
             # must absorb it) or of the caller's scope. The exit stack has to see *that*
             # exception, not the body's None, or a Cancelled escapes a block that succeeded.
             if exc is not None:
-                return await stack.__aexit__(exc_type, exc, tb)
-            if await stack.__aexit__(type(close_error), close_error, close_error.__traceback__):
+                return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
+            if await exit_stack_keeping_exception(
+                stack, type(close_error), close_error, close_error.__traceback__
+            ):
                 return None
             raise
-        return await stack.__aexit__(exc_type, exc, tb)
+        return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
 
     async def aclose(self, timeout_ms: float | None = None) -> CloseResult:
         """Send what is buffered (waiting at most timeout_ms; None: until delivered or expired),

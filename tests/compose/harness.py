@@ -4,20 +4,14 @@ Every call has a deadline (a subprocess timeout; conditions are polled until a d
 slept on), and `ComposeProject.destroy` removes whatever the project left, whether or not the
 steps before it succeeded.
 
-The host client and the brokers' names: the brokers advertise `broker-N:909x` (one listener each;
-see docker-compose.yml), so a client on the host must resolve those names to the host, which is
-what docs/operations.md tells users to do in /etc/hosts. The test does not touch the machine's
-/etc/hosts (other people's processes read it): each CLI call runs under `unshare --mount` with a
-private copy of /etc/hosts bind-mounted over it, holding that one documented line. Once brokers
-have named listeners (INTERNAL for the compose network, EXTERNAL advertised as
-localhost:909x), set HOST_NEEDS_BROKER_NAMES to False: the CLI then runs as is.
+The host client bootstraps from the brokers' EXTERNAL listeners, published and advertised as
+127.0.0.1:1909N (docker-compose.yml): no names to resolve, no /etc/hosts line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -33,7 +27,6 @@ from tests.compose.images import engine_env
 
 __all__ = [
     "BROKERS",
-    "HOST_NEEDS_BROKER_NAMES",
     "METRICS_PORTS",
     "PUBLISHED_PORTS",
     "ComposeProject",
@@ -53,8 +46,6 @@ BROKERS = ("broker-1", "broker-2", "broker-3")
 PUBLISHED_PORTS = {"broker-1": 19092, "broker-2": 19093, "broker-3": 19094}
 # The brokers' EXTERNAL listeners advertise 127.0.0.1:1909N: a host client needs no names.
 METRICS_PORTS = {"broker-1": 9644, "broker-2": 9645, "broker-3": 9646}  # published too
-HOST_NEEDS_BROKER_NAMES = False
-HOSTS_LINE = "127.0.0.1 broker-1 broker-2 broker-3"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 T = TypeVar("T")
@@ -315,43 +306,12 @@ def highwater_command() -> list[str]:
 class HostClient:
     """The `highwater` CLI on the host, bootstrapping from the published ports."""
 
-    def __init__(self, hosts_dir: Path) -> None:
+    def __init__(self) -> None:
         self._cli = highwater_command()
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in PUBLISHED_PORTS.values())
-        self._hosts: Path | None = None
-        if HOST_NEEDS_BROKER_NAMES:
-            self._hosts = hosts_dir / "hosts"
-            self._hosts.write_text(Path("/etc/hosts").read_text() + f"\n{HOSTS_LINE}\n")
-
-    @staticmethod
-    def can_resolve_broker_names() -> str | None:
-        """None when the private-/etc/hosts workaround can run here, else why not."""
-        if not HOST_NEEDS_BROKER_NAMES:
-            return None
-        if os.geteuid() != 0:
-            return "a private /etc/hosts for the host client needs root (unshare --mount)"
-        if shutil.which("unshare") is None:
-            return "unshare (util-linux) is missing"
-        return None
 
     def argv(self, *args: str) -> list[str]:
-        command = [*self._cli, *args]
-        if self._hosts is None:
-            return command
-        # A private mount namespace: the bind mount, and so the extra names, exist only for
-        # this one process; the machine's /etc/hosts is never written.
-        script = 'mount --bind "$0" /etc/hosts && exec "$@"'
-        return [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            script,
-            str(self._hosts),
-            *command,
-        ]
+        return [*self._cli, *args]
 
     def run(self, *args: str, timeout_s: float, input_text: str | None = None) -> str:
         return _run(self.argv(*args, "-b", self.bootstrap), timeout_s, input_text=input_text).stdout

@@ -10,9 +10,8 @@ are unreachable here: tests/compose/images.py). What differs from a user's machi
 - podman 4.3 without systemd never runs health checks by itself, so the test runs them
   (`podman healthcheck run`) until each passes;
 - the image build gets `--network host` and the host's CA bundle (PIP_CERT) for pip;
-- the host client resolves the brokers' advertised names through the documented /etc/hosts
-  line, in a private mount namespace (tests/compose/harness.py) rather than the machine's file,
-  until brokers have named listeners.
+- nothing for the host client: it bootstraps from the published EXTERNAL listeners
+  (127.0.0.1:1909N), as a user's would, with no /etc/hosts line.
 
 Skipped only when the container engine cannot run here (no podman, not root); in CI, where
 `make test` installs everything, a missing piece is a failure.
@@ -25,15 +24,12 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.compose.harness import (
     BROKERS,
-    HOST_NEEDS_BROKER_NAMES,
-    HOSTS_LINE,
     METRICS_PORTS,
     PUBLISHED_PORTS,
     ComposeProject,
@@ -91,9 +87,6 @@ def compose(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
         ensure_images(log=lambda line: print(line, flush=True))
     except EngineUnavailable as exc:
         _unavailable(f"the container engine cannot run here: {exc}")
-    why_not = HostClient.can_resolve_broker_names()
-    if why_not is not None:
-        _unavailable(why_not)
     assert podman_compose is not None
     project = ComposeProject(PROJECT, podman_compose)
     leftovers = project.destroy()  # from an earlier run that was killed before its clean-up
@@ -161,11 +154,11 @@ def _json_lines_only(stdout: str) -> int:
 
 
 def test_compose_cluster_round_trip(
-    compose: ComposeProject, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    compose: ComposeProject, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report: list[str] = []
     try:
-        _scenario(compose, HostClient(tmp_path), report)
+        _scenario(compose, HostClient(), report)
     except BaseException:
         print("\n".join(report))
         print(compose.dump_logs())
@@ -214,8 +207,7 @@ def _scenario(compose: ComposeProject, client: HostClient, report: list[str]) ->
     report.append(f"broker-1 health check says: {compose.health_output('broker-1')}")
 
     # --- from the host: an RF=3 topic, 10,000 keyed records with acks=all, consumed back ---
-    if HOST_NEEDS_BROKER_NAMES:
-        report.append(f"(host client: the documented /etc/hosts line {HOSTS_LINE!r}, privately)")
+    report.append(f"host client: -b {client.bootstrap} (the EXTERNAL listeners, no /etc/hosts)")
     timed.run(
         "create topic (RF=3)",
         lambda: client.run(

@@ -32,7 +32,11 @@ LONG_TOPIC: Final = "a" * 60 + "-x"  # a name such regexes backtrack over expone
 @pytest.fixture
 def lone_broker(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[BrokerProcess]:
     """A 1-broker cluster of its own: the input may leave it stuck, so it is killed after."""
-    overrides = {**FAST_REPLICATION, "offsets.topic.num.partitions": "1"}
+    overrides = {
+        **FAST_REPLICATION,
+        "offsets.topic.num.partitions": "1",
+        "offsets.topic.replication.factor": "1",  # one broker: the topic needs only one
+    }
     cluster = Cluster(zookeeper.port, tmp_path, 1, overrides)
     cluster.start()
     try:
