@@ -17,6 +17,7 @@ from controller.zk_data import (
     TopicConfigZnode,
     ZkDataError,
 )
+from protocol.messages.update_metadata import ListenerEndpoint
 from protocol.topic_partition import TopicPartition
 
 
@@ -126,6 +127,21 @@ def test_broker_registration_incarnation() -> None:
     again = BrokerRegistration.decode(BrokerRegistration("h", 9092, None, 18, 40).encode())
     assert again.incarnation == 40 and again.incarnation_of(57) == 40
     assert BrokerRegistration("h", 9092, incarnation=60).incarnation_of(57) == 57
+
+
+def test_broker_registration_keeps_listeners_and_offline_partitions() -> None:
+    """A broker with named listeners and a failed log dir: the registration carries both."""
+    endpoints = (
+        ListenerEndpoint("INTERNAL", "PLAINTEXT", "h", 9092),
+        ListenerEndpoint("EXTERNAL", "SASL_SSL", "::1", 9093),
+    )
+    offline = (TopicPartition("a", 0), TopicPartition("t", 1))
+    registration = BrokerRegistration(
+        "h", 9092, None, 17, 5, endpoints=endpoints, offline_partitions=offline
+    )
+    again = BrokerRegistration.decode(registration.encode())
+    assert again.endpoints == endpoints and again.offline_partitions == offline
+    assert again == registration
 
 
 def test_log_dir_event_notification_is_kafkas() -> None:
