@@ -1,12 +1,49 @@
-"""Leaving a client's background nursery without wrapping the caller's own exception."""
+"""A client's background nursery (Consumer, Producer): entering it, and leaving it after
+closing the client without wrapping the caller's own exception."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import TracebackType
 
-__all__ = ["exception_leaves", "exit_stack_keeping_exception"]
+import trio
+
+__all__ = ["close_then_exit", "exception_leaves", "exit_stack_keeping_exception", "open_background"]
+
+
+async def open_background(
+    run: Callable[[trio.TaskStatus[None]], Awaitable[None]],
+) -> contextlib.AsyncExitStack:
+    """A nursery, held open by the returned stack, running `run` once it reported started."""
+    stack = contextlib.AsyncExitStack()
+    nursery = await stack.enter_async_context(trio.open_nursery())
+    await nursery.start(run)
+    return stack
+
+
+async def close_then_exit(
+    stack: contextlib.AsyncExitStack,
+    close: Callable[[], Awaitable[object]],
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    tb: TracebackType | None,
+) -> bool | None:
+    """A client's `__aexit__`: `close()`, then leave the background nursery."""
+    try:
+        await close()
+    except BaseException as close_error:
+        # Closing was interrupted: typically a Cancelled, maybe of our own nursery (which must
+        # absorb it) or of the caller's scope. The exit stack has to see *that* exception, not
+        # the body's None, or a Cancelled escapes a block that succeeded.
+        if exc is not None:
+            return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
+        if await exit_stack_keeping_exception(
+            stack, type(close_error), close_error, close_error.__traceback__
+        ):
+            return None
+        raise
+    return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
 
 
 def exception_leaves(exc: BaseException) -> Iterator[BaseException]:

@@ -7,6 +7,7 @@ validation) are positions.py. Not safe for concurrent use by several tasks (as K
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from client.consumer.partition_state import (
 )
 from client.consumer.positions import RESETS, Positions
 from client.errors import ClientClosedError, HighwaterClientError, HighwaterTimeoutError
-from client.lifecycle import exit_stack_keeping_exception
+from client.lifecycle import close_then_exit, open_background
 from client.metadata import ClusterMetadata, list_offsets
 from client.security import ClientSecurity
 from protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -142,10 +143,7 @@ class Consumer:
     async def __aenter__(self) -> Consumer:
         if self._exit_stack is not None:
             raise RuntimeError("a Consumer can be entered once")
-        stack = contextlib.AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        self._exit_stack = stack
-        await nursery.start(self._run_background)
+        self._exit_stack = await open_background(self._run_background)
         return self
 
     async def _run_background(self, task_status: trio.TaskStatus[None]) -> None:
@@ -164,23 +162,11 @@ class Consumer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        stack = self._exit_stack
-        if stack is None:
-            await self.aclose(commit=exc is None)
+        close = functools.partial(self.aclose, commit=exc is None)
+        if self._exit_stack is None:
+            await close()
             return None
-        try:
-            await self.aclose(commit=exc is None)
-        except BaseException as close_error:
-            # Closing was interrupted (a Cancelled, maybe of our own nursery, which must absorb
-            # it): the exit stack has to see *that* exception, not the body's None.
-            if exc is not None:
-                return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
-            if await exit_stack_keeping_exception(
-                stack, type(close_error), close_error, close_error.__traceback__
-            ):
-                return None
-            raise
-        return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
+        return await close_then_exit(self._exit_stack, close, exc_type, exc, tb)
 
     async def aclose(self, timeout_ms: float = 30_000, *, commit: bool = True) -> None:
         """Close: a group member commits (auto-commit; not when `commit` is False), calls the

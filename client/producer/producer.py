@@ -23,7 +23,7 @@ from client.errors import (
     NoBrokersAvailable,
     ProducerFatalError,
 )
-from client.lifecycle import exit_stack_keeping_exception
+from client.lifecycle import close_then_exit, open_background
 from client.metadata import ClusterMetadata
 from client.partitioner import StickyPartitioner, partition_for_key
 from client.producer.accumulator import RecordAccumulator
@@ -196,10 +196,7 @@ class Producer:
     async def __aenter__(self) -> Producer:
         if self._exit_stack is not None:
             raise RuntimeError("a Producer can be entered once")
-        stack = contextlib.AsyncExitStack()
-        outer = await stack.enter_async_context(trio.open_nursery())
-        self._exit_stack = stack
-        await outer.start(self._run_background)
+        self._exit_stack = await open_background(self._run_background)
         return self
 
     async def _run_background(self, task_status: trio.TaskStatus[None]) -> None:
@@ -219,21 +216,8 @@ class Producer:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._exit_stack is not None
-        stack = self._exit_stack
-        try:
-            await self.aclose(timeout_ms=None if exc is None else 0)
-        except BaseException as close_error:
-            # Closing was interrupted: typically a Cancelled, maybe of our own nursery (which
-            # must absorb it) or of the caller's scope. The exit stack has to see *that*
-            # exception, not the body's None, or a Cancelled escapes a block that succeeded.
-            if exc is not None:
-                return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
-            if await exit_stack_keeping_exception(
-                stack, type(close_error), close_error, close_error.__traceback__
-            ):
-                return None
-            raise
-        return await exit_stack_keeping_exception(stack, exc_type, exc, tb)
+        close = functools.partial(self.aclose, timeout_ms=None if exc is None else 0)
+        return await close_then_exit(self._exit_stack, close, exc_type, exc, tb)
 
     async def aclose(self, timeout_ms: float | None = None) -> CloseResult:
         """Send what is buffered (waiting at most timeout_ms; None: until delivered or expired),
