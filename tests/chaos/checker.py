@@ -20,9 +20,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import ClassVar
 
 __all__ = [
     "ANOMALIES",
+    "AnomalyReport",
     "CheckReport",
     "Poll",
     "SendOutcome",
@@ -66,14 +68,17 @@ class Poll:
 
 
 @dataclass
-class CheckReport:
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ANOMALIES, 0))
+class AnomalyReport:
+    """Counts and a few examples per anomaly; subclasses name their anomalies."""
+
+    NAMES: ClassVar[tuple[str, ...]] = ()
+    TITLE: ClassVar[str] = "anomaly"
+    counts: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    acked: int = 0
-    failed: int = 0
-    unknown: int = 0
-    polled: int = 0
-    final_records: int = 0
+
+    def __post_init__(self) -> None:
+        for name in self.NAMES:
+            self.counts.setdefault(name, 0)
 
     @property
     def ok(self) -> bool:
@@ -85,12 +90,22 @@ class CheckReport:
             self.examples[anomaly].append(example)
 
     def table(self) -> str:
-        width = max(len(a) for a in ANOMALIES)
-        lines = [f"{'anomaly':<{width}}  count  examples"]
-        for anomaly in ANOMALIES:
+        width = max(len(a) for a in (self.TITLE, *self.NAMES))
+        lines = [f"{self.TITLE:<{width}}  count  examples"]
+        for anomaly in self.NAMES:
             shown = "; ".join(self.examples.get(anomaly, []))
             lines.append(f"{anomaly:<{width}}  {self.counts[anomaly]:>5}  {shown}")
         return "\n".join(lines)
+
+
+@dataclass
+class CheckReport(AnomalyReport):
+    NAMES: ClassVar[tuple[str, ...]] = ANOMALIES
+    acked: int = 0
+    failed: int = 0
+    unknown: int = 0
+    polled: int = 0
+    final_records: int = 0
 
 
 def check(

@@ -18,8 +18,11 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar
+
+from tests.chaos.checker import AnomalyReport
 
 __all__ = [
     "GROUP_ANOMALIES",
@@ -38,7 +41,6 @@ GROUP_ANOMALIES = (
     "committed-regression",
     "committed-short",
 )
-_EXAMPLES_KEPT = 5
 
 
 class OwnershipChange(Enum):
@@ -72,29 +74,12 @@ class CommittedSample:
 
 
 @dataclass
-class GroupReport:
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUP_ANOMALIES, 0))
-    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+class GroupReport(AnomalyReport):
+    NAMES: ClassVar[tuple[str, ...]] = GROUP_ANOMALIES
+    TITLE: ClassVar[str] = "group anomaly"
     processed: int = 0
     handovers: int = 0  # assignments of a partition to a member after another owned it
     lost: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not any(self.counts.values())
-
-    def add(self, anomaly: str, example: str) -> None:
-        self.counts[anomaly] += 1
-        if len(self.examples[anomaly]) < _EXAMPLES_KEPT:
-            self.examples[anomaly].append(example)
-
-    def table(self) -> str:
-        width = max(len(a) for a in GROUP_ANOMALIES)
-        lines = [f"{'group anomaly':<{width}}  count  examples"]
-        for anomaly in GROUP_ANOMALIES:
-            shown = "; ".join(self.examples.get(anomaly, []))
-            lines.append(f"{anomaly:<{width}}  {self.counts[anomaly]:>5}  {shown}")
-        return "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True)
