@@ -89,13 +89,21 @@ class LogManager:
     def startup(
         self, now_ms: int, configs: Mapping[TopicPartition, LogConfig] | None = None
     ) -> None:
-        """Lock every log dir and open every log in it, recovering after an unclean stop."""
+        """Lock every log dir and open every log in it, recovering after an unclean stop. A dir
+        that fails is offline (KIP-112); LogStorageError if every one failed."""
         configs = configs or {}
+        failed: dict[Path, OSError] = {}
         for log_dir in self.log_dirs:
             try:
                 self._load_dir(log_dir, now_ms, configs)
             except OSError as exc:
-                self.fail_dir(log_dir, exc)
+                if is_transient(exc):
+                    raise
+                failed[log_dir] = exc
+        if len(failed) == len(self.log_dirs):  # Kafka's LogManager: no usable dir, no broker
+            raise LogStorageError("; ".join(f"{d}: {error}" for d, error in failed.items()))
+        for log_dir, error in failed.items():
+            self.fail_dir(log_dir, error)
         self.checkpoint(now_ms)
 
     def _load_dir(

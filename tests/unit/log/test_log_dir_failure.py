@@ -246,3 +246,17 @@ def test_running_out_of_descriptors_takes_nothing_offline(
     assert not manager.offline_dirs and not replicas.offline
     assert replicas.append(TP, make_batch(1), T0).error_code == ErrorCode.NONE
     manager.shutdown(T0)
+
+
+def test_a_dir_that_cannot_open_is_offline_unless_every_dir_failed(tmp_path: Path) -> None:
+    """As Kafka's LogManager: a broker starts with the dirs that open, and not at all when
+    none does (the start-up error names each dir)."""
+    good, bad = tmp_path / "good", tmp_path / "a-file"
+    bad.write_text("")
+    manager = LogManager([good, bad / "data"], LogConfig())
+    manager.startup(T0)
+    assert manager.online_dirs() == [good]
+    assert str(bad / "data") in manager.offline_dirs[bad / "data"]
+    manager.shutdown(T0)
+    with pytest.raises(LogStorageError, match="Not a directory"):
+        LogManager([bad / "data"], LogConfig()).startup(T0)
