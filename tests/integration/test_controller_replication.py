@@ -335,8 +335,16 @@ async def test_new_controller_keeps_a_follower_that_only_re_registered(zk_hosts:
 
 
 def handler_context(controller: Controller | None) -> BrokerContext:
-    """The handler only needs `ctx.controller`."""
-    return cast("BrokerContext", SimpleNamespace(controller=controller))
+    """The handler only needs `ctx.controller`, and the authorizer's word (brokers only: a
+    broker without an authorizer allows every request, as here)."""
+
+    def authorize_cluster(operation: object, *, log_denied: bool = True) -> bool:
+        return True
+
+    return cast(
+        "BrokerContext",
+        SimpleNamespace(controller=controller, authorize_cluster=authorize_cluster),
+    )
 
 
 async def ask_controlled_shutdown(
