@@ -25,6 +25,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import trio
 
@@ -67,6 +68,7 @@ class Nemesis:
     heal_timeout_s: float = 60  # after a step, how long to wait for the cluster to be whole
     ledger: Ledger = field(default_factory=Ledger)
     log: list[str] = field(default_factory=list)
+    log_path: Path | None = None
     steps: int = 0
     unhealed: int = 0  # steps after which the cluster was not whole within heal_timeout_s
     skipped: Counter[str] = field(default_factory=Counter)  # drawn but not injectable then
@@ -90,6 +92,13 @@ class Nemesis:
             raise ValueError("partition needs brokers in network namespaces (--netns)")
         if "lose-acks" in self.kinds and not self.proxies:
             raise ValueError("lose-acks needs lossy links (the brokers behind LossyProxy)")
+
+    def note(self, line: str) -> None:
+        """Into the log, and into `log_path` as it happens (a long run's story survives it)."""
+        self.log.append(line)
+        if self.log_path is not None:
+            with self.log_path.open("a") as f:
+                f.write(line + "\n")
 
     def _at(self) -> str:
         return f"at {trio.current_time() - self._began_s:.1f} s"
@@ -119,7 +128,8 @@ class Nemesis:
             )
             exclusive = any(f.kind in EXCLUSIVE for f in step.faults)
             if exclusive:
-                self.log += [f"restored: {r} ({self._at()})" for r in await self._restore()]
+                for r in await self._restore():
+                    self.note(f"restored: {r} ({self._at()})")
             if exclusive or self._full_isr_needed:
                 full = await self._full_isrs(_FULL_ISR_WAIT_S)
                 self._full_isr_needed = False
@@ -132,7 +142,7 @@ class Nemesis:
                 self.skipped[step.name] += 1
                 continue
             self.steps += 1
-            self.log.append(f"step {self.steps}: {step.name} ({self._at()})")
+            self.note(f"step {self.steps}: {step.name} ({self._at()})")
             async with trio.open_nursery() as nursery:
                 for fault, broker in zip(step.faults, targets, strict=True):
                     nursery.start_soon(self._inject, step, fault, broker, roles)
@@ -206,7 +216,7 @@ class Nemesis:
             self.heal()
         finally:
             self.ledger.heal(number, trio.current_time())
-        self.log.append(f"  #{number} {fault.kind} {target}: {what} ({self._at()})")
+        self.note(f"  #{number} {fault.kind} {target}: {what} ({self._at()})")
 
     async def _apply(
         self, fault: Fault, broker_id: int | None, partition: int, roles: _Roles

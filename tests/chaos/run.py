@@ -71,13 +71,14 @@ class ChaosConfig:
     heal_timeout_s: float = 60
     check_every_s: float = 0  # periodic checks and a progress line (0: none)
     final_read_timeout_s: float = 60
+    log_path: Path | None = None  # the nemesis's log, appended to as it goes
 
 
 SOAK_NEMESES = ("kill", "pause", "expire", "bounce", "corrupt", "lose-acks", "reassign", "elect")
 
 
 def soak_config(seed: int, *, duration_s: float = 3600, netns: bool = False) -> ChaosConfig:
-    """`--soak`: an hour, a step every few seconds, 70% of them two overlapping faults,
+    """`--soak`: an hour, a step every few seconds, 80% of them two overlapping faults,
     every nemesis (partition too with network namespaces), checks every 5 minutes."""
     return ChaosConfig(
         seed=seed,
@@ -85,7 +86,7 @@ def soak_config(seed: int, *, duration_s: float = 3600, netns: bool = False) -> 
         nemeses=(*SOAK_NEMESES, *(("partition",) if netns else ())),
         lossy_links=True,
         interval_s=(0.1, 0.4),
-        overlap_share=0.7,
+        overlap_share=0.8,
         heal_timeout_s=15,
         check_every_s=300,
         final_read_timeout_s=600,
@@ -234,6 +235,7 @@ async def chaos_run(
         interval_s=config.interval_s,
         overlap_share=config.overlap_share,
         heal_timeout_s=config.heal_timeout_s,
+        log_path=config.log_path,
     )
     # Clients go where the brokers advertise: through the proxies when links are lossy.
     bootstrap = (
@@ -341,7 +343,8 @@ async def _heal_and_read(
     """Whole again, every partition on every broker, then each partition read from 0."""
     await wait_whole(cluster, timeout_s=60)
     restored = await nemesis.restore()
-    nemesis.log += [f"restored: {r}" for r in restored]
+    for r in restored:
+        nemesis.note(f"restored: {r}")
     await wait_whole(cluster, timeout_s=60)
     return {
         p: await read_partition(cluster.bootstrap, TOPIC, p, timeout_s=config.final_read_timeout_s)
@@ -397,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--soak",
         action="store_true",
-        help="an hour (unless --duration-s), a step every 0.1-0.4 s plus healing, 70%% of "
+        help="an hour (unless --duration-s), a step every 0.1-0.4 s plus healing, 80%% of "
         "them two overlapping faults, every nemesis (partition with --netns), lossy links, "
         "periodic checks every 5 minutes",
     )
@@ -410,7 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check-every-s", type=float, help="periodic checks (default: none, --soak 300)"
     )
-    parser.add_argument("--log", type=Path, help="write the nemesis's log (every fault) here")
+    parser.add_argument(
+        "--log", type=Path, help="append the nemesis's log (every fault) here as it goes"
+    )
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--producers", type=int, default=2)
@@ -442,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         duration_s=args.duration_s or base.duration_s,
         check_every_s=base.check_every_s if args.check_every_s is None else args.check_every_s,
         nemeses=nemeses,
+        log_path=args.log,
         brokers=args.brokers,
         partitions=args.partitions,
         producers=args.producers,
@@ -468,8 +474,6 @@ def main(argv: list[str] | None = None) -> int:
             result = trio.run(
                 partial(chaos_run, config, zookeeper.port, directory / "cluster", lab=lab)
             )
-    if args.log:
-        args.log.write_text("\n".join(result.fault_log) + "\n")
     print(result.summary())
     return 0 if result.ok else 1
 
