@@ -5,6 +5,7 @@ state (`broker.core.state.BrokerState`, what the decisions read and change) and 
 from __future__ import annotations
 
 import contextvars
+import random
 import time
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from broker.core.authorizer import (
     authorize,
     authorize_any,
 )
+from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
 from broker.core.principal import ANONYMOUS, Principal
@@ -117,6 +119,10 @@ class BrokerContext:
         )
         isr = IsrCore(self.replica_manager.broker_id, settings, wall_clock_ms())
         self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
+        self.state.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            random.randrange(1, 2**31 - 1),  # as Kafka: a restart rarely reuses an id
+        )
         if config.authorizer_enabled:
             self._authorizer = AuthorizerSettings(
                 config.super_users, config.allow_everyone_if_no_acl_found

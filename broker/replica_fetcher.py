@@ -96,6 +96,7 @@ class _ReplicaFetcher:
                         await self._run_once()
                     except (BrokerConnectionError, HighwaterError) as exc:
                         self._log.info("fetcher connection failed", error=str(exc))
+                        self.follower.request_failed()
                         self._close()
                         await trio.sleep(backoff_s)
             finally:

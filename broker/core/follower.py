@@ -21,13 +21,13 @@ from broker.core.replication import truncation_for
 from broker.core.replication_quota import ReplicationQuota
 from broker.core.state import BrokerState
 from protocol.errors import ErrorCode, HighwaterError
+from protocol.fetch_session import FetchSessionHandler
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.fetch import (
     FetchPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
-    FetchTopic,
 )
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochPartition,
@@ -97,6 +97,8 @@ class Follower:
     leader: BrokerEndpoint
     quota: ReplicationQuota  # one for all throttled partitions of this broker
     partitions: dict[TopicPartition, FetchState] = field(default_factory=dict)
+    # KIP-227: an idle partition is named in a fetch only when its LEO or epoch changes.
+    session: FetchSessionHandler = field(default_factory=FetchSessionHandler)
 
     def __post_init__(self) -> None:
         self._log = structlog.get_logger("highwater.fetcher").bind(leader=self.leader.node_id)
@@ -121,6 +123,11 @@ class Follower:
                 return round_
             ready = {tp: s for tp, s in ready.items() if tp in self.partitions}  # stale: gone
         return self._fetch_round(ready, now_ms) if ready else None
+
+    def request_failed(self) -> None:
+        """The request in flight got no answer (connection lost, timed out): the leader may
+        or may not have moved the fetch session on, so the next fetch starts a new one."""
+        self.session.handle_error()
 
     def on_response(
         self, sent: Round, response: OffsetForLeaderEpochResponse | FetchResponse, now_ms: int
@@ -241,7 +248,7 @@ class Follower:
         settings = self.settings
         offsets: dict[TopicPartition, int] = {}
         throttled: set[TopicPartition] = set()
-        by_topic: dict[str, list[FetchPartition]] = {}
+        wanted: dict[TopicPartition, FetchPartition] = {}
         for tp, state in states.items():
             partition = self._partition(tp, state)
             if partition is None:
@@ -256,29 +263,33 @@ class Follower:
                 throttled.add(tp)
                 max_bytes = min(max_bytes, throttle)  # smaller steps keep the rate even
             offsets[tp] = partition.log_end_offset
-            by_topic.setdefault(tp[0], []).append(
-                FetchPartition(
-                    tp[1],
-                    offsets[tp],
-                    max_bytes,
-                    current_leader_epoch=state.leader_epoch,
-                    log_start_offset=partition.log.log_start_offset,
-                )
+            wanted[tp] = FetchPartition(
+                tp[1],
+                offsets[tp],
+                max_bytes,
+                current_leader_epoch=state.leader_epoch,
+                log_start_offset=partition.log.log_start_offset,
             )
-        if not by_topic:
+        if not wanted:
             return None
+        plan = self.session.build(wanted)
         request = FetchRequest(
             replica_id=self.state.broker_id,
             max_wait_ms=settings.replica_fetch_wait_max_ms,
             min_bytes=settings.replica_fetch_min_bytes,
             max_bytes=settings.replica_fetch_max_bytes,
-            topics=tuple(FetchTopic(t, tuple(ps)) for t, ps in sorted(by_topic.items())),
+            topics=plan.topics,
             replica_epoch=self.state.broker_epoch,
+            session_id=plan.session_id,
+            session_epoch=plan.session_epoch,
+            forgotten_topics_data=plan.forgotten,
         )
         timeout_ms = settings.request_timeout_ms + settings.replica_fetch_wait_max_ms
         return FetchRound(request, timeout_ms, states, offsets, frozenset(throttled))
 
     def _fetched(self, sent: FetchRound, response: FetchResponse, now_ms: int) -> None:
+        """Partitions the answer leaves out (an incremental fetch) had nothing new."""
+        self.session.handle_response(response)
         for topic in response.responses:
             for data in topic.partitions:
                 tp = TopicPartition(topic.topic, data.partition_index)

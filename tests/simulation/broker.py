@@ -12,6 +12,8 @@ runs (KIP-112), and this glue does what broker/log_dir_failure.py does.
 from __future__ import annotations
 
 import functools
+import random
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, cast
@@ -25,6 +27,7 @@ from broker.core.controller_requests import (
     apply_update_metadata,
 )
 from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
+from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
 from broker.core.group.writes import coordinator_of
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
@@ -50,7 +53,7 @@ from controller.zk_topics import get_topic_config
 from controller.zk_types import WatchEvent, ZkError
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
-from protocol.messages.fetch import FetchRequest
+from protocol.messages.fetch import INITIAL_EPOCH, FetchRequest, FetchResponse
 from protocol.messages.find_coordinator import (
     Coordinator,
     FindCoordinatorRequest,
@@ -107,6 +110,7 @@ class SimBroker(SimProcess):
         self.shutting_down = False  # a controlled shutdown is under way
         self.disk = SimDisk(world.rng)
         SimSegment.disks[data_dir] = self.disk
+        self.fetch_sessions_seen: Counter[str] = Counter()  # across incarnations, for the report
         self._reset()
 
     def _reset(self) -> None:
@@ -165,6 +169,11 @@ class SimBroker(SimProcess):
         )
         isr = IsrCore(self.broker_id, isr_settings, self.now_ms)
         self.state = BrokerState(replicas, isr, config.min_insync_replicas)
+        # Few slots now and then, so sessions are evicted and clients start over. A random of
+        # its own: the world's stream (network delays, faults) stays what the seed made it.
+        sessions_rng = random.Random(world.seed * 1009 + self.broker_id * 31 + self.incarnation)
+        slots = sessions_rng.choice((1, 2, 1000))  # Kafka's default is 1000
+        self.state.fetch_sessions = FetchSessionCache(slots, sessions_rng.randrange(1, 2**31 - 1))
         fetcher_settings = FetcherSettings(
             world.replica_fetch_max_bytes,
             config.replica_fetch_min_bytes,
@@ -443,10 +452,22 @@ class SimBroker(SimProcess):
     # -- Fetch and Produce -----------------------------------------------------------------
 
     def _fetch(self, envelope: Envelope, request: FetchRequest) -> None:
+        assert self.state is not None
+        session = open_fetch(self.state.fetch_sessions, request, self.now_ms)
+        if session.error != ErrorCode.NONE:
+            self.fetch_sessions_seen[f"fetches refused: {session.error.name}"] += 1
+            self._respond(envelope, answer_fetch(session, FetchResponse(session.error, ())))
+            return
+        if session.incremental:
+            self.fetch_sessions_seen["incremental fetches"] += 1
+        elif request.session_epoch == INITIAL_EPOCH and session.session is None:
+            self.fetch_sessions_seen["sessions refused: no room"] += 1
+        request = session.request
+
         def check(expired: bool) -> bool:
             read = self._read(request)
             if expired or read.satisfied(request.min_bytes):
-                self._respond(envelope, read.response)
+                self._respond(envelope, answer_fetch(session, read.response))
                 return True
             return False
 

@@ -21,6 +21,10 @@ class SimFetcher:
         self._in_flight = False
         self._wake_at_ms: int | None = None
 
+    @property
+    def in_flight(self) -> bool:
+        return self._in_flight
+
     def wake(self, delay_ms: int) -> None:
         at_ms = self.broker.now_ms + max(delay_ms, 0)
         if self._wake_at_ms is not None and self._wake_at_ms <= at_ms:
@@ -57,6 +61,7 @@ class SimFetcher:
         def failed() -> None:  # "fetcher connection failed": again after the backoff
             self._in_flight = False
             if not self.stopped:
+                self.follower.request_failed()
                 self.wake(world.config.replica_fetch_backoff_ms)
 
         world.net.request(
