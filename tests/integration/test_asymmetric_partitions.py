@@ -162,6 +162,7 @@ class Figures:
     isr_whole_s: float = 0.0  # from the rules' removal until the ISR was whole again
     progress_s: float = 0.0  # from the rules' removal until the next ack
     acked: int = 0
+    acked_during_cut: int = 0
 
     @property
     def heal_s(self) -> float:
@@ -172,7 +173,8 @@ class Figures:
             f"[{self.scenario}] cut {self.cut_s:.1f} s; ISR changed {self.isr_changed_s:.1f} s "
             f"after the cut; producer stalled {self.stall_s:.1f} s during the cut; healed in "
             f"{self.heal_s:.1f} s (ISR whole {self.isr_whole_s:.1f} s, producer on "
-            f"{self.progress_s:.1f} s); {self.acked} acked, 0 lost"
+            f"{self.progress_s:.1f} s); {self.acked} acked ({self.acked_during_cut} during the "
+            "cut), 0 lost"
         )
 
 
@@ -227,6 +229,7 @@ async def _run(
             healed_at = trio.current_time()
             figures.cut_s = healed_at - cut_at
             figures.stall_s = acks.longest_stall(cut_at, healed_at)
+            figures.acked_during_cut = acks.acked_after(cut_at)
             first = await acks.progress(PROGRESS, 60, "after healing")
             figures.progress_s = first - healed_at
             await wait_isr(lab.cluster, view, topic, 0, (1, 2, 3), timeout_s=60)
