@@ -35,15 +35,17 @@ class AckLog:
     def acked_after(self, moment: float) -> int:
         return sum(1 for t in self.times if t > moment)
 
-    async def progress(self, count: int, timeout_s: float, what: str) -> float:
-        """Wait for `count` more acks than now; returns when the first of them came."""
-        before = len(self.times)
+    async def progress(
+        self, count: int, timeout_s: float, what: str, since: float | None = None
+    ) -> float:
+        """Wait for `count` acks after `since` (default: now); returns when the first came."""
+        start = trio.current_time() if since is None else since
 
         async def enough() -> bool:
-            return len(self.times) >= before + count
+            return self.acked_after(start) >= count
 
         await eventually(enough, timeout_s, f"{count} acks {what}")
-        return self.times[before]
+        return next(t for t in self.times if t > start)
 
     def longest_stall(self, start: float, end: float) -> float:
         """The longest time without an ack within [start, end] (the edges count as acks)."""

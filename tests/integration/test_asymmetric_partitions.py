@@ -1,17 +1,12 @@
-"""Asymmetric network partitions: nftables rules cut one path, every other path stays up.
+"""Asymmetric network partitions: nftables rules (netfilter.py) cut one path, the rest stays up.
 
-Three brokers in network namespaces (tests/integration/netns.py), ZooKeeper and the test's
-clients on the hub, an RF=3 topic with min.insync.replicas=2 whose preferred leader is not
-the controller, and an acks=all producer writing throughout. The cuts (tests/integration/
-netfilter.py):
-- (a) the controller cut off from ZooKeeper, not from the brokers;
-- (b) the partition leader cut off from ZooKeeper only (clients and followers still reach it);
-- (c) the leader cut off from its followers only (ZooKeeper and clients still reach it);
-- (d) one-way loss: one broker's packets to one peer dropped, the peer's still arriving.
-While cut, the ISR must say who really replicates (what Kafka's ZooKeeper mode decides, see
-each test); after healing it must be whole again and the producer going. Then every acked
-record is read at its offset once, in order, and the replicas hold identical batches.
-Each prints how long the producer stalled during the cut and how long healing took.
+3 brokers in network namespaces, an RF=3 topic with min.insync.replicas=2 led by a broker
+that is not the controller, an acks=all producer throughout. Cuts: (a) the controller from
+ZooKeeper, (b) the leader from ZooKeeper, (c) the leader from its followers, (d) one-way loss
+between the leader and a follower. While cut the ISR must be what Kafka's ZooKeeper mode
+decides (each test says why); after healing whole again with the producer going; then every
+acked record at its offset once and the replicas identical. Prints stall and heal times
+(docs/reliability.md, "Asymmetric partitions").
 """
 
 from __future__ import annotations
@@ -230,10 +225,10 @@ async def _run(
             figures.cut_s = healed_at - cut_at
             figures.stall_s = acks.longest_stall(cut_at, healed_at)
             figures.acked_during_cut = acks.acked_after(cut_at)
-            first = await acks.progress(PROGRESS, 60, "after healing")
-            figures.progress_s = first - healed_at
             await wait_isr(lab.cluster, view, topic, 0, (1, 2, 3), timeout_s=60)
             figures.isr_whole_s = trio.current_time() - healed_at
+            first = await acks.progress(PROGRESS, 60, "after healing", since=healed_at)
+            figures.progress_s = first - healed_at
         figures.acked = len(acks)
         await _check_log(lab, view, topic, acks)
     return figures
