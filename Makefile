@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-metrics bench-security bench-spark bench-groups zookeeper openssl containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-metrics bench-security bench-spark bench-groups zookeeper openssl nftables containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -48,6 +48,16 @@ openssl:
 		echo "installing openssl from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openssl; \
+	fi
+
+# The asymmetric partition tests (tests/integration/test_asymmetric_partitions.py) cut single
+# paths with nftables rules inside the brokers' network namespaces; from apt, installed only
+# where missing.
+nftables:
+	@if ! command -v nft >/dev/null 2>&1; then \
+		echo "installing nftables from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nftables; \
 	fi
 
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
@@ -93,13 +103,13 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper openssl containers browser
+integration: venv zookeeper openssl nftables containers browser
 	$(BIN)/pytest tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
 # integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
 # machine, so they run one at a time.
-test: venv zookeeper openssl containers browser lint typecheck imports
+test: venv zookeeper openssl nftables containers browser lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation tests/fuzz
 	$(BIN)/pytest tests/integration
 
