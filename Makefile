@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-metrics bench-security bench-spark bench-groups zookeeper openssl nftables containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-latency bench-metrics bench-security bench-spark bench-groups zookeeper openssl nftables containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -131,6 +131,11 @@ fuzz: venv
 
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication
+
+# Latency and brokers' CPU at 10,000 records/s, fetch sessions on vs off (docs/performance.md).
+bench-latency: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.fetch_cost
+	$(BIN)/python -m tests.benchmarks.latency $(ARGS)
 
 bench-security: venv zookeeper openssl
 	$(BIN)/python -m tests.benchmarks.security
