@@ -148,6 +148,12 @@ class SimBroker(SimProcess):
     def fetch_state(self, tp: TopicPartition) -> FetchState | None:
         return self.followers.fetch_state(tp) if self.followers is not None else None
 
+    @property
+    def wall_ms(self) -> int:
+        """The wall clock the cores date stored things by (`wall_ms`, the log's `now_ms`);
+        here the scheduler's clock, as `now_ms` (timers)."""
+        return self.now_ms
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -406,7 +412,9 @@ class SimBroker(SimProcess):
                 configs = {t: self._zk_run(get_topic_config(t), raising=True) for t in topics}
             except ZkError:
                 return  # the handler fails: no answer; the controller's channel retries
-            outcome = apply_leader_and_isr(state, request, configs, self.now_ms)  # type: ignore[assignment]
+            outcome = apply_leader_and_isr(  # type: ignore[assignment]
+                state, request, configs, self.now_ms, wall_ms=self.wall_ms
+            )
         elif isinstance(request, UpdateMetadataRequest):
             outcome = apply_update_metadata(state, request)  # type: ignore[assignment]
         else:
@@ -438,14 +446,17 @@ class SimBroker(SimProcess):
                 )
             respond(FindCoordinatorResponse(tuple(found)))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
-            groups.write(core.heartbeat(request, groups.topics(), self.now_ms, "sim"), respond)
+            decision = core.heartbeat(
+                request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
+            )
+            groups.write(decision, respond)
         elif isinstance(request, OffsetCommitRequest):
 
             def committed(ack: Ack) -> None:
                 for hook in self.world.on_group_commit:
                     hook(request, ack)
 
-            groups.write(core.commit(request, groups.topics(), self.now_ms), respond, committed)
+            groups.write(core.commit(request, groups.topics(), self.wall_ms), respond, committed)
         elif isinstance(request, OffsetFetchRequest):
             respond(core.fetch(request))
 
@@ -483,7 +494,7 @@ class SimBroker(SimProcess):
     def _produce(self, envelope: Envelope, request: ProduceRequest) -> None:
         assert self.state is not None
         state = self.state
-        append = append_produce(state, request, self.now_ms)
+        append = append_produce(state, request, self.wall_ms)
         self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
