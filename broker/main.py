@@ -394,7 +394,7 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
     """Kafka's scheduler: retention, time-based flushes and checkpoints, each on its interval.
     Intervals run on trio's (monotonic) clock: a wall clock stepped back must not stall
     the checkpoints for as long as the step. The tasks get the wall clock, which they
-    compare with stored times (segments, record timestamps)."""
+    compare with stored times (segments, record timestamps), except the flush.ms timer."""
     config = ctx.config
     intervals_ms = {
         "retention": config.log_retention_check_interval_ms,
@@ -414,7 +414,8 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
                 continue
             due_ms[name] = now_ms + intervals_ms[name]
             try:
-                _housekeeping_task(name, ctx, log_manager, wall_clock_ms(), log)
+                wall_ms = wall_clock_ms()
+                _housekeeping_task(name, ctx, log_manager, wall_ms, log, round(now_ms))
             except OSError as exc:
                 # E.g. EMFILE while clients hold every descriptor: skip this round, try again
                 # at the next interval; the broker keeps serving.
@@ -431,14 +432,16 @@ def _housekeeping_task(
     log_manager: LogManager,
     now_ms: int,
     log: structlog.typing.FilteringBoundLogger,
+    monotonic_ms: int,
 ) -> None:
-    """One of Kafka's scheduled tasks, by name; `now_ms` is the wall clock."""
+    """One of Kafka's scheduled tasks, by name; `now_ms` is the wall clock, `monotonic_ms`
+    the scheduler's (trio's) clock, for the flush.ms timer."""
     if name == "retention":
         deleted = log_manager.cleanup(now_ms)
         if deleted:
             log.info("retention deleted segments", segments=deleted)
     elif name == "flush":
-        log_manager.flush_dirty(now_ms)
+        log_manager.flush_dirty(monotonic_ms)
     elif name == "high_watermarks":
         ctx.replica_manager.checkpoint_high_watermarks()
     elif name == "producer_expiry":

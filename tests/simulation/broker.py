@@ -346,7 +346,7 @@ class SimBroker(SimProcess):
         `hws`, checkpoint the HWs too (a clean moment, for scripted tests)."""
         assert self.log_manager is not None
         for log in self.logs.values():
-            log.flush(self.now_ms)
+            log.flush()
         self.log_manager.checkpoint(self.now_ms)
         if hws:
             self.checkpoint()

@@ -4,6 +4,7 @@ must not stall the housekeeping nor move the cores' timers."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -73,6 +74,9 @@ async def test_housekeeping_keeps_its_intervals_when_the_wall_clock_steps_back(
     for name in ("retention", "flush", "high_watermarks", "recovery_points", "producer_expiry"):
         assert len(recorder.calls[name]) == 9, (name, recorder.calls[name])
     assert recorder.calls["recovery_points"][-1] == 1_800_000_000_000 - STEP_BACK_MS
+    # The flush.ms timer gets the scheduler's clock: a second apart throughout, no step.
+    flushes = recorder.calls["flush"]
+    assert [b - a for a, b in itertools.pairwise(flushes)] == [1000] * 8, flushes
 
 
 def test_the_context_times_timers_on_the_monotonic_clock(
