@@ -165,7 +165,7 @@ class SimBroker(SimProcess):
         self._reset()
         world, config = self.world, self.world.config
         self.log_manager = LogManager([self.data_dir], world.log_config, log_class=MirroredLog)
-        self.log_manager.startup(self.now_ms)
+        self.log_manager.startup(self.wall_ms)
         replicas = ReplicaManager(self.broker_id, self.log_manager)
         replicas.on_offline = self._offline_soon
         isr_settings = IsrSettings(
@@ -239,7 +239,7 @@ class SimBroker(SimProcess):
         """A clean stop (after a controlled shutdown): flush, checkpoint, close the session."""
         assert self.alive and self.log_manager is not None and self.state is not None
         self.state.replica_manager.checkpoint_high_watermarks()
-        self.log_manager.shutdown(self.now_ms)
+        self.log_manager.shutdown(self.wall_ms)
         self.lost_data_in_last_crash = False
         self.world.trace(f"b{self.broker_id} stopped cleanly")
         self._end_process()
@@ -347,7 +347,7 @@ class SimBroker(SimProcess):
         assert self.log_manager is not None
         for log in self.logs.values():
             log.flush()
-        self.log_manager.checkpoint(self.now_ms)
+        self.log_manager.checkpoint(self.wall_ms)
         if hws:
             self.checkpoint()
 
@@ -577,13 +577,13 @@ class SimBroker(SimProcess):
         after a child process's run, so the log may have changed meanwhile."""
         assert self.log_manager is not None
         logs = {tp: (p.log, p.high_watermark) for tp, p in self.partitions.items()}
-        candidate = self.cleaner.choose(logs, self.now_ms)
+        candidate = self.cleaner.choose(logs, self.wall_ms)
         if candidate is None:
             return
         tp, log = candidate.tp, logs[candidate.tp][0]
         self.cleaner.begin(tp)
         task = log.cleaning_task(
-            candidate.first_dirty_offset, candidate.end_offset, self.now_ms, 1 << 20
+            candidate.first_dirty_offset, candidate.end_offset, self.wall_ms, 1 << 20
         )
         result = clean(task)
 
@@ -592,7 +592,7 @@ class SimBroker(SimProcess):
             partition = self.partitions.get(tp)
             if partition is None or partition.log is not log:
                 self.cleaner.aborted(tp)
-            elif log.replace_segments(task, result, self.now_ms):
+            elif log.replace_segments(task, result, self.wall_ms):
                 self.cleaner.done(tp, result.end_offset)
                 self.log_manager.checkpoint_cleaned(self.cleaner.checkpoints)
                 self.world.cleanings += 1
