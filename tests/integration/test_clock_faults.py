@@ -135,7 +135,9 @@ async def _story(cluster: Cluster, view: ZkView, clocks: dict[int, FakeClock]) -
         assert after.leader_epoch == before.leader_epoch, "the leader dropped it, not a session"
         await _acks_beyond(acked, len(acked) + 50)
         cluster.brokers[follower].resume()
+        resumed_at = trio.current_time()
         await eventually(full_isr, 60, f"broker {follower} back in the ISR")
+        back_after_s = trio.current_time() - resumed_at
 
         # The leader's high-watermark checkpoint is still written on its interval.
         target = len(acked)
@@ -144,12 +146,19 @@ async def _story(cluster: Cluster, view: ZkView, clocks: dict[int, FakeClock]) -
             hw = cluster.brokers[leader].checkpointed_high_watermark(TOPIC, 0)
             return hw is not None and hw >= target
 
+        target_at = trio.current_time()
         await eventually(checkpointed, 30, "the leader's HW checkpoint after the step back")
+        checkpoint_after_s = trio.current_time() - target_at
         stop.set()
 
     for clock in clocks.values():
         clock.set_offset_s(0)
-    print(f"follower out of the ISR {out_after_s:.1f} s after it stopped, clock 20 min back")
+    print(
+        f"clock 10 min ahead: smallest ISR {smallest_isr}; 20 min back: the stopped follower"
+        f" out of the ISR after {out_after_s:.1f} s (lag time {LAG_MS / 1000:.0f} s), back"
+        f" {back_after_s:.1f} s after it resumed; the HW checkpoint reached the acked end"
+        f" {checkpoint_after_s:.1f} s later (interval 0.5 s); {len(acked)} records acked"
+    )
     stored = await read_partition_records(cluster.bootstrap, TOPIC, 0)
     for offset, value, timestamp in acked:
         assert offset < len(stored), f"acked offset {offset} lost"
