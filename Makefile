@@ -13,7 +13,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-latency bench-metrics bench-security bench-spark bench-groups zookeeper openssl nftables containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-latency bench-metrics bench-security bench-spark bench-groups zookeeper openssl nftables faketime containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -60,6 +60,15 @@ nftables:
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nftables; \
 	fi
 
+# The clock-fault test (tests/integration/test_clock_faults.py) preloads libfaketime into a
+# broker to step its wall clock; from apt, installed only where missing.
+faketime:
+	@if ! dpkg -s faketime >/dev/null 2>&1; then \
+		echo "installing faketime from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q faketime; \
+	fi
+
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
 # from apt, installed only where missing; then the local stand-ins for the compose file's base
 # images (tests/compose/images.py: about two minutes the first time on a machine, kept in
@@ -103,13 +112,13 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper openssl nftables containers browser
+integration: venv zookeeper openssl nftables faketime containers browser
 	$(BIN)/pytest tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
 # integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
 # machine, so they run one at a time.
-test: venv zookeeper openssl nftables containers browser lint typecheck imports
+test: venv zookeeper openssl nftables faketime containers browser lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation tests/fuzz
 	$(BIN)/pytest tests/integration
 

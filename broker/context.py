@@ -51,6 +51,7 @@ __all__ = [
     "SESSION",
     "BrokerContext",
     "Session",
+    "monotonic_ms",
     "wall_clock_ms",
 ]
 
@@ -78,7 +79,15 @@ _authorizer_log = structlog.get_logger("highwater.authorizer")
 
 
 def wall_clock_ms() -> int:
+    """The wall clock: for times that are stored or compared with stored ones (segment
+    times, retention, record and commit timestamps). It may jump either way (NTP, an
+    operator), so no timer or timeout reads it."""
     return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    """The clock of timers, timeouts and lag checks: it never jumps."""
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -117,7 +126,7 @@ class BrokerContext:
             config.isr_change_propagation_blackout_ms,
             config.isr_change_propagation_max_delay_ms,
         )
-        isr = IsrCore(self.replica_manager.broker_id, settings, wall_clock_ms())
+        isr = IsrCore(self.replica_manager.broker_id, settings, monotonic_ms())
         self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
         self.state.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots,
@@ -199,6 +208,11 @@ class BrokerContext:
         self.state.broker_epoch = value
 
     def now_ms(self) -> int:
+        """Monotonic: what the cores' `now_ms` means (timers, lag, timeouts)."""
+        return monotonic_ms()
+
+    def wall_ms(self) -> int:
+        """The wall clock: what the cores' `wall_ms` and the log's `now_ms` mean."""
         return wall_clock_ms()
 
     def registered(self, broker_epoch: int) -> None:

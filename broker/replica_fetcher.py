@@ -126,4 +126,4 @@ class _ReplicaFetcher:
                 security=self._ctx.inter_broker_security,
             )
         response = await self._connection.request(sent.request, timeout_ms=sent.timeout_ms)
-        self.follower.on_response(sent, response, self._ctx.now_ms())
+        self.follower.on_response(sent, response, self._ctx.now_ms(), wall_ms=self._ctx.wall_ms())

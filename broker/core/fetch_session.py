@@ -108,7 +108,9 @@ class FetchSessionCache:
     def _evict_for(self, replica_id: int, size: int, now_ms: int) -> bool:
         """Kafka's FetchSessionCache.tryEvict: a session unused for EVICTION_MS makes way for
         any other; otherwise a consumer's session makes way for a follower's, or for a
-        consumer's with more partitions. The smallest such session goes first."""
+        consumer's with more partitions. The smallest such session goes first. `now_ms` and
+        `last_used_ms` are on the monotonic clock (BrokerContext.now_ms; Kafka's lastUsedMs
+        is the wall clock, so a step back there keeps idle sessions from being evicted)."""
         if not self.sessions:
             return False
         oldest = next(iter(self.sessions.values()))

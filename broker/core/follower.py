@@ -1,6 +1,7 @@
 """A follower's fetching from one leader, as decisions (Kafka's ReplicaFetcherThread).
 
-`Follower.poll(now_ms)` says what to send next: a truncation round (OffsetForLeaderEpoch for
+`Follower.poll(now_ms)` (monotonic; `wall_ms` is the wall clock, for the log) says what to
+send next: a truncation round (OffsetForLeaderEpoch for
 partitions that just became followers, KIP-101/279: ask where our latest epoch ends, truncate
 as `replication.truncation_for` decides, ask again while the leader answers an epoch we lack)
 or one Fetch from each ready partition's LEO. `on_response` applies the answer, but only to
@@ -130,14 +131,19 @@ class Follower:
         self.session.handle_error()
 
     def on_response(
-        self, sent: Round, response: OffsetForLeaderEpochResponse | FetchResponse, now_ms: int
+        self,
+        sent: Round,
+        response: OffsetForLeaderEpochResponse | FetchResponse,
+        now_ms: int,
+        *,
+        wall_ms: int,
     ) -> None:
         if isinstance(sent, TruncationRound):
             assert isinstance(response, OffsetForLeaderEpochResponse)
             self._truncated(sent, response, now_ms)
         else:
             assert isinstance(response, FetchResponse)
-            self._fetched(sent, response, now_ms)
+            self._fetched(sent, response, now_ms, wall_ms)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -287,7 +293,9 @@ class Follower:
         timeout_ms = settings.request_timeout_ms + settings.replica_fetch_wait_max_ms
         return FetchRound(request, timeout_ms, states, offsets, frozenset(throttled))
 
-    def _fetched(self, sent: FetchRound, response: FetchResponse, now_ms: int) -> None:
+    def _fetched(
+        self, sent: FetchRound, response: FetchResponse, now_ms: int, wall_ms: int
+    ) -> None:
         """Partitions the answer leaves out (an incremental fetch) had nothing new."""
         self.session.handle_response(response)
         for topic in response.responses:
@@ -302,7 +310,7 @@ class Follower:
                 if tp in sent.throttled:
                     self.quota.record(len(data.records), now_ms)
                 state.leader_high_watermark = data.high_watermark
-                self._apply(tp, state, partition, data, now_ms)
+                self._apply(tp, state, partition, data, now_ms, wall_ms)
 
     def _apply(
         self,
@@ -311,16 +319,17 @@ class Follower:
         partition: Partition,
         data: FetchPartitionData,
         now_ms: int,
+        wall_ms: int,
     ) -> None:
         if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            self._out_of_range(tp, state, partition, data.log_start_offset, now_ms)
+            self._out_of_range(tp, state, partition, data.log_start_offset, now_ms, wall_ms)
             return
         if data.error_code != ErrorCode.NONE:
             self._delay(tp, state, data.error_code, now_ms)
             return
         try:
             records = whole_batches(data.records)
-            partition.append_as_follower(records, data.high_watermark, now_ms)
+            partition.append_as_follower(records, data.high_watermark, wall_ms)
             if records:
                 self.state.replica_manager.counters(tp[0]).replication_bytes_in += len(records)
         except OSError as exc:
@@ -343,12 +352,13 @@ class Follower:
         partition: Partition,
         leader_log_start_offset: int,
         now_ms: int,
+        wall_ms: int,
     ) -> None:
         """Kafka's handleOffsetOutOfRange: behind the leader's log start -> start over there;
         otherwise our log runs past the leader's, so find the divergence point again."""
         if leader_log_start_offset >= 0 and partition.log_end_offset < leader_log_start_offset:
             try:
-                partition.log.truncate_fully_and_start_at(leader_log_start_offset, now_ms)
+                partition.log.truncate_fully_and_start_at(leader_log_start_offset, wall_ms)
             except OSError as exc:
                 self._storage_failed(tp, state, exc, now_ms)
                 return

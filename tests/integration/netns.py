@@ -134,6 +134,6 @@ class NetnsBrokerProcess(BrokerProcess):
             ["ip", "netns", "exec", self.namespace, *command],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         log.close()

@@ -148,6 +148,12 @@ class SimBroker(SimProcess):
     def fetch_state(self, tp: TopicPartition) -> FetchState | None:
         return self.followers.fetch_state(tp) if self.followers is not None else None
 
+    @property
+    def wall_ms(self) -> int:
+        """The wall clock the cores date stored things by (`wall_ms`, the log's `now_ms`);
+        here the scheduler's clock, as `now_ms` (timers)."""
+        return self.now_ms
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -159,7 +165,7 @@ class SimBroker(SimProcess):
         self._reset()
         world, config = self.world, self.world.config
         self.log_manager = LogManager([self.data_dir], world.log_config, log_class=MirroredLog)
-        self.log_manager.startup(self.now_ms)
+        self.log_manager.startup(self.wall_ms)
         replicas = ReplicaManager(self.broker_id, self.log_manager)
         replicas.on_offline = self._offline_soon
         isr_settings = IsrSettings(
@@ -233,7 +239,7 @@ class SimBroker(SimProcess):
         """A clean stop (after a controlled shutdown): flush, checkpoint, close the session."""
         assert self.alive and self.log_manager is not None and self.state is not None
         self.state.replica_manager.checkpoint_high_watermarks()
-        self.log_manager.shutdown(self.now_ms)
+        self.log_manager.shutdown(self.wall_ms)
         self.lost_data_in_last_crash = False
         self.world.trace(f"b{self.broker_id} stopped cleanly")
         self._end_process()
@@ -340,8 +346,8 @@ class SimBroker(SimProcess):
         `hws`, checkpoint the HWs too (a clean moment, for scripted tests)."""
         assert self.log_manager is not None
         for log in self.logs.values():
-            log.flush(self.now_ms)
-        self.log_manager.checkpoint(self.now_ms)
+            log.flush()
+        self.log_manager.checkpoint(self.wall_ms)
         if hws:
             self.checkpoint()
 
@@ -406,7 +412,9 @@ class SimBroker(SimProcess):
                 configs = {t: self._zk_run(get_topic_config(t), raising=True) for t in topics}
             except ZkError:
                 return  # the handler fails: no answer; the controller's channel retries
-            outcome = apply_leader_and_isr(state, request, configs, self.now_ms)  # type: ignore[assignment]
+            outcome = apply_leader_and_isr(  # type: ignore[assignment]
+                state, request, configs, self.now_ms, wall_ms=self.wall_ms
+            )
         elif isinstance(request, UpdateMetadataRequest):
             outcome = apply_update_metadata(state, request)  # type: ignore[assignment]
         else:
@@ -438,14 +446,17 @@ class SimBroker(SimProcess):
                 )
             respond(FindCoordinatorResponse(tuple(found)))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
-            groups.write(core.heartbeat(request, groups.topics(), self.now_ms, "sim"), respond)
+            decision = core.heartbeat(
+                request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
+            )
+            groups.write(decision, respond)
         elif isinstance(request, OffsetCommitRequest):
 
             def committed(ack: Ack) -> None:
                 for hook in self.world.on_group_commit:
                     hook(request, ack)
 
-            groups.write(core.commit(request, groups.topics(), self.now_ms), respond, committed)
+            groups.write(core.commit(request, groups.topics(), self.wall_ms), respond, committed)
         elif isinstance(request, OffsetFetchRequest):
             respond(core.fetch(request))
 
@@ -483,7 +494,7 @@ class SimBroker(SimProcess):
     def _produce(self, envelope: Envelope, request: ProduceRequest) -> None:
         assert self.state is not None
         state = self.state
-        append = append_produce(state, request, self.now_ms)
+        append = append_produce(state, request, self.wall_ms)
         self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
@@ -566,13 +577,13 @@ class SimBroker(SimProcess):
         after a child process's run, so the log may have changed meanwhile."""
         assert self.log_manager is not None
         logs = {tp: (p.log, p.high_watermark) for tp, p in self.partitions.items()}
-        candidate = self.cleaner.choose(logs, self.now_ms)
+        candidate = self.cleaner.choose(logs, self.wall_ms)
         if candidate is None:
             return
         tp, log = candidate.tp, logs[candidate.tp][0]
         self.cleaner.begin(tp)
         task = log.cleaning_task(
-            candidate.first_dirty_offset, candidate.end_offset, self.now_ms, 1 << 20
+            candidate.first_dirty_offset, candidate.end_offset, self.wall_ms, 1 << 20
         )
         result = clean(task)
 
@@ -581,7 +592,7 @@ class SimBroker(SimProcess):
             partition = self.partitions.get(tp)
             if partition is None or partition.log is not log:
                 self.cleaner.aborted(tp)
-            elif log.replace_segments(task, result, self.now_ms):
+            elif log.replace_segments(task, result, self.wall_ms):
                 self.cleaner.done(tp, result.end_offset)
                 self.log_manager.checkpoint_cleaned(self.cleaner.checkpoints)
                 self.world.cleanings += 1

@@ -55,7 +55,9 @@ class SimFetcher:
         def answered(response: object) -> None:
             self._in_flight = False
             if not self.stopped:
-                self.follower.on_response(sent, response, self.broker.now_ms)  # type: ignore[arg-type]
+                self.follower.on_response(  # type: ignore[arg-type]
+                    sent, response, self.broker.now_ms, wall_ms=self.broker.wall_ms
+                )
                 self.wake(0)
 
         def failed() -> None:  # "fetcher connection failed": again after the backoff

@@ -100,14 +100,14 @@ class SimGroupCoordinator:
         if self.core.partitions.get(p) is not PartitionLoad.LOADED:
             return respond(decision.failed(ErrorCode.NOT_COORDINATOR))
         tp = TopicPartition(OFFSETS_TOPIC, p)
-        records = coordinator_batches(decision.records, broker.now_ms)
+        records = coordinator_batches(decision.records, broker.wall_ms)
         request = ProduceRequest(
             -1,
             broker.world.config.produce_timeout_ms,
             (ProduceTopicData(OFFSETS_TOPIC, (ProducePartitionData(p, records),)),),
         )
         state = broker.state
-        append = append_produce(state, request, broker.now_ms, internal=True)
+        append = append_produce(state, request, broker.wall_ms, internal=True)
         code = append.results[tp].error_code
         if code != ErrorCode.NONE:
             return respond(decision.failed(write_error(code)))
@@ -151,5 +151,5 @@ class SimGroupCoordinator:
         return None
 
     def _timers(self) -> None:
-        for decision in self.core.expire(self.broker.now_ms):
+        for decision in self.core.expire(self.broker.now_ms, wall_ms=self.broker.wall_ms):
             self.write(decision, lambda _: None)

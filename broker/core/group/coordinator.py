@@ -184,7 +184,11 @@ class GroupCoordinatorCore:
         topics: Mapping[str, int],
         now_ms: int,
         client_host: str = "",
+        *,
+        wall_ms: int,
     ) -> Decision[ConsumerGroupHeartbeatResponse]:
+        """`now_ms` (monotonic) restarts the member's session timer; `wall_ms` (the wall
+        clock) goes into the records."""
         partition = self.partition_of(request.group_id)
 
         def refused(code: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
@@ -199,7 +203,7 @@ class GroupCoordinatorCore:
                 before,
                 request,
                 topics,
-                now_ms=now_ms,
+                wall_ms=wall_ms,
                 client_host=client_host,
                 new_member_id=self._new_member_id,
                 max_group_size=self.settings.max_group_size,
@@ -234,8 +238,9 @@ class GroupCoordinatorCore:
     # -- offsets -----------------------------------------------------------------------------
 
     def commit(
-        self, request: OffsetCommitRequest, topics: Mapping[str, int], now_ms: int
+        self, request: OffsetCommitRequest, topics: Mapping[str, int], wall_ms: int
     ) -> Decision[OffsetCommitResponse]:
+        """`wall_ms` (the wall clock) is the commit's timestamp (offsets retention)."""
         partition = self.partition_of(request.group_id)
 
         def every(code: ErrorCode) -> OffsetCommitResponse:
@@ -255,7 +260,7 @@ class GroupCoordinatorCore:
                 errors[tp] = error
                 if error == ErrorCode.NONE:
                     value = OffsetValue(
-                        p.committed_offset, p.committed_leader_epoch, p.committed_metadata, now_ms
+                        p.committed_offset, p.committed_leader_epoch, p.committed_metadata, wall_ms
                     )
                     records.append(offset_record(request.group_id, tp, value))
         response = _commit_response(request, lambda t, p: errors[TopicPartition(t, p)])
@@ -411,11 +416,12 @@ class GroupCoordinatorCore:
         deadlines = [*self.sessions.values(), *self.revocations.values()]
         return min(deadlines) if deadlines else None
 
-    def expire(self, now_ms: int, *, offsets: bool = True) -> list[Decision[None]]:
+    def expire(self, now_ms: int, *, wall_ms: int, offsets: bool = True) -> list[Decision[None]]:
         """Members past their session or revocation deadline are removed (Kafka fences them);
         with `offsets`, those of groups empty for offsets.retention.minutes go too. A removal
         whose write fails is tried again a second later (the deadline moves, the member
-        stays)."""
+        stays). Deadlines are on the monotonic clock (`now_ms`), retention on the wall clock
+        (`wall_ms`), as the times it compares with are stored in records."""
         decisions: list[Decision[None]] = []
         due = {k for k, d in self.sessions.items() if d <= now_ms}
         due |= {k for k, d in self.revocations.items() if d <= now_ms}
@@ -427,7 +433,7 @@ class GroupCoordinatorCore:
             for timers in (self.sessions, self.revocations):
                 if (group_id, member_id) in timers:
                     timers[(group_id, member_id)] = now_ms + _RETRY_MS
-            after = remove(group, member_id, now_ms)
+            after = remove(group, member_id, wall_ms)
             decisions.append(self._write(group_id, [group_record(after)]))
         if not offsets:  # offsets.retention.check.interval.ms has not come round yet
             return decisions
@@ -440,7 +446,7 @@ class GroupCoordinatorCore:
             if group is not None:
                 if group.members or group.empty_since_ms < 0:
                     continue
-                if now_ms - group.empty_since_ms < retention_ms:
+                if wall_ms - group.empty_since_ms < retention_ms:
                     continue
                 records = [offset_tombstone(group_id, tp) for tp in sorted(committed)]
                 decisions.append(self._write(group_id, [*records, group_tombstone(group_id)]))
@@ -448,7 +454,7 @@ class GroupCoordinatorCore:
                 old = [
                     tp
                     for tp, v in sorted(committed.items())
-                    if now_ms - v.commit_ms >= retention_ms
+                    if wall_ms - v.commit_ms >= retention_ms
                 ]
                 if old:
                     decisions.append(

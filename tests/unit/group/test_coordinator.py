@@ -105,8 +105,8 @@ def test_a_silent_member_is_removed_after_its_session_timeout() -> None:
     shell = Shell()
     shell.topics["t"] = 6
     shell.heartbeat("g", "", 0, now_ms=0)
-    assert not [d for d in shell.core.expire(44_999) if d.records]
-    for decision in shell.core.expire(45_000):
+    assert not [d for d in shell.core.expire(44_999, wall_ms=44_999) if d.records]
+    for decision in shell.core.expire(45_000, wall_ms=45_000):
         shell.run(decision)
     group = shell.core.groups["g"]
     assert not group.members and group.state == GroupState.EMPTY
@@ -123,24 +123,38 @@ def test_a_leave_that_was_not_written_still_ends_in_the_session_timeout() -> Non
     joined = shell.heartbeat("g", "", 0, now_ms=0)
     assert joined.member_id is not None
     leave = ConsumerGroupHeartbeatRequest("g", joined.member_id, LEAVE_EPOCH)
-    decision = shell.core.heartbeat(leave, shell.topics, 1_000)
+    decision = shell.core.heartbeat(leave, shell.topics, 1_000, wall_ms=1_000)
     assert decision.records  # not run: the write failed
     assert joined.member_id in shell.core.groups["g"].members
     assert shell.core.next_deadline_ms() == 45_000
-    for expiry in shell.core.expire(45_000):
+    for expiry in shell.core.expire(45_000, wall_ms=45_000):
         shell.run(expiry)
     assert not shell.core.groups["g"].members
     # Once a leave is written, the member's old deadline finds nothing left to do.
     again = shell.heartbeat("g", "", 0, now_ms=50_000)
     assert again.member_id is not None
-    shell.run(
-        shell.core.heartbeat(
-            ConsumerGroupHeartbeatRequest("g", again.member_id, LEAVE_EPOCH), shell.topics, 51_000
-        )
-    )
+    leave = ConsumerGroupHeartbeatRequest("g", again.member_id, LEAVE_EPOCH)
+    shell.run(shell.core.heartbeat(leave, shell.topics, 51_000, wall_ms=51_000))
     assert not shell.core.groups["g"].members
-    assert not [d for d in shell.core.expire(95_000) if d.records]
+    assert not [d for d in shell.core.expire(95_000, wall_ms=95_000) if d.records]
     assert shell.core.next_deadline_ms() is None
+
+
+def test_sessions_run_on_the_monotonic_clock_and_stored_times_on_the_wall_clock() -> None:
+    """The wall clock a day ahead, then a day back: the member's session (45 s on the
+    monotonic clock) neither ends early nor lasts longer; the group's stored emptiness
+    time is the wall clock's."""
+    shell = Shell()
+    shell.topics["t"] = 6
+    wall_ms, day_ms = 1_800_000_000_000, 86_400_000
+    shell.heartbeat("g", "", 0, now_ms=1_000, wall_ms=wall_ms)
+    assert not [d for d in shell.core.expire(2_000, wall_ms=wall_ms + day_ms) if d.records]
+    assert not [d for d in shell.core.expire(45_999, wall_ms=wall_ms - day_ms) if d.records]
+    for decision in shell.core.expire(46_000, wall_ms=wall_ms - day_ms):
+        shell.run(decision)
+    group = shell.core.groups["g"]
+    assert not group.members
+    assert group.empty_since_ms == wall_ms - day_ms
 
 
 def test_offsets_of_an_empty_group_expire_after_the_retention() -> None:
@@ -150,8 +164,8 @@ def test_offsets_of_an_empty_group_expire_after_the_retention() -> None:
     commit(shell, "g", {T[0]: 5}, "m1", 1)
     shell.heartbeat("g", "m1", -1)
     retention = shell.core.settings.offsets_retention_ms
-    assert not [d for d in shell.core.expire(retention - 1) if d.records]
-    for decision in shell.core.expire(retention):
+    assert not [d for d in shell.core.expire(retention - 1, wall_ms=retention - 1) if d.records]
+    for decision in shell.core.expire(retention, wall_ms=retention):
         shell.run(decision)
     assert "g" not in shell.core.groups and "g" not in shell.core.offsets
 
