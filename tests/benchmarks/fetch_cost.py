@@ -66,7 +66,7 @@ def broker(broker_id: int, directory: Path, partitions: int, slots: int) -> Brok
         )
         for p in range(partitions)
     )
-    replicas.become_leader_or_follower(states, NOW_MS)
+    replicas.become_leader_or_follower(states, NOW_MS, wall_ms=NOW_MS)
     return state
 
 
@@ -94,7 +94,7 @@ def cpu_per_round_us(root: Path, partitions: int, slots: int, rounds: int) -> fl
         answer = answer_fetch(context, read.response)
         wire = encode_response(0, ApiKey.FETCH, FETCH_VERSION, answer)[4:]
         response = decode_response(wire, ApiKey.FETCH, FETCH_VERSION).body
-        follower.on_response(sent, response, now_ms)
+        follower.on_response(sent, response, now_ms, wall_ms=now_ms)
 
     for i in range(20):  # warm up: sessions opened, the HW caught up
         one_round(NOW_MS + i)

@@ -4,6 +4,7 @@ handler (protocol.fetch_session), alone and talking to each other."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -303,3 +304,12 @@ def test_a_partition_named_twice_does_not_hide_another() -> None:
     context = open_fetch(cache, twice, 1)
     read_now = {(t.topic, p.partition) for t in context.request.topics for p in t.partitions}
     assert read_now == {("a", 0), ("a", 1)}
+
+
+def test_the_fetch_cost_benchmark_replicates(tmp_path: Path) -> None:
+    """tests/benchmarks/fetch_cost.py's leader and follower cores stay in step (it asserts
+    the follower caught up), with sessions on and off."""
+    from tests.benchmarks.fetch_cost import cpu_per_round_us
+
+    for slots in (0, 1000):
+        assert cpu_per_round_us(tmp_path / str(slots), 3, slots, 10) > 0
