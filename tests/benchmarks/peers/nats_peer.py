@@ -7,6 +7,7 @@ MAX_PENDING unacknowledged messages; the consumer is an ordered push consumer (n
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import tempfile
 import time
@@ -23,6 +24,8 @@ from tests.benchmarks.peers.common import Workload, wait_until
 
 MAX_PENDING = 4000  # unacknowledged async publishes
 NODES = 3
+# Debian puts it in /usr/sbin, which a user's PATH may lack.
+NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
 
 class NatsPeer:
@@ -185,7 +188,7 @@ def running() -> Iterator[NatsPeer]:
                 directory.mkdir()
                 config = directory / "nats.conf"
                 config.write_text(_config(i, ports, routes, directory / "jetstream"))
-                command = ["nats-server", "-c", str(config), "-l", str(directory / "nats.log")]
+                command = [NATS_SERVER, "-c", str(config), "-l", str(directory / "nats.log")]
                 processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
             peer = NatsPeer(processes, ports)
             wait_until(lambda: _jetstream_ready(peer.servers), 60, "JetStream's meta leader")
