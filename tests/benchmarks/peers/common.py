@@ -42,6 +42,10 @@ class Peer(Protocol):
 
     def server_pids(self) -> list[int]: ...
 
+    def prepare(self, run: int) -> None:
+        """Create the run's topics or streams, so no measure includes electing their leaders."""
+        ...
+
     def produce(self, run: int, workload: Workload) -> float:
         """Records/s of producing workload.records records, each acknowledged as durable."""
         ...

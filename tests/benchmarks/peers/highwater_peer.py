@@ -30,12 +30,12 @@ class HighwaterPeer:
         brokers = [b.process.pid for b in self.cluster.brokers.values() if b.process is not None]
         return [*brokers, *([self.zookeeper.pid] if self.zookeeper.pid is not None else [])]
 
-    def _topic(self, name: str) -> str:
-        trio.run(create_topic, self.cluster, name, [[1, 2, 3]], {"min.insync.replicas": "2"})
-        return name
+    def prepare(self, run: int) -> None:
+        for name in (f"produce-{run}", f"e2e-{run}"):
+            trio.run(create_topic, self.cluster, name, [[1, 2, 3]], {"min.insync.replicas": "2"})
 
     def produce(self, run: int, workload: Workload) -> float:
-        topic = self._topic(f"produce-{run}")
+        topic = f"produce-{run}"
         result = trio.run(
             lambda: perf_tools.run_produce_perf(
                 self.cluster.bootstrap,
@@ -62,7 +62,7 @@ class HighwaterPeer:
         return result.rate
 
     def end_to_end(self, run: int, workload: Workload) -> list[float]:
-        topic = self._topic(f"e2e-{run}")
+        topic = f"e2e-{run}"
         return trio.run(
             lambda: perf_tools.run_end_to_end_perf(
                 self.cluster.bootstrap,

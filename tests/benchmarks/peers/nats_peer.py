@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy, StorageType, StreamConfig
 from nats.js.errors import Error as JetStreamError
 
@@ -38,6 +40,17 @@ class NatsPeer:
     def server_pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
+    def prepare(self, run: int) -> None:
+        async def create() -> None:
+            nc = await self._connect()
+            try:
+                for name in (f"produce{run}", f"e2e{run}"):
+                    await _create_stream(nc.jetstream(), name)
+            finally:
+                await nc.close()
+
+        asyncio.run(create())
+
     def produce(self, run: int, workload: Workload) -> float:
         return asyncio.run(self._produce(f"produce{run}", workload))
 
@@ -47,7 +60,7 @@ class NatsPeer:
     def end_to_end(self, run: int, workload: Workload) -> list[float]:
         return asyncio.run(self._end_to_end(f"e2e{run}", workload))
 
-    async def _connect(self) -> nats.NATS:
+    async def _connect(self) -> Client:
         return await nats.connect(servers=self.servers, max_reconnect_attempts=3)
 
     async def _produce(self, stream: str, workload: Workload) -> float:
@@ -55,7 +68,6 @@ class NatsPeer:
         try:
             async with asyncio.timeout(workload.timeout_s):
                 js = nc.jetstream(publish_async_max_pending=MAX_PENDING)
-                await _create_stream(js, stream)
                 value = workload.value()
                 futures = []
                 started = time.perf_counter()
@@ -105,10 +117,9 @@ class NatsPeer:
         try:
             async with asyncio.timeout(workload.timeout_s):
                 js = nc.jetstream(publish_async_max_pending=MAX_PENDING)
-                await _create_stream(js, stream)
                 done = asyncio.Event()
 
-                async def on_message(msg: nats.aio.msg.Msg) -> None:
+                async def on_message(msg: Msg) -> None:
                     started = sent_at.pop(int.from_bytes(msg.data[:8], "big"), None)
                     if started is not None:
                         latencies.append((clock() - started) * 1000)
@@ -141,6 +152,18 @@ class NatsPeer:
 async def _create_stream(js: nats.js.JetStreamContext, name: str) -> None:
     config = StreamConfig(name=name, subjects=[name], storage=StorageType.FILE, num_replicas=3)
     await js.add_stream(config)
+    async with asyncio.timeout(30):  # its Raft group has a leader and both followers current
+        while True:
+            cluster = (await js.stream_info(name)).cluster
+            replicas = (cluster.replicas or []) if cluster else []
+            if (
+                cluster
+                and cluster.leader
+                and len(replicas) == 2
+                and all(r.current for r in replicas)
+            ):
+                return
+            await asyncio.sleep(0.1)
 
 
 def _config(index: int, ports: list[int], routes: list[int], directory: Path) -> str:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import redis
 import redis.asyncio as aioredis
@@ -35,6 +36,9 @@ class RedisPeer:
     def server_pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
+    def prepare(self, run: int) -> None:
+        pass  # XADD creates a stream
+
     def produce(self, run: int, workload: Workload) -> float:
         key, fields = f"produce-{run}", {b"v": workload.value()}
         # redis-py's blocking client: twice the async one's rate for pipelines here.
@@ -45,7 +49,7 @@ class RedisPeer:
                 count = min(PIPELINE_RECORDS, workload.records - sent)
                 pipe = client.pipeline(transaction=False)
                 for _ in range(count):
-                    pipe.xadd(key, fields)  # type: ignore[arg-type]
+                    pipe.xadd(key, fields)
                 pipe.execute_command("WAIT", REPLICAS, WAIT_TIMEOUT_MS)
                 _check_wait(pipe.execute()[-1])
                 sent += count
@@ -58,7 +62,8 @@ class RedisPeer:
             last_id, count = b"0-0", 0
             while count < workload.records:
                 answer = client.xread({key: last_id}, count=READ_COUNT, block=1000)
-                for _stream, entries in answer:  # type: ignore[union-attr]
+                entries = _entries(answer)
+                if entries:
                     count += len(entries)
                     last_id = entries[-1][0]
             return count / (time.perf_counter() - started)
@@ -84,12 +89,13 @@ class RedisPeer:
                 ready.set()
                 while len(latencies) < total:
                     answer = await consumer.xread({key: last_id}, count=READ_COUNT, block=100)
-                    for _stream, entries in answer:
-                        now = clock()
-                        for _id, fields in entries:
-                            started = sent_at.pop(int.from_bytes(fields[b"v"][:8], "big"), None)
-                            if started is not None:
-                                latencies.append((now - started) * 1000)
+                    entries = _entries(answer)
+                    now = clock()
+                    for _id, fields in entries:
+                        started = sent_at.pop(int.from_bytes(fields[b"v"][:8], "big"), None)
+                        if started is not None:
+                            latencies.append((now - started) * 1000)
+                    if entries:
                         last_id = entries[-1][0]
 
             ready = asyncio.Event()
@@ -112,6 +118,15 @@ class RedisPeer:
                 sequence = due
             await reader
         return sorted(latencies)
+
+
+Entry = tuple[bytes, dict[bytes, bytes]]
+
+
+def _entries(answer: object) -> list[Entry]:
+    """The entries of an XREAD of one stream (RESP2: [[name, [[id, {field: value}], ...]]])."""
+    streams = cast(list[tuple[bytes, list[Entry]]], answer or [])
+    return streams[0][1] if streams else []
 
 
 def _check_wait(acknowledged: int) -> None:

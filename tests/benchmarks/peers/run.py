@@ -28,6 +28,7 @@ def _systems() -> dict[str, Callable[[], AbstractContextManager[Peer]]]:
 
 
 def one_run(peer: Peer, run: int, workload: Workload) -> dict[str, float]:
+    peer.prepare(run)
     figures = {"produce": peer.produce(run, workload), "consume": peer.consume(run, workload)}
     pids = peer.server_pids()
     before_s, started = cpu_s(pids), time.monotonic()
