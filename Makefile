@@ -175,7 +175,7 @@ bench-groups: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.groups
 
 # Highwater beside NATS JetStream and Redis Streams, 3 nodes each, one system at a time (about
-# 15 minutes with 3 runs), e.g. make bench-peers ARGS="--runs 1" or ARGS="--quick --json".
+# 5 minutes with 3 runs here), e.g. make bench-peers ARGS="--runs 1" or ARGS="--quick --json".
 bench-peers: venv zookeeper peer-servers $(BENCH_STAMP)
 	$(BIN)/python -m tests.benchmarks.peers $(ARGS)
 
