@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-all
+BENCH_STAMP := $(VENV)/.installed-bench
 BASE_STAMP := $(VENV)/.installed-base
 ZK_JAR := /usr/share/java/zookeeper.jar
 PORT ?=
@@ -13,7 +14,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-latency bench-metrics bench-security bench-spark bench-groups zookeeper openssl nftables faketime containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-latency bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers zookeeper openssl nftables faketime containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -27,6 +28,11 @@ $(BASE_STAMP): pyproject.toml constraints.txt
 $(STAMP): $(BASE_STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
 	touch $(STAMP)
+
+# The peer benchmark's clients (redis, hiredis, nats-py): only `make bench-peers` needs them.
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark,bench]'
+	touch $(BENCH_STAMP)
 
 base-venv: $(BASE_STAMP)
 
@@ -67,6 +73,15 @@ faketime:
 		echo "installing faketime from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q faketime; \
+	fi
+
+# The peer benchmark's servers (tests/benchmarks/peers): Debian's redis-server and nats-server,
+# installed only where missing. Neither is started as a service: the benchmark starts its own.
+peer-servers:
+	@if ! command -v redis-server >/dev/null 2>&1 || ! PATH="$$PATH:/usr/sbin" command -v nats-server >/dev/null 2>&1; then \
+		echo "installing redis-server and nats-server from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q redis-server nats-server; \
 	fi
 
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
@@ -158,6 +173,11 @@ bench-spark: venv zookeeper
 
 bench-groups: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.groups
+
+# Highwater beside NATS JetStream and Redis Streams, 3 nodes each, one system at a time (about
+# 5 minutes with 3 runs here), e.g. make bench-peers ARGS="--runs 1" or ARGS="--quick --json".
+bench-peers: venv zookeeper peer-servers $(BENCH_STAMP)
+	$(BIN)/python -m tests.benchmarks.peers $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
