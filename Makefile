@@ -14,7 +14,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos fuzz bench bench-replication bench-latency bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers zookeeper openssl nftables faketime containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers zookeeper openssl nftables faketime containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -147,6 +147,11 @@ sim: venv
 # One chaos run by hand, e.g. make chaos ARGS="--seed 7 --duration-s 300 --nemeses kill,lose-acks"
 chaos: venv zookeeper
 	$(BIN)/python -m tests.chaos.run $(ARGS)
+
+# The hour-long soak: overlapping faults, every nemesis, periodic checks (docs/reliability.md
+# "Soak"); as root add ARGS="--netns" for the partition nemesis, e.g. ARGS="--netns --seed 7"
+soak: venv zookeeper
+	$(BIN)/python -m tests.chaos.run --soak $(ARGS)
 
 # Every request decoder and handler, a million inputs in all (about an hour on 2 cores), e.g.
 # make fuzz ARGS="--inputs 100000 --api produce"; `make test` runs a short pass of the same.

@@ -30,6 +30,7 @@ __all__ = [
     "SendOutcome",
     "SendStatus",
     "check",
+    "interim_check",
 ]
 
 ANOMALIES = (
@@ -216,3 +217,34 @@ def _poll_order(
             if before + 1 < len(stored):
                 report.add("poll-skip", where)
         last[key] = poll.offset
+
+
+def interim_check(sends: Sequence[SendOutcome], polls: Sequence[Poll]) -> CheckReport:
+    """What can be named while the run goes on, before any final read: an acked offset a
+    consumer polled holding another value, one offset polled with different values, one value
+    polled at several places, polls out of order, and a consumer jumping over an acked offset.
+    (lost-write and unseen need the final read: the consumers may just be behind.)"""
+    report = CheckReport()
+    report.acked = sum(s.status is SendStatus.ACKED for s in sends)
+    report.polled = len(polls)
+    _duplicates(report, {}, polls)
+    _offsets(report, (), polls, {})
+    polled_at: dict[tuple[int, int], set[bytes | None]] = defaultdict(set)
+    for poll in polls:
+        polled_at[(poll.partition, poll.offset)].add(poll.value)
+    acked_end: dict[int, int] = defaultdict(int)  # per partition, past the highest acked offset
+    for send in sends:
+        if send.status is not SendStatus.ACKED:
+            continue
+        acked_end[send.partition] = max(acked_end[send.partition], send.offset + 1)
+        held = polled_at.get((send.partition, send.offset), set())
+        if held - {send.value}:
+            report.add(
+                "inconsistent-offsets",
+                f"acked {send.value!r} at {send.partition}/{send.offset}, "
+                f"polled as {sorted(map(repr, held))}",
+            )
+    # An acked offset is known to exist: jumping over it is a skip.
+    known: dict[int, Sequence[bytes | None]] = {p: [None] * n for p, n in acked_end.items()}
+    _poll_order(report, polls, known)
+    return report

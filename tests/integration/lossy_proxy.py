@@ -30,6 +30,8 @@ class LossyProxy:
     armed: bool = False
     arm_existing: bool = False
     drops: int = 0
+    listen_host: str = "127.0.0.1"
+    target_host: str = "127.0.0.1"  # a broker in a network namespace: its own address
     _rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -38,7 +40,7 @@ class LossyProxy:
     async def serve(
         self, port: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+        listeners = await trio.open_tcp_listeners(port, host=self.listen_host)
         task_status.started()
         await trio.serve_listeners(self._handle, listeners)
 
@@ -48,7 +50,7 @@ class LossyProxy:
         try:
             async with (
                 client,
-                await trio.open_tcp_stream("127.0.0.1", self.target_port) as server,
+                await trio.open_tcp_stream(self.target_host, self.target_port) as server,
                 trio.open_nursery() as nursery,
             ):
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos.checker import ANOMALIES, Poll, SendOutcome, SendStatus, check
+from tests.chaos.checker import (
+    ANOMALIES,
+    Poll,
+    SendOutcome,
+    SendStatus,
+    check,
+    interim_check,
+)
 
 ACK = SendStatus.ACKED
 
@@ -72,3 +79,30 @@ def test_each_anomaly_is_named(damage: str, anomaly: str) -> None:
 def test_the_table_lists_every_anomaly() -> None:
     table = check(*clean()).table()
     assert all(name in table for name in ANOMALIES)
+
+
+def test_the_interim_check_passes_a_clean_history_whose_consumers_are_behind() -> None:
+    sends, polls, _ = clean()
+    sends.append(acked(b"e", 0, 3))  # acked, not polled yet: not an anomaly before the end
+    report = interim_check(sends, polls[:2])
+    assert report.ok, report.table()
+    assert (report.acked, report.polled) == (4, 2)
+
+
+@pytest.mark.parametrize(
+    ("polls", "anomaly"),
+    [
+        ([Poll(1, 0, 0, b"a"), Poll(1, 0, 1, b"x")], "inconsistent-offsets"),  # acked b there
+        ([Poll(1, 0, 0, b"a"), Poll(2, 0, 0, b"z")], "inconsistent-offsets"),
+        ([Poll(1, 0, 0, b"a"), Poll(1, 2, 0, b"a")], "duplicate"),
+        ([Poll(1, 0, 0, b"a"), Poll(1, 0, 0, b"a")], "nonmonotonic-poll"),
+        ([Poll(1, 0, 0, b"a"), Poll(1, 0, 2, b"d")], "poll-skip"),  # over acked offset 1
+    ],
+)
+def test_the_interim_check_names_what_it_can_see_before_the_end(
+    polls: list[Poll], anomaly: str
+) -> None:
+    sends, _, _ = clean()
+    report = interim_check(sends, polls)
+    assert report.counts[anomaly] >= 1, report.table()
+    assert sum(report.counts.values()) == report.counts[anomaly], report.table()
