@@ -150,7 +150,7 @@ class GroupCoordinator:
         if code != ErrorCode.NONE:
             return decision.failed(write_error(code))
         for key, value in decision.records:
-            self.core.replay(key, value)
+            self.core.replay(key, value, committed=False)
         self._timers_changed.set()
         self._ctx.wake(append.wake)
         deadline = trio.current_time() + request.timeout_ms / 1000
@@ -164,6 +164,7 @@ class GroupCoordinator:
         code = ErrorCode(append.results[tp].error_code)
         if code != ErrorCode.NONE:
             return decision.failed(write_error(code))
+        self.core.records_committed(decision.records, append.results[tp].base_offset)
         return decision.response
 
     # -- timers --------------------------------------------------------------------------------

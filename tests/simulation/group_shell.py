@@ -112,7 +112,7 @@ class SimGroupCoordinator:
         if code != ErrorCode.NONE:
             return respond(decision.failed(write_error(code)))
         for key, value in decision.records:
-            self.core.replay(key, value)
+            self.core.replay(key, value, committed=False)
         broker.purgatory.wake(append.wake)
         appended_ms, next_offset = broker.now_ms, append.waiting.get(tp, -1)
 
@@ -140,6 +140,8 @@ class SimGroupCoordinator:
                 return False
             time_out(append)
             final = append.results[tp].error_code
+            if final == ErrorCode.NONE:
+                self.core.records_committed(decision.records, append.results[tp].base_offset)
             respond(
                 decision.response
                 if final == ErrorCode.NONE

@@ -11,14 +11,16 @@ the partition's log. Session and revocation deadlines are in memory only (Kafka'
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
 from broker.core.group.membership import HeartbeatRefused, apply_heartbeat, assignor_of, remove
 from broker.core.group.model import Group, GroupState, MemberState, OffsetValue, by_topic
 from broker.core.group.records import (
+    OFFSET_KEY,
     CoordinatorRecord,
+    decode_key,
     group_record,
     group_tombstone,
     offset_record,
@@ -122,7 +124,13 @@ class GroupCoordinatorCore:
         self._new_member_id = new_member_id
         self.partitions: dict[int, PartitionLoad] = {}
         self.groups: dict[str, Group] = {}
+        # Every offset appended, committed or not (what decisions see), and the committed
+        # ones: below the HW of the offsets topic, what OffsetFetch answers (Kafka's pending
+        # vs committed offset commits, GroupMetadataManager.onOffsetCommitAppend), each
+        # with the log offset of its record.
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self.committed_offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self._committed_at: dict[tuple[str, TopicPartition], int] = {}
         self.sessions: dict[tuple[str, str], int] = {}  # (group, member) -> deadline
         self.revocations: dict[tuple[str, str], int] = {}  # ... -> rebalance deadline
 
@@ -154,10 +162,26 @@ class GroupCoordinatorCore:
         self.unload(partition)
         self.partitions[partition] = PartitionLoad.LOADING
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one record of a partition this coordinator loads or leads (ValueError: a
-        malformed record, skipped)."""
+    def replay(self, key: bytes, value: bytes | None, *, committed: bool = True) -> None:
+        """Apply one record of a partition this coordinator loads (committed) or has just
+        appended (not yet: `records_committed` says when). ValueError: a malformed record,
+        skipped."""
         replay(self.groups, self.offsets, key, value)
+        if committed and _is_offset(key):
+            replay({}, self.committed_offsets, key, value)
+
+    def records_committed(self, records: Sequence[CoordinatorRecord], base_offset: int) -> None:
+        """`records`, appended at `base_offset`, are below the HW: OffsetFetch now sees
+        their offsets, unless a later record for the same partition is already seen (two
+        writes may finish in either order)."""
+        for index, (key, value) in enumerate(records):
+            kind, group_id, tp = decode_key(key)
+            if kind != OFFSET_KEY or tp is None:
+                continue
+            at = base_offset + index
+            if self._committed_at.get((group_id, tp), -1) < at:
+                self._committed_at[(group_id, tp)] = at
+                replay({}, self.committed_offsets, key, value)
 
     def finish_load(self, partition: int, now_ms: int) -> None:
         self.partitions[partition] = PartitionLoad.LOADED
@@ -172,6 +196,10 @@ class GroupCoordinatorCore:
             del self.groups[group_id]
         for group_id in [g for g in self.offsets if self.partition_of(g) == partition]:
             del self.offsets[group_id]
+        for group_id in [g for g in self.committed_offsets if self.partition_of(g) == partition]:
+            del self.committed_offsets[group_id]
+        for at in [k for k in self._committed_at if self.partition_of(k[0]) == partition]:
+            del self._committed_at[at]
         for timers in (self.sessions, self.revocations):
             for key in [k for k in timers if self.partition_of(k[0]) == partition]:
                 del timers[key]
@@ -288,7 +316,7 @@ class GroupCoordinatorCore:
                 code = ErrorCode.STALE_MEMBER_EPOCH
         if code != ErrorCode.NONE:
             return OffsetFetchResponse((), code)
-        committed = self.offsets.get(request.group_id, {})
+        committed = self.committed_offsets.get(request.group_id, {})
         if request.topics is None:
             wanted = sorted(committed)
         else:
@@ -534,3 +562,7 @@ def _commit_response(
             for t in request.topics
         )
     )
+
+
+def _is_offset(key: bytes) -> bool:
+    return decode_key(key)[0] == OFFSET_KEY

@@ -218,3 +218,33 @@ def test_regex_subscriptions_are_re2_and_cannot_stall_the_coordinator() -> None:
     bad = shell.heartbeat("k", "", 0, subscribed_topic_names=None, subscribed_topic_regex="(?<=a)b")
     assert bad.error_code == ErrorCode.INVALID_REQUEST
     assert "RE2" in (bad.error_message or "")
+
+
+def test_offset_fetch_sees_a_commit_once_it_is_committed_and_never_an_older_one() -> None:
+    """OffsetFetch answers from the commits below the offsets topic's HW (Kafka's pending vs
+    committed offset commits): a commit still waiting for its followers is not shown (its
+    coordinator may fail before it is), and of two writes that finish in either order the
+    later record wins."""
+    shell = Shell()
+    shell.topics["t"] = 6
+
+    def appended(offset: int) -> list[tuple[bytes, bytes | None]]:
+        request = OffsetCommitRequest(
+            "g", (OffsetCommitTopic("t", (OffsetCommitPartition(0, offset),)),)
+        )
+        decision = shell.core.commit(request, shell.topics, 0)
+        for key, value in decision.records:
+            shell.core.replay(key, value, committed=False)
+        return list(decision.records)
+
+    def fetched() -> list[int]:
+        response = shell.core.fetch(OffsetFetchRequest("g"))
+        return [p.committed_offset for t in response.topics for p in t.partitions]
+
+    first, second = appended(1805), appended(1806)  # at log offsets 10 and 11
+    assert fetched() == []
+    shell.core.records_committed(second, 11)
+    assert fetched() == [1806]
+    shell.core.records_committed(first, 10)  # its task resumed last
+    assert fetched() == [1806]
+    assert shell.core.offsets["g"][T[0]].offset == 1806
