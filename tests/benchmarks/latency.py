@@ -14,7 +14,6 @@ one run.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -25,19 +24,11 @@ from pathlib import Path
 
 import trio
 
+from tests.benchmarks.proc_cpu import total_cpu_seconds
 from tests.integration.cluster_harness import Cluster
 from tests.integration.replication_checks import create_topic, prepare_cluster
 
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 _PERCENTILES = re.compile(r"([\d.]+) ms 50th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th")
-
-
-def cpu_s(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _TICKS_PER_S
 
 
 def one_run(zk_port: int, root: Path, slots: int, args: argparse.Namespace) -> dict[str, float]:
@@ -59,9 +50,9 @@ def one_run(zk_port: int, root: Path, slots: int, args: argparse.Namespace) -> d
             "--num-records", str(args.records), "--throughput", str(args.rate),
             "-b", cluster.bootstrap,
         ]  # fmt: skip
-        before_s, started = cpu_s(pids), time.monotonic()
+        before_s, started = total_cpu_seconds(pids), time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, check=True)
-        used_s, wall_s = cpu_s(pids) - before_s, time.monotonic() - started
+        used_s, wall_s = total_cpu_seconds(pids) - before_s, time.monotonic() - started
         match = _PERCENTILES.search(done.stdout + done.stderr)
         if match is None:
             raise SystemExit(f"no percentiles in:\n{done.stdout}{done.stderr}")

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol, TypeVar
 
 from client.cli.perf_tools import payload
 
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
 
 
@@ -57,15 +54,6 @@ class Peer(Protocol):
     def end_to_end(self, run: int, workload: Workload) -> list[float]:
         """Produce-to-consume latencies (ms) of records sent at workload.rate."""
         ...
-
-
-def cpu_s(pids: Sequence[int]) -> float:
-    """User + system CPU seconds the processes have used so far."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _TICKS_PER_S
 
 
 def wait_until(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:

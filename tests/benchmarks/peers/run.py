@@ -13,7 +13,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from tests.benchmarks.peers import table
-from tests.benchmarks.peers.common import Peer, Workload, cpu_s
+from tests.benchmarks.peers.common import Peer, Workload
+from tests.benchmarks.proc_cpu import total_cpu_seconds
 
 
 def _systems() -> dict[str, Callable[[], AbstractContextManager[Peer]]]:
@@ -31,9 +32,9 @@ def one_run(peer: Peer, run: int, workload: Workload) -> dict[str, float]:
     peer.prepare(run)
     figures = {"produce": peer.produce(run, workload), "consume": peer.consume(run, workload)}
     pids = peer.server_pids()
-    before_s, started = cpu_s(pids), time.monotonic()
+    before_s, started = total_cpu_seconds(pids), time.monotonic()
     latencies = peer.end_to_end(run, workload)
-    figures["cpu"] = (cpu_s(pids) - before_s) / (time.monotonic() - started)
+    figures["cpu"] = (total_cpu_seconds(pids) - before_s) / (time.monotonic() - started)
     if len(latencies) < workload.e2e_records:
         raise SystemExit(f"{peer.name}: {len(latencies)} of {workload.e2e_records} records seen")
     return figures | table.latency_figures(latencies)
