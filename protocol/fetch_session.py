@@ -24,9 +24,24 @@ from protocol.messages.fetch import (
 )
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["FetchPlan", "FetchSessionHandler"]
+__all__ = ["FetchPlan", "FetchSessionHandler", "fetch_topics", "next_epoch"]
 
 _MAX_EPOCH = 2**31 - 1
+
+
+def next_epoch(epoch: int) -> int:
+    """The session epoch after `epoch`; it wraps to 1 (0 and -1 have their own meanings)."""
+    return 1 if epoch >= _MAX_EPOCH else epoch + 1
+
+
+def fetch_topics(
+    partitions: Iterable[tuple[TopicPartition, FetchPartition]],
+) -> tuple[FetchTopic, ...]:
+    """Partitions grouped by topic, as a Fetch names them."""
+    by_topic: dict[str, list[FetchPartition]] = {}
+    for tp, fetch in partitions:
+        by_topic.setdefault(tp.topic, []).append(fetch)
+    return tuple(FetchTopic(topic, tuple(fetches)) for topic, fetches in sorted(by_topic.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +69,7 @@ class FetchSessionHandler:
     def build(self, wanted: dict[TopicPartition, FetchPartition]) -> FetchPlan:
         self._pending = dict(wanted)
         if self.epoch == INITIAL_EPOCH:
-            return FetchPlan(self.session_id, INITIAL_EPOCH, _grouped(wanted.items()), ())
+            return FetchPlan(self.session_id, INITIAL_EPOCH, fetch_topics(wanted.items()), ())
         changed = [(tp, f) for tp, f in wanted.items() if self.session.get(tp) != f]
         forgotten: dict[str, list[int]] = {}
         for tp in self.session:
@@ -63,7 +78,7 @@ class FetchSessionHandler:
         return FetchPlan(
             self.session_id,
             self.epoch,
-            _grouped(changed),
+            fetch_topics(changed),
             tuple(ForgottenTopic(t, tuple(ps)) for t, ps in forgotten.items()),
         )
 
@@ -77,7 +92,7 @@ class FetchSessionHandler:
             self.session_id = response.session_id
             self.epoch = INITIAL_EPOCH if response.session_id == INVALID_SESSION_ID else 1
         else:
-            self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
+            self.epoch = next_epoch(self.epoch)
         self.session = pending
 
     def handle_error(self) -> None:
@@ -90,10 +105,3 @@ class FetchSessionHandler:
     @property
     def incremental(self) -> bool:
         return self.epoch != INITIAL_EPOCH
-
-
-def _grouped(partitions: Iterable[tuple[TopicPartition, FetchPartition]]) -> tuple[FetchTopic, ...]:
-    by_topic: dict[str, list[FetchPartition]] = {}
-    for tp, fetch in partitions:
-        by_topic.setdefault(tp.topic, []).append(fetch)
-    return tuple(FetchTopic(topic, tuple(fetches)) for topic, fetches in sorted(by_topic.items()))

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from protocol.errors import ErrorCode
+from protocol.fetch_session import fetch_topics, next_epoch
 from protocol.messages.fetch import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -35,7 +36,6 @@ __all__ = [
     "FetchSession",
     "FetchSessionCache",
     "answer_fetch",
-    "next_epoch",
     "open_fetch",
 ]
 
@@ -44,11 +44,6 @@ __all__ = [
 EVICTION_MS = 120_000
 MAX_SESSION_PARTITIONS = MAX_ITEMS_DEFAULT
 _MAX_SESSION_ID = 2**31 - 1
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after `epoch`; it wraps to 1 (0 and -1 have their own meanings)."""
-    return 1 if epoch >= _MAX_SESSION_ID else epoch + 1
 
 
 @dataclass(slots=True)
@@ -189,7 +184,7 @@ def open_fetch(cache: FetchSessionCache, request: FetchRequest, now_ms: int) -> 
         if not request.forgotten_topics_data
         and len(named) == len(partitions)
         and _distinct(request)
-        else replace(request, topics=_grouped(partitions))
+        else replace(request, topics=fetch_topics((tp, c.fetch) for tp, c in partitions.items()))
     )
     return FetchContext(whole, session=session, incremental=True)
 
@@ -250,10 +245,3 @@ def _distinct(request: FetchRequest) -> bool:
     return sum(len(t.partitions) for t in request.topics) == len(
         {(t.topic, p.partition) for t in request.topics for p in t.partitions}
     )
-
-
-def _grouped(partitions: dict[TopicPartition, CachedPartition]) -> tuple[FetchTopic, ...]:
-    by_topic: dict[str, list[FetchPartition]] = {}
-    for tp, cached in partitions.items():
-        by_topic.setdefault(tp.topic, []).append(cached.fetch)
-    return tuple(FetchTopic(topic, tuple(fetches)) for topic, fetches in by_topic.items())

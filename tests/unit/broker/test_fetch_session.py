@@ -12,11 +12,10 @@ from broker.core.fetch_session import (
     EVICTION_MS,
     FetchSessionCache,
     answer_fetch,
-    next_epoch,
     open_fetch,
 )
 from protocol.errors import ErrorCode
-from protocol.fetch_session import FetchSessionHandler
+from protocol.fetch_session import FetchSessionHandler, next_epoch
 from protocol.messages.fetch import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
