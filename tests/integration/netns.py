@@ -15,12 +15,15 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
+from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from tests.integration.cluster_harness import BrokerProcess
 
-__all__ = ["NetnsBrokerProcess", "NetworkLab", "available"]
+__all__ = ["NetnsBrokerProcess", "NetworkLab", "available", "zookeeper_on_hub"]
 
 
 def _ip(*args: str) -> None:
@@ -117,6 +120,18 @@ class NetworkLab:
 
     def heal(self, host: int) -> None:
         _ip("-n", self.namespace(host), "link", "set", self._leg(host)[1], "up")
+
+
+@contextlib.contextmanager
+def zookeeper_on_hub(lab: NetworkLab, directory: Path) -> Iterator[int]:
+    """ZooKeeper on the hub address, reachable from every namespace; yields its port."""
+    port = free_port(lab.hub_address)
+    server = ZooKeeperServer(directory, port, host=lab.hub_address)
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop()
 
 
 @dataclass

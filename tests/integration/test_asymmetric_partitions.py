@@ -20,14 +20,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from protocol.errors import ErrorCode
 from tests.chaos.workload import read_partition
 from tests.integration import netfilter
 from tests.integration.acked_workload import AckLog, produce_until
 from tests.integration.cluster_harness import Cluster, eventually
 from tests.integration.netfilter import Direction
-from tests.integration.netns import NetnsBrokerProcess, NetworkLab, available
+from tests.integration.netns import NetnsBrokerProcess, NetworkLab, available, zookeeper_on_hub
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
     PartitionState,
@@ -87,13 +86,9 @@ def network() -> Iterator[NetworkLab]:
 
 @pytest.fixture(scope="module")
 def hub_zookeeper(network: NetworkLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    port = free_port(network.hub_address)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("asym-zk"), port, host=network.hub_address)
-    server.start()
-    try:
+    """ZooKeeper on the hub address, reachable from every namespace."""
+    with zookeeper_on_hub(network, tmp_path_factory.mktemp("asym-zk")) as port:
         yield port
-    finally:
-        server.stop()
 
 
 @pytest.fixture
