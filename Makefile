@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-all
+BENCH_STAMP := $(VENV)/.installed-bench
 BASE_STAMP := $(VENV)/.installed-base
 ZK_JAR := /usr/share/java/zookeeper.jar
 PORT ?=
@@ -13,7 +14,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-metrics bench-security bench-spark bench-groups zookeeper openssl containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers zookeeper openssl nftables faketime containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -27,6 +28,11 @@ $(BASE_STAMP): pyproject.toml constraints.txt
 $(STAMP): $(BASE_STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
 	touch $(STAMP)
+
+# The peer benchmark's clients (redis, hiredis, nats-py): only `make bench-peers` needs them.
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark,bench]'
+	touch $(BENCH_STAMP)
 
 base-venv: $(BASE_STAMP)
 
@@ -48,6 +54,34 @@ openssl:
 		echo "installing openssl from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openssl; \
+	fi
+
+# The asymmetric partition tests (tests/integration/test_asymmetric_partitions.py) cut single
+# paths with nftables rules inside the brokers' network namespaces; from apt, installed only
+# where missing.
+nftables:
+	@if ! command -v nft >/dev/null 2>&1; then \
+		echo "installing nftables from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nftables; \
+	fi
+
+# The clock-fault test (tests/integration/test_clock_faults.py) preloads libfaketime into a
+# broker to step its wall clock; from apt, installed only where missing.
+faketime:
+	@if ! dpkg -s faketime >/dev/null 2>&1; then \
+		echo "installing faketime from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q faketime; \
+	fi
+
+# The peer benchmark's servers (tests/benchmarks/peers): Debian's redis-server and nats-server,
+# installed only where missing. Neither is started as a service: the benchmark starts its own.
+peer-servers:
+	@if ! command -v redis-server >/dev/null 2>&1 || ! PATH="$$PATH:/usr/sbin" command -v nats-server >/dev/null 2>&1; then \
+		echo "installing redis-server and nats-server from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q redis-server nats-server; \
 	fi
 
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
@@ -93,13 +127,13 @@ imports: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv zookeeper openssl containers browser
+integration: venv zookeeper openssl nftables faketime containers browser
 	$(BIN)/pytest tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core. The
 # integration tests start real clusters (ZooKeeper, brokers, Spark, containers) sized for the
 # machine, so they run one at a time.
-test: venv zookeeper openssl containers browser lint typecheck imports
+test: venv zookeeper openssl nftables faketime containers browser lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation tests/fuzz
 	$(BIN)/pytest tests/integration
 
@@ -127,6 +161,16 @@ fuzz: venv
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication
 
+# Latency and brokers' CPU at 10,000 records/s, fetch sessions on vs off (docs/performance.md).
+bench-latency: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.fetch_cost
+	$(BIN)/python -m tests.benchmarks.latency $(ARGS)
+
+# Broker CPU per request (a small Produce, a replica Fetch of one batch, a long-poll Fetch);
+# ARGS="--profile DIR" adds py-spy profiles (docs/performance.md).
+bench-requests: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.requests $(ARGS)
+
 bench-security: venv zookeeper openssl
 	$(BIN)/python -m tests.benchmarks.security
 
@@ -139,6 +183,11 @@ bench-spark: venv zookeeper
 
 bench-groups: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.groups
+
+# Highwater beside NATS JetStream and Redis Streams, 3 nodes each, one system at a time (about
+# 5 minutes with 3 runs here), e.g. make bench-peers ARGS="--runs 1" or ARGS="--quick --json".
+bench-peers: venv zookeeper peer-servers $(BENCH_STAMP)
+	$(BIN)/python -m tests.benchmarks.peers $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

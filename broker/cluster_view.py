@@ -149,7 +149,7 @@ class ClusterView:
             return {}
         return {
             group: {tp: value.offset for tp, value in offsets.items()}
-            for group, offsets in coordinator.core.offsets.items()
+            for group, offsets in coordinator.core.committed_offsets.items()
             if offsets
         }
 

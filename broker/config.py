@@ -181,6 +181,9 @@ class BrokerConfig:
     replica_fetch_min_bytes: int = _int("replica.fetch.min.bytes")
     replica_fetch_max_bytes: int = _int("replica.fetch.max.bytes")
     replica_fetch_backoff_ms: int = _int("replica.fetch.backoff.ms")
+    max_incremental_fetch_session_cache_slots: int = _int(
+        "max.incremental.fetch.session.cache.slots"
+    )
     replica_high_watermark_checkpoint_interval_ms: int = _int(
         "replica.high.watermark.checkpoint.interval.ms"
     )

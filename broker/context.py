@@ -5,6 +5,7 @@ state (`broker.core.state.BrokerState`, what the decisions read and change) and 
 from __future__ import annotations
 
 import contextvars
+import random
 import time
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from broker.core.authorizer import (
     authorize,
     authorize_any,
 )
+from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
 from broker.core.principal import ANONYMOUS, Principal
@@ -49,6 +51,7 @@ __all__ = [
     "SESSION",
     "BrokerContext",
     "Session",
+    "monotonic_ms",
     "wall_clock_ms",
 ]
 
@@ -76,7 +79,15 @@ _authorizer_log = structlog.get_logger("highwater.authorizer")
 
 
 def wall_clock_ms() -> int:
+    """The wall clock: for times that are stored or compared with stored ones (segment
+    times, retention, record and commit timestamps). It may jump either way (NTP, an
+    operator), so no timer or timeout reads it."""
     return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    """The clock of timers, timeouts and lag checks: it never jumps."""
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -115,8 +126,12 @@ class BrokerContext:
             config.isr_change_propagation_blackout_ms,
             config.isr_change_propagation_max_delay_ms,
         )
-        isr = IsrCore(self.replica_manager.broker_id, settings, wall_clock_ms())
+        isr = IsrCore(self.replica_manager.broker_id, settings, monotonic_ms())
         self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
+        self.state.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            random.randrange(1, 2**31 - 1),  # as Kafka: a restart rarely reuses an id
+        )
         if config.authorizer_enabled:
             self._authorizer = AuthorizerSettings(
                 config.super_users, config.allow_everyone_if_no_acl_found
@@ -193,6 +208,11 @@ class BrokerContext:
         self.state.broker_epoch = value
 
     def now_ms(self) -> int:
+        """Monotonic: what the cores' `now_ms` means (timers, lag, timeouts)."""
+        return monotonic_ms()
+
+    def wall_ms(self) -> int:
+        """The wall clock: what the cores' `wall_ms` and the log's `now_ms` mean."""
         return wall_clock_ms()
 
     def registered(self, broker_epoch: int) -> None:

@@ -133,7 +133,7 @@ class GroupCoordinator:
         p = decision.partition
         if self.core.partitions.get(p) is not PartitionLoad.LOADED:
             return decision.failed(ErrorCode.NOT_COORDINATOR)
-        now_ms = self._ctx.now_ms()
+        wall_ms = self._ctx.wall_ms()
         tp = TopicPartition(OFFSETS_TOPIC, p)
         request = ProduceRequest(
             acks=-1,
@@ -141,16 +141,16 @@ class GroupCoordinator:
             topic_data=(
                 ProduceTopicData(
                     OFFSETS_TOPIC,
-                    (ProducePartitionData(p, coordinator_batches(decision.records, now_ms)),),
+                    (ProducePartitionData(p, coordinator_batches(decision.records, wall_ms)),),
                 ),
             ),
         )
-        append = append_produce(self._ctx.state, request, now_ms, internal=True)
+        append = append_produce(self._ctx.state, request, wall_ms, internal=True)
         code = ErrorCode(append.results[tp].error_code)
         if code != ErrorCode.NONE:
             return decision.failed(write_error(code))
         for key, value in decision.records:
-            self.core.replay(key, value)
+            self.core.replay(key, value, committed=False)
         self._timers_changed.set()
         self._ctx.wake(append.wake)
         deadline = trio.current_time() + request.timeout_ms / 1000
@@ -164,6 +164,7 @@ class GroupCoordinator:
         code = ErrorCode(append.results[tp].error_code)
         if code != ErrorCode.NONE:
             return decision.failed(write_error(code))
+        self.core.records_committed(decision.records, append.results[tp].base_offset)
         return decision.response
 
     # -- timers --------------------------------------------------------------------------------
@@ -178,7 +179,8 @@ class GroupCoordinator:
             offsets = now_ms >= next_offsets_check_ms
             if offsets:
                 next_offsets_check_ms = now_ms + check_interval_ms
-            for decision in self.core.expire(now_ms, offsets=offsets):
+            wall_ms = self._ctx.wall_ms()
+            for decision in self.core.expire(now_ms, wall_ms=wall_ms, offsets=offsets):
                 self._nursery.start_soon(self._expire, decision)
             due = self.core.next_deadline_ms()
             wait_s = _TIMER_MAX_S if due is None else max(0.0, (due - now_ms) / 1000)

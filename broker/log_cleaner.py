@@ -63,7 +63,7 @@ class LogCleaner:
         """Clean the filthiest log, if one is due; True if one was cleaned."""
         for gone in [tp for tp in self.manager.checkpoints if tp not in self._log_manager.logs]:
             self.manager.forget(gone)
-        now_ms = self._ctx.now_ms()
+        now_ms = self._ctx.wall_ms()
         candidate = self.manager.choose(self._logs(), now_ms)
         if candidate is None:
             return False
@@ -93,7 +93,7 @@ class LogCleaner:
             self.manager.aborted(tp)  # deleted or replaced meanwhile: nothing to swap into
             return True
         try:
-            swapped = log.replace_segments(task, result, self._ctx.now_ms())
+            swapped = log.replace_segments(task, result, self._ctx.wall_ms())
         except OSError as exc:  # the log dir failed (KIP-112): offline, not a broker crash
             self.manager.aborted(tp)
             self._ctx.replica_manager.storage_failed(tp, exc, write=True)

@@ -391,7 +391,10 @@ _MAX_OPEN_FILES = 1 << 20
 
 
 async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
-    """Kafka's scheduler: retention, time-based flushes and checkpoints, each on its interval."""
+    """Kafka's scheduler: retention, time-based flushes and checkpoints, each on its interval.
+    Intervals run on trio's (monotonic) clock: a wall clock stepped back must not stall
+    the checkpoints for as long as the step. The tasks get the wall clock, which they
+    compare with stored times (segments, record timestamps), except the flush.ms timer."""
     config = ctx.config
     intervals_ms = {
         "retention": config.log_retention_check_interval_ms,
@@ -400,22 +403,27 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
         "recovery_points": config.log_flush_offset_checkpoint_interval_ms,
         "producer_expiry": config.producer_id_expiration_check_interval_ms,
     }
-    due_ms = {name: wall_clock_ms() + interval for name, interval in intervals_ms.items()}
+    start_ms = _trio_ms()
+    due_ms = {name: start_ms + interval for name, interval in intervals_ms.items()}
     log = structlog.get_logger("highwater.housekeeping")
     while True:
-        next_ms = min(due_ms.values())
-        await trio.sleep(max(0, next_ms - wall_clock_ms()) / 1000)
-        now_ms = wall_clock_ms()
+        await trio.sleep_until(min(due_ms.values()) / 1000)
+        now_ms = _trio_ms()
         for name, at_ms in due_ms.items():
             if at_ms > now_ms:
                 continue
             due_ms[name] = now_ms + intervals_ms[name]
             try:
-                _housekeeping_task(name, ctx, log_manager, now_ms, log)
+                wall_ms = wall_clock_ms()
+                _housekeeping_task(name, ctx, log_manager, wall_ms, log, round(now_ms))
             except OSError as exc:
                 # E.g. EMFILE while clients hold every descriptor: skip this round, try again
                 # at the next interval; the broker keeps serving.
                 log.warning("housekeeping failed; will retry", task=name, error=str(exc))
+
+
+def _trio_ms() -> float:
+    return trio.current_time() * 1000
 
 
 def _housekeeping_task(
@@ -424,14 +432,16 @@ def _housekeeping_task(
     log_manager: LogManager,
     now_ms: int,
     log: structlog.typing.FilteringBoundLogger,
+    monotonic_ms: int,
 ) -> None:
-    """One of Kafka's scheduled tasks, by name."""
+    """One of Kafka's scheduled tasks, by name; `now_ms` is the wall clock, `monotonic_ms`
+    the scheduler's (trio's) clock, for the flush.ms timer."""
     if name == "retention":
         deleted = log_manager.cleanup(now_ms)
         if deleted:
             log.info("retention deleted segments", segments=deleted)
     elif name == "flush":
-        log_manager.flush_dirty(now_ms)
+        log_manager.flush_dirty(monotonic_ms)
     elif name == "high_watermarks":
         ctx.replica_manager.checkpoint_high_watermarks()
     elif name == "producer_expiry":

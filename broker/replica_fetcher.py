@@ -96,6 +96,7 @@ class _ReplicaFetcher:
                         await self._run_once()
                     except (BrokerConnectionError, HighwaterError) as exc:
                         self._log.info("fetcher connection failed", error=str(exc))
+                        self.follower.request_failed()
                         self._close()
                         await trio.sleep(backoff_s)
             finally:
@@ -125,4 +126,4 @@ class _ReplicaFetcher:
                 security=self._ctx.inter_broker_security,
             )
         response = await self._connection.request(sent.request, timeout_ms=sent.timeout_ms)
-        self.follower.on_response(sent, response, self._ctx.now_ms())
+        self.follower.on_response(sent, response, self._ctx.now_ms(), wall_ms=self._ctx.wall_ms())

@@ -486,6 +486,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "How long a follower waits after a fetch error before trying that partition again.",
         ),
         number(
+            INT,
+            "max.incremental.fetch.session.cache.slots",
+            1000,
+            "Fetch sessions (KIP-227) this broker keeps; 0 turns them off.",
+            minimum=0,
+        ),
+        number(
             LONG,
             "replica.high.watermark.checkpoint.interval.ms",
             5000,

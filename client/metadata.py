@@ -126,6 +126,9 @@ class ClusterMetadata:
         self.last_refresh_ms = -math.inf  # the last refresh, answered or not
         self.last_answer_ms = -math.inf  # the last refresh a broker answered
         self.update_requested = True
+        # A broker that just timed out as a leader: it may be cut off from the cluster and
+        # still name itself leader, so the next refresh asks it last.
+        self._suspect: int | None = None
 
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._connect_locks: dict[tuple[str, int], trio.Lock] = {}
@@ -188,8 +191,13 @@ class ClusterMetadata:
         self._interest = set(topics)
         self.update_requested = True
 
-    def request_update(self) -> None:
+    def request_update(self, suspect: int | None = None) -> None:
+        """Refresh soon. `suspect`: a broker whose request just timed out; until a refresh is
+        answered, it is asked last (it may lead in an old epoch without knowing, e.g. cut
+        off from ZooKeeper but not from its clients)."""
         self.update_requested = True
+        if suspect is not None:
+            self._suspect = suspect
 
     def refresh_due(self, now_ms: float) -> bool:
         """A refresh was asked for (and the backoff passed) or the metadata got old."""
@@ -285,17 +293,20 @@ class ClusterMetadata:
         )
 
     def _refresh_candidates(self) -> list[tuple[str, int]]:
-        """Known brokers (connected first, then random order), then the bootstrap list."""
+        """Known brokers (connected first, then random order; a suspect last), then the
+        bootstrap list."""
+        suspect = self.brokers.get(self._suspect) if self._suspect is not None else None
+        avoid = (suspect.host, suspect.port) if suspect is not None else None
         known = [(b.host, b.port) for b in self.brokers.values()]
         random.shuffle(known)
-        known.sort(key=lambda a: 0 if self._usable(a) else 1)
+        known.sort(key=lambda a: (a == avoid, not self._usable(a)))
         seen: set[tuple[str, int]] = set()
         ordered = []
         for address in [*known, *self.bootstrap]:
-            if address not in seen:
+            if address not in seen and address != avoid:
                 seen.add(address)
                 ordered.append(address)
-        return ordered
+        return [*ordered, avoid] if avoid is not None else ordered
 
     def _merge(self, response: MetadataResponse, wanted: tuple[str, ...] | None) -> None:
         self.brokers = {
@@ -337,6 +348,7 @@ class ClusterMetadata:
                 del self._partitions[gone]
         self.last_refresh_ms = self.last_answer_ms = _now_ms()
         self.update_requested = False
+        self._suspect = None
         self._refreshed.set()
         self._refreshed = trio.Event()
         # Drop connections to brokers that left the cluster.

@@ -72,7 +72,13 @@ def _default(key: str) -> Any:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The core's clock: monotonic (timers, should it get any; see controller.core.handle)."""
+    return time.monotonic_ns() // 1_000_000
+
+
+def _wall_ms() -> int:
+    """For the /controller znode's timestamp, which Kafka's tools read as a date."""
+    return time.time_ns() // 1_000_000
 
 
 class Controller:
@@ -197,7 +203,7 @@ class Controller:
                 try:
                     await self._wait_connected(events)
                     won = await self.zk.run(
-                        try_elect(self.broker_id, self.zk.session_id, _now_ms())
+                        try_elect(self.broker_id, self.zk.session_id, _wall_ms())
                     )
                     if won is None:
                         await self._follow(events)

@@ -42,9 +42,10 @@ PERSISTENT_PATHS = (
 
 
 def try_elect(
-    broker_id: int, session_id: int | None, now_ms: int
+    broker_id: int, session_id: int | None, wall_ms: int
 ) -> ZkScript[tuple[int, int] | None]:
-    """Try once: (controller epoch, its zkVersion) if we won, None if someone else holds it."""
+    """Try once: (controller epoch, its zkVersion) if we won, None if someone else holds it.
+    `wall_ms` is the znode's timestamp (the wall clock)."""
     for path in PERSISTENT_PATHS:
         yield from ensure_path(path)
     current, version = yield from read_controller_epoch()
@@ -52,7 +53,7 @@ def try_elect(
     ops: list[TransactionOp] = [
         CreateOp(
             zk_data.CONTROLLER_PATH,
-            zk_data.ControllerZnode(broker_id, now_ms).encode(),
+            zk_data.ControllerZnode(broker_id, wall_ms).encode(),
             ephemeral=True,
         ),
         SetOp(zk_data.CONTROLLER_EPOCH_PATH, zk_data.encode_controller_epoch(new_epoch), version),

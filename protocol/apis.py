@@ -78,7 +78,7 @@ class ApiSpec:
 # starts at version 0. The classes are `<prefix>Request` and `<prefix>Response`.
 _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.PRODUCE: ("produce", "Produce", 0),
-    ApiKey.FETCH: ("fetch", "Fetch", 0),
+    ApiKey.FETCH: ("fetch", "Fetch", 1),
     ApiKey.LIST_OFFSETS: ("list_offsets", "ListOffsets", 0),
     ApiKey.METADATA: ("metadata", "Metadata", 1),
     ApiKey.LEADER_AND_ISR: ("leader_and_isr", "LeaderAndIsr", 1),

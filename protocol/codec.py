@@ -19,14 +19,8 @@ import msgpack
 from protocol.apis import ApiKey, api_spec
 from protocol.errors import HighwaterError, InvalidRequestError
 from protocol.framing import frame
-from protocol.schema import (
-    MAX_ITEMS_DEFAULT,
-    MAX_STRING_BYTES,
-    Int16,
-    Int32,
-    decode_struct,
-    encode_struct,
-)
+from protocol.schema import MAX_ITEMS_DEFAULT, MAX_STRING_BYTES, Int16, Int32
+from protocol.schema_compile import decode_struct, encode_struct
 
 __all__ = [
     "MAX_MAP_ENTRIES",

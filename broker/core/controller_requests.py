@@ -60,11 +60,14 @@ def apply_leader_and_isr(
     request: LeaderAndIsrRequest,
     topic_configs: Mapping[str, Mapping[str, str]],
     now_ms: int,
+    *,
+    wall_ms: int,
 ) -> ControllerRequestOutcome[LeaderAndIsrResponse]:
     """Lead or follow these partitions from this epoch on. `topic_configs`: each topic's
-    `/config/topics/<t>` (read by the shell)."""
+    `/config/topics/<t>` (read by the shell). `now_ms` is monotonic, `wall_ms` the wall
+    clock (see ReplicaManager.become_leader_or_follower)."""
     results = state.replica_manager.become_leader_or_follower(
-        request.partition_states, now_ms, topic_configs
+        request.partition_states, now_ms, topic_configs, wall_ms=wall_ms
     )
     response = LeaderAndIsrResponse(
         ErrorCode.NONE,

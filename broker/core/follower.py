@@ -1,6 +1,7 @@
 """A follower's fetching from one leader, as decisions (Kafka's ReplicaFetcherThread).
 
-`Follower.poll(now_ms)` says what to send next: a truncation round (OffsetForLeaderEpoch for
+`Follower.poll(now_ms)` (monotonic; `wall_ms` is the wall clock, for the log) says what to
+send next: a truncation round (OffsetForLeaderEpoch for
 partitions that just became followers, KIP-101/279: ask where our latest epoch ends, truncate
 as `replication.truncation_for` decides, ask again while the leader answers an epoch we lack)
 or one Fetch from each ready partition's LEO. `on_response` applies the answer, but only to
@@ -21,13 +22,13 @@ from broker.core.replication import truncation_for
 from broker.core.replication_quota import ReplicationQuota
 from broker.core.state import BrokerState
 from protocol.errors import ErrorCode, HighwaterError
+from protocol.fetch_session import FetchSessionHandler
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.fetch import (
     FetchPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
-    FetchTopic,
 )
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochPartition,
@@ -97,6 +98,8 @@ class Follower:
     leader: BrokerEndpoint
     quota: ReplicationQuota  # one for all throttled partitions of this broker
     partitions: dict[TopicPartition, FetchState] = field(default_factory=dict)
+    # KIP-227: an idle partition is named in a fetch only when its LEO or epoch changes.
+    session: FetchSessionHandler = field(default_factory=FetchSessionHandler)
 
     def __post_init__(self) -> None:
         self._log = structlog.get_logger("highwater.fetcher").bind(leader=self.leader.node_id)
@@ -122,15 +125,25 @@ class Follower:
             ready = {tp: s for tp, s in ready.items() if tp in self.partitions}  # stale: gone
         return self._fetch_round(ready, now_ms) if ready else None
 
+    def request_failed(self) -> None:
+        """The request in flight got no answer (connection lost, timed out): the leader may
+        or may not have moved the fetch session on, so the next fetch starts a new one."""
+        self.session.handle_error()
+
     def on_response(
-        self, sent: Round, response: OffsetForLeaderEpochResponse | FetchResponse, now_ms: int
+        self,
+        sent: Round,
+        response: OffsetForLeaderEpochResponse | FetchResponse,
+        now_ms: int,
+        *,
+        wall_ms: int,
     ) -> None:
         if isinstance(sent, TruncationRound):
             assert isinstance(response, OffsetForLeaderEpochResponse)
             self._truncated(sent, response, now_ms)
         else:
             assert isinstance(response, FetchResponse)
-            self._fetched(sent, response, now_ms)
+            self._fetched(sent, response, now_ms, wall_ms)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -241,7 +254,7 @@ class Follower:
         settings = self.settings
         offsets: dict[TopicPartition, int] = {}
         throttled: set[TopicPartition] = set()
-        by_topic: dict[str, list[FetchPartition]] = {}
+        wanted: dict[TopicPartition, FetchPartition] = {}
         for tp, state in states.items():
             partition = self._partition(tp, state)
             if partition is None:
@@ -256,29 +269,35 @@ class Follower:
                 throttled.add(tp)
                 max_bytes = min(max_bytes, throttle)  # smaller steps keep the rate even
             offsets[tp] = partition.log_end_offset
-            by_topic.setdefault(tp[0], []).append(
-                FetchPartition(
-                    tp[1],
-                    offsets[tp],
-                    max_bytes,
-                    current_leader_epoch=state.leader_epoch,
-                    log_start_offset=partition.log.log_start_offset,
-                )
+            wanted[tp] = FetchPartition(
+                tp[1],
+                offsets[tp],
+                max_bytes,
+                current_leader_epoch=state.leader_epoch,
+                log_start_offset=partition.log.log_start_offset,
             )
-        if not by_topic:
+        if not wanted:
             return None
+        plan = self.session.build(wanted)
         request = FetchRequest(
             replica_id=self.state.broker_id,
             max_wait_ms=settings.replica_fetch_wait_max_ms,
             min_bytes=settings.replica_fetch_min_bytes,
             max_bytes=settings.replica_fetch_max_bytes,
-            topics=tuple(FetchTopic(t, tuple(ps)) for t, ps in sorted(by_topic.items())),
+            topics=plan.topics,
             replica_epoch=self.state.broker_epoch,
+            session_id=plan.session_id,
+            session_epoch=plan.session_epoch,
+            forgotten_topics_data=plan.forgotten,
         )
         timeout_ms = settings.request_timeout_ms + settings.replica_fetch_wait_max_ms
         return FetchRound(request, timeout_ms, states, offsets, frozenset(throttled))
 
-    def _fetched(self, sent: FetchRound, response: FetchResponse, now_ms: int) -> None:
+    def _fetched(
+        self, sent: FetchRound, response: FetchResponse, now_ms: int, wall_ms: int
+    ) -> None:
+        """Partitions the answer leaves out (an incremental fetch) had nothing new."""
+        self.session.handle_response(response)
         for topic in response.responses:
             for data in topic.partitions:
                 tp = TopicPartition(topic.topic, data.partition_index)
@@ -291,7 +310,7 @@ class Follower:
                 if tp in sent.throttled:
                     self.quota.record(len(data.records), now_ms)
                 state.leader_high_watermark = data.high_watermark
-                self._apply(tp, state, partition, data, now_ms)
+                self._apply(tp, state, partition, data, now_ms, wall_ms)
 
     def _apply(
         self,
@@ -300,16 +319,17 @@ class Follower:
         partition: Partition,
         data: FetchPartitionData,
         now_ms: int,
+        wall_ms: int,
     ) -> None:
         if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            self._out_of_range(tp, state, partition, data.log_start_offset, now_ms)
+            self._out_of_range(tp, state, partition, data.log_start_offset, now_ms, wall_ms)
             return
         if data.error_code != ErrorCode.NONE:
             self._delay(tp, state, data.error_code, now_ms)
             return
         try:
             records = whole_batches(data.records)
-            partition.append_as_follower(records, data.high_watermark, now_ms)
+            partition.append_as_follower(records, data.high_watermark, wall_ms)
             if records:
                 self.state.replica_manager.counters(tp[0]).replication_bytes_in += len(records)
         except OSError as exc:
@@ -332,12 +352,13 @@ class Follower:
         partition: Partition,
         leader_log_start_offset: int,
         now_ms: int,
+        wall_ms: int,
     ) -> None:
         """Kafka's handleOffsetOutOfRange: behind the leader's log start -> start over there;
         otherwise our log runs past the leader's, so find the divergence point again."""
         if leader_log_start_offset >= 0 and partition.log_end_offset < leader_log_start_offset:
             try:
-                partition.log.truncate_fully_and_start_at(leader_log_start_offset, now_ms)
+                partition.log.truncate_fully_and_start_at(leader_log_start_offset, wall_ms)
             except OSError as exc:
                 self._storage_failed(tp, state, exc, now_ms)
                 return

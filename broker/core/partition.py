@@ -152,10 +152,10 @@ class Partition:
             f"request epoch {current_leader_epoch} > current {self.leader_epoch}"
         )
 
-    def append_as_leader(self, records: bytes, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(self, records: bytes, wall_ms: int) -> LogAppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.index}")
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        info = self.log.append_as_leader(records, self.leader_epoch, wall_ms)
         self.maybe_increment_high_watermark()
         return info
 
@@ -268,11 +268,11 @@ class Partition:
     # -- follower --------------------------------------------------------------------------
 
     def append_as_follower(
-        self, records: bytes, leader_high_watermark: int, now_ms: int
+        self, records: bytes, leader_high_watermark: int, wall_ms: int
     ) -> LogAppendInfo | None:
         """Append the leader's batches as they are (offsets and epochs kept), then take the
         leader's HW, capped at our LEO."""
-        info = self.log.append_as_follower(records, now_ms) if records else None
+        info = self.log.append_as_follower(records, wall_ms) if records else None
         self.update_follower_high_watermark(leader_high_watermark)
         return info
 

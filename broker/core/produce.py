@@ -47,14 +47,15 @@ def timeout_ms(request: ProduceRequest) -> int:
 def append_produce(
     state: BrokerState,
     request: ProduceRequest,
-    now_ms: int,
+    wall_ms: int,
     *,
     internal: bool = False,
     denied: frozenset[str] = frozenset(),
 ) -> ProduceAppend:
-    """`internal`: the broker's own write (the group coordinator's); clients may not append
-    to internal topics (Kafka's INVALID_TOPIC_EXCEPTION). `denied`: topics the principal may
-    not write (TOPIC_AUTHORIZATION_FAILED; nothing of them is appended)."""
+    """`wall_ms`: the wall clock, for the log (segment times). `internal`: the broker's own
+    write (the group coordinator's); clients may not append to internal topics (Kafka's
+    INVALID_TOPIC_EXCEPTION). `denied`: topics the principal may not write
+    (TOPIC_AUTHORIZATION_FAILED; nothing of them is appended)."""
     if request.acks not in (-1, 0, 1):
         return ProduceAppend(_all(request, ErrorCode.INVALID_REQUIRED_ACKS))
     out = ProduceAppend({})
@@ -89,7 +90,7 @@ def append_produce(
                     data.index, ErrorCode.NOT_ENOUGH_REPLICAS, error_message="ISR too small"
                 )
                 continue
-            result = state.replica_manager.append(tp, data.records, now_ms)
+            result = state.replica_manager.append(tp, data.records, wall_ms)
             if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (
                 state.metadata.partition(*tp) is not None
             ):

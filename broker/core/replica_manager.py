@@ -115,8 +115,12 @@ class ReplicaManager:
         states: tuple[LeaderAndIsrPartitionState, ...],
         now_ms: int,
         topic_configs: Mapping[str, Mapping[str, str]] | None = None,
+        *,
+        wall_ms: int,
     ) -> list[tuple[str, int, int]]:
         """Apply LeaderAndIsr partition states; (topic, partition, error code) for each.
+        `now_ms` (monotonic) starts a new leader's followers' lag clocks; `wall_ms` dates the
+        segments of a log created here.
 
         `topic_configs` (from `/config/topics/<t>`) override the broker's defaults (the log
         manager's default config, dynamic defaults included); an open log takes them at once,
@@ -133,7 +137,7 @@ class ReplicaManager:
             overrides = (topic_configs or {}).get(tp[0], {})
             try:
                 config = partition_config(self.log_manager.default_config, overrides)
-                partition = self._get_or_create(tp, now_ms, config.log_config)
+                partition = self._get_or_create(tp, wall_ms, config.log_config)
                 partition.min_insync_replicas = config.min_insync_replicas
             except (HighwaterError, OSError, ValueError, TopicConfigError) as exc:
                 self._logger.error("cannot open partition log", tp=tp, error=str(exc))
@@ -149,12 +153,12 @@ class ReplicaManager:
             results.append((*tp, code.value))
         return results
 
-    def _get_or_create(self, tp: TopicPartition, now_ms: int, config: LogConfig) -> Partition:
+    def _get_or_create(self, tp: TopicPartition, wall_ms: int, config: LogConfig) -> Partition:
         partition = self.partitions.get(tp)
         if partition is not None:
             partition.log.config = config
         else:
-            log = self.log_manager.get_or_create_log(tp, now_ms, config)
+            log = self.log_manager.get_or_create_log(tp, wall_ms, config)
             log.config = config
             partition = Partition(
                 tp[0], tp[1], self.broker_id, log, high_watermark=self._high_watermarks.get(tp, 0)
@@ -224,10 +228,10 @@ class ReplicaManager:
             counters = self.topic_counters[topic] = TopicCounters()
         return counters
 
-    def append(self, tp: TopicPartition, records: bytes, now_ms: int) -> AppendResult:
+    def append(self, tp: TopicPartition, records: bytes, wall_ms: int) -> AppendResult:
         try:
             partition = self.leader_partition(tp)
-            info = partition.append_as_leader(records, now_ms)
+            info = partition.append_as_leader(records, wall_ms)
         except HighwaterError as exc:
             return AppendResult(exc.code, error_message=str(exc))
         except OSError as exc:  # ENOSPC, EIO: the dir goes offline, nothing is acknowledged

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore
 from broker.core.metadata_cache import MetadataCache
 from broker.core.replica_manager import ReplicaManager
@@ -23,6 +24,8 @@ class BrokerState:
     isr: IsrCore
     min_insync_replicas: int  # the broker default; a topic may override it
     metadata: MetadataCache = field(default_factory=MetadataCache)
+    # KIP-227's sessions; the shell sizes it (max.incremental.fetch.session.cache.slots).
+    fetch_sessions: FetchSessionCache = field(default_factory=lambda: FetchSessionCache(1000))
     # The highest controller epoch seen in a controller request (STALE_CONTROLLER_EPOCH below).
     controller_epoch: int = -1
     # This process's current registration (the znode's czxid); -1 until it has registered.

@@ -37,6 +37,6 @@ async def handle_consumer_group_heartbeat(
     if not request.client_id and header.client_id:
         request = replace(request, client_id=header.client_id)
     decision = coordinator.core.heartbeat(
-        request, coordinator.topics(), ctx.now_ms(), CLIENT_HOST.get()
+        request, coordinator.topics(), ctx.now_ms(), CLIENT_HOST.get(), wall_ms=ctx.wall_ms()
     )
     return await coordinator.write(decision)

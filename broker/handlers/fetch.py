@@ -1,5 +1,6 @@
-"""Fetch: read (broker.core.fetch), and long-poll in the purgatory until enough bytes, an
-error to report, or `max_wait_ms` (Kafka's DelayedFetch)."""
+"""Fetch: open its session (broker.core.fetch_session), read (broker.core.fetch), and
+long-poll in the purgatory until enough bytes, an error to report, or `max_wait_ms` (Kafka's
+DelayedFetch); the session decides which partitions the answer names."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import trio
 from broker.context import BrokerContext
 from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
+from broker.core.fetch_session import answer_fetch, open_fetch
 from protocol.codec import RequestHeader
+from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest, FetchResponse
 
 __all__ = ["handle_fetch"]
@@ -17,6 +20,10 @@ __all__ = ["handle_fetch"]
 async def handle_fetch(
     ctx: BrokerContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
+    session = open_fetch(ctx.state.fetch_sessions, request, ctx.now_ms())
+    if session.error != ErrorCode.NONE:
+        return answer_fetch(session, FetchResponse(session.error, ()))
+    request = session.request  # an incremental fetch reads every partition of its session
     denied = _denied(ctx, request) if ctx.authorizing else frozenset()
     deadline = trio.current_time() + max_wait_ms(request) / 1000
     keys = fetch_keys(request)
@@ -28,7 +35,7 @@ async def handle_fetch(
             read = _read(ctx, request, denied)
             break
     count_sent(ctx.state, request, read.response)
-    return read.response
+    return answer_fetch(session, read.response)
 
 
 def _denied(ctx: BrokerContext, request: FetchRequest) -> frozenset[str]:

@@ -28,7 +28,9 @@ async def handle_leader_and_isr(
         if ctx.zk is not None:
             topics = {s.topic_name for s in request.partition_states}
             topic_configs, _ = await run_each(ctx.zk, {t: get_topic_config(t) for t in topics})
-        outcome = apply_leader_and_isr(ctx.state, request, topic_configs, ctx.now_ms())
+        outcome = apply_leader_and_isr(
+            ctx.state, request, topic_configs, ctx.now_ms(), wall_ms=ctx.wall_ms()
+        )
     ctx.change_followers(outcome.followers)
     ctx.wake(outcome.wake)
     ctx.partitions_changed()

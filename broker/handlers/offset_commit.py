@@ -41,7 +41,7 @@ async def handle_offset_commit(
         if not allowed:
             return refused
         request = replace(request, topics=allowed)
-    decision = coordinator.core.commit(request, coordinator.topics(), ctx.now_ms())
+    decision = coordinator.core.commit(request, coordinator.topics(), ctx.wall_ms())
     response: OffsetCommitResponse = await coordinator.write(decision)
     if denied:
         response = replace(response, topics=response.topics + refused.topics)

@@ -30,7 +30,7 @@ async def handle_produce(
             for t in request.topic_data
             if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t.name)
         )
-    append = append_produce(ctx.state, request, ctx.now_ms(), denied=denied)
+    append = append_produce(ctx.state, request, ctx.wall_ms(), denied=denied)
     ctx.wake(append.wake)
     if request.acks == 0:
         return None

@@ -112,7 +112,6 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         epoch_cache: LeaderEpochCache,
-        now_ms: int,
     ) -> None:
         assert segments, "a log always has an active segment"
         self.directory = directory
@@ -123,7 +122,9 @@ class Log:
         self.recovery_point = recovery_point
         self.leader_epoch_cache = epoch_cache
         self._unflushed_records = 0
-        self._last_flush_ms = now_ms
+        # The flush.ms timer, on the monotonic clock maybe_flush is given; None: not started,
+        # or flushed since (by flush.messages, a roll): the next check starts it again.
+        self._flush_timer_from_ms: int | None = None
         self._logger = structlog.get_logger("highwater.log").bind(log=directory.name)
         self.producer_state = ProducerStateManager()
         self._load_producer_state()
@@ -192,7 +193,7 @@ class Log:
             for segment in segments:
                 if segment.next_offset > recovery_point:
                     segment.flush()
-        return cls(directory, config, segments, start, log_end_offset, epoch_cache, now_ms)
+        return cls(directory, config, segments, start, log_end_offset, epoch_cache)
 
     # -- state -----------------------------------------------------------------------------
 
@@ -291,7 +292,7 @@ class Log:
         unflushed_records = self._unflushed_records + record_count
         self._unflushed_records = unflushed_records
         if unflushed_records >= config.flush_messages:
-            self.flush(now_ms)
+            self.flush()
         if idempotent:
             self.producer_state.update(header._replace(base_offset=first_offset))
         # tuple.__new__ skips the NamedTuple's Python-level __new__; the last two fields are
@@ -412,7 +413,7 @@ class Log:
         unflushed_records = self._unflushed_records + record_count
         self._unflushed_records = unflushed_records
         if unflushed_records >= self._config.flush_messages:
-            self.flush(now_ms)
+            self.flush()
         # tuple.__new__ skips the NamedTuple's Python-level __new__; the last two fields are
         # LogAppendInfo's defaults (CreateTime, not a duplicate).
         return _tuple_new(
@@ -711,7 +712,7 @@ class Log:
 
     # -- durability ------------------------------------------------------------------------
 
-    def flush(self, now_ms: int, *, indexes: bool = False) -> None:
+    def flush(self, *, indexes: bool = False) -> None:
         """fsync every segment that holds data past the recovery point; advance it to the LEO.
 
         The active segment's indexes are fsynced only with `indexes` (clean shutdown): after a
@@ -727,12 +728,18 @@ class Log:
             self.flush_timer.observe(time.perf_counter() - started)
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
-        self._last_flush_ms = now_ms
+        self._flush_timer_from_ms = None
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """The `flush.ms` policy: flush if records are waiting and the interval has passed."""
-        if self._unflushed_records and now_ms - self._last_flush_ms >= self.config.flush_ms:
-            self.flush(now_ms)
+        """The `flush.ms` policy: flush if records are waiting and the interval has passed.
+        Unlike the rest of the log, `now_ms` here is the monotonic clock: a timer, which a
+        wall clock stepped back would stall for the length of the step. A flush elsewhere
+        restarts the interval at the next check (Kafka's lastFlushTime, a check late)."""
+        if self._flush_timer_from_ms is None:
+            self._flush_timer_from_ms = now_ms
+        if self._unflushed_records and now_ms - self._flush_timer_from_ms >= self.config.flush_ms:
+            self.flush()
+            self._flush_timer_from_ms = now_ms
             return True
         return False
 

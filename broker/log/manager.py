@@ -153,7 +153,7 @@ class LogManager:
     def shutdown(self, now_ms: int) -> None:
         """Flush everything, write checkpoints, close, then leave the clean-shutdown marker in
         each dir that is still online (an offline one is recovered at the next start)."""
-        self._each_log(lambda log: log.flush(now_ms, indexes=True))
+        self._each_log(lambda log: log.flush(indexes=True))
         self.checkpoint(now_ms)
         self._each_log(Log.close)
         for log_dir in self.online_dirs():
@@ -244,7 +244,8 @@ class LogManager:
         return sum(log.remove_expired_producers(now_ms) for log in self.logs.values())
 
     def flush_dirty(self, now_ms: int) -> int:
-        """The flush.ms policy across all logs. Returns how many logs were flushed."""
+        """The flush.ms policy across all logs, `now_ms` on the monotonic clock (see
+        Log.maybe_flush). Returns how many logs were flushed."""
         return sum(self._each_log(lambda log: log.maybe_flush(now_ms)))
 
     def checkpoint(self, now_ms: int) -> None:

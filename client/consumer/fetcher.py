@@ -33,13 +33,13 @@ from client.errors import (
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
 from protocol.errors import CorruptRecordError, ErrorCode, HighwaterError
+from protocol.fetch_session import FetchSessionHandler
 from protocol.messages.fetch import (
     CONSUMER_REPLICA_ID,
     FetchPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
-    FetchTopic,
 )
 from protocol.records import LOG_OVERHEAD_BYTES, decode_batches_entries, decode_record
 from protocol.topic_partition import TopicPartition
@@ -83,6 +83,9 @@ class Fetcher:
         self.metadata = metadata
         self.settings = settings
         self.metrics = ConsumerMetrics()  # what Consumer.metrics() reports
+        # One fetch session per leader (KIP-227): a fetch names only partitions whose
+        # position or epoch changed, and the answer only partitions with news.
+        self._sessions: dict[int, FetchSessionHandler] = {}
 
     def back_off(
         self, states: Mapping[TopicPartition, PartitionState], tps: Iterable[TopicPartition]
@@ -165,32 +168,37 @@ class Fetcher:
     ) -> None:
         settings = self.settings
         offsets = {tp: states[tp].next_fetch_offset for tp in tps}
-        topics: dict[str, list[FetchPartition]] = {}
+        wanted: dict[TopicPartition, FetchPartition] = {}
         for tp in tps:
             info = self.metadata.partition_info(*tp)
             state = states[tp]
             leader_epoch = info.leader_epoch if info is not None else -1
             state.leader_epoch = leader_epoch  # records fetched now are valid under this epoch
-            topics.setdefault(tp.topic, []).append(
-                FetchPartition(
-                    tp.partition,
-                    offsets[tp],
-                    max(settings.max_partition_fetch_bytes, state.fetch_bytes),
-                    current_leader_epoch=leader_epoch,
-                )
+            wanted[tp] = FetchPartition(
+                tp.partition,
+                offsets[tp],
+                max(settings.max_partition_fetch_bytes, state.fetch_bytes),
+                current_leader_epoch=leader_epoch,
             )
+        session = self._sessions.setdefault(leader, FetchSessionHandler())
+        plan = session.build(wanted)
         request = FetchRequest(
             replica_id=CONSUMER_REPLICA_ID,
             max_wait_ms=max_wait_ms,
             min_bytes=settings.fetch_min_bytes,
             max_bytes=settings.fetch_max_bytes,
-            topics=tuple(FetchTopic(t, tuple(ps)) for t, ps in topics.items()),
+            topics=plan.topics,
+            session_id=plan.session_id,
+            session_epoch=plan.session_epoch,
+            forgotten_topics_data=plan.forgotten,
         )
+        answered = False
         try:
             started = trio.current_time()
             response: FetchResponse = await self.metadata.request(
                 leader, request, timeout_ms=max_wait_ms + settings.request_timeout_ms
             )
+            answered = True
             self.metrics.fetch_done(
                 trio.current_time() - started,
                 sum(len(p.records) for t in response.responses for p in t.partitions),
@@ -199,6 +207,10 @@ class Fetcher:
             self.metadata.request_update()
             self.back_off(states, tps)
             return
+        finally:
+            if not answered:  # failed, or cancelled (another leader answered first)
+                session.handle_error()
+        session.handle_response(response)  # a refused session: the next fetch is full
         got_records = False
         for topic_response in response.responses:
             for data in topic_response.partitions:

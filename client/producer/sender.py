@@ -364,12 +364,9 @@ class Sender:
                 )
                 self.metrics.request_done(time.monotonic() - started)
             except BrokerConnectionError as exc:
-                self._metadata.request_update()
-                code = (
-                    ErrorCode.REQUEST_TIMED_OUT
-                    if "timed out" in str(exc)
-                    else ErrorCode.NETWORK_EXCEPTION
-                )
+                timed_out = "timed out" in str(exc)
+                self._metadata.request_update(suspect=node if timed_out else None)
+                code = ErrorCode.REQUEST_TIMED_OUT if timed_out else ErrorCode.NETWORK_EXCEPTION
                 for batch in batches:
                     self.retry_or_fail(batch, code, f"broker {node}: {exc}")
                 return
@@ -402,6 +399,8 @@ class Sender:
             if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self._idempotence is not None:
                 code = ErrorCode.NONE  # as Kafka: already in the log, its offset forgotten
             if code != ErrorCode.NONE:
+                if code == ErrorCode.REQUEST_TIMED_OUT:  # its followers may no longer follow
+                    self._metadata.request_update(suspect=node)
                 self.retry_or_fail(
                     batch, code, f"{batch.topic}-{batch.partition}", answer.error_message
                 )

@@ -1,13 +1,21 @@
-"""Fetch (key 1): log bytes from a partition, for consumers (up to HW) and followers (up to LEO)."""
+"""Fetch (key 1): log bytes from a partition, for consumers (up to HW) and followers (up to LEO).
+
+v1 adds fetch sessions (KIP-227): an incremental request names only the partitions whose
+fetch parameters changed, and its response only the partitions with something new.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from protocol.schema import Int8, Int16, Int32, Int64
+from protocol.schema import Int8, Int16, Int32, Int64, Since
 
 __all__ = [
     "CONSUMER_REPLICA_ID",
+    "FINAL_EPOCH",
+    "INITIAL_EPOCH",
+    "INVALID_SESSION_ID",
     "EpochEndOffset",
     "FetchPartition",
     "FetchPartitionData",
@@ -15,9 +23,15 @@ __all__ = [
     "FetchResponse",
     "FetchTopic",
     "FetchTopicResponse",
+    "ForgottenTopic",
 ]
 
 CONSUMER_REPLICA_ID = -1
+# KIP-227's session ids and epochs (Kafka's FetchMetadata): session 0 is "no session"; epoch
+# 0 asks for a new session with a full request, epoch -1 closes one (or asks for none).
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +51,14 @@ class FetchTopic:
 
 
 @dataclass(frozen=True, slots=True)
+class ForgottenTopic:
+    """Partitions to drop from an incremental fetch session."""
+
+    topic: str
+    partitions: tuple[Int32, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FetchRequest:
     replica_id: Int32  # broker id of a follower, -1 for a consumer
     max_wait_ms: Int32
@@ -45,6 +67,9 @@ class FetchRequest:
     topics: tuple[FetchTopic, ...]
     isolation_level: Int8 = 0
     replica_epoch: Int64 = -1  # the follower's broker epoch
+    session_id: Annotated[Int32, Since(1)] = INVALID_SESSION_ID
+    session_epoch: Annotated[Int32, Since(1)] = FINAL_EPOCH  # the default: no session
+    forgotten_topics_data: Annotated[tuple[ForgottenTopic, ...], Since(1)] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +101,4 @@ class FetchResponse:
     error_code: Int16
     responses: tuple[FetchTopicResponse, ...]
     throttle_time_ms: Int32 = 0
+    session_id: Annotated[Int32, Since(1)] = INVALID_SESSION_ID  # the session now in use

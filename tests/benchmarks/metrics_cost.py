@@ -14,7 +14,6 @@ so each run also reports the brokers' CPU time per 100,000 records (user + syste
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -38,6 +37,7 @@ from protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
+from tests.benchmarks.proc_cpu import total_cpu_seconds
 from tests.integration.cluster_harness import Cluster
 from tests.integration.replication_checks import create_topic, prepare_cluster
 
@@ -59,12 +59,8 @@ def perf(cluster: Cluster, topic: str, records: int) -> float:
 
 def broker_cpu_s(cluster: Cluster) -> float:
     """User + system CPU seconds used so far by the cluster's broker processes."""
-    total = 0
-    for broker in cluster.brokers.values():
-        assert broker.process is not None
-        fields = Path(f"/proc/{broker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-    return total / os.sysconf("SC_CLK_TCK")
+    pids = [b.process.pid for b in cluster.brokers.values() if b.process is not None]
+    return total_cpu_seconds(pids)
 
 
 def requests_answered(ports: list[int]) -> float:

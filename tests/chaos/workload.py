@@ -19,7 +19,7 @@ from client.producer import DeliveryFuture, Producer
 from protocol.errors import ErrorCode
 from tests.chaos.checker import Poll, SendOutcome, SendStatus
 
-__all__ = ["History", "consume", "produce", "read_partition"]
+__all__ = ["History", "consume", "produce", "read_partition", "read_partition_records"]
 
 # Errors after which the record is certainly not in the log.
 _NOT_WRITTEN = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.MESSAGE_TOO_LARGE})
@@ -155,11 +155,20 @@ async def read_partition(
 ) -> list[bytes | None]:
     """Everything committed in the partition now, from offset 0 (index = offset); offsets
     must be dense from 0. Bounded by `timeout_s`."""
+    return [
+        value for value, _ in await read_partition_records(bootstrap, topic, partition, timeout_s)
+    ]
+
+
+async def read_partition_records(
+    bootstrap: str, topic: str, partition: int, timeout_s: float = 30
+) -> list[tuple[bytes | None, int]]:
+    """As `read_partition`, each record with its timestamp: (value, timestamp ms)."""
     tp = (topic, partition)
     async with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
         c.assign([tp])
         c.seek(tp, 0)
-        got: list[bytes | None] = []
+        got: list[tuple[bytes | None, int]] = []
         offsets: list[int] = []
         with trio.fail_after(timeout_s):
             end = (await c.end_offsets([tp]))[TopicPartition(*tp)]
@@ -167,7 +176,7 @@ async def read_partition(
                 for r in await c.poll(timeout_ms=500):
                     if r.offset < end:
                         offsets.append(r.offset)
-                        got.append(r.value)
+                        got.append((r.value, r.timestamp))
     if offsets != list(range(len(offsets))):
         raise AssertionError(f"partition {partition}: final read offsets not dense from 0")
     return got

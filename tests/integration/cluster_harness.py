@@ -172,6 +172,7 @@ class BrokerProcess:
     # Named listeners (name -> (security protocol, port)); empty: one PLAINTEXT at `port`.
     # `port` is then the first one's, the inter-broker listener.
     listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # on top of ours (e.g. libfaketime's)
 
     @property
     def config_path(self) -> Path:
@@ -216,7 +217,7 @@ class BrokerProcess:
             [sys.executable, "-m", "client.cli", "broker", "--config", str(self.config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         log.close()
 

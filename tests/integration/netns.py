@@ -15,12 +15,15 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
+from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from tests.integration.cluster_harness import BrokerProcess
 
-__all__ = ["NetnsBrokerProcess", "NetworkLab", "available"]
+__all__ = ["NetnsBrokerProcess", "NetworkLab", "available", "zookeeper_on_hub"]
 
 
 def _ip(*args: str) -> None:
@@ -119,6 +122,18 @@ class NetworkLab:
         _ip("-n", self.namespace(host), "link", "set", self._leg(host)[1], "up")
 
 
+@contextlib.contextmanager
+def zookeeper_on_hub(lab: NetworkLab, directory: Path) -> Iterator[int]:
+    """ZooKeeper on the hub address, reachable from every namespace; yields its port."""
+    port = free_port(lab.hub_address)
+    server = ZooKeeperServer(directory, port, host=lab.hub_address)
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop()
+
+
 @dataclass
 class NetnsBrokerProcess(BrokerProcess):
     """A broker started inside a namespace (`ip netns exec`), listening on its own address."""
@@ -134,6 +149,6 @@ class NetnsBrokerProcess(BrokerProcess):
             ["ip", "netns", "exec", self.namespace, *command],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         log.close()

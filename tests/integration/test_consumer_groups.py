@@ -94,8 +94,9 @@ def test_a_second_consume_continues_exactly_where_ctrl_c_stopped_the_first(
 ) -> None:
     # Enough records that the consumer cannot print them all between our SIGINT and the
     # moment it acts on it (the pipe and stdout's buffer hold ~10,000 lines; draining them
-    # after the signal lets it write more): with 20,000 it sometimes finished first.
-    topic, count = "g-resume", 60_000
+    # after the signal lets it write more): with 20,000 it sometimes finished first, and
+    # with 60,000 once on a machine loaded by a chaos run beside the tests.
+    topic, count = "g-resume", 200_000
     create(cluster, topic, 3)
     produce(cluster, topic, [b"%06d" % i for i in range(count)], 3)
     first = subprocess.Popen(

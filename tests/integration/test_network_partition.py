@@ -23,13 +23,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from client.errors import HighwaterClientError
 from client.producer import Producer
 from controller.zk_client import ZkClient
 from tests.chaos.workload import read_partition
 from tests.integration.cluster_harness import Cluster, eventually
-from tests.integration.netns import NetnsBrokerProcess, NetworkLab, available
+from tests.integration.netns import NetnsBrokerProcess, NetworkLab, available, zookeeper_on_hub
 from tests.integration.replication_checks import FAST_REPLICATION, ZkView, create_topic, wait_whole
 
 pytestmark = [
@@ -51,13 +50,8 @@ def lab() -> Iterator[NetworkLab]:
 @pytest.fixture(scope="module")
 def hub_zookeeper(lab: NetworkLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """ZooKeeper on the hub address, reachable from every namespace."""
-    port = free_port(lab.hub_address)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("netns-zk"), port, host=lab.hub_address)
-    server.start()
-    try:
+    with zookeeper_on_hub(lab, tmp_path_factory.mktemp("netns-zk")) as port:
         yield port
-    finally:
-        server.stop()
 
 
 @pytest.fixture

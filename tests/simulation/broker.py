@@ -12,6 +12,8 @@ runs (KIP-112), and this glue does what broker/log_dir_failure.py does.
 from __future__ import annotations
 
 import functools
+import random
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, cast
@@ -25,6 +27,7 @@ from broker.core.controller_requests import (
     apply_update_metadata,
 )
 from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
+from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
 from broker.core.group.writes import coordinator_of
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
@@ -50,7 +53,7 @@ from controller.zk_topics import get_topic_config
 from controller.zk_types import WatchEvent, ZkError
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
-from protocol.messages.fetch import FetchRequest
+from protocol.messages.fetch import INITIAL_EPOCH, FetchRequest, FetchResponse
 from protocol.messages.find_coordinator import (
     Coordinator,
     FindCoordinatorRequest,
@@ -107,6 +110,7 @@ class SimBroker(SimProcess):
         self.shutting_down = False  # a controlled shutdown is under way
         self.disk = SimDisk(world.rng)
         SimSegment.disks[data_dir] = self.disk
+        self.fetch_sessions_seen: Counter[str] = Counter()  # across incarnations, for the report
         self._reset()
 
     def _reset(self) -> None:
@@ -144,6 +148,12 @@ class SimBroker(SimProcess):
     def fetch_state(self, tp: TopicPartition) -> FetchState | None:
         return self.followers.fetch_state(tp) if self.followers is not None else None
 
+    @property
+    def wall_ms(self) -> int:
+        """The wall clock the cores date stored things by (`wall_ms`, the log's `now_ms`);
+        here the scheduler's clock, as `now_ms` (timers)."""
+        return self.now_ms
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -155,7 +165,7 @@ class SimBroker(SimProcess):
         self._reset()
         world, config = self.world, self.world.config
         self.log_manager = LogManager([self.data_dir], world.log_config, log_class=MirroredLog)
-        self.log_manager.startup(self.now_ms)
+        self.log_manager.startup(self.wall_ms)
         replicas = ReplicaManager(self.broker_id, self.log_manager)
         replicas.on_offline = self._offline_soon
         isr_settings = IsrSettings(
@@ -165,6 +175,11 @@ class SimBroker(SimProcess):
         )
         isr = IsrCore(self.broker_id, isr_settings, self.now_ms)
         self.state = BrokerState(replicas, isr, config.min_insync_replicas)
+        # Few slots now and then, so sessions are evicted and clients start over. A random of
+        # its own: the world's stream (network delays, faults) stays what the seed made it.
+        sessions_rng = random.Random(world.seed * 1009 + self.broker_id * 31 + self.incarnation)
+        slots = sessions_rng.choice((1, 2, 1000))  # Kafka's default is 1000
+        self.state.fetch_sessions = FetchSessionCache(slots, sessions_rng.randrange(1, 2**31 - 1))
         fetcher_settings = FetcherSettings(
             world.replica_fetch_max_bytes,
             config.replica_fetch_min_bytes,
@@ -224,7 +239,7 @@ class SimBroker(SimProcess):
         """A clean stop (after a controlled shutdown): flush, checkpoint, close the session."""
         assert self.alive and self.log_manager is not None and self.state is not None
         self.state.replica_manager.checkpoint_high_watermarks()
-        self.log_manager.shutdown(self.now_ms)
+        self.log_manager.shutdown(self.wall_ms)
         self.lost_data_in_last_crash = False
         self.world.trace(f"b{self.broker_id} stopped cleanly")
         self._end_process()
@@ -331,8 +346,8 @@ class SimBroker(SimProcess):
         `hws`, checkpoint the HWs too (a clean moment, for scripted tests)."""
         assert self.log_manager is not None
         for log in self.logs.values():
-            log.flush(self.now_ms)
-        self.log_manager.checkpoint(self.now_ms)
+            log.flush()
+        self.log_manager.checkpoint(self.wall_ms)
         if hws:
             self.checkpoint()
 
@@ -397,7 +412,9 @@ class SimBroker(SimProcess):
                 configs = {t: self._zk_run(get_topic_config(t), raising=True) for t in topics}
             except ZkError:
                 return  # the handler fails: no answer; the controller's channel retries
-            outcome = apply_leader_and_isr(state, request, configs, self.now_ms)  # type: ignore[assignment]
+            outcome = apply_leader_and_isr(  # type: ignore[assignment]
+                state, request, configs, self.now_ms, wall_ms=self.wall_ms
+            )
         elif isinstance(request, UpdateMetadataRequest):
             outcome = apply_update_metadata(state, request)  # type: ignore[assignment]
         else:
@@ -429,24 +446,39 @@ class SimBroker(SimProcess):
                 )
             respond(FindCoordinatorResponse(tuple(found)))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
-            groups.write(core.heartbeat(request, groups.topics(), self.now_ms, "sim"), respond)
+            decision = core.heartbeat(
+                request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
+            )
+            groups.write(decision, respond)
         elif isinstance(request, OffsetCommitRequest):
 
             def committed(ack: Ack) -> None:
                 for hook in self.world.on_group_commit:
                     hook(request, ack)
 
-            groups.write(core.commit(request, groups.topics(), self.now_ms), respond, committed)
+            groups.write(core.commit(request, groups.topics(), self.wall_ms), respond, committed)
         elif isinstance(request, OffsetFetchRequest):
             respond(core.fetch(request))
 
     # -- Fetch and Produce -----------------------------------------------------------------
 
     def _fetch(self, envelope: Envelope, request: FetchRequest) -> None:
+        assert self.state is not None
+        session = open_fetch(self.state.fetch_sessions, request, self.now_ms)
+        if session.error != ErrorCode.NONE:
+            self.fetch_sessions_seen[f"fetches refused: {session.error.name}"] += 1
+            self._respond(envelope, answer_fetch(session, FetchResponse(session.error, ())))
+            return
+        if session.incremental:
+            self.fetch_sessions_seen["incremental fetches"] += 1
+        elif request.session_epoch == INITIAL_EPOCH and session.session is None:
+            self.fetch_sessions_seen["sessions refused: no room"] += 1
+        request = session.request
+
         def check(expired: bool) -> bool:
             read = self._read(request)
             if expired or read.satisfied(request.min_bytes):
-                self._respond(envelope, read.response)
+                self._respond(envelope, answer_fetch(session, read.response))
                 return True
             return False
 
@@ -462,7 +494,7 @@ class SimBroker(SimProcess):
     def _produce(self, envelope: Envelope, request: ProduceRequest) -> None:
         assert self.state is not None
         state = self.state
-        append = append_produce(state, request, self.now_ms)
+        append = append_produce(state, request, self.wall_ms)
         self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
@@ -545,13 +577,13 @@ class SimBroker(SimProcess):
         after a child process's run, so the log may have changed meanwhile."""
         assert self.log_manager is not None
         logs = {tp: (p.log, p.high_watermark) for tp, p in self.partitions.items()}
-        candidate = self.cleaner.choose(logs, self.now_ms)
+        candidate = self.cleaner.choose(logs, self.wall_ms)
         if candidate is None:
             return
         tp, log = candidate.tp, logs[candidate.tp][0]
         self.cleaner.begin(tp)
         task = log.cleaning_task(
-            candidate.first_dirty_offset, candidate.end_offset, self.now_ms, 1 << 20
+            candidate.first_dirty_offset, candidate.end_offset, self.wall_ms, 1 << 20
         )
         result = clean(task)
 
@@ -560,7 +592,7 @@ class SimBroker(SimProcess):
             partition = self.partitions.get(tp)
             if partition is None or partition.log is not log:
                 self.cleaner.aborted(tp)
-            elif log.replace_segments(task, result, self.now_ms):
+            elif log.replace_segments(task, result, self.wall_ms):
                 self.cleaner.done(tp, result.end_offset)
                 self.log_manager.checkpoint_cleaned(self.cleaner.checkpoints)
                 self.world.cleanings += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ from tests.simulation.operator import Operator
 from tests.simulation.operator_invariants import OperatorInvariants
 from tests.simulation.producer import Producer
 from tests.simulation.scheduler import Scheduler
+from tests.simulation.session_invariants import SessionInvariants
 from tests.simulation.world import World
 from tests.simulation.zk import SimZk
 
@@ -78,6 +79,7 @@ class SimReport:
     operator: dict[str, int] = field(default_factory=dict)  # what the operator got done
     cleanings: int = 0  # cleaned segments swapped in (compacted topic)
     group: dict[str, int] = field(default_factory=dict)  # what the group workload saw
+    fetch_sessions: dict[str, int] = field(default_factory=dict)  # KIP-227, exercised
 
 
 class SimCluster:
@@ -152,6 +154,7 @@ class SimCluster:
         )
         self.invariants = Invariants(self.world)
         self.operator_invariants = OperatorInvariants(self.world, self.invariants)
+        self.session_invariants = SessionInvariants(self.world)
         self.producer = Producer(self.world)
         self.operator = Operator(self.world, self.admin_session)
         self.nemesis = Nemesis(self.world, self.operator)
@@ -223,6 +226,7 @@ class SimCluster:
             event.action()
             self.operator_invariants.check()
             self.invariants.check()
+            self.session_invariants.check()
             if self.group is not None:
                 self.group.check()
         except InvariantViolation as exc:
@@ -452,7 +456,14 @@ class SimCluster:
             operator=self.operator_invariants.done(),
             cleanings=self.world.cleanings,
             group=dict(self.group.counts) if self.group is not None else {},
+            fetch_sessions=self._session_counts(),
         )
+
+    def _session_counts(self) -> dict[str, int]:
+        counts = Counter(self.session_invariants.counts)
+        for broker in self.world.brokers.values():
+            counts.update(broker.fetch_sessions_seen)
+        return dict(counts)
 
     def close(self) -> None:
         for broker in self.world.brokers.values():

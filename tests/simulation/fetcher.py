@@ -21,6 +21,10 @@ class SimFetcher:
         self._in_flight = False
         self._wake_at_ms: int | None = None
 
+    @property
+    def in_flight(self) -> bool:
+        return self._in_flight
+
     def wake(self, delay_ms: int) -> None:
         at_ms = self.broker.now_ms + max(delay_ms, 0)
         if self._wake_at_ms is not None and self._wake_at_ms <= at_ms:
@@ -51,12 +55,15 @@ class SimFetcher:
         def answered(response: object) -> None:
             self._in_flight = False
             if not self.stopped:
-                self.follower.on_response(sent, response, self.broker.now_ms)  # type: ignore[arg-type]
+                self.follower.on_response(  # type: ignore[arg-type]
+                    sent, response, self.broker.now_ms, wall_ms=self.broker.wall_ms
+                )
                 self.wake(0)
 
         def failed() -> None:  # "fetcher connection failed": again after the backoff
             self._in_flight = False
             if not self.stopped:
+                self.follower.request_failed()
                 self.wake(world.config.replica_fetch_backoff_ms)
 
         world.net.request(

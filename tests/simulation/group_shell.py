@@ -100,19 +100,19 @@ class SimGroupCoordinator:
         if self.core.partitions.get(p) is not PartitionLoad.LOADED:
             return respond(decision.failed(ErrorCode.NOT_COORDINATOR))
         tp = TopicPartition(OFFSETS_TOPIC, p)
-        records = coordinator_batches(decision.records, broker.now_ms)
+        records = coordinator_batches(decision.records, broker.wall_ms)
         request = ProduceRequest(
             -1,
             broker.world.config.produce_timeout_ms,
             (ProduceTopicData(OFFSETS_TOPIC, (ProducePartitionData(p, records),)),),
         )
         state = broker.state
-        append = append_produce(state, request, broker.now_ms, internal=True)
+        append = append_produce(state, request, broker.wall_ms, internal=True)
         code = append.results[tp].error_code
         if code != ErrorCode.NONE:
             return respond(decision.failed(write_error(code)))
         for key, value in decision.records:
-            self.core.replay(key, value)
+            self.core.replay(key, value, committed=False)
         broker.purgatory.wake(append.wake)
         appended_ms, next_offset = broker.now_ms, append.waiting.get(tp, -1)
 
@@ -140,6 +140,8 @@ class SimGroupCoordinator:
                 return False
             time_out(append)
             final = append.results[tp].error_code
+            if final == ErrorCode.NONE:
+                self.core.records_committed(decision.records, append.results[tp].base_offset)
             respond(
                 decision.response
                 if final == ErrorCode.NONE
@@ -151,5 +153,5 @@ class SimGroupCoordinator:
         return None
 
     def _timers(self) -> None:
-        for decision in self.core.expire(self.broker.now_ms):
+        for decision in self.core.expire(self.broker.now_ms, wall_ms=self.broker.wall_ms):
             self.write(decision, lambda _: None)

@@ -357,7 +357,7 @@ class GroupWorkload:
                                 f"b{broker_id}: {tp} owned by {owners[tp]} and {m.member_id}"
                             )
                         owners[tp] = m.member_id
-            committed = core.offsets.get(GROUP, {})
+            committed = core.committed_offsets.get(GROUP, {})
             for tp, (acked, ack) in self.acked.items():
                 if not self._protected(ack):
                     continue

@@ -87,3 +87,17 @@ def test_the_operator_gets_everything_done(tmp_path: Path) -> None:
         "topics deleted",
     ):
         assert done[kind] > 0, f"no {kind} in 20 seeds: {dict(done)}"
+
+
+def test_fetch_sessions_are_exercised(tmp_path: Path) -> None:
+    """Followers fetch incrementally (KIP-227) and the session invariant is checked with both
+    sides agreeing, and sessions are also lost (evicted, leader restarts) and started over."""
+    seen: Counter[str] = Counter()
+    for seed in range(10):
+        seen.update(run_seed(seed, tmp_path / str(seed)).fetch_sessions)
+    print(dict(seen))
+    assert seen["incremental fetches"] >= 100 and seen["agreeing session checks"] >= 100, seen
+    restarted = sum(
+        n for what, n in seen.items() if what.startswith(("fetches refused", "sessions"))
+    )
+    assert restarted > 0, seen

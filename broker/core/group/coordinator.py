@@ -11,14 +11,16 @@ the partition's log. Session and revocation deadlines are in memory only (Kafka'
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
 from broker.core.group.membership import HeartbeatRefused, apply_heartbeat, assignor_of, remove
 from broker.core.group.model import Group, GroupState, MemberState, OffsetValue, by_topic
 from broker.core.group.records import (
+    OFFSET_KEY,
     CoordinatorRecord,
+    decode_key,
     group_record,
     group_tombstone,
     offset_record,
@@ -122,7 +124,13 @@ class GroupCoordinatorCore:
         self._new_member_id = new_member_id
         self.partitions: dict[int, PartitionLoad] = {}
         self.groups: dict[str, Group] = {}
+        # Every offset appended, committed or not (what decisions see), and the committed
+        # ones: below the HW of the offsets topic, what OffsetFetch answers (Kafka's pending
+        # vs committed offset commits, GroupMetadataManager.onOffsetCommitAppend), each
+        # with the log offset of its record.
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self.committed_offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self._committed_at: dict[tuple[str, TopicPartition], int] = {}
         self.sessions: dict[tuple[str, str], int] = {}  # (group, member) -> deadline
         self.revocations: dict[tuple[str, str], int] = {}  # ... -> rebalance deadline
 
@@ -154,10 +162,26 @@ class GroupCoordinatorCore:
         self.unload(partition)
         self.partitions[partition] = PartitionLoad.LOADING
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one record of a partition this coordinator loads or leads (ValueError: a
-        malformed record, skipped)."""
+    def replay(self, key: bytes, value: bytes | None, *, committed: bool = True) -> None:
+        """Apply one record of a partition this coordinator loads (committed) or has just
+        appended (not yet: `records_committed` says when). ValueError: a malformed record,
+        skipped."""
         replay(self.groups, self.offsets, key, value)
+        if committed and _is_offset(key):
+            replay({}, self.committed_offsets, key, value)
+
+    def records_committed(self, records: Sequence[CoordinatorRecord], base_offset: int) -> None:
+        """`records`, appended at `base_offset`, are below the HW: OffsetFetch now sees
+        their offsets, unless a later record for the same partition is already seen (two
+        writes may finish in either order)."""
+        for index, (key, value) in enumerate(records):
+            kind, group_id, tp = decode_key(key)
+            if kind != OFFSET_KEY or tp is None:
+                continue
+            at = base_offset + index
+            if self._committed_at.get((group_id, tp), -1) < at:
+                self._committed_at[(group_id, tp)] = at
+                replay({}, self.committed_offsets, key, value)
 
     def finish_load(self, partition: int, now_ms: int) -> None:
         self.partitions[partition] = PartitionLoad.LOADED
@@ -172,6 +196,10 @@ class GroupCoordinatorCore:
             del self.groups[group_id]
         for group_id in [g for g in self.offsets if self.partition_of(g) == partition]:
             del self.offsets[group_id]
+        for group_id in [g for g in self.committed_offsets if self.partition_of(g) == partition]:
+            del self.committed_offsets[group_id]
+        for at in [k for k in self._committed_at if self.partition_of(k[0]) == partition]:
+            del self._committed_at[at]
         for timers in (self.sessions, self.revocations):
             for key in [k for k in timers if self.partition_of(k[0]) == partition]:
                 del timers[key]
@@ -184,7 +212,11 @@ class GroupCoordinatorCore:
         topics: Mapping[str, int],
         now_ms: int,
         client_host: str = "",
+        *,
+        wall_ms: int,
     ) -> Decision[ConsumerGroupHeartbeatResponse]:
+        """`now_ms` (monotonic) restarts the member's session timer; `wall_ms` (the wall
+        clock) goes into the records."""
         partition = self.partition_of(request.group_id)
 
         def refused(code: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
@@ -199,7 +231,7 @@ class GroupCoordinatorCore:
                 before,
                 request,
                 topics,
-                now_ms=now_ms,
+                wall_ms=wall_ms,
                 client_host=client_host,
                 new_member_id=self._new_member_id,
                 max_group_size=self.settings.max_group_size,
@@ -234,8 +266,9 @@ class GroupCoordinatorCore:
     # -- offsets -----------------------------------------------------------------------------
 
     def commit(
-        self, request: OffsetCommitRequest, topics: Mapping[str, int], now_ms: int
+        self, request: OffsetCommitRequest, topics: Mapping[str, int], wall_ms: int
     ) -> Decision[OffsetCommitResponse]:
+        """`wall_ms` (the wall clock) is the commit's timestamp (offsets retention)."""
         partition = self.partition_of(request.group_id)
 
         def every(code: ErrorCode) -> OffsetCommitResponse:
@@ -255,7 +288,7 @@ class GroupCoordinatorCore:
                 errors[tp] = error
                 if error == ErrorCode.NONE:
                     value = OffsetValue(
-                        p.committed_offset, p.committed_leader_epoch, p.committed_metadata, now_ms
+                        p.committed_offset, p.committed_leader_epoch, p.committed_metadata, wall_ms
                     )
                     records.append(offset_record(request.group_id, tp, value))
         response = _commit_response(request, lambda t, p: errors[TopicPartition(t, p)])
@@ -283,7 +316,7 @@ class GroupCoordinatorCore:
                 code = ErrorCode.STALE_MEMBER_EPOCH
         if code != ErrorCode.NONE:
             return OffsetFetchResponse((), code)
-        committed = self.offsets.get(request.group_id, {})
+        committed = self.committed_offsets.get(request.group_id, {})
         if request.topics is None:
             wanted = sorted(committed)
         else:
@@ -411,11 +444,12 @@ class GroupCoordinatorCore:
         deadlines = [*self.sessions.values(), *self.revocations.values()]
         return min(deadlines) if deadlines else None
 
-    def expire(self, now_ms: int, *, offsets: bool = True) -> list[Decision[None]]:
+    def expire(self, now_ms: int, *, wall_ms: int, offsets: bool = True) -> list[Decision[None]]:
         """Members past their session or revocation deadline are removed (Kafka fences them);
         with `offsets`, those of groups empty for offsets.retention.minutes go too. A removal
         whose write fails is tried again a second later (the deadline moves, the member
-        stays)."""
+        stays). Deadlines are on the monotonic clock (`now_ms`), retention on the wall clock
+        (`wall_ms`), as the times it compares with are stored in records."""
         decisions: list[Decision[None]] = []
         due = {k for k, d in self.sessions.items() if d <= now_ms}
         due |= {k for k, d in self.revocations.items() if d <= now_ms}
@@ -427,7 +461,7 @@ class GroupCoordinatorCore:
             for timers in (self.sessions, self.revocations):
                 if (group_id, member_id) in timers:
                     timers[(group_id, member_id)] = now_ms + _RETRY_MS
-            after = remove(group, member_id, now_ms)
+            after = remove(group, member_id, wall_ms)
             decisions.append(self._write(group_id, [group_record(after)]))
         if not offsets:  # offsets.retention.check.interval.ms has not come round yet
             return decisions
@@ -440,7 +474,7 @@ class GroupCoordinatorCore:
             if group is not None:
                 if group.members or group.empty_since_ms < 0:
                     continue
-                if now_ms - group.empty_since_ms < retention_ms:
+                if wall_ms - group.empty_since_ms < retention_ms:
                     continue
                 records = [offset_tombstone(group_id, tp) for tp in sorted(committed)]
                 decisions.append(self._write(group_id, [*records, group_tombstone(group_id)]))
@@ -448,7 +482,7 @@ class GroupCoordinatorCore:
                 old = [
                     tp
                     for tp, v in sorted(committed.items())
-                    if now_ms - v.commit_ms >= retention_ms
+                    if wall_ms - v.commit_ms >= retention_ms
                 ]
                 if old:
                     decisions.append(
@@ -528,3 +562,7 @@ def _commit_response(
             for t in request.topics
         )
     )
+
+
+def _is_offset(key: bytes) -> bool:
+    return decode_key(key)[0] == OFFSET_KEY

@@ -60,7 +60,7 @@ def apply_heartbeat(
     request: ConsumerGroupHeartbeatRequest,
     topics: Mapping[str, int],
     *,
-    now_ms: int,
+    wall_ms: int,
     client_host: str,
     new_member_id: Callable[[], str],
     max_group_size: int,
@@ -70,9 +70,9 @@ def apply_heartbeat(
     _check_fields(request)
     epoch = request.member_epoch
     if epoch == JOIN_EPOCH:
-        group, member = _join(group, request, now_ms, client_host, new_member_id, max_group_size)
+        group, member = _join(group, request, wall_ms, client_host, new_member_id, max_group_size)
     elif epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-        return _leave(group, request, now_ms)
+        return _leave(group, request, wall_ms)
     else:
         member = _known(group, request)
     updated = _with_request_fields(member, request, client_host)
@@ -99,8 +99,9 @@ def apply_heartbeat(
     return MemberUpdate(group, after, send)
 
 
-def remove(group: Group, member_id: str, now_ms: int) -> Group:
-    """The group without `member_id` (left, or fenced by a timeout): a new group epoch."""
+def remove(group: Group, member_id: str, wall_ms: int) -> Group:
+    """The group without `member_id` (left, or fenced by a timeout): a new group epoch.
+    `wall_ms` (the wall clock) is kept as when the group became empty (offsets retention)."""
     members = {m: v for m, v in group.members.items() if m != member_id}
     target = {m: a for m, a in group.target.items() if m != member_id}
     return replace(
@@ -108,7 +109,7 @@ def remove(group: Group, member_id: str, now_ms: int) -> Group:
         members=members,
         target=target,
         group_epoch=group.group_epoch + 1,
-        empty_since_ms=now_ms if not members else -1,
+        empty_since_ms=wall_ms if not members else -1,
     )
 
 
@@ -167,7 +168,7 @@ def _check_fields(request: ConsumerGroupHeartbeatRequest) -> None:
 def _join(
     group: Group,
     request: ConsumerGroupHeartbeatRequest,
-    now_ms: int,
+    wall_ms: int,
     client_host: str,
     new_member_id: Callable[[], str],
     max_group_size: int,
@@ -206,7 +207,7 @@ def _join(
         member = replace(previous, member_id=member_id, left_static=False)
         return group, member
     if member_id in group.members:  # a rejoin under the same id: it starts over
-        group = remove(group, member_id, now_ms)
+        group = remove(group, member_id, wall_ms)
     if len(group.members) >= max_group_size:
         raise HeartbeatRefused(
             ErrorCode.GROUP_MAX_SIZE_REACHED, f"the group has {max_group_size} members"
@@ -214,14 +215,14 @@ def _join(
     return group, Member(member_id, member_epoch=0)
 
 
-def _leave(group: Group, request: ConsumerGroupHeartbeatRequest, now_ms: int) -> MemberUpdate:
+def _leave(group: Group, request: ConsumerGroupHeartbeatRequest, wall_ms: int) -> MemberUpdate:
     member = group.members.get(request.member_id)
     if member is None:
         raise HeartbeatRefused(ErrorCode.UNKNOWN_MEMBER_ID, "not a member of the group")
     if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
         gone = replace(member, left_static=True)
         return MemberUpdate(_put(group, gone), gone, False)
-    return MemberUpdate(remove(group, member.member_id, now_ms), None, False)
+    return MemberUpdate(remove(group, member.member_id, wall_ms), None, False)
 
 
 def _known(group: Group, request: ConsumerGroupHeartbeatRequest) -> Member:

@@ -41,19 +41,20 @@ def write_error(code: int) -> ErrorCode:
     return _WRITE_ERRORS.get(ErrorCode(code), ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
-def coordinator_batches(records: Sequence[CoordinatorRecord], now_ms: int) -> bytes:
-    """The records as batches of up to about 512 KiB each, ready to append."""
+def coordinator_batches(records: Sequence[CoordinatorRecord], wall_ms: int) -> bytes:
+    """The records as batches of up to about 512 KiB each, ready to append, stamped with the
+    wall clock `wall_ms`."""
     out: list[bytes] = []
     chunk: list[Record] = []
     size = 0
     for key, value in records:
-        chunk.append(Record(value, key=key, timestamp_ms=now_ms))
+        chunk.append(Record(value, key=key, timestamp_ms=wall_ms))
         size += len(key) + len(value or b"") + 16
         if size >= _BATCH_BYTES:
-            out.append(build_batch(chunk, now_ms=now_ms))
+            out.append(build_batch(chunk, now_ms=wall_ms))
             chunk, size = [], 0
     if chunk:
-        out.append(build_batch(chunk, now_ms=now_ms))
+        out.append(build_batch(chunk, now_ms=wall_ms))
     return b"".join(out)
 
 

@@ -68,7 +68,7 @@ async def ctx(tmp_path: Path) -> AsyncIterator[BrokerContext]:
     manager.startup(NOW)
     ctx = BrokerContext(config, ReplicaManager(1, manager))
     state = LeaderAndIsrPartitionState("t", 0, 1, 1, 0, (1,), 0, (1,))
-    ctx.replica_manager.become_leader_or_follower((state,), NOW, {"t": {}})
+    ctx.replica_manager.become_leader_or_follower((state,), NOW, {"t": {}}, wall_ms=NOW)
     yield ctx
     manager.shutdown(NOW)
 

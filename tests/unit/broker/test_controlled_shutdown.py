@@ -154,7 +154,7 @@ def test_controller_registration_names_the_controller_and_where_it_listens() -> 
     zk = SimZk()
     session = zk.open_session(owner=2)
     assert zk.run(session, controller_registration()) is None  # none elected
-    assert zk.run(session, try_elect(2, session, now_ms=0)) is not None
+    assert zk.run(session, try_elect(2, session, wall_ms=0)) is not None
     assert zk.run(session, controller_registration()) == (2, None)  # not registered (yet)
     registration = zk_data.BrokerRegistration("broker-2", 9093, None, 0)
     assert zk.run(session, try_register(2, registration, session)) is not None

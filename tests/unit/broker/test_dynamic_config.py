@@ -178,7 +178,9 @@ def lead(state: BrokerState, tp: TopicPartition, overrides: dict[str, str]) -> N
         partition_epoch=0,
         replicas=(ME,),
     )
-    state.replica_manager.become_leader_or_follower((leader_and_isr,), NOW, {tp.topic: overrides})
+    state.replica_manager.become_leader_or_follower(
+        (leader_and_isr,), NOW, {tp.topic: overrides}, wall_ms=NOW
+    )
 
 
 def append(state: BrokerState, tp: TopicPartition, size: int, timestamp_ms: int) -> int:

@@ -92,6 +92,7 @@ def test_replica_manager_figures_follow_the_partitions(ctx: BrokerContext) -> No
             leader_state("b", 0, (1,), (1, 2, 3)),  # under-replicated, under min ISR
         ),
         NOW,
+        wall_ms=NOW,
     )
     batch = build_batch([Record(b"v" * 10, b"k")] * 5, now_ms=NOW)
     assert rm.append(TopicPartition("a", 0), batch, NOW).error_code == ErrorCode.NONE
@@ -118,7 +119,7 @@ def test_replica_manager_figures_follow_the_partitions(ctx: BrokerContext) -> No
 
 def test_isr_outcomes_are_counted_by_the_core(ctx: BrokerContext) -> None:
     rm = ctx.replica_manager
-    rm.become_leader_or_follower((leader_state("a", 0, (1, 2, 3), (1, 2, 3)),), NOW)
+    rm.become_leader_or_follower((leader_state("a", 0, (1, 2, 3), (1, 2, 3)),), NOW, wall_ms=NOW)
     partition = rm.partitions[TopicPartition("a", 0)]
     isr = ctx.state.isr
     [write] = isr.shrink([partition], NOW + 60_000)  # followers never fetched
@@ -273,7 +274,9 @@ def test_group_lag_hook_feeds_the_family(ctx: BrokerContext) -> None:
 
 def test_every_metric_is_documented(ctx: BrokerContext) -> None:
     """docs/operations.md's metrics table lists every family as exposed, with its Kafka name."""
-    ctx.replica_manager.become_leader_or_follower((leader_state("a", 0, (1,), (1,)),), NOW)
+    ctx.replica_manager.become_leader_or_follower(
+        (leader_state("a", 0, (1,), (1,)),), NOW, wall_ms=NOW
+    )
     server = BrokerServer(ctx, "127.0.0.1", 0, 1 << 20, request_stats=RequestStats())
     registry, _ = new_registry(ctx, server)
     exposition = generate_latest(registry).decode()

@@ -29,7 +29,7 @@ def state(tmp_path: Path) -> Iterator[BrokerState]:
     manager = LogManager([tmp_path], LogConfig())
     manager.startup(T0)
     replicas = ReplicaManager(1, manager)
-    replicas.become_leader_or_follower((_leader(0), _leader(1)), T0)
+    replicas.become_leader_or_follower((_leader(0), _leader(1)), T0, wall_ms=T0)
     yield BrokerState(replicas, IsrCore(1, IsrSettings(30_000, 5_000, 60_000), T0), 1)
     manager.shutdown(T0)
 

@@ -74,7 +74,9 @@ def read_values(rm: ReplicaManager, tp: tuple[str, int], offset: int = 0) -> lis
 
 
 def test_leader_and_isr_creates_the_log_and_leads(rm: ReplicaManager, tmp_path: Path) -> None:
-    results = rm.become_leader_or_follower((state(epoch=2), state("u", 3, epoch=0)), NOW)
+    results = rm.become_leader_or_follower(
+        (state(epoch=2), state("u", 3, epoch=0)), NOW, wall_ms=NOW
+    )
     assert results == [("t", 0, 0), ("u", 3, 0)]
     assert (tmp_path / "t-0").is_dir() and (tmp_path / "u-3").is_dir()
     partition = rm.leader_partition(("t", 0))
@@ -84,7 +86,7 @@ def test_leader_and_isr_creates_the_log_and_leads(rm: ReplicaManager, tmp_path: 
 
 def test_not_a_replica_is_unknown_topic_or_partition(rm: ReplicaManager, tmp_path: Path) -> None:
     results = rm.become_leader_or_follower(
-        (state(leader=OTHER, isr=(OTHER,), replicas=(OTHER, 3)),), NOW
+        (state(leader=OTHER, isr=(OTHER,), replicas=(OTHER, 3)),), NOW, wall_ms=NOW
     )
     assert results == [("t", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert ("t", 0) not in rm.partitions
@@ -92,15 +94,17 @@ def test_not_a_replica_is_unknown_topic_or_partition(rm: ReplicaManager, tmp_pat
 
 
 def test_older_leader_epoch_is_refused(rm: ReplicaManager) -> None:
-    rm.become_leader_or_follower((state(epoch=5),), NOW)
-    results = rm.become_leader_or_follower((state(leader=OTHER, epoch=4, isr=(OTHER, ME)),), NOW)
+    rm.become_leader_or_follower((state(epoch=5),), NOW, wall_ms=NOW)
+    results = rm.become_leader_or_follower(
+        (state(leader=OTHER, epoch=4, isr=(OTHER, ME)),), NOW, wall_ms=NOW
+    )
     assert results[0][2] != ErrorCode.NONE
     partition = rm.leader_partition(("t", 0))
     assert partition.leader_epoch == 5 and partition.is_leader
 
 
 def test_append_and_read(rm: ReplicaManager) -> None:
-    rm.become_leader_or_follower((state(),), NOW)
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)
     first = rm.append(("t", 0), batch(b"a", b"b"), NOW)
     second = rm.append(("t", 0), batch(b"c"), NOW)
     assert (first.error_code, first.base_offset, first.next_offset) == (0, 0, 2)
@@ -112,7 +116,7 @@ def test_append_and_read(rm: ReplicaManager) -> None:
 
 def test_append_errors_are_per_partition_codes(rm: ReplicaManager) -> None:
     rm.become_leader_or_follower(
-        (state(), state("f", 0, leader=OTHER, epoch=1, isr=(OTHER, ME))), NOW
+        (state(), state("f", 0, leader=OTHER, epoch=1, isr=(OTHER, ME))), NOW, wall_ms=NOW
     )
     unknown = rm.append(("nope", 0), batch(b"x"), NOW)
     assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -129,7 +133,7 @@ def test_append_errors_are_per_partition_codes(rm: ReplicaManager) -> None:
 
 def test_read_errors(rm: ReplicaManager) -> None:
     rm.become_leader_or_follower(
-        (state(epoch=3), state("f", 0, leader=OTHER, epoch=1, isr=(OTHER, ME))), NOW
+        (state(epoch=3), state("f", 0, leader=OTHER, epoch=1, isr=(OTHER, ME))), NOW, wall_ms=NOW
     )
 
     def code(tp: tuple[str, int], offset: int = 0, epoch: int = -1) -> int:
@@ -148,24 +152,24 @@ def test_read_errors(rm: ReplicaManager) -> None:
 
 
 def test_becoming_follower_stops_appends(rm: ReplicaManager) -> None:
-    rm.become_leader_or_follower((state(epoch=0),), NOW)
+    rm.become_leader_or_follower((state(epoch=0),), NOW, wall_ms=NOW)
     assert rm.append(("t", 0), batch(b"a"), NOW).error_code == 0
-    rm.become_leader_or_follower((state(leader=OTHER, epoch=1, isr=(OTHER, ME)),), NOW)
+    rm.become_leader_or_follower((state(leader=OTHER, epoch=1, isr=(OTHER, ME)),), NOW, wall_ms=NOW)
     assert rm.append(("t", 0), batch(b"b"), NOW).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_stop_replica_without_delete_keeps_the_data(rm: ReplicaManager, tmp_path: Path) -> None:
-    rm.become_leader_or_follower((state(),), NOW)
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)
     rm.append(("t", 0), batch(b"a"), NOW)
     rm.stop_replica(("t", 0), delete=False)
     assert rm.append(("t", 0), batch(b"b"), NOW).error_code != ErrorCode.NONE
     assert (tmp_path / "t-0").is_dir()
-    rm.become_leader_or_follower((state(epoch=1),), NOW)
+    rm.become_leader_or_follower((state(epoch=1),), NOW, wall_ms=NOW)
     assert read_values(rm, ("t", 0)) == [b"a"]
 
 
 def test_stop_replica_delete_removes_the_directory(rm: ReplicaManager, tmp_path: Path) -> None:
-    rm.become_leader_or_follower((state(), state("t", 1)), NOW)
+    rm.become_leader_or_follower((state(), state("t", 1)), NOW, wall_ms=NOW)
     rm.append(("t", 0), batch(b"a"), NOW)
     rm.checkpoint_high_watermarks()
     rm.stop_replica(("t", 0), delete=True)
@@ -176,7 +180,7 @@ def test_stop_replica_delete_removes_the_directory(rm: ReplicaManager, tmp_path:
     result = rm.append(("t", 0), batch(b"b"), NOW)
     assert result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # Recreated from scratch: empty log, no stale HW or epoch from before.
-    rm.become_leader_or_follower((state(epoch=0, isr=(ME, OTHER)),), NOW)
+    rm.become_leader_or_follower((state(epoch=0, isr=(ME, OTHER)),), NOW, wall_ms=NOW)
     partition = rm.leader_partition(("t", 0))
     assert partition.log_end_offset == 0 and partition.high_watermark == 0
     assert partition.log.leader_epoch_cache.entries() == [EpochEntry(0, 0)]
@@ -186,7 +190,7 @@ def test_stop_replica_delete_of_unhosted_log_on_disk(tmp_path: Path) -> None:
     """After a restart the log exists on disk before any LeaderAndIsr names it."""
     manager = open_manager(tmp_path)
     rm = ReplicaManager(ME, manager)
-    rm.become_leader_or_follower((state(),), NOW)
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)
     rm.append(("t", 0), batch(b"a"), NOW)
     manager.shutdown(NOW)
     manager = open_manager(tmp_path)
@@ -206,7 +210,7 @@ def test_stop_replica_of_unknown_partition_is_harmless(rm: ReplicaManager) -> No
 def test_high_watermark_checkpoint_round_trip(tmp_path: Path) -> None:
     manager = open_manager(tmp_path)
     rm = ReplicaManager(ME, manager)
-    rm.become_leader_or_follower((state(), state("u", 1, isr=(ME, OTHER))), NOW)
+    rm.become_leader_or_follower((state(), state("u", 1, isr=(ME, OTHER))), NOW, wall_ms=NOW)
     rm.append(("t", 0), batch(b"a", b"b", b"c"), NOW)
     rm.append(("u", 1), batch(b"x", b"y"), NOW)
     rm.partitions[("u", 1)].update_follower_fetch(OTHER, 1, 2, NOW)
@@ -225,6 +229,7 @@ def test_high_watermark_checkpoint_round_trip(tmp_path: Path) -> None:
                 state("u", 1, leader=OTHER, epoch=1, isr=(OTHER, ME)),
             ),
             NOW,
+            wall_ms=NOW,
         )
         assert again.partitions[("t", 0)].high_watermark == 3
         assert again.partitions[("u", 1)].high_watermark == 1
@@ -238,7 +243,7 @@ def test_high_watermark_checkpoint_survives_stop_replica_without_delete(tmp_path
     later leader with a lagging ISR member would serve less than was already committed."""
     manager = open_manager(tmp_path)
     rm = ReplicaManager(ME, manager)
-    rm.become_leader_or_follower((state(),), NOW)
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)
     rm.append(("t", 0), batch(b"a", b"b"), NOW)
     assert rm.partitions[("t", 0)].high_watermark == 2
     rm.stop_replica(("t", 0), delete=False)
@@ -248,17 +253,17 @@ def test_high_watermark_checkpoint_survives_stop_replica_without_delete(tmp_path
     manager = open_manager(tmp_path)
     try:
         again = ReplicaManager(ME, manager)
-        again.become_leader_or_follower((state(epoch=1, isr=(ME, OTHER)),), NOW)
+        again.become_leader_or_follower((state(epoch=1, isr=(ME, OTHER)),), NOW, wall_ms=NOW)
         assert again.partitions[("t", 0)].high_watermark == 2
     finally:
         manager.shutdown(NOW)
 
 
 def test_high_watermark_kept_across_stop_and_restart_in_one_process(rm: ReplicaManager) -> None:
-    rm.become_leader_or_follower((state(),), NOW)
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)
     rm.append(("t", 0), batch(b"a", b"b"), NOW)
     rm.stop_replica(("t", 0), delete=False)
-    rm.become_leader_or_follower((state(epoch=1, isr=(ME, OTHER)),), NOW)
+    rm.become_leader_or_follower((state(epoch=1, isr=(ME, OTHER)),), NOW, wall_ms=NOW)
     assert rm.partitions[("t", 0)].high_watermark == 2
     assert read_values(rm, ("t", 0)) == [b"a", b"b"]
 
@@ -266,7 +271,7 @@ def test_high_watermark_kept_across_stop_and_restart_in_one_process(rm: ReplicaM
 def test_deleted_partition_disappears_from_the_checkpoint(tmp_path: Path) -> None:
     manager = open_manager(tmp_path)
     rm = ReplicaManager(ME, manager)
-    rm.become_leader_or_follower((state(), state("t", 1)), NOW)
+    rm.become_leader_or_follower((state(), state("t", 1)), NOW, wall_ms=NOW)
     rm.append(("t", 0), batch(b"a"), NOW)
     rm.append(("t", 1), batch(b"b"), NOW)
     rm.checkpoint_high_watermarks()
@@ -287,7 +292,7 @@ def test_stray_logs_of_deleted_topics_are_deleted_but_hosted_ones_kept(tmp_path:
     manager.get_or_create_log(("moved", 0), NOW)  # reassigned away from us meanwhile
     manager.get_or_create_log(("moved", 1), NOW)  # partition not in the metadata: kept
     rm = ReplicaManager(ME, manager)
-    rm.become_leader_or_follower((state(),), NOW)  # hosts t-0
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)  # hosts t-0
     try:
         placed = {("kept", 0): (ME, OTHER), ("moved", 0): (OTHER,), ("t", 0): (OTHER,)}
         assert rm.delete_stray_logs(placed) == [("gone", 0), ("moved", 0)]
@@ -302,7 +307,7 @@ def test_a_hosted_partition_goes_when_newer_metadata_moves_it_away(tmp_path: Pat
     next controller's UpdateMetadata, in a newer leader epoch, no longer places it here."""
     manager = open_manager(tmp_path)
     rm = ReplicaManager(ME, manager)
-    rm.become_leader_or_follower((state(),), NOW)
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)
     epoch = rm.partitions[("t", 0)].leader_epoch
     try:
         placed = {("t", 0): (OTHER,)}

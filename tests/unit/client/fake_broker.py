@@ -44,6 +44,7 @@ from typing import Any
 
 import trio
 
+from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
 from protocol.apis import ApiKey
 from protocol.codec import decode_request, encode_response
 from protocol.errors import ErrorCode
@@ -225,6 +226,9 @@ class FakeCluster:
         # (topic, partition, base sequence of each batch, error code) per produce answer
         self.produce_log: list[tuple[str, int, tuple[int, ...], int]] = []
         self.coordinator = FakeCoordinator(self)
+        # Fetch sessions (KIP-227) with the broker's own core, one cache per broker.
+        self.fetch_sessions = {b: FetchSessionCache(1000) for b in self.broker_ids}
+        self.incremental_fetches = 0
 
     # ----- setup and faults ----------------------------------------------------------------
 
@@ -563,6 +567,14 @@ class FakeCluster:
         return FetchPartitionData(p.partition, 0, part.hw, part.log_start_offset, bytes(out))
 
     async def _fetch(self, broker_id: int, request: FetchRequest) -> FetchResponse:
+        now_ms = int(trio.current_time() * 1000)
+        session = open_fetch(self.fetch_sessions[broker_id], request, now_ms)
+        if session.error != ErrorCode.NONE:
+            return answer_fetch(session, FetchResponse(session.error, ()))
+        self.incremental_fetches += session.incremental
+        return answer_fetch(session, await self._read_fetch(broker_id, session.request))
+
+    async def _read_fetch(self, broker_id: int, request: FetchRequest) -> FetchResponse:
         deadline = trio.current_time() + request.max_wait_ms / 1000
         while True:
             responses = [

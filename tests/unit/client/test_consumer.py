@@ -519,3 +519,24 @@ async def test_leader_error_backoff_doubles_up_to_the_max(cluster: FakeCluster) 
         assert len(await poll_until(consumer, 1)) == 1
         elapsed = trio.current_time() - start
     assert 0.02 + 0.04 + 0.05 + 0.05 <= elapsed < 3  # 20, 40, then capped at 50 ms
+
+
+async def test_fetch_sessions_name_only_what_changed_and_survive_a_lost_session(
+    cluster: FakeCluster,
+) -> None:
+    """KIP-227 against the broker's own session core (in the fake): once data stops, fetches
+    are incremental; when the broker forgets the session (FETCH_SESSION_ID_NOT_FOUND) the
+    consumer opens a new one and misses nothing."""
+    cluster.create_topic("t", 4)
+    fill(cluster, "t", 0, 2, 10)
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", p) for p in range(4)])
+        first = await poll_until(consumer, 20)
+        assert await consumer.poll(timeout_ms=300) == []  # idle: incremental long-polls
+        assert cluster.incremental_fetches > 0
+        cluster.fetch_sessions[1].sessions.clear()  # as after a broker restart
+        fill(cluster, "t", 3, 1, 5)
+        later = await poll_until(consumer, 5)
+        assert [r.offset for r in first] == list(range(20))
+        assert [(r.partition, r.offset) for r in later] == [(3, i) for i in range(5)]
+        assert [await consumer.position(("t", p)) for p in range(4)] == [20, 0, 0, 5]

@@ -63,6 +63,26 @@ async def test_refresh_pools_one_connection_per_broker(cluster3: FakeCluster) ->
         await metadata.aclose()
 
 
+async def test_a_broker_that_timed_out_is_asked_last(cluster3: FakeCluster) -> None:
+    """A leader cut off from ZooKeeper but not from its clients answers Metadata at once,
+    naming itself leader: after a request to it timed out, the next refresh asks the others
+    first, even when it is the only broker connected (asymmetric partition (b) in
+    docs/reliability.md)."""
+    cluster3.create_topic("t", 3)
+    metadata = ClusterMetadata(cluster3.bootstrap)
+    try:
+        metadata.add_topics(["t"])
+        await metadata.refresh()
+        suspect = metadata.brokers[1]
+        assert metadata._refresh_candidates()[0] == (suspect.host, suspect.port)  # connected
+        metadata.request_update(suspect=1)
+        assert metadata._refresh_candidates()[-1] == (suspect.host, suspect.port)
+        await metadata.refresh()
+        assert metadata._suspect is None  # an answer clears it
+    finally:
+        await metadata.aclose()
+
+
 async def test_bootstrap_skips_dead_addresses(cluster: FakeCluster) -> None:
     metadata = ClusterMetadata(f"127.0.0.1:1,{cluster.bootstrap}", retry_backoff_ms=1)
     try:

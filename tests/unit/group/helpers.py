@@ -43,6 +43,8 @@ class Shell:
         epoch: int,
         now_ms: int = 0,
         owned: Iterable[TopicPartition] | None = None,
+        *,
+        wall_ms: int | None = None,  # the wall clock; by default the same as now_ms
         **fields: object,
     ) -> ConsumerGroupHeartbeatResponse:
         if epoch == 0:
@@ -56,7 +58,8 @@ class Shell:
             topic_partitions=wire(owned),
             **fields,  # type: ignore[arg-type]
         )
-        return self.run(self.core.heartbeat(request, self.topics, now_ms))
+        wall = now_ms if wall_ms is None else wall_ms
+        return self.run(self.core.heartbeat(request, self.topics, now_ms, wall_ms=wall))
 
     def rebuilt(self) -> GroupCoordinatorCore:
         """A new coordinator loading every partition from the records written so far."""

@@ -105,8 +105,8 @@ def test_a_silent_member_is_removed_after_its_session_timeout() -> None:
     shell = Shell()
     shell.topics["t"] = 6
     shell.heartbeat("g", "", 0, now_ms=0)
-    assert not [d for d in shell.core.expire(44_999) if d.records]
-    for decision in shell.core.expire(45_000):
+    assert not [d for d in shell.core.expire(44_999, wall_ms=44_999) if d.records]
+    for decision in shell.core.expire(45_000, wall_ms=45_000):
         shell.run(decision)
     group = shell.core.groups["g"]
     assert not group.members and group.state == GroupState.EMPTY
@@ -123,24 +123,38 @@ def test_a_leave_that_was_not_written_still_ends_in_the_session_timeout() -> Non
     joined = shell.heartbeat("g", "", 0, now_ms=0)
     assert joined.member_id is not None
     leave = ConsumerGroupHeartbeatRequest("g", joined.member_id, LEAVE_EPOCH)
-    decision = shell.core.heartbeat(leave, shell.topics, 1_000)
+    decision = shell.core.heartbeat(leave, shell.topics, 1_000, wall_ms=1_000)
     assert decision.records  # not run: the write failed
     assert joined.member_id in shell.core.groups["g"].members
     assert shell.core.next_deadline_ms() == 45_000
-    for expiry in shell.core.expire(45_000):
+    for expiry in shell.core.expire(45_000, wall_ms=45_000):
         shell.run(expiry)
     assert not shell.core.groups["g"].members
     # Once a leave is written, the member's old deadline finds nothing left to do.
     again = shell.heartbeat("g", "", 0, now_ms=50_000)
     assert again.member_id is not None
-    shell.run(
-        shell.core.heartbeat(
-            ConsumerGroupHeartbeatRequest("g", again.member_id, LEAVE_EPOCH), shell.topics, 51_000
-        )
-    )
+    leave = ConsumerGroupHeartbeatRequest("g", again.member_id, LEAVE_EPOCH)
+    shell.run(shell.core.heartbeat(leave, shell.topics, 51_000, wall_ms=51_000))
     assert not shell.core.groups["g"].members
-    assert not [d for d in shell.core.expire(95_000) if d.records]
+    assert not [d for d in shell.core.expire(95_000, wall_ms=95_000) if d.records]
     assert shell.core.next_deadline_ms() is None
+
+
+def test_sessions_run_on_the_monotonic_clock_and_stored_times_on_the_wall_clock() -> None:
+    """The wall clock a day ahead, then a day back: the member's session (45 s on the
+    monotonic clock) neither ends early nor lasts longer; the group's stored emptiness
+    time is the wall clock's."""
+    shell = Shell()
+    shell.topics["t"] = 6
+    wall_ms, day_ms = 1_800_000_000_000, 86_400_000
+    shell.heartbeat("g", "", 0, now_ms=1_000, wall_ms=wall_ms)
+    assert not [d for d in shell.core.expire(2_000, wall_ms=wall_ms + day_ms) if d.records]
+    assert not [d for d in shell.core.expire(45_999, wall_ms=wall_ms - day_ms) if d.records]
+    for decision in shell.core.expire(46_000, wall_ms=wall_ms - day_ms):
+        shell.run(decision)
+    group = shell.core.groups["g"]
+    assert not group.members
+    assert group.empty_since_ms == wall_ms - day_ms
 
 
 def test_offsets_of_an_empty_group_expire_after_the_retention() -> None:
@@ -150,8 +164,8 @@ def test_offsets_of_an_empty_group_expire_after_the_retention() -> None:
     commit(shell, "g", {T[0]: 5}, "m1", 1)
     shell.heartbeat("g", "m1", -1)
     retention = shell.core.settings.offsets_retention_ms
-    assert not [d for d in shell.core.expire(retention - 1) if d.records]
-    for decision in shell.core.expire(retention):
+    assert not [d for d in shell.core.expire(retention - 1, wall_ms=retention - 1) if d.records]
+    for decision in shell.core.expire(retention, wall_ms=retention):
         shell.run(decision)
     assert "g" not in shell.core.groups and "g" not in shell.core.offsets
 
@@ -204,3 +218,33 @@ def test_regex_subscriptions_are_re2_and_cannot_stall_the_coordinator() -> None:
     bad = shell.heartbeat("k", "", 0, subscribed_topic_names=None, subscribed_topic_regex="(?<=a)b")
     assert bad.error_code == ErrorCode.INVALID_REQUEST
     assert "RE2" in (bad.error_message or "")
+
+
+def test_offset_fetch_sees_a_commit_once_it_is_committed_and_never_an_older_one() -> None:
+    """OffsetFetch answers from the commits below the offsets topic's HW (Kafka's pending vs
+    committed offset commits): a commit still waiting for its followers is not shown (its
+    coordinator may fail before it is), and of two writes that finish in either order the
+    later record wins."""
+    shell = Shell()
+    shell.topics["t"] = 6
+
+    def appended(offset: int) -> list[tuple[bytes, bytes | None]]:
+        request = OffsetCommitRequest(
+            "g", (OffsetCommitTopic("t", (OffsetCommitPartition(0, offset),)),)
+        )
+        decision = shell.core.commit(request, shell.topics, 0)
+        for key, value in decision.records:
+            shell.core.replay(key, value, committed=False)
+        return list(decision.records)
+
+    def fetched() -> list[int]:
+        response = shell.core.fetch(OffsetFetchRequest("g"))
+        return [p.committed_offset for t in response.topics for p in t.partitions]
+
+    first, second = appended(1805), appended(1806)  # at log offsets 10 and 11
+    assert fetched() == []
+    shell.core.records_committed(second, 11)
+    assert fetched() == [1806]
+    shell.core.records_committed(first, 10)  # its task resumed last
+    assert fetched() == [1806]
+    assert shell.core.offsets["g"][T[0]].offset == 1806

@@ -107,7 +107,7 @@ def test_no_partition_has_two_owners_and_the_group_converges(ops: list[tuple[str
             shell.topics["t"] += n
         elif op == "wait":
             now_ms += n
-            for decision in shell.core.expire(now_ms):
+            for decision in shell.core.expire(now_ms, wall_ms=now_ms):
                 shell.run(decision)
         check(shell, clients, now_ms)
     # Quiet: the live heartbeat every 10 s until the silent ones' sessions ran out and
@@ -115,7 +115,7 @@ def test_no_partition_has_two_owners_and_the_group_converges(ops: list[tuple[str
     live = [c for c in clients if c.live]
     for _ in range(2 * len(live) + 8):
         now_ms += 10_000
-        for decision in shell.core.expire(now_ms):
+        for decision in shell.core.expire(now_ms, wall_ms=now_ms):
             shell.run(decision)
         for client in live:
             beat(shell, client, now_ms)

@@ -156,7 +156,7 @@ def test_the_replica_manager_answers_kafka_storage_error_for_offline_partitions(
     replicas = ReplicaManager(1, manager)
     woken: list[int] = []
     replicas.on_offline = lambda: woken.append(1)
-    replicas.become_leader_or_follower((leader_state(), leader_state("t", 1)), T0)
+    replicas.become_leader_or_follower((leader_state(), leader_state("t", 1)), T0, wall_ms=T0)
     assert replicas.append(TP, make_batch(1), T0).error_code == ErrorCode.NONE
     full_disk.append(1)
     result = replicas.append(TP, make_batch(1, tag=1), T0)
@@ -170,7 +170,7 @@ def test_the_replica_manager_answers_kafka_storage_error_for_offline_partitions(
     full_disk.clear()
     again = replicas.append(TP, make_batch(1, tag=2), T0)
     assert again.error_code == ErrorCode.KAFKA_STORAGE_ERROR  # offline until a restart
-    (answer,) = replicas.become_leader_or_follower((leader_state(),), T0)
+    (answer,) = replicas.become_leader_or_follower((leader_state(),), T0, wall_ms=T0)
     assert answer == ("t", 0, ErrorCode.KAFKA_STORAGE_ERROR)
     manager.shutdown(T0)
     assert whole_batches_only(tmp_path / "t-0" / "00000000000000000000.log") == 1
@@ -182,7 +182,7 @@ def test_a_read_that_fails_takes_only_that_partition_offline(
     manager = LogManager([tmp_path], LogConfig())
     manager.startup(T0)
     replicas = ReplicaManager(1, manager)
-    replicas.become_leader_or_follower((leader_state(), leader_state("t", 1)), T0)
+    replicas.become_leader_or_follower((leader_state(), leader_state("t", 1)), T0, wall_ms=T0)
     replicas.append(TP, make_batch(1), T0)
     error = replicas.storage_failed(TP, OSError(errno.EIO, "Input/output error"), write=False)
     assert error.code == ErrorCode.KAFKA_STORAGE_ERROR
@@ -199,7 +199,7 @@ def test_a_fetch_whose_segment_read_fails_answers_kafka_storage_error(
     manager = LogManager([tmp_path], LogConfig())
     manager.startup(T0)
     replicas = ReplicaManager(1, manager)
-    replicas.become_leader_or_follower((leader_state(), leader_state("t", 1)), T0)
+    replicas.become_leader_or_follower((leader_state(), leader_state("t", 1)), T0, wall_ms=T0)
     for tp in (TP, TopicPartition("t", 1)):
         replicas.append(tp, make_batch(1), T0)
     state = BrokerState(replicas, IsrCore(1, IsrSettings(30_000, 5_000, 60_000), T0), 1)
@@ -227,7 +227,7 @@ def test_running_out_of_descriptors_takes_nothing_offline(
     manager = LogManager([tmp_path], LogConfig())
     manager.startup(T0)
     replicas = ReplicaManager(1, manager)
-    replicas.become_leader_or_follower((leader_state(),), T0)
+    replicas.become_leader_or_follower((leader_state(),), T0, wall_ms=T0)
 
     def out_of_descriptors(self: LogSegment, fd: int, parts: object) -> int:
         raise OSError(errno.EMFILE, "Too many open files")

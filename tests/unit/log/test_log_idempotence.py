@@ -107,7 +107,7 @@ def test_after_a_crash_the_state_is_rebuilt_from_the_log(tmp_path: Path, damage:
         leader_append(log, idem(seq))
     assert len(log.segments) > 2, "rolls wrote snapshots"
     assert list_snapshot_offsets(directory), "kept at each roll"
-    log.flush(T0)
+    log.flush()
     newest = list_snapshot_offsets(directory)[-1]
     if damage == "corrupt":
         path = snapshot_path(directory, newest)

@@ -72,7 +72,7 @@ def write_log(directory: Path, seed: int, count: int = 30) -> Written:
     assert log.leader_epoch_cache.entries() == epochs
     segments = {s.base_offset: split_batches(s.log_path.read_bytes()) for s in log.segments}
     assert len(segments) >= 4, "the scenarios need several segments"
-    log.flush(T0)
+    log.flush()
     log.close()
     written = Written(directory, stored_batches_of(directory), segments, epochs)
     for base in written.bases:

@@ -1,0 +1,247 @@
+"""Fetch sessions, the broker's half (KIP-227; Kafka's FetchSession, FetchSessionCache and
+FetchManager): which partitions a Fetch reads, and which of them its answer names.
+
+`open_fetch` runs once per request, before the long poll: it creates, updates, closes or
+refuses a session and returns the request to read (an incremental one reads every partition
+of its session). `answer_fetch` filters the final answer. docs/architecture.md ("Fetch
+sessions") has the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from protocol.errors import ErrorCode
+from protocol.fetch_session import fetch_topics, next_epoch
+from protocol.messages.fetch import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchPartition,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    FetchTopicResponse,
+)
+from protocol.schema import MAX_ITEMS_DEFAULT
+from protocol.topic_partition import TopicPartition
+
+__all__ = [
+    "EVICTION_MS",
+    "MAX_SESSION_PARTITIONS",
+    "CachedPartition",
+    "FetchContext",
+    "FetchSession",
+    "FetchSessionCache",
+    "answer_fetch",
+    "open_fetch",
+]
+
+# Kafka's min.incremental.fetch.session.eviction.ms: a session unused this long may make way
+# for a new one. A session holds at most as many partitions as one request may name.
+EVICTION_MS = 120_000
+MAX_SESSION_PARTITIONS = MAX_ITEMS_DEFAULT
+_MAX_SESSION_ID = 2**31 - 1
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """One partition of a session: what the client last asked, what it was last told."""
+
+    fetch: FetchPartition
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    answered: bool = False  # a partition is named in the first answer after it joins
+
+
+@dataclass(slots=True)
+class FetchSession:
+    session_id: int
+    replica_id: int  # a follower's sessions are privileged when the cache is full
+    epoch: int  # the epoch the next incremental request must carry
+    last_used_ms: int
+    partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
+
+    @property
+    def privileged(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(slots=True)
+class FetchSessionCache:
+    """The broker's sessions, least recently used first. `next_session_id` is where the ids
+    start (the shell picks it at random, as Kafka does, so a restarted broker rarely reuses
+    one; the simulation, from its seed)."""
+
+    max_slots: int
+    next_session_id: int = 1
+    sessions: dict[int, FetchSession] = field(default_factory=dict)
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def remove(self, session_id: int) -> None:
+        self.sessions.pop(session_id, None)
+
+    def touch(self, session: FetchSession, now_ms: int) -> None:
+        session.last_used_ms = now_ms
+        self.sessions.pop(session.session_id, None)
+        self.sessions[session.session_id] = session
+
+    def create(self, replica_id: int, size: int, now_ms: int) -> FetchSession | None:
+        """A new session, or None when the cache is full and nothing may be evicted for it
+        (the client then fetches without one)."""
+        if len(self.sessions) >= self.max_slots and not self._evict_for(replica_id, size, now_ms):
+            return None
+        session_id = self._new_id()
+        session = FetchSession(session_id, replica_id, next_epoch(INITIAL_EPOCH), now_ms)
+        self.sessions[session_id] = session
+        return session
+
+    def _evict_for(self, replica_id: int, size: int, now_ms: int) -> bool:
+        """Kafka's FetchSessionCache.tryEvict: a session unused for EVICTION_MS makes way for
+        any other; otherwise a consumer's session makes way for a follower's, or for a
+        consumer's with more partitions. The smallest such session goes first. `now_ms` and
+        `last_used_ms` are on the monotonic clock (BrokerContext.now_ms; Kafka's lastUsedMs
+        is the wall clock, so a step back there keeps idle sessions from being evicted)."""
+        if not self.sessions:
+            return False
+        oldest = next(iter(self.sessions.values()))
+        if now_ms - oldest.last_used_ms >= EVICTION_MS:
+            del self.sessions[oldest.session_id]
+            return True
+        candidates = [s for s in self.sessions.values() if not s.privileged]
+        if replica_id < 0:
+            candidates = [s for s in candidates if len(s.partitions) < size]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda s: (len(s.partitions), s.last_used_ms))
+        del self.sessions[victim.session_id]
+        return True
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self.next_session_id
+            self.next_session_id = 1 if session_id >= _MAX_SESSION_ID else session_id + 1
+            if session_id > INVALID_SESSION_ID and session_id not in self.sessions:
+                return session_id
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """One Fetch's view of its session: `request` is what to read (for an incremental fetch,
+    every partition of the session); `error` refuses the whole request."""
+
+    request: FetchRequest
+    error: ErrorCode = ErrorCode.NONE
+    session: FetchSession | None = None
+    incremental: bool = False
+
+
+def open_fetch(cache: FetchSessionCache, request: FetchRequest, now_ms: int) -> FetchContext:
+    """Kafka's FetchManager.newContext."""
+    session_id, epoch = request.session_id, request.session_epoch
+    if epoch in (FINAL_EPOCH, INITIAL_EPOCH):  # a full request: it closes the session named
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        if epoch == FINAL_EPOCH:
+            return FetchContext(request)  # sessionless, as before KIP-227
+        wanted = list(_partitions(request.topics))
+        if len(wanted) > MAX_SESSION_PARTITIONS:
+            return FetchContext(request)
+        session = cache.create(request.replica_id, len(wanted), now_ms)
+        if session is not None:
+            for tp, fetch in wanted:
+                session.partitions[tp] = CachedPartition(fetch)
+        return FetchContext(request, session=session)
+    session = cache.get(session_id)
+    if session is None or session.replica_id != request.replica_id:  # no one else's session
+        return FetchContext(request, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    if session.epoch != epoch:
+        return FetchContext(request, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    partitions = session.partitions
+    named: set[TopicPartition] = set()
+    for tp, fetch in _partitions(request.topics):
+        named.add(tp)
+        cached = partitions.get(tp)
+        if cached is None:
+            partitions[tp] = CachedPartition(fetch)
+        else:
+            cached.fetch = fetch
+    for forgotten in request.forgotten_topics_data:
+        for index in forgotten.partitions:
+            partitions.pop(TopicPartition(forgotten.topic, index), None)
+    if len(partitions) > MAX_SESSION_PARTITIONS:
+        cache.remove(session_id)
+        return FetchContext(request, ErrorCode.INVALID_REQUEST)
+    session.epoch = next_epoch(epoch)
+    cache.touch(session, now_ms)
+    # A request naming the whole session (one busy partition, say) is read as it came.
+    whole = (
+        request
+        if not request.forgotten_topics_data
+        and len(named) == len(partitions)
+        and _distinct(request)
+        else replace(request, topics=fetch_topics((tp, c.fetch) for tp, c in partitions.items()))
+    )
+    return FetchContext(whole, session=session, incremental=True)
+
+
+def answer_fetch(context: FetchContext, response: FetchResponse) -> FetchResponse:
+    """The answer to send: an error alone; or every partition read (a full fetch), or only
+    those with something new for the client (an incremental one: records, an error, or a
+    high watermark or log start offset it has not been told). Either way the session
+    remembers what the client now knows."""
+    if context.error != ErrorCode.NONE:
+        return FetchResponse(context.error, (), session_id=INVALID_SESSION_ID)
+    session = context.session
+    if session is None:
+        return response  # read_fetch's answer: every partition, no session
+    topics = []
+    for topic in response.responses:
+        named = []
+        for data in topic.partitions:
+            cached = session.partitions.get(TopicPartition(topic.topic, data.partition_index))
+            if cached is None:  # forgotten while the fetch waited: the client no longer asks
+                continue
+            if context.incremental and not _news(cached, data):
+                continue
+            cached.high_watermark = data.high_watermark
+            cached.log_start_offset = data.log_start_offset
+            cached.answered = True
+            named.append(data)
+        if named:
+            topics.append(FetchTopicResponse(topic.topic, tuple(named)))
+    return FetchResponse(
+        response.error_code,
+        tuple(topics),
+        response.throttle_time_ms,
+        session_id=session.session_id,
+    )
+
+
+def _news(cached: CachedPartition, data: FetchPartitionData) -> bool:
+    """Kafka's CachedPartition.maybeUpdateResponseData: must the client hear of this?"""
+    return (
+        not cached.answered
+        or bool(data.records)
+        or data.error_code != ErrorCode.NONE
+        or data.high_watermark != cached.high_watermark
+        or data.log_start_offset != cached.log_start_offset
+        or data.diverging_epoch is not None
+    )
+
+
+def _partitions(topics: Iterable[FetchTopic]) -> Iterable[tuple[TopicPartition, FetchPartition]]:
+    for topic in topics:
+        for fetch in topic.partitions:
+            yield TopicPartition(topic.topic, fetch.partition), fetch
+
+
+def _distinct(request: FetchRequest) -> bool:
+    """No partition named twice (read_fetch would read it twice)."""
+    return sum(len(t.partitions) for t in request.topics) == len(
+        {(t.topic, p.partition) for t in request.topics for p in t.partitions}
+    )

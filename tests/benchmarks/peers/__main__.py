@@ -1,0 +1,3 @@
+from tests.benchmarks.peers.run import main
+
+main()

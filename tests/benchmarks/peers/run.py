@@ -1,0 +1,113 @@
+"""`python -m tests.benchmarks.peers`: each system in turn (never two clusters at once), its
+measures `--runs` times, then one table; progress on stderr, the table (or --json) on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from tests.benchmarks.peers import table
+from tests.benchmarks.peers.common import Peer, Workload
+from tests.benchmarks.proc_cpu import total_cpu_seconds
+
+
+def _systems() -> dict[str, Callable[[], AbstractContextManager[Peer]]]:
+    # Imported here: each module needs its own client library (the `bench` extra).
+    from tests.benchmarks.peers import highwater_peer, nats_peer, redis_peer
+
+    return {
+        "highwater": highwater_peer.running,
+        "nats": nats_peer.running,
+        "redis": redis_peer.running,
+    }
+
+
+def one_run(peer: Peer, run: int, workload: Workload) -> dict[str, float]:
+    peer.prepare(run)
+    figures = {"produce": peer.produce(run, workload), "consume": peer.consume(run, workload)}
+    pids = peer.server_pids()
+    before_s, started = total_cpu_seconds(pids), time.monotonic()
+    latencies = peer.end_to_end(run, workload)
+    figures["cpu"] = (total_cpu_seconds(pids) - before_s) / (time.monotonic() - started)
+    if len(latencies) < workload.e2e_records:
+        raise SystemExit(f"{peer.name}: {len(latencies)} of {workload.e2e_records} records seen")
+    return figures | table.latency_figures(latencies)
+
+
+def measure(
+    systems: list[str], runs: int, workload: Workload
+) -> Iterator[tuple[str, list[dict[str, float]]]]:
+    starters = _systems()
+    for key in systems:
+        with starters[key]() as peer:
+            results = []
+            for run in range(1, runs + 1):
+                figures = one_run(peer, run, workload)
+                results.append(figures)
+                print(
+                    f"{peer.name} run {run}: produce {figures['produce']:,.0f} rec/s, consume "
+                    f"{figures['consume']:,.0f} rec/s, e2e p50 {figures['p50']:.1f} ms, p99 "
+                    f"{figures['p99']:.1f} ms, p99.9 {figures['p99.9']:.1f} ms, server CPU "
+                    f"{figures['cpu']:.2f} cores",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            yield peer.name, results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="A short validation: 1 run, small.")
+    parser.add_argument("--json", action="store_true", help="Every run's figures, as JSON.")
+    parser.add_argument(
+        "--systems", default="highwater,nats,redis", help="Comma-separated, in this order."
+    )
+    args = parser.parse_args()
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = set(systems) - {"highwater", "nats", "redis"}
+    if unknown:
+        parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    workload = Workload(records=20_000, duration_s=3) if args.quick else Workload()
+    runs = 1 if args.quick else args.runs
+    load = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    print(
+        f"3 nodes each on loopback, {workload.record_size}-byte records; produce and consume "
+        f"{workload.records:,}, end-to-end {workload.rate:,}/s for {workload.duration_s:g} s; "
+        f"{runs} run(s) each; before: {load}",
+        file=sys.stderr,
+        flush=True,
+    )
+    results = dict(measure(systems, runs, workload))
+    after = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    if args.json:
+        document: dict[str, Any] = {
+            "workload": vars(workload) | {"e2e_records": workload.e2e_records},
+            "load_before": load,
+            "load_after": after,
+            "runs": results,
+        }
+        if "Highwater" in results:
+            document["goal"] = table.goal(results)
+        print(json.dumps(document, indent=2))
+        return
+    print(table.render(results))
+    if "Highwater" in results and len(results) > 1:
+        verdict = table.goal(results)
+        met = "met" if all(verdict.values()) else "NOT met"
+        detail = ", ".join(f"{k} {'ok' if v else 'behind'}" for k, v in verdict.items())
+        print(
+            f"goal (Highwater ahead on throughput, p99 no worse than the best peer): "
+            f"{met} ({detail})"
+        )
+    print(f"machine load after: {after}")
+
+
+if __name__ == "__main__":
+    main()
