@@ -14,7 +14,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers zookeeper openssl nftables faketime containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers zookeeper openssl nftables faketime containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -168,6 +168,10 @@ bench-latency: venv zookeeper
 
 # Broker CPU per request (a small Produce, a replica Fetch of one batch, a long-poll Fetch);
 # ARGS="--profile DIR" adds py-spy profiles (docs/performance.md).
+# Before and after: perf produce/consume/end-to-end on REF's build and this tree, alternating.
+bench-compare: venv zookeeper
+	$(BIN)/python -m tests.benchmarks.compare $(ARGS)
+
 bench-requests: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.requests $(ARGS)
 

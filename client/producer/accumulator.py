@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 
 from client.producer.batch import DeliveryFuture, DoneCallback, ProducerBatch
 from protocol.records import Record
@@ -124,10 +124,17 @@ class RecordAccumulator:
         return head.created_ms + self.linger_ms
 
     def ready(
-        self, leader_for: Callable[[str, int], int | None], now_ms: float
+        self,
+        leader_for: Callable[[str, int], int | None],
+        now_ms: float,
+        busy: Set[int] = frozenset(),
     ) -> tuple[set[int], float, list[tuple[str, int]]]:
         """(brokers with a sendable batch, ms until the next batch may become ready,
-        the partitions with data but no known leader)."""
+        the partitions with data but no known leader). A batch still filling whose leader is
+        in `busy` (a Produce request outstanding) waits for that answer, however long it has
+        lingered: the broker reads a connection's requests one at a time, so a second small
+        request would only queue behind the first while its batch could still grow
+        (docs/performance.md, "Producer: no small request behind an outstanding one")."""
         nodes: set[int] = set()
         next_ms = math.inf
         leaderless: list[tuple[str, int]] = []
@@ -140,11 +147,22 @@ class RecordAccumulator:
                 leaderless.append(tp)
                 continue
             at = self._head_ready_at(queue, now_ms)
+            if leader in busy and self._still_filling(queue):
+                continue  # the outstanding request's answer wakes the sender
             if at <= now_ms:
                 nodes.add(leader)
             else:
                 next_ms = min(next_ms, at - now_ms)
         return nodes, next_ms, leaderless
+
+    def _still_filling(self, queue: deque[ProducerBatch]) -> bool:
+        head = queue[0]
+        return (
+            head.attempts == 0
+            and len(queue) == 1
+            and head.estimated_bytes < self.batch_size
+            and not self.flushing
+        )
 
     def drain(
         self,

@@ -204,7 +204,8 @@ class Sender:
             for batch in accumulator.expire(now):
                 self.fail(batch, self._expiry_error(batch, now))
             accumulator.forget_size_limits(now, metadata.metadata_max_age_ms)
-            nodes, next_ms, leaderless = accumulator.ready(metadata.leader_for, now)
+            busy = {node for node, count in self._in_flight.items() if count}
+            nodes, next_ms, leaderless = accumulator.ready(metadata.leader_for, now, busy)
             if leaderless:
                 metadata.request_update()
                 for topic, partition in leaderless:

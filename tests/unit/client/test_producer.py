@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import trio
 
@@ -314,6 +316,26 @@ def test_accumulator_ready_and_drain_are_pure() -> None:
     drained = acc.drain(2, leader_for, 1_000_000, 1, lambda b: b"x" * len(b.records))
     assert [len(b.records) for b in drained] == [2]  # the still-filling batch stays
     assert [b.tp for b in acc.expire(2000)] == [("t", 0), ("t", 1)]
+
+
+def test_a_filling_batch_waits_for_its_leaders_outstanding_request() -> None:
+    acc = RecordAccumulator(batch_size=100, linger_ms=0, delivery_timeout_ms=1000, muting=False)
+    record = Record(b"x" * 30, timestamp_ms=0)
+    acc.append("t", 0, record, 15, now_ms=0)
+
+    def leader_for(topic: str, partition: int) -> int | None:
+        return 1
+
+    assert acc.ready(leader_for, 0)[0] == {1}  # linger 0: nothing outstanding, it goes now
+    assert acc.ready(leader_for, 50, busy={1}) == (set(), math.inf, [])  # held, however old
+    assert acc.ready(leader_for, 50, busy={2})[0] == {1}  # another broker's request: no hold
+    acc.append("t", 0, record, 15, now_ms=1)
+    acc.append("t", 0, record, 15, now_ms=1)  # the first batch is full: it goes regardless
+    assert acc.ready(leader_for, 1, busy={1})[0] == {1}
+    acc2 = RecordAccumulator(batch_size=100, linger_ms=0, delivery_timeout_ms=1000, muting=False)
+    acc2.append("t", 0, record, 15, now_ms=0)
+    acc2.flushing += 1  # flush() sends what is queued without waiting
+    assert acc2.ready(leader_for, 0, busy={1})[0] == {1}
 
 
 async def test_exit_closing_the_producer_absorbs_its_own_nursery_cancel(
