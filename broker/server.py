@@ -34,6 +34,7 @@ from broker.purgatory import RequestClock, current_request_clock
 from broker.request_stats import RequestStats
 from broker.settings import default_of
 from broker.tls import certificate_subject
+from client.socket_io import LeanSocket
 from controller.zk_types import ZkConnectionError
 from protocol.apis import ApiKey, supported_versions
 from protocol.codec import RequestDecodeError, RequestHeader, decode_request, encode_response
@@ -66,6 +67,11 @@ class _Connection:
     peer: str
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     busy: bool = False
+    waiting_since: float = math.inf  # trio time it began waiting for a request (idle clock)
+
+
+# A connection's byte stream: the plain socket itself, or TLS over it.
+_Channel = LeanSocket | trio.SSLStream[trio.SocketStream]
 
 
 class BrokerServer:
@@ -131,6 +137,7 @@ class BrokerServer:
         async with trio.open_nursery() as connections:
             with self._accepting:
                 async with trio.open_nursery() as accepting:
+                    accepting.start_soon(self._close_idle_connections)
                     for served, sockets in opened:
                         self._logger.info(
                             "listening",
@@ -166,11 +173,25 @@ class BrokerServer:
         for conn in list(self._connections):
             conn.scope.cancel()
 
+    async def _close_idle_connections(self) -> None:
+        """Close connections idle for connections.max.idle.ms, in one sweep every quarter of
+        it (as Kafka's Selector), rather than with a timer around every read."""
+        while True:
+            idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
+            await trio.sleep(max(idle_s / 4, 0.01))
+            now = trio.current_time()
+            for conn in list(self._connections):
+                if not conn.busy and now - conn.waiting_since >= idle_s:
+                    self.closed_by_limit["idle"] += 1
+                    conn.waiting_since = math.inf  # counted once
+                    conn.scope.cancel()
+
     async def _serve(self, served: ServedListener, stream: trio.SocketStream) -> None:
         try:
             host, port = stream.socket.getpeername()[:2]
             peer = f"{host}:{port}"
         except OSError:
+            await trio.aclose_forcefully(stream)
             return
         self.accepted += 1
         limit = MAX_CONNECTIONS if self.max_connections is None else self.max_connections
@@ -184,11 +205,14 @@ class BrokerServer:
         SESSION.set(Session(client_host=host, listener=served.name))
         self._connections.add(conn)
         log = self._logger.bind(peer=peer, listener=served.name)
-        channel: trio.abc.Stream = stream
+        channel: _Channel | trio.SocketStream = stream
         try:
             with conn.scope:
+                if served.ssl_context is None:
+                    channel = LeanSocket(stream)
                 if served.security_protocol is SecurityProtocol.PLAINTEXT:
-                    await self._serve_requests(stream, conn, log, None, math.inf)
+                    assert isinstance(channel, LeanSocket)
+                    await self._serve_requests(channel, conn, log, None, math.inf)
                 else:
                     auth_deadline = trio.current_time() + self.auth_timeout_s
                     if served.ssl_context is not None:
@@ -204,6 +228,7 @@ class BrokerServer:
                             fake_salt_key=self._fake_salt_key,
                         )
                     log = log.bind(principal=str(SESSION.get().principal))
+                    assert not isinstance(channel, trio.SocketStream)
                     await self._serve_requests(channel, conn, log, sasl, auth_deadline)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away
@@ -214,7 +239,10 @@ class BrokerServer:
             self._connections.discard(conn)
             if self._stopping and not self._connections:
                 self._drained.set()
-            await trio.aclose_forcefully(channel)
+            if isinstance(channel, LeanSocket):
+                channel.close()
+            else:
+                await trio.aclose_forcefully(channel)
 
     async def _tls_handshake(
         self,
@@ -246,7 +274,7 @@ class BrokerServer:
 
     async def _serve_requests(
         self,
-        stream: trio.abc.Stream,
+        stream: _Channel,
         conn: _Connection,
         log: structlog.typing.FilteringBoundLogger,
         sasl: SaslAuthenticator | None,
@@ -264,6 +292,8 @@ class BrokerServer:
         clock = RequestClock()
         if stats is not None:
             current_request_clock.set(clock)  # this task's context: the purgatory adds to it
+        lean = stream if isinstance(stream, LeanSocket) else None
+        waits = -1  # the LeanSocket's waits at the last request
         while not self._stopping:
             try:
                 frame_body = decoder.next_frame()
@@ -271,19 +301,26 @@ class BrokerServer:
                 log.warning("closing connection: bad frame", error=str(exc))
                 return
             if frame_body is NEED_DATA:
-                with trio.move_on_at(min(trio.current_time() + idle_s, auth_deadline)) as idle:
-                    data = await stream.receive_some(receive_bytes)
-                if idle.cancelled_caught:
-                    if authenticating:
+                if authenticating:
+                    with trio.move_on_at(min(trio.current_time() + idle_s, auth_deadline)) as idle:
+                        data = await stream.receive_some(receive_bytes)
+                    if idle.cancelled_caught:
                         log.info("closing connection: not authenticated in time")
-                    else:
-                        self.closed_by_limit["idle"] += 1
-                    return
+                        return
+                else:
+                    conn.waiting_since = trio.current_time()  # _close_idle_connections
+                    data = await stream.receive_some(receive_bytes)
+                    conn.waiting_since = math.inf
                 if not data:
                     return
                 decoder.receive_data(data)
                 continue
             assert isinstance(frame_body, bytes)
+            if lean is not None:
+                if lean.waits == waits:
+                    # No wait since the last request (a client pipelining): let others run.
+                    await trio.lowlevel.checkpoint()
+                waits = lean.waits
             received = time.perf_counter()
             try:
                 request = decode_request(frame_body)
@@ -355,7 +392,7 @@ class BrokerServer:
 
     async def _authenticate(
         self,
-        stream: trio.abc.Stream,
+        stream: _Channel,
         sasl: SaslAuthenticator,
         header: RequestHeader,
         body: Any,
@@ -391,7 +428,10 @@ class BrokerServer:
             )
         return not step.close
 
-    async def _send(self, stream: trio.abc.Stream, data: bytes) -> None:
+    async def _send(self, stream: _Channel, data: bytes) -> None:
+        if isinstance(stream, LeanSocket):
+            await stream.send_all(data, _send_timeout_s(len(data)))
+            return
         with trio.fail_after(_send_timeout_s(len(data))):
             await stream.send_all(data)
 

@@ -1,0 +1,93 @@
+"""A connected TCP socket driven by trio's readiness waits, for the request path.
+
+trio's SocketStream pays, per call, a cancellation check, a yield to the scheduler after every
+successful send or receive, and several context managers (docs/performance.md, "The request
+loop"). `LeanSocket` calls the non-blocking socket directly and waits
+(`trio.lowlevel.wait_readable`/`wait_writable`) only when it would block. It does not yield
+otherwise: a caller looping over ready data must yield itself (`trio.lowlevel.checkpoint`) so
+other tasks run; `waits` counts the waits, so it can tell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+
+import trio
+
+__all__ = ["LeanSocket"]
+
+
+class LeanSocket:
+    """Owns a connected, non-blocking socket taken from a trio SocketStream."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        # detach: the trio socket object gives up the descriptor, so nothing else closes it.
+        self._sock = socket.socket(fileno=stream.socket.detach())
+        self._sock.setblocking(False)
+        self._closed = False
+        self.waits = 0  # readiness waits so far: each one let other tasks run
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def getpeername(self) -> tuple[str, int]:
+        host, port = self._sock.getpeername()[:2]
+        return host, port
+
+    def try_receive(self, max_bytes: int) -> bytes | None:
+        """Bytes read now (b"": the peer closed), or None if there are none yet. Raises
+        OSError, or trio.ClosedResourceError once closed."""
+        if self._closed:
+            raise trio.ClosedResourceError("socket closed")
+        try:
+            return self._sock.recv(max_bytes)
+        except BlockingIOError:
+            return None
+
+    async def wait_readable(self) -> None:
+        """Until bytes (or the peer's close) may be read; trio.ClosedResourceError if closed."""
+        if self._closed:
+            raise trio.ClosedResourceError("socket closed")
+        self.waits += 1
+        await trio.lowlevel.wait_readable(self._sock)
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        """Bytes read (b"": the peer closed), waiting only if none are there yet; no yield
+        when some are."""
+        while True:
+            data = self.try_receive(max_bytes)
+            if data is not None:
+                return data
+            await self.wait_readable()
+
+    async def send_all(self, data: bytes, timeout_s: float = math.inf) -> None:
+        """Write all of `data`; waits (at most `timeout_s`, then trio.TooSlowError) only while
+        the socket's buffer is full; no yield when it is not."""
+        if self._closed:
+            raise trio.ClosedResourceError("socket closed")
+        sock = self._sock
+        try:
+            sent = sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        if sent == len(data):
+            return
+        with trio.fail_after(timeout_s), memoryview(data) as view:
+            while sent < len(view):
+                self.waits += 1
+                await trio.lowlevel.wait_writable(sock)
+                if self._closed:
+                    raise trio.ClosedResourceError("socket closed")
+                with contextlib.suppress(BlockingIOError):
+                    sent += sock.send(view[sent:])
+
+    def close(self) -> None:
+        """Close now; a task waiting on the socket gets trio.ClosedResourceError."""
+        if self._closed:
+            return
+        self._closed = True
+        trio.lowlevel.notify_closing(self._sock)
+        self._sock.close()
