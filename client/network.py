@@ -20,6 +20,7 @@ from typing import Any, Final
 import trio
 
 from client.security import AuthenticationError, ClientSecurity
+from client.socket_io import LeanSocket
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.framing import NEED_DATA
@@ -77,7 +78,9 @@ async def connect(
             stream: trio.abc.Stream = tcp
             if security.uses_tls:
                 stream = await _tls(tcp, host, security, address)
-            connection = BrokerConnection(stream, address, client_id, socket_stream=tcp)
+            connection = BrokerConnection(
+                stream, address, client_id, socket_stream=None if stream is tcp else tcp
+            )
             if security.uses_sasl:
                 try:
                     await security.authenticate(connection, timeout_ms)
@@ -123,10 +126,14 @@ class BrokerConnection:
         """`socket_stream`: the TCP stream under `stream` when that is a TLS stream;
         `closed_hint`: said when the broker closes the connection before its first answer."""
         self.address = address
-        self._stream = stream
-        if socket_stream is None:
-            assert isinstance(stream, trio.SocketStream)
-            socket_stream = stream
+        # Plain TCP (PLAINTEXT, SASL_PLAINTEXT): the socket itself, driven without trio's
+        # per-call overhead (client.socket_io); TLS: trio's SSLStream over `socket_stream`.
+        self._stream: trio.abc.Stream | LeanSocket
+        if isinstance(stream, trio.SocketStream):
+            self._stream = LeanSocket(stream)
+        else:
+            assert socket_stream is not None, "a TLS stream needs its TCP stream"
+            self._stream = stream
         self._socket = socket_stream
         self._protocol = ClientProtocol(client_id)
         self._send_lock = trio.Lock()
@@ -234,7 +241,12 @@ class BrokerConnection:
     def _break(self, error: BrokerConnectionError) -> None:
         if self._broken is None:
             self._broken = error
-            self._socket.socket.close()  # wakes any task blocked in receive_some
+            # Wakes any task blocked in receive_some.
+            if isinstance(self._stream, LeanSocket):
+                self._stream.close()
+            else:
+                assert self._socket is not None
+                self._socket.socket.close()
 
     def close_now(self) -> None:
         """Close without waiting (for connection pools dropping a connection from sync code)."""
@@ -243,4 +255,8 @@ class BrokerConnection:
     async def aclose(self) -> None:
         if self._broken is None:
             self._broken = BrokerConnectionError(f"{self.address}: connection closed")
-        await self._stream.aclose()
+        if isinstance(self._stream, LeanSocket):
+            self._stream.close()
+            await trio.lowlevel.checkpoint()
+        else:
+            await self._stream.aclose()
