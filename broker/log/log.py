@@ -507,8 +507,7 @@ class Log:
             segment = self._segments[i]
             max_position = segment.size
             if limit < segment.next_offset:
-                found = segment.translate_offset(limit)
-                max_position = found[0] if found is not None else segment.size
+                max_position = segment.position_of(limit)
             data = segment.read(offset, max_bytes, max_position, min_one_batch)
             if data is not None:
                 return FetchDataInfo(offset, data)

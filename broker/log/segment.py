@@ -32,6 +32,7 @@ from protocol.records import (
 __all__ = ["MAX_RELATIVE_OFFSET", "FileSlice", "LogSegment", "segment_file_name"]
 
 _SCAN_CHUNK_BYTES: Final = 64 * 1024
+_RECENT_BATCHES: Final = 64  # batch positions remembered per segment (LogSegment._recent)
 MAX_RELATIVE_OFFSET: Final = (1 << 31) - 1
 _INDEX_SUFFIXES: Final = (".index", ".timeindex")
 _pack_prefix: Final = BATCH_PREFIX.pack  # stamp_prefix without a Python call: runs per append
@@ -84,6 +85,10 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.rolling_base_timestamp: int | None = None  # the first batch's max_timestamp
         self._bytes_since_index_entry = 0
+        # (position, size) of the last batches appended, by base offset: followers and
+        # consumers at the log end fetch from exactly these, so their reads (and the HW's
+        # position) skip the index lookup and header scan of translate_offset.
+        self._recent: dict[int, tuple[int, int]] = {}
 
     # -- opening -------------------------------------------------------------------------
 
@@ -124,6 +129,7 @@ class LogSegment:
     def recover(self, expected_base: int | None = None) -> int:
         """Re-validate every batch (CRC, offsets, sizes), rebuild both indexes, and truncate at
         the first bad byte. Returns the number of bytes truncated."""
+        self._recent.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = -1
@@ -220,6 +226,10 @@ class LogSegment:
         self._bytes_since_index_entry = bytes_since_index_entry + size
         self.next_offset = base_offset + header.last_offset_delta + 1
         self.size = file_position + size
+        recent = self._recent
+        recent[base_offset] = (file_position, size)
+        if len(recent) > _RECENT_BATCHES:
+            del recent[next(iter(recent))]  # the oldest: dicts keep insertion order
 
     def _write(self, parts: tuple[bytes | memoryview, ...], size: int) -> None:
         """Write one batch at the end of the file. If the disk refuses it (ENOSPC, EIO), cut
@@ -306,17 +316,29 @@ class LogSegment:
         As in Kafka, the slice may end inside a batch (clients drop a partial last batch);
         with `min_one_batch` the first batch is returned whole even if over `max_bytes`.
         """
-        found = self.translate_offset(offset)
-        if found is None:
-            return None
-        position, header = found
+        recent = self._recent.get(offset)
+        if recent is not None:
+            position, batch_size = recent
+        else:
+            found = self.translate_offset(offset)
+            if found is None:
+                return None
+            position, batch_size = found[0], found[1].size
         limit = min(max_position, self.size)
         if position >= limit:
             return None
         length = min(max_bytes, limit - position)
-        if min_one_batch and length < header.size:
-            length = min(header.size, limit - position)
+        if min_one_batch and length < batch_size:
+            length = min(batch_size, limit - position)
         return FileSlice(self.fd, position, length)
+
+    def position_of(self, offset: int) -> int:
+        """Position of the first batch whose last offset is >= `offset` (the size: none)."""
+        recent = self._recent.get(offset)
+        if recent is not None:
+            return recent[0]
+        found = self.translate_offset(offset)
+        return found[0] if found is not None else self.size
 
     def find_offset_by_timestamp(
         self, timestamp: int, min_offset: int = 0
@@ -375,6 +397,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         if found is None:
             return 0
+        self._recent.clear()
         position, header = found
         cut_from = min(header.base_offset, offset)
         self.offset_index.truncate_to(cut_from)

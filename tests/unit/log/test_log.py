@@ -756,3 +756,30 @@ def test_maybe_increment_log_start_offset(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", log.config, log_start_offset=14)
     assert (log.log_start_offset, log.log_end_offset) == (14, 14)
     log.close()
+
+
+def test_reads_at_recent_batch_boundaries_match_the_index_path_and_survive_truncation(
+    tmp_path: Path,
+) -> None:
+    """Reads at a just-appended batch's base offset (and an HW there) use the segment's
+    remembered positions; they must agree with the index lookup, also after a truncation
+    puts a batch of another size at the same offset."""
+    log = open_log(tmp_path / "t-0", LogConfig())
+    for tag in range(5):
+        log.append_as_leader(make_batch(tag + 1, tag=tag), 1, T0)  # offsets 0, 1, 3, 6, 10
+    segment = log.active_segment
+    for offset in (0, 1, 3, 6, 10):
+        found = segment.translate_offset(offset)
+        assert found is not None
+        assert segment.position_of(offset) == found[0]
+        whole = log.read(offset, 1 << 20).read()
+        assert read_header(whole).base_offset == offset
+        below_hw = read_headers(log, offset, max_offset=10)
+        assert [h.base_offset for h in below_hw] == [o for o in (0, 1, 3, 6) if o >= offset]
+    assert log.truncate_to(3) is True
+    log.append_as_leader(make_batch(7, tag=9, value=b"v" * 50), 2, T0)  # 3..9, bigger
+    again = log.read(3, 1).read()  # at least one whole batch: its size must be the new one
+    assert read_header(again).base_offset == 3 and read_header(again).last_offset == 9
+    assert again == stored_batches(log)[2]
+    assert log.read(6, 1).read() == again  # 6 is inside it now, no longer a batch's base
+    log.close()
