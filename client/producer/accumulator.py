@@ -134,7 +134,7 @@ class RecordAccumulator:
         in `busy` (a Produce request outstanding) waits for that answer, however long it has
         lingered: the broker reads a connection's requests one at a time, so a second small
         request would only queue behind the first while its batch could still grow
-        (docs/performance.md, "Producer: no small request behind an outstanding one")."""
+        (docs/performance.md, "What mattered")."""
         nodes: set[int] = set()
         next_ms = math.inf
         leaderless: list[tuple[str, int]] = []
