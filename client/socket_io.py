@@ -89,5 +89,6 @@ class LeanSocket:
         if self._closed:
             return
         self._closed = True
-        trio.lowlevel.notify_closing(self._sock)
+        with contextlib.suppress(RuntimeError):  # outside a trio run: nothing waits on it
+            trio.lowlevel.notify_closing(self._sock)
         self._sock.close()

@@ -1,0 +1,80 @@
+"""LeanSocket over a real connected TCP pair on loopback."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from client.socket_io import LeanSocket
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[LeanSocket, socket.socket]]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    stream = await trio.open_tcp_stream("127.0.0.1", listener.getsockname()[1])
+    peer, _ = listener.accept()
+    listener.close()
+    lean = LeanSocket(stream)
+    try:
+        yield lean, peer
+    finally:
+        lean.close()
+        peer.close()
+
+
+async def test_bytes_both_ways_and_the_peers_close(pair: tuple[LeanSocket, socket.socket]) -> None:
+    lean, peer = pair
+    await lean.send_all(b"ping")
+    assert peer.recv(16) == b"ping"
+    peer.sendall(b"pong")
+    assert await lean.receive_some(16) == b"pong"
+    waits = lean.waits
+    peer.close()
+    assert await lean.receive_some(16) == b""  # the peer closed
+    assert lean.waits >= waits
+
+
+async def test_a_receive_waits_for_data(pair: tuple[LeanSocket, socket.socket]) -> None:
+    lean, peer = pair
+    assert lean.try_receive(16) is None
+    async with trio.open_nursery() as nursery:
+        received: list[bytes] = []
+
+        async def receive() -> None:
+            received.append(await lean.receive_some(16))
+
+        nursery.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        assert received == [] and lean.waits == 1
+        peer.sendall(b"late")
+    assert received == [b"late"]
+
+
+async def test_a_send_the_peer_does_not_read_times_out(
+    pair: tuple[LeanSocket, socket.socket],
+) -> None:
+    lean, _ = pair
+    with pytest.raises(trio.TooSlowError):
+        await lean.send_all(b"x" * (64 * 1024 * 1024), timeout_s=0.2)
+
+
+async def test_close_wakes_a_waiting_receive(pair: tuple[LeanSocket, socket.socket]) -> None:
+    lean, _ = pair
+    raised: list[BaseException] = []
+
+    async def receive() -> None:
+        try:
+            await lean.receive_some(16)
+        except trio.ClosedResourceError as exc:
+            raised.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        lean.close()
+    assert len(raised) == 1 and lean.closed
+    with pytest.raises(trio.ClosedResourceError):
+        await lean.send_all(b"after")
