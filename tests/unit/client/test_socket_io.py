@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+import trio.testing
 
 from client.socket_io import LeanSocket
 
