@@ -113,6 +113,15 @@ async def _tls(
     return tls
 
 
+async def _acquire(lock: trio.Lock) -> None:
+    """Take a free lock without trio.Lock.acquire's yield to the scheduler: each request takes
+    two, and a request that waits for its answer yields there anyway."""
+    try:
+        lock.acquire_nowait()
+    except trio.WouldBlock:
+        await lock.acquire()
+
+
 class BrokerConnection:
     def __init__(
         self,
@@ -167,7 +176,8 @@ class BrokerConnection:
         self._raise_if_broken()
         try:
             with trio.fail_after(timeout_ms / 1000 if timeout_ms >= 0 else math.inf):
-                async with self._send_lock:
+                await _acquire(self._send_lock)
+                try:
                     self._raise_if_broken()
                     correlation_id, data = self._protocol.send_request(
                         body, api_version, expect_response=expect_response
@@ -175,6 +185,8 @@ class BrokerConnection:
                     if expect_response:
                         self._waiting.add(correlation_id)
                     await self._send(data)
+                finally:
+                    self._send_lock.release()
                 if on_sent is not None:
                     on_sent()
                 if not expect_response:
@@ -199,10 +211,13 @@ class BrokerConnection:
     async def _wait_for(self, correlation_id: int) -> Any:
         try:
             while correlation_id not in self._arrived:
-                async with self._receive_lock:
+                await _acquire(self._receive_lock)
+                try:
                     while correlation_id not in self._arrived:
                         self._raise_if_broken()
                         await self._receive_one()
+                finally:
+                    self._receive_lock.release()
             return self._arrived.pop(correlation_id).body
         finally:
             self._waiting.discard(correlation_id)
