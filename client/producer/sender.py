@@ -56,6 +56,10 @@ METADATA_ERRORS: Final = frozenset(
     }
 )
 _TRANSACTION_TIMEOUT_MS: Final = 60_000  # Kafka's transaction.timeout.ms (no transactions here)
+# Answers after which the broker that gave them is asked for metadata last.
+_SUSPECT_LEADER_CODES: Final = frozenset(
+    {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER}
+)
 # Answers after which a batch may be in the log even though it failed: a resend would be
 # deduplicated, but giving its sequence numbers to another batch would not be safe.
 _MAYBE_APPENDED: Final = frozenset(
@@ -400,7 +404,9 @@ class Sender:
             if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self._idempotence is not None:
                 code = ErrorCode.NONE  # as Kafka: already in the log, its offset forgotten
             if code != ErrorCode.NONE:
-                if code == ErrorCode.REQUEST_TIMED_OUT:  # its followers may no longer follow
+                if code in _SUSPECT_LEADER_CODES:
+                    # REQUEST_TIMED_OUT: its followers may no longer follow; a sequence gap:
+                    # it may be a deposed leader (retry_or_fail).
                     self._metadata.request_update(suspect=node)
                 self.retry_or_fail(
                     batch, code, f"{batch.topic}-{batch.partition}", answer.error_message
@@ -452,11 +458,16 @@ class Sender:
         idempotence = self._idempotence
         if idempotence is not None and isinstance(error, ProducerFatalError):
             # A gap before the batch the leader expects next is fatal; before a later one,
-            # it only means an earlier batch failed first: retry in order.
+            # it only means an earlier batch failed first: retry in order. After an
+            # acknowledged batch (acks=all: on every in-sync replica) the broker lacks what any
+            # replica that may lead holds: it is a deposed leader that has not heard yet (the
+            # chaos soak met one, docs/reliability.md): retry once the metadata names the
+            # leader, until delivery.timeout.ms. Kafka's producer bumps its epoch (KIP-360).
             retriable = code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
                 not idempotence.is_next(batch)
                 or batch.sent_behind
                 or batch.sent_sequence != batch.base_sequence
+                or idempotence.partitions[batch.tp].acknowledged
             )
             if not retriable:
                 self.stop(error, batch)

@@ -371,7 +371,6 @@ async def test_a_batch_refused_until_it_expires_fails_alone(cluster: FakeCluster
 @pytest.mark.parametrize(
     ("code", "error_type"),
     [
-        (OOOS, OutOfOrderSequenceError),
         (ErrorCode.INVALID_PRODUCER_EPOCH, ProducerFencedError),
         (ErrorCode.UNKNOWN_PRODUCER_ID, UnknownProducerIdError),
     ],
@@ -400,6 +399,38 @@ async def test_a_fatal_sequence_error_fails_every_pending_record_and_later_sends
     assert stored_values(cluster, "t", 1) == []
 
 
+async def test_a_sequence_gap_before_anything_was_acknowledged_stops_the_producer(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create_topic("t", 1)
+    async with Producer(cluster.bootstrap, **ONE_RECORD_BATCHES) as producer:  # type: ignore[arg-type]
+        cluster.fail_next(ApiKey.PRODUCE, OOOS, "t", 0)
+        first = await producer.send("t", b"first", partition=0)
+        with trio.fail_after(10), pytest.raises(OutOfOrderSequenceError) as info:
+            await first
+        assert str(info.value).startswith("OUT_OF_ORDER_SEQUENCE_NUMBER")
+        with pytest.raises(OutOfOrderSequenceError):
+            producer.send_nowait("t", b"after", partition=0)
+    assert stored_values(cluster) == []
+
+
+async def test_a_sequence_gap_after_an_acknowledged_batch_is_a_deposed_leaders_and_retried(
+    cluster: FakeCluster,
+) -> None:
+    """acks=all: an acknowledged batch is on every replica that may lead, so a broker that
+    lacks it no longer leads (it has not heard yet): ask the metadata again and retry."""
+    cluster.create_topic("t", 1)
+    async with Producer(cluster.bootstrap, **ONE_RECORD_BATCHES) as producer:  # type: ignore[arg-type]
+        await (await producer.send("t", b"first", partition=0))
+        cluster.fail_next(ApiKey.PRODUCE, OOOS, "t", 0, times=2)
+        futures = [producer.send_nowait("t", value(i), partition=0) for i in range(3)]
+        with trio.fail_after(10):
+            await producer.flush()
+        assert [f.exception() for f in futures] == [None, None, None]
+    assert stored_values(cluster) == [b"first", value(0), value(1), value(2)]
+    assert [code for _, code in produce_answers(cluster)].count(OOOS) == 2
+
+
 async def test_a_fatal_error_also_fails_records_queued_for_other_partitions(
     cluster3: FakeCluster,
 ) -> None:
@@ -408,13 +439,13 @@ async def test_a_fatal_error_also_fails_records_queued_for_other_partitions(
     async with Producer(cluster.bootstrap, linger_ms=60_000, batch_size=100) as producer:
         await producer.send("t", b"first", partition=0)
         await producer.flush()
-        cluster.fail_next(ApiKey.PRODUCE, OOOS, "t", 0)
+        cluster.fail_next(ApiKey.PRODUCE, ErrorCode.INVALID_PRODUCER_EPOCH, "t", 0)
         lingering = await producer.send("t", b"b", partition=1)  # waits for linger: queued
         doomed = await producer.send("t", value(0), partition=0)  # a full batch: goes now
-        with trio.fail_after(5), pytest.raises(OutOfOrderSequenceError):
+        with trio.fail_after(5), pytest.raises(ProducerFencedError):
             await doomed
         assert lingering.done()
-        assert isinstance(lingering.exception(), OutOfOrderSequenceError)
+        assert isinstance(lingering.exception(), ProducerFencedError)
         assert "producer stopped" in str(lingering.exception())
 
 
