@@ -119,9 +119,13 @@ class RecordAccumulator:
         head = queue[0]
         if head.attempts > 0:
             return head.retry_at_ms
-        if len(queue) > 1 or head.estimated_bytes >= self.batch_size or self.flushing:
+        if self._goes_without_lingering(queue):
             return now_ms
         return head.created_ms + self.linger_ms
+
+    def _goes_without_lingering(self, queue: deque[ProducerBatch]) -> bool:
+        """The head batch is full, has batches behind it, or a flush is on."""
+        return len(queue) > 1 or queue[0].estimated_bytes >= self.batch_size or bool(self.flushing)
 
     def ready(
         self,
@@ -146,23 +150,15 @@ class RecordAccumulator:
             if leader is None:
                 leaderless.append(tp)
                 continue
-            at = self._head_ready_at(queue, now_ms)
-            if leader in busy and self._still_filling(queue):
+            filling = queue[0].attempts == 0 and not self._goes_without_lingering(queue)
+            if filling and leader in busy:
                 continue  # the outstanding request's answer wakes the sender
+            at = self._head_ready_at(queue, now_ms)
             if at <= now_ms:
                 nodes.add(leader)
             else:
                 next_ms = min(next_ms, at - now_ms)
         return nodes, next_ms, leaderless
-
-    def _still_filling(self, queue: deque[ProducerBatch]) -> bool:
-        head = queue[0]
-        return (
-            head.attempts == 0
-            and len(queue) == 1
-            and head.estimated_bytes < self.batch_size
-            and not self.flushing
-        )
 
     def drain(
         self,
