@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
 import statistics
 import subprocess
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 from tests.benchmarks.proc_cpu import cluster_pids, total_cpu_seconds
+from tests.benchmarks.replication import highwater
 
 ROOT = Path(__file__).resolve().parents[2]
 _RATE = re.compile(r"([\d.]+) records/sec")
@@ -44,46 +44,35 @@ def checkout(ref: str, into: Path) -> Path:
     return into
 
 
-def highwater(tree: Path, *args: str, bootstrap: str | None = None) -> str:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    if bootstrap:
-        env["HIGHWATER_BOOTSTRAP"] = bootstrap
-    command = [sys.executable, "-m", "client.cli", *args]
-    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-    return done.stdout + done.stderr
-
-
 def one_run(tree: Path, scratch: Path, args: argparse.Namespace) -> dict[str, float]:
     cluster = scratch / "cluster"
     bootstrap = f"127.0.0.1:{args.base_port}"
     up = ("--dir", str(cluster), "--base-port", str(args.base_port), "--zk-port", str(args.zk_port))
-    highwater(tree, "dev", "up", *up)
+    highwater("dev", "up", *up, tree=tree)
     try:
         for topic in ("throughput", "latency"):
             highwater(
-                tree, "topics", "create", topic, "--partitions", "1", "--replication-factor",
-                "3", "--config", "min.insync.replicas=2", bootstrap=bootstrap,
+                "topics", "create", topic, "--partitions", "1", "--replication-factor", "3",
+                "--config", "min.insync.replicas=2", bootstrap=bootstrap, tree=tree,
             )  # fmt: skip
         records = str(args.records)
         produced = highwater(
-            tree, "perf", "produce", "--topic", "throughput", "--num-records", records,
-            "--acks", "all", bootstrap=bootstrap,
+            "perf", "produce", "--topic", "throughput", "--num-records", records,
+            "--acks", "all", bootstrap=bootstrap, tree=tree,
         )  # fmt: skip
         consumed = highwater(
-            tree, "perf", "consume", "--topic", "throughput", "--messages", records,
-            bootstrap=bootstrap,
+            "perf", "consume", "--topic", "throughput", "--messages", records,
+            bootstrap=bootstrap, tree=tree,
         )  # fmt: skip
         pids = [pid for name, pid in cluster_pids(cluster).items() if name.startswith("broker")]
         before_s, started = total_cpu_seconds(pids), time.monotonic()
         latency = highwater(
-            tree, "perf", "end-to-end", "--topic", "latency", "--num-records",
-            str(args.e2e_records), "--throughput", "10000", bootstrap=bootstrap,
+            "perf", "end-to-end", "--topic", "latency", "--num-records",
+            str(args.e2e_records), "--throughput", "10000", bootstrap=bootstrap, tree=tree,
         )  # fmt: skip
         cores = (total_cpu_seconds(pids) - before_s) / (time.monotonic() - started)
     finally:
-        highwater(tree, "dev", "down", *up[:2])
+        highwater("dev", "down", *up[:2], tree=tree)
     figures = {
         "produce": _first(_RATE, produced),
         "build-only": _first(_CEILING, produced),

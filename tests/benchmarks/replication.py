@@ -24,12 +24,15 @@ from pathlib import Path
 FLOOR = 0.33
 
 
-def highwater(*args: str, bootstrap: str | None = None) -> str:
+def highwater(*args: str, bootstrap: str | None = None, tree: Path | None = None) -> str:
+    """`highwater ARGS`' stdout; `tree`: run that checkout's code instead of this one's."""
     env = dict(os.environ)
     if bootstrap:
         env["HIGHWATER_BOOTSTRAP"] = bootstrap
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     command = [sys.executable, "-m", "client.cli", *args]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}{done.stderr}")
     return done.stdout
