@@ -125,7 +125,7 @@ def main() -> None:
             medians.append(statistics.median(values))
             cells.append(f"{medians[-1]:,.2f} [{min(values):,.2f}-{max(values):,.2f}]")
         ratio = medians[1] / medians[0] if medians[0] else float("nan")
-        print(f"{key:<14}" + "".join(f"{c:>34}" for c in cells) + f"{ratio:>8.2f}")
+        print(f"{key:<14}" + "".join(f"  {c:>38}" for c in cells) + f"{ratio:>8.2f}")
 
 
 if __name__ == "__main__":
