@@ -197,8 +197,7 @@ async def test_a_refused_change_names_the_key_and_changes_nothing(
     code: ErrorCode,
     named: str,
 ) -> None:
-    if REFUSED.name not in await admin.list_topics():
-        await admin.create_topic(REFUSED.name, 1, 3, config={"retention.ms": "5000"})
+    await _ensure_refused_topic(cluster, admin)
     with pytest.raises(HighwaterClientError) as refused:
         await admin.incremental_alter_configs({resource: [AlterConfigOp(key, value=value)]})
     assert refused.value.code == code
@@ -207,6 +206,25 @@ async def test_a_refused_change_names_the_key_and_changes_nothing(
     assert found[DEFAULTS] == []
     overrides = {e.name: e.value for e in found[REFUSED] if e.source.name == "DYNAMIC_TOPIC_CONFIG"}
     assert overrides == {"retention.ms": "5000"}
+
+
+async def _ensure_refused_topic(cluster: Cluster, admin: Admin) -> None:
+    """Create REFUSED once for all the cases, and wait until every broker's metadata has it:
+    the admin may ask a broker that has not heard of it yet (TOPIC_ALREADY_EXISTS then)."""
+    try:
+        await admin.create_topic(REFUSED.name, 1, 3, config={"retention.ms": "5000"})
+    except HighwaterClientError as error:
+        if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+
+    async def known_everywhere() -> bool:
+        for broker in cluster.brokers.values():
+            meta = await fetch_metadata(broker.port)
+            if meta is None or REFUSED.name not in {t.name for t in meta.topics}:
+                return False
+        return True
+
+    await eventually(known_everywhere, 30, f"every broker to know topic {REFUSED.name!r}")
 
 
 async def test_dynamic_defaults_reach_logs_already_open(cluster: Cluster, admin: Admin) -> None:
