@@ -309,20 +309,31 @@ class ClusterMetadata:
         return [*ordered, avoid] if avoid is not None else ordered
 
     def _merge(self, response: MetadataResponse, wanted: tuple[str, ...] | None) -> None:
-        self.brokers = {
-            b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers
-        }
+        # A broker that has not heard from the controller we know of yet (one just restarted
+        # answers with controller epoch -1, no topics and few brokers): what it lacks is not
+        # news, and forgetting a topic would forget its leader epochs, so that a deposed
+        # leader's stale answer would be believed next (KIP-320 keeps last-seen epochs apart).
+        behind = (
+            response.cluster_id == self.cluster_id
+            and response.controller_epoch < self.controller_epoch
+        )
+        if not behind:
+            self.brokers = {
+                b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers
+            }
         self.cluster_id = response.cluster_id
-        if response.controller_epoch >= self.controller_epoch:
+        if not behind:
             self.controller_epoch = response.controller_epoch
             self.controller_id = response.controller_id
         seen_topics = set()
         for topic in response.topics:
             seen_topics.add(topic.name)
-            self._topic_errors[topic.name] = topic.error_code
             if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                self._partitions.pop(topic.name, None)
+                if not behind:
+                    self._topic_errors[topic.name] = topic.error_code
+                    self._partitions.pop(topic.name, None)
                 continue
+            self._topic_errors[topic.name] = topic.error_code
             if topic.error_code != 0 and not topic.partitions:
                 continue  # e.g. LEADER_NOT_AVAILABLE while being created: keep what we had
             old = self._partitions.get(topic.name, {})
@@ -343,7 +354,7 @@ class ClusterMetadata:
                     info = known  # stale answer (KIP-320)
                 merged[p.partition_index] = info
             self._partitions[topic.name] = merged
-        if wanted is None:
+        if wanted is None and not behind:
             for gone in set(self._partitions) - seen_topics:
                 del self._partitions[gone]
         self.last_refresh_ms = self.last_answer_ms = _now_ms()

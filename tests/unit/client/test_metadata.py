@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import trio
@@ -46,6 +47,31 @@ async def test_stale_answers_do_not_move_leaders_or_controller_backwards() -> No
     metadata._merge(response(leader=1, leader_epoch=6, controller_epoch=4), ("t",))
     assert metadata.leader_for("t", 0) == 1
     assert metadata.controller_epoch == 4
+
+
+async def test_a_broker_behind_the_controller_does_not_make_topics_forgotten() -> None:
+    """A restarted broker answers before the controller has told it anything: its "unknown
+    topic" must not drop the leader epochs we know, or a deposed leader's stale answer (an
+    older epoch) would be believed next."""
+    metadata = ClusterMetadata("h:1")
+    metadata._merge(response(leader=2, leader_epoch=5, controller_epoch=3), ("t",))
+    restarted = MetadataResponse(
+        brokers=(BrokerEndpoint(1, "h", 1),),
+        cluster_id="c",
+        controller_id=-1,
+        topics=(MetadataTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "t", ()),),
+        controller_epoch=-1,
+    )
+    metadata._merge(restarted, ("t",))
+    metadata._merge(replace(restarted, topics=()), None)
+    assert metadata.leader_for("t", 0) == 2
+    assert metadata.topic_error("t") == 0
+    metadata._merge(response(leader=1, leader_epoch=4, controller_epoch=3), ("t",))
+    assert metadata.leader_for("t", 0) == 2  # the deposed leader's answer stays stale
+    # From a broker up to date with the controller, "unknown" is news: the topic is gone.
+    metadata._merge(replace(restarted, controller_epoch=3), ("t",))
+    assert metadata.leader_for("t", 0) is None
+    assert metadata.topic_error("t") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def test_refresh_pools_one_connection_per_broker(cluster3: FakeCluster) -> None:
