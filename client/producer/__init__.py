@@ -1,6 +1,7 @@
 """The async producer, split along Kafka's classes: `batch` (ProducerBatch and the records'
 futures), `accumulator` (RecordAccumulator), `idempotence` (the idempotent half of
-TransactionManager), `sender` (Sender) and `producer` (KafkaProducer: the public Producer).
+TransactionManager), `sender` (Sender; with `answers`, `producer_id` and `retry_notices`) and
+`producer` (KafkaProducer: the public Producer).
 """
 
 from client.producer.accumulator import RecordAccumulator
@@ -17,7 +18,8 @@ from client.producer.idempotence import (
     PartitionSequences,
 )
 from client.producer.producer import Producer
-from client.producer.sender import RETRY_NOTICE_INTERVAL_MS, CloseResult, RetryNotice
+from client.producer.retry_notices import RETRY_NOTICE_INTERVAL_MS, RetryNotice
+from client.producer.sender import CloseResult
 
 __all__ = [
     "MAX_IN_FLIGHT_BATCHES_PER_PARTITION",

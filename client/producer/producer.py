@@ -34,7 +34,8 @@ from client.producer.batch import (
     estimate_record_bytes,
 )
 from client.producer.idempotence import IdempotenceState, idempotence_enabled
-from client.producer.sender import CloseResult, RetryNotice, Sender
+from client.producer.retry_notices import RetryNotice
+from client.producer.sender import CloseResult, Sender
 from client.security import ClientSecurity
 from protocol.compression import Compression, codec_named
 from protocol.errors import ErrorCode

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
 import trio
 
@@ -18,7 +17,6 @@ from client.errors import (
     ClientClosedError,
     HighwaterClientError,
     HighwaterTimeoutError,
-    NoBrokersAvailable,
     OutOfOrderSequenceError,
     ProducerFatalError,
     error_for_code,
@@ -26,11 +24,19 @@ from client.errors import (
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
 from client.producer.accumulator import RecordAccumulator
+from client.producer.answers import (
+    KNOWN_CODES,
+    MAYBE_APPENDED,
+    METADATA_ERRORS,
+    SUSPECT_LEADER_CODES,
+    TOO_LARGE,
+)
 from client.producer.batch import ProducerBatch
 from client.producer.idempotence import IdempotenceState
+from client.producer.producer_id import NETWORK_TIMEOUT_MARGIN_MS, init_producer_id
+from client.producer.retry_notices import RetryNotice, RetryNotices, leader_error
 from protocol.compression import Compression
 from protocol.errors import ErrorCode
-from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.produce import (
     ProducePartitionData,
     ProduceRequest,
@@ -40,46 +46,7 @@ from protocol.messages.produce import (
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["METADATA_ERRORS", "RETRY_NOTICE_INTERVAL_MS", "CloseResult", "RetryNotice", "Sender"]
-
-# Errors after which our idea of the partition's leader is probably wrong.
-METADATA_ERRORS: Final = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.NETWORK_EXCEPTION,
-        ErrorCode.REQUEST_TIMED_OUT,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-    }
-)
-_TRANSACTION_TIMEOUT_MS: Final = 60_000  # Kafka's transaction.timeout.ms (no transactions here)
-# Answers after which the broker that gave them is asked for metadata last.
-_SUSPECT_LEADER_CODES: Final = frozenset(
-    {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER}
-)
-# Answers after which a batch may be in the log even though it failed: a resend would be
-# deduplicated, but giving its sequence numbers to another batch would not be safe.
-_MAYBE_APPENDED: Final = frozenset(
-    {
-        ErrorCode.UNKNOWN_SERVER_ERROR,
-        ErrorCode.REQUEST_TIMED_OUT,
-        ErrorCode.NETWORK_EXCEPTION,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-    }
-)
-_KNOWN_CODES: Final = frozenset(ErrorCode)  # a code outside these says nothing of the append
-# The coordinator errors Kafka retries for InitProducerId, whether or not protocol.errors names
-# them: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
-_COORDINATOR_RETRIABLE_CODES: Final = frozenset({14, 15, 16})
-_NETWORK_TIMEOUT_MARGIN_MS: Final = 1_000  # the broker answers its own timeout first
-# Refusals of a batch as too big, after which it is split into batches of batch_size (KIP-126).
-_TOO_LARGE: Final = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
-# At most one RetryNotice per partition this often (Kafka's Sender logs every retry at WARN).
-RETRY_NOTICE_INTERVAL_MS: Final = 5_000
+__all__ = ["CloseResult", "Sender"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,19 +56,6 @@ class CloseResult:
 
     aborted: int = 0  # never sent, or refused by every attempt: certainly not in the topic
     in_doubt: int = 0  # a request carrying them went unanswered: they may be in the topic
-
-
-@dataclass(frozen=True, slots=True)
-class RetryNotice:
-    """A partition's records wait for a retry: its leader refused them or is unknown
-    (LEADER_NOT_AVAILABLE), or the request failed (NETWORK_EXCEPTION, REQUEST_TIMED_OUT). They
-    are retried until delivery_timeout_ms after each was queued."""
-
-    topic: str
-    partition: int
-    error: str  # Kafka's error name
-    records_waiting: int  # the partition's records not yet acknowledged or failed
-    waiting_ms: float  # since the oldest of them was queued
 
 
 class Sender:
@@ -147,8 +101,7 @@ class Sender:
         self._batch_size = batch_size
         self._on_batch_done = on_batch_done
         self._on_stop = on_stop
-        self._on_retry = on_retry
-        self._noticed_ms: dict[tuple[str, int], float] = {}  # the last RetryNotice's time
+        self._notices = RetryNotices(on_retry)
         self._wakeup = trio.Event()
         self._in_flight: dict[int, int] = {}  # requests outstanding per broker
         self._refreshing = False  # a metadata refresh task is running
@@ -213,7 +166,7 @@ class Sender:
             if leaderless:
                 metadata.request_update()
                 for topic, partition in leaderless:
-                    self._notice(topic, partition, self._leader_error(topic, partition), now)
+                    self._notice(topic, partition, leader_error(metadata, topic, partition), now)
             if (
                 metadata.refresh_due(now)
                 and not self._refreshing
@@ -273,49 +226,25 @@ class Sender:
         return True
 
     async def _init_producer_id(self) -> None:
-        """InitProducerId from any broker (Kafka's Sender.maybeWaitForProducerId): retriable
-        errors retried every retry_backoff_ms for at most max_block_ms; then the records queued
-        fail with a timeout (a later send tries again). Other errors stop the producer."""
-        idempotence = self._idempotence
-        assert idempotence is not None
-        deadline = trio.current_time() + self._max_block_ms / 1000
-        last_error = "no answer"
+        """InitProducerId (producer_id.py); without an id, the records queued fail with its
+        timeout (a later send tries again), or the producer stops on a fatal error."""
+        assert self._idempotence is not None
         try:
-            while trio.current_time() < deadline:
-                with trio.move_on_at(deadline):
-                    try:
-                        response = await self._request_producer_id()
-                    except (BrokerConnectionError, NoBrokersAvailable) as exc:
-                        last_error = str(exc)
-                    else:
-                        code = response.error_code
-                        if code == ErrorCode.NONE:
-                            idempotence.producer_id = response.producer_id
-                            idempotence.producer_epoch = response.producer_epoch
-                            return
-                        error = error_for_code(code, "InitProducerId")
-                        if not (error.retriable or code in _COORDINATOR_RETRIABLE_CODES):
-                            self.stop(ProducerFatalError(str(error), error.code))
-                            return
-                        last_error = str(error)
-                    await trio.sleep(self._retry_backoff_ms / 1000)
-            timeout = HighwaterTimeoutError(
-                f"no producer id (InitProducerId) within max_block_ms {self._max_block_ms:.0f}: "
-                f"{last_error}"
+            error = await init_producer_id(
+                self._metadata,
+                self._idempotence,
+                max_block_ms=self._max_block_ms,
+                retry_backoff_ms=self._retry_backoff_ms,
+                request_timeout_ms=self._request_timeout_ms,
             )
-            for batch in self._accumulator.abort_all():
-                self.finish(batch, error=timeout)
+            if isinstance(error, ProducerFatalError):
+                self.stop(error)
+            elif error is not None:
+                for batch in self._accumulator.abort_all():
+                    self.finish(batch, error=error)
         finally:
             self._initializing = False
             self.wake()
-
-    async def _request_producer_id(self) -> InitProducerIdResponse:
-        conn = await self._metadata.any_connection()
-        response: InitProducerIdResponse = await conn.request(
-            InitProducerIdRequest(transaction_timeout_ms=_TRANSACTION_TIMEOUT_MS),
-            timeout_ms=self._request_timeout_ms + _NETWORK_TIMEOUT_MARGIN_MS,
-        )
-        return response
 
     async def _refresh_metadata(self) -> None:
         try:
@@ -364,7 +293,7 @@ class Sender:
                 response = await self._metadata.request(
                     node,
                     request,
-                    timeout_ms=self._request_timeout_ms + _NETWORK_TIMEOUT_MARGIN_MS,
+                    timeout_ms=self._request_timeout_ms + NETWORK_TIMEOUT_MARGIN_MS,
                     expect_response=self._acks != 0,
                 )
                 self.metrics.request_done(time.monotonic() - started)
@@ -404,7 +333,7 @@ class Sender:
             if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self._idempotence is not None:
                 code = ErrorCode.NONE  # as Kafka: already in the log, its offset forgotten
             if code != ErrorCode.NONE:
-                if code in _SUSPECT_LEADER_CODES:
+                if code in SUSPECT_LEADER_CODES:
                     # REQUEST_TIMED_OUT: its followers may no longer follow; a sequence gap:
                     # it may be a deposed leader (retry_or_fail).
                     self._metadata.request_update(suspect=node)
@@ -447,10 +376,10 @@ class Sender:
         now = _now_ms()
         if code in METADATA_ERRORS:
             self._metadata.request_update()
-        if code in _MAYBE_APPENDED or code not in _KNOWN_CODES:
+        if code in MAYBE_APPENDED or code not in KNOWN_CODES:
             batch.maybe_appended = True
         retriable = error.retriable
-        if code in _TOO_LARGE:
+        if code in TOO_LARGE:
             self._accumulator.learn_size_limit(batch.tp, now)
             # With other batches of its partition, the refusal may be for another one, or
             # for all together (more than a segment): alone, this batch may go.
@@ -486,7 +415,7 @@ class Sender:
         if retriable and now - batch.created_ms >= self._delivery_timeout_ms:
             error = self._expiry_error(batch, now)
         elif (
-            code in _TOO_LARGE
+            code in TOO_LARGE
             and not batch.maybe_appended
             and not self._closed
             and self._split(batch, now)
@@ -519,33 +448,7 @@ class Sender:
     # ----- telling the caller of retries -----------------------------------------------------
 
     def _notice(self, topic: str, partition: int, error: str, now: float) -> None:
-        """on_retry for a partition whose records wait for a retry, at most once per
-        RETRY_NOTICE_INTERVAL_MS per partition."""
-        on_retry = self._on_retry
-        if on_retry is None:
-            return
-        tp = (topic, partition)
-        last = self._noticed_ms.get(tp)
-        if last is not None and now - last < RETRY_NOTICE_INTERVAL_MS:
-            return
-        waiting = [
-            b for b in self._accumulator.incomplete if b.partition == partition and b.topic == topic
-        ]
-        if not waiting:
-            return
-        self._noticed_ms[tp] = now
-        records = sum(b.record_count for b in waiting)
-        oldest = min(b.created_ms for b in waiting)
-        on_retry(RetryNotice(topic, partition, error, records, now - oldest))
-
-    def _leader_error(self, topic: str, partition: int) -> str:
-        """Why a partition has no known leader, by Kafka's error name."""
-        info = self._metadata.partition_info(topic, partition)
-        if info is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name
-        if info.error_code in _KNOWN_CODES and info.error_code != ErrorCode.NONE:
-            return ErrorCode(info.error_code).name
-        return ErrorCode.LEADER_NOT_AVAILABLE.name
+        self._notices.notice(topic, partition, error, now, self._accumulator.incomplete)
 
     # ----- completing batches --------------------------------------------------------------
 

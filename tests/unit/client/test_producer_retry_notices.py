@@ -10,7 +10,7 @@ import trio
 
 from client.errors import HighwaterTimeoutError
 from client.producer import Producer, RetryNotice
-from client.producer import sender as sender_module
+from client.producer import retry_notices as retry_notices_module
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from tests.unit.client.fake_broker import FakeCluster
@@ -68,7 +68,7 @@ async def test_a_dropped_connection_is_noticed_as_a_network_exception(
 async def test_notices_of_a_partition_come_at_most_once_per_interval(
     cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sender_module, "RETRY_NOTICE_INTERVAL_MS", 50)
+    monkeypatch.setattr(retry_notices_module, "RETRY_NOTICE_INTERVAL_MS", 50)
     cluster.create_topic("t", 1, leaders=[-1])
     notices: list[RetryNotice] = []
     async with Producer(
