@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.core.isr import IsrWrite
-from broker.core.partition import ReadResult
+from broker.core.partition import Partition
 from broker.core.state import BrokerState
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import (
+    FetchPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
@@ -63,20 +64,31 @@ def read_fetch(
     """`denied`: topics the requester may not read (TOPIC_AUTHORIZATION_FAILED, nothing read,
     nothing about them changed)."""
     replicas = state.replica_manager
+    partitions = replicas.partitions
     remaining = max(request.max_bytes, 0)
     read = FetchRead(FetchResponse(ErrorCode.NONE, ()), 0, False)
     topics = []
     for topic in request.topics:
-        partitions = []
+        partitions_read: list[FetchPartitionData] = []
         for wanted in topic.partitions:
             tp = TopicPartition(topic.topic, wanted.partition)
             if topic.topic in denied:
                 read.has_error = True
-                partitions.append(
+                partitions_read.append(
                     FetchPartitionData(
                         wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, b""
                     )
                 )
+                continue
+            partition = partitions.get(tp)
+            if partition is not None and _at_readable_end(partition, wanted, request.replica_id):
+                # Nothing to read (an idle partition of a session, say): the answer the read
+                # below would give, without its objects; the follower's fetch still counts.
+                partitions_read.append(_empty_answer(partition))
+                if request.replica_id >= 0:
+                    _follower_fetched(
+                        state, read, tp, request.replica_id, wanted.fetch_offset, now_ms
+                    )
                 continue
             try:
                 result = replicas.read(
@@ -90,21 +102,19 @@ def read_fetch(
                 records = result.data.read()
             except HighwaterError as exc:
                 read.has_error = True
-                partitions.append(_error(state, tp, exc.code))
+                partitions_read.append(_error(state, tp, exc.code))
                 continue
             except OSError as exc:  # EIO on a segment: this partition goes offline here
                 read.has_error = True
-                partitions.append(
+                partitions_read.append(
                     _error(state, tp, replicas.storage_failed(tp, exc, write=False).code)
                 )
                 continue
             if request.replica_id >= 0:
-                _follower_fetched(
-                    state, read, tp, request.replica_id, wanted.fetch_offset, result, now_ms
-                )
+                _follower_fetched(state, read, tp, request.replica_id, wanted.fetch_offset, now_ms)
             read.total_bytes += len(records)
             remaining = max(0, remaining - len(records))
-            partitions.append(
+            partitions_read.append(
                 FetchPartitionData(
                     wanted.partition,
                     ErrorCode.NONE,
@@ -114,7 +124,7 @@ def read_fetch(
                     current_leader_epoch=replicas.partitions[tp].leader_epoch,
                 )
             )
-        topics.append(FetchTopicResponse(topic.topic, tuple(partitions)))
+        topics.append(FetchTopicResponse(topic.topic, tuple(partitions_read)))
     read.response = FetchResponse(ErrorCode.NONE, tuple(topics))
     return read
 
@@ -132,18 +142,58 @@ def _error(state: BrokerState, tp: TopicPartition, code: ErrorCode) -> FetchPart
     )
 
 
+def _at_readable_end(partition: Partition, wanted: FetchPartition, replica_id: int) -> bool:
+    """True when a read would answer no records and no error: this broker leads in the
+    epoch asked for (KIP-320: -1 asks for none) and the fetch offset is where the requester's
+    reads end (the LEO for followers, the HW for consumers), inside the log."""
+    offset = wanted.fetch_offset
+    return (
+        partition.is_leader
+        and (
+            wanted.current_leader_epoch < 0 or wanted.current_leader_epoch == partition.leader_epoch
+        )
+        and offset
+        == (
+            partition.log_end_offset
+            if partition.reads_to_log_end(replica_id)
+            else partition.high_watermark
+        )
+        and partition.log.log_start_offset <= offset <= partition.log_end_offset
+    )
+
+
+def _empty_answer(partition: Partition) -> FetchPartitionData:
+    """The partition's answer of no records, made again only when what it says changed."""
+    answer = partition.empty_fetch_answer
+    if (
+        answer is None
+        or answer.high_watermark != partition.high_watermark
+        or answer.log_start_offset != partition.log.log_start_offset
+        or answer.current_leader_epoch != partition.leader_epoch
+    ):
+        answer = partition.empty_fetch_answer = FetchPartitionData(
+            partition.index,
+            ErrorCode.NONE,
+            high_watermark=partition.high_watermark,
+            log_start_offset=partition.log.log_start_offset,
+            records=b"",
+            current_leader_epoch=partition.leader_epoch,
+        )
+    return answer
+
+
 def _follower_fetched(
     state: BrokerState,
     read: FetchRead,
     tp: TopicPartition,
     replica_id: int,
     fetch_offset: int,
-    result: ReadResult,
     now_ms: int,
 ) -> None:
-    """A follower's fetch offset is its LEO: it may move the HW or let it back into the ISR."""
+    """A follower's fetch offset is its LEO: it may move the HW or let it back into the ISR.
+    Read after the partition was read, as Kafka's updateFollowerFetchState."""
     partition = state.replica_manager.partitions[tp]
-    if partition.update_follower_fetch(replica_id, fetch_offset, result.log_end_offset, now_ms):
+    if partition.update_follower_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms):
         read.wake.append(tp)
     write = state.isr.maybe_expand(partition, replica_id)
     if write is not None:

@@ -21,6 +21,7 @@ from broker.core.replication import (
 )
 from broker.log.log import FetchDataInfo, Log, LogAppendInfo
 from protocol.errors import ErrorCode, HighwaterError
+from protocol.messages.fetch import FetchPartitionData
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 
 __all__ = ["FencedLeaderEpochError", "NotLeaderError", "Partition", "ReadResult"]
@@ -71,6 +72,8 @@ class Partition:
     # the union of both ISRs (KIP-497's "maximal ISR"), so a joining follower that a new
     # leader might be elected from is never behind the HW.
     pending_isr: tuple[int, ...] | None = None
+    # The last Fetch answer of no records (broker.core.fetch), reused while it stays true.
+    empty_fetch_answer: FetchPartitionData | None = None
 
     def __post_init__(self) -> None:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
@@ -200,8 +203,11 @@ class Partition:
         remote = self.remotes.get(replica_id)
         if not self.is_leader or remote is None:
             return False
+        previous = remote.log_end_offset
         remote.on_fetch(fetch_offset, leader_log_end_offset, now_ms)
-        return self.maybe_increment_high_watermark()
+        # As Kafka's updateFollowerFetchState: only a follower LEO that moved can move the HW
+        # here (appends, ISR changes and LeaderAndIsr check it themselves).
+        return remote.log_end_offset != previous and self.maybe_increment_high_watermark()
 
     def isr_to_expand(self, fetched_by: int | None = None) -> tuple[int, ...] | None:
         """The ISR with caught-up followers added, or None if no one can join (or an ISR write
@@ -211,6 +217,8 @@ class Partition:
         time dropped it."""
         if not self.is_leader or self.pending_isr is not None:
             return None
+        if fetched_by is not None and fetched_by in self.isr:
+            return None  # the usual fetch: a member already
         joining = [
             r
             for r, remote in self.remotes.items()
