@@ -26,7 +26,7 @@ class RecordAccumulator:
         linger_ms: float,
         delivery_timeout_ms: float,
         muting: bool,
-        sendable: Callable[[ProducerBatch], bool] | None = None,
+        sendable: Callable[[ProducerBatch, int], bool] | None = None,
         backlog_batch_size: int | None = None,
     ) -> None:
         self.batch_size = batch_size
@@ -144,11 +144,13 @@ class RecordAccumulator:
         leaderless: list[tuple[str, int]] = []
         sendable = self.sendable
         for tp, queue in self.batches.items():
-            if not queue or tp in self.muted or (sendable is not None and not sendable(queue[0])):
+            if not queue or tp in self.muted:
                 continue
             leader = leader_for(*tp)
             if leader is None:
                 leaderless.append(tp)
+                continue
+            if sendable is not None and not sendable(queue[0], leader):
                 continue
             filling = queue[0].attempts == 0 and not self._goes_without_lingering(queue)
             if filling and leader in busy:
@@ -193,7 +195,7 @@ class RecordAccumulator:
                 head = queue[0]
                 if head.attempts > 0 and head.retry_at_ms > now_ms:
                     break
-                if sendable is not None and not sendable(head):
+                if sendable is not None and not sendable(head, node):
                     break
                 if drained and drained[-1].tp == tp and self._head_ready_at(queue, now_ms) > now_ms:
                     break  # a later, still-filling batch of the same partition: let it fill

@@ -208,6 +208,7 @@ class ProducerBatch:
         "encoded",
         "entries",
         "estimated_bytes",
+        "in_flight_to",
         "last_error",
         "max_timestamp",
         "maybe_appended",
@@ -251,6 +252,7 @@ class ProducerBatch:
         # refusal as too large, which is for them all, says nothing of this batch alone.
         self.sent_together = False
         self.maybe_appended = False  # an attempt ended without a clear "not appended"
+        self.in_flight_to: int | None = None  # the broker of the attempt awaiting its answer
         self.last_error: HighwaterClientError | None = None
 
     @property

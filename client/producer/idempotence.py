@@ -72,20 +72,27 @@ class IdempotenceState:
         # Set once: the producer stopped (Kafka's fatal error state); later sends raise it.
         self.fatal_error: ProducerFatalError | None = None
 
-    def sendable(self, batch: ProducerBatch) -> bool:
-        """Whether a partition's head batch may be drained now (Kafka's
+    def sendable(self, batch: ProducerBatch, node: int) -> bool:
+        """Whether a partition's head batch may be drained now, for broker `node` (Kafka's
         shouldStopDrainBatchesForPartition, inverted)."""
         entry = self.partitions.get(batch.tp)
-        if batch.base_sequence == NO_SEQUENCE:
-            if entry is None:
-                return True
-            limit = MAX_IN_FLIGHT_BATCHES_PER_PARTITION if entry.acknowledged else 1
-            return len(entry.unacked) < limit
-        # Sequenced: encoded but never sent (goes as a new batch would), or being retried
-        # (only the lowest unacknowledged batch goes until it succeeds: nextBatchBySequence).
-        return batch.attempts == 0 or (
-            entry is not None and bool(entry.unacked) and entry.unacked[0] is batch
-        )
+        if entry is None:
+            return True
+        if batch.base_sequence != NO_SEQUENCE and batch.attempts > 0:
+            # Being retried: only the lowest unacknowledged batch goes until it succeeds
+            # (nextBatchBySequence).
+            return bool(entry.unacked) and entry.unacked[0] is batch
+        # New, or encoded but never sent (it goes as a new batch would). Not while an earlier
+        # batch is on its way to another broker (the old leader): the new leader may hold that
+        # batch already and take later ones, and once more than the 5 batches a leader
+        # remembers are past it, its own retry could only be refused as out of order (a chaos
+        # soak met this). Its answer or timeout comes first; then the retry leads.
+        if any(b.in_flight_to is not None and b.in_flight_to != node for b in entry.unacked):
+            return False
+        if batch.base_sequence != NO_SEQUENCE:
+            return True
+        limit = MAX_IN_FLIGHT_BATCHES_PER_PARTITION if entry.acknowledged else 1
+        return len(entry.unacked) < limit
 
     def assign(self, batch: ProducerBatch) -> None:
         """Give a batch its partition's next sequence numbers (once: retries keep them)."""

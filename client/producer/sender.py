@@ -186,6 +186,8 @@ class Sender:
                 if batches:
                     drained = True
                     request = self.produce_request(batches)
+                    for batch in batches:
+                        batch.in_flight_to = node
                     self._in_flight[node] = self._in_flight.get(node, 0) + 1
                     nursery.start_soon(self._send_produce, node, batches, request)
             if drained and self._idempotence is not None:
@@ -312,6 +314,8 @@ class Sender:
         finally:
             self._in_flight[node] -= 1
             for batch in batches:
+                if batch.in_flight_to == node:
+                    batch.in_flight_to = None
                 self._accumulator.muted.discard(batch.tp)
             self.wake()
 

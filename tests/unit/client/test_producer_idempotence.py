@@ -501,20 +501,20 @@ def _batch(records: int, partition: int = 0) -> ProducerBatch:
 def test_drain_rules_one_batch_alone_then_five_then_retries_in_order() -> None:
     state = IdempotenceState()
     batches = [_batch(2) for _ in range(7)]
-    assert state.sendable(batches[0])
+    assert state.sendable(batches[0], 1)
     state.assign(batches[0])
-    assert not state.sendable(batches[1])  # nothing acknowledged yet: one at a time
+    assert not state.sendable(batches[1], 1)  # nothing acknowledged yet: one at a time
     batches[0].attempts = 1
     state.acknowledge(batches[0])
     for batch in batches[1:6]:
-        assert state.sendable(batch)
+        assert state.sendable(batch, 1)
         state.assign(batch)
         batch.attempts = 1
     assert [b.base_sequence for b in batches[:6]] == [0, 2, 4, 6, 8, 10]
-    assert not state.sendable(batches[6])  # five unacknowledged
+    assert not state.sendable(batches[6], 1)  # five unacknowledged
     # Batches 2 and 4 come back for a retry: only the lowest unacknowledged one may go.
     assert state.is_next(batches[1]) and not state.is_next(batches[3])
-    assert state.sendable(batches[1]) and not state.sendable(batches[3])
+    assert state.sendable(batches[1], 1) and not state.sendable(batches[3], 1)
     goes_before = state.retry_goes_before(batches[2])
     assert goes_before(batches[3]) and not goes_before(batches[1])
     assert goes_before(batches[6])  # unsequenced batches come after every retry
@@ -525,6 +525,23 @@ def test_drain_rules_one_batch_alone_then_five_then_retries_in_order() -> None:
     assert state.partitions[("t", 0)].next_sequence == 10
     state.assign(batches[6])
     assert batches[6].base_sequence == 10
+
+
+def test_no_new_batch_goes_to_a_new_leader_while_an_earlier_one_is_at_the_old() -> None:
+    """A batch in flight to the old leader may be in the new leader's log already (replicated,
+    its answer not back): later batches sent to the new leader would be taken, and once more
+    than 5 were, the old batch's retry could only be refused as out of order (a soak met it)."""
+    state = IdempotenceState()
+    first, second, third = _batch(1), _batch(1), _batch(1)
+    state.assign(first)
+    first.attempts = 1
+    state.acknowledge(first)
+    state.assign(second)
+    second.attempts, second.in_flight_to = 1, 1
+    assert state.sendable(third, 1)  # pipelined behind it, to the same broker
+    assert not state.sendable(third, 2)  # the leader moved: wait for its answer
+    second.in_flight_to = None  # answered: a retry (leading, to the new leader) or done
+    assert state.sendable(third, 2)
 
 
 def test_accumulator_with_idempotence_keeps_the_window_and_sends_retries_alone() -> None:
