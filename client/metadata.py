@@ -321,10 +321,9 @@ class ClusterMetadata:
             self.brokers = {
                 b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers
             }
-        self.cluster_id = response.cluster_id
-        if not behind:
             self.controller_epoch = response.controller_epoch
             self.controller_id = response.controller_id
+        self.cluster_id = response.cluster_id
         seen_topics = set()
         for topic in response.topics:
             seen_topics.add(topic.name)

@@ -149,9 +149,7 @@ def _at_readable_end(partition: Partition, wanted: FetchPartition, replica_id: i
     offset = wanted.fetch_offset
     return (
         partition.is_leader
-        and (
-            wanted.current_leader_epoch < 0 or wanted.current_leader_epoch == partition.leader_epoch
-        )
+        and partition.in_leader_epoch(wanted.current_leader_epoch)
         and offset
         == (
             partition.log_end_offset

@@ -143,9 +143,13 @@ class Partition:
 
     # -- data ----------------------------------------------------------------------------
 
+    def in_leader_epoch(self, current_leader_epoch: int) -> bool:
+        """KIP-320: a request made in this leader epoch (-1 asks for none)."""
+        return current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch
+
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320 fencing: -1 skips the check."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+        if self.in_leader_epoch(current_leader_epoch):
             return
         if current_leader_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(
