@@ -35,6 +35,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "TimestampType",
+    "batch_entries",
     "build_batch",
     "build_batch_from_entries",
     "check_batches",
@@ -45,6 +46,7 @@ __all__ = [
     "decode_batches_entries",
     "decode_record",
     "iter_batch_headers",
+    "iter_plain_sections",
     "next_offset_after_whole_batches",
     "read_header",
     "stamp_prefix",
@@ -472,10 +474,20 @@ def decode_batches_entries(
     """decode_batches, yielding (header, raw entries) per batch (see decode_batch_entries).
 
     Consumers and Spark tasks run this on every fetched batch, so the good path (an
-    uncompressed, coherent batch) is inlined, as in check_batches, and unpacks the records
-    section in place; anything else goes through decode_batch_entries, which decompresses or
-    raises the precise error.
+    uncompressed, coherent batch) unpacks the records section in place; anything else goes
+    through decode_batch_entries, which decompresses or raises the precise error.
     """
+    for pos, header, section in iter_plain_sections(buf):
+        yield batch_entries(buf, pos, header, section)
+
+
+def iter_plain_sections(
+    buf: bytes | bytearray | memoryview,
+) -> Iterator[tuple[int, BatchHeader | None, memoryview | None]]:
+    """(position, header, records section) of each whole batch in `buf`, a partial one at
+    the end skipped; header and section are given only for an uncompressed batch that passes
+    the good path's checks (inlined, as in check_batches), else None: pass the position to
+    decode_batch_entries, which decompresses or raises the precise error."""
     pos = 0
     size = len(buf)
     view = memoryview(buf)
@@ -485,17 +497,32 @@ def decode_batches_entries(
         end = pos + LOG_OVERHEAD_BYTES + batch_length
         if end > size:
             return
-        plain: Any = None  # stays None unless the good path applies
         if batch_length >= BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES:
             fields = unpack_from(buf, pos)
             if not fields[5] & COMPRESSION_MASK and _coherent(fields, view, pos, end):
-                with contextlib.suppress(ValueError, TypeError, msgpack.exceptions.StackError):
-                    plain = _unpack_section(view[pos + BATCH_HEADER_BYTES : end])
-        if type(plain) is tuple and len(plain) == fields[12]:
-            yield _tuple_new(BatchHeader, fields), plain
-        else:
-            yield decode_batch_entries(buf, pos)
+                yield pos, _tuple_new(BatchHeader, fields), view[pos + BATCH_HEADER_BYTES : end]
+                pos = end
+                continue
+        yield pos, None, None
         pos = end
+
+
+def batch_entries(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    header: BatchHeader | None,
+    section: memoryview | None,
+) -> tuple[BatchHeader, tuple[Any, ...]]:
+    """(header, raw entries) of the batch at `pos`, as iter_plain_sections gave it: its section
+    unpacked in place when there is one and it holds the header's count of entries, else
+    through decode_batch_entries."""
+    if header is not None and section is not None:
+        plain: Any = None
+        with contextlib.suppress(ValueError, TypeError, msgpack.exceptions.StackError):
+            plain = _unpack_section(section)
+        if type(plain) is tuple and len(plain) == header.record_count:
+            return header, plain
+    return decode_batch_entries(buf, pos)
 
 
 def decode_record(plain: Any, header: BatchHeader, index: int) -> Record:

@@ -1,30 +1,48 @@
 """Fetched record batches straight to Arrow columns, for the Spark source's hot path.
 
-The consumer builds one Python object per record; a Spark task only needs columns. Here each
-batch's records section is unpacked once (msgpack, in C) and split into columns with zip, so
-the per-record work in Python is a few C-level tuple operations. Arrow arrays are then built
-in C: keys and values by Arrow's converter from the collected tuples, numeric and constant
-columns by numpy. A batch whose records do not have the usual shape (five fields, offset
-deltas 0..n-1) goes through `decode_record`, which checks each record and raises the precise
-error.
+The consumer builds one Python object per record; a Spark task only needs columns. A batch of
+the usual shape (uncompressed; five fields, offset deltas 0..n-1, no headers) goes through
+the compiled decoder (_sections.c), which copies its keys and values into column buffers
+without a Python object per record. Any other batch is unpacked (msgpack, in C) and split
+into the same buffers in Python, each record checked by `decode_record` when it does not have
+the usual shape, which raises the precise error. Arrow arrays are then made from the buffers;
+numeric and constant columns by numpy. See docs/performance.md ("Spark").
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 
 from client.spark.rows import HEADER_TYPE, SOURCE_NAMES, TIMESTAMP_US
 from protocol.errors import CorruptRecordError
-from protocol.records import decode_batches_entries, decode_record
+from protocol.records import (
+    BatchHeader,
+    batch_entries,
+    decode_batch_entries,
+    decode_record,
+    iter_plain_sections,
+)
+
+# A batch's records as (timestamp deltas int64, key lengths int32 (-1: nil), key bytes,
+# value lengths int32, value bytes), each item's bytes end to end.
+_Packed = tuple[bytes, bytes, bytes, bytes, bytes]
+_decode_section: Callable[[memoryview, int, int, int], _Packed | None] | None
+try:  # the compiled twin of _checked + _pack for the usual batch, where it was built
+    from client.spark._sections import decode_section as _decode_section
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _decode_section = None
 
 __all__ = ["ColumnBuilder"]
+
+_EMPTY: _Packed = (b"", b"", b"", b"", b"")
+_MAX_BINARY_BYTES = 2**31 - 1  # what one Arrow binary array with 32-bit offsets holds
 
 
 @dataclass
@@ -37,10 +55,9 @@ class ColumnBuilder:
     batch_bytes: int = 0  # size of the stored batches the collected records came from
     last_leader_epoch: int | None = None  # of the batch of the last record added (KIP-320)
     _count: int = 0
-    _keys: list[tuple[bytes | None, ...]] = field(default_factory=list)  # one tuple per batch
-    _values: list[tuple[bytes | None, ...]] = field(default_factory=list)
+    # One item per batch: its records' columns as _Packed, and the offsets it added.
+    _packed: list[_Packed] = field(default_factory=list)
     _offsets: list[range | tuple[int, ...]] = field(default_factory=list)
-    _timestamp_deltas: list[tuple[int, ...]] = field(default_factory=list)
     _batches: list[tuple[int, int, int]] = field(default_factory=list)  # (count, ts, ts type)
     _headers: list[list[dict[str, Any]]] = field(default_factory=list)
 
@@ -52,68 +69,90 @@ class ColumnBuilder:
         Returns (whole batches seen, the offset after the last batch seen, or -1)."""
         batches = 0
         next_offset = -1
-        for header, entries in decode_batches_entries(records):
+        for pos, plain_header, section in iter_plain_sections(records):
+            entries = None
+            if plain_header is None:  # compressed, or damaged: checked, or the precise error
+                header, entries = decode_batch_entries(records, pos)
+            else:
+                header = plain_header
             batches += 1
             next_offset = header.next_offset
             if next_offset <= start:
                 continue
             if header.base_offset >= end:
                 break
-            count = len(entries)
-            columns = list(zip(*entries, strict=False)) if count else []
-            if len(columns) != 5 or columns[1] != _deltas(count):
-                columns = _checked_columns(entries, header)
-            ts_deltas, deltas, keys, values, headers = columns
             base = header.base_offset
-            offsets: range | tuple[int, ...]
-            if deltas == _deltas(count):  # dense: the usual batch
-                lo = max(0, start - base)
-                hi = min(count, end - base)
-                offsets = range(base + lo, base + hi)
-            else:  # a cleaned batch: offsets with gaps, in order
-                lo = bisect.bisect_left(deltas, start - base)
-                hi = bisect.bisect_left(deltas, end - base)
-                offsets = tuple(base + d for d in deltas[lo:hi])
-            if lo >= hi:
-                continue
-            if lo or hi < count:
-                keys, values, ts_deltas = keys[lo:hi], values[lo:hi], ts_deltas[lo:hi]
-            self._keys.append(keys)
-            self._values.append(values)
+            count = header.record_count
+            lo = max(0, start - base)
+            hi = min(count, end - base)
+            packed = None
+            if _decode_section is not None and section is not None and lo < hi:
+                packed = _decode_section(section, count, lo, hi)  # dense batches only
+            if packed is not None:
+                offsets: range | tuple[int, ...] = range(base + lo, base + hi)
+                if self.include_headers:
+                    self._headers.extend([] for _ in range(hi - lo))
+            else:
+                if entries is None:
+                    header, entries = batch_entries(records, pos, plain_header, section)
+                lo, hi, offsets, packed = self._checked(header, entries, start, end)
+                if lo >= hi:
+                    continue
+            self._packed.append(packed)
             self._offsets.append(offsets)
-            self._timestamp_deltas.append(ts_deltas)
             self._batches.append((hi - lo, header.base_timestamp, header.timestamp_type))
-            if self.include_headers:
-                self._headers.extend([{"key": k, "value": v} for k, v in h] for h in headers[lo:hi])
             self._count += hi - lo
             self.batch_bytes += header.size
             self.last_leader_epoch = header.partition_leader_epoch
         return batches, next_offset
 
+    def _checked(
+        self, header: BatchHeader, entries: tuple[Any, ...], start: int, end: int
+    ) -> tuple[int, int, range | tuple[int, ...], _Packed]:
+        """The records [start, end) of a batch through Python: any shape a batch may have
+        (cleaned, with headers), each record checked when it is not the usual one."""
+        count = len(entries)
+        columns = list(zip(*entries, strict=False)) if count else []
+        if len(columns) != 5 or columns[1] != _deltas(count):
+            columns = _checked_columns(entries, header)
+        ts_deltas, deltas, keys, values, headers = columns
+        base = header.base_offset
+        offsets: range | tuple[int, ...]
+        if deltas == _deltas(count):  # dense: the usual batch
+            lo = max(0, start - base)
+            hi = min(count, end - base)
+            offsets = range(base + lo, base + hi)
+        else:  # a cleaned batch: offsets with gaps, in order
+            lo = bisect.bisect_left(deltas, start - base)
+            hi = bisect.bisect_left(deltas, end - base)
+            offsets = tuple(base + d for d in deltas[lo:hi])
+        if lo >= hi:
+            return lo, hi, offsets, _EMPTY
+        if lo or hi < count:
+            keys, values, ts_deltas = keys[lo:hi], values[lo:hi], ts_deltas[lo:hi]
+        if self.include_headers:
+            self._headers.extend([{"key": k, "value": v} for k, v in h] for h in headers[lo:hi])
+        return lo, hi, offsets, _pack(ts_deltas, keys, values)
+
     def flush(self) -> pa.RecordBatch:
         """The collected records as one Arrow batch in the source's schema; starts anew."""
         count = self._count
-        offsets = np.concatenate(
-            [
-                np.arange(r.start, r.stop, dtype=np.int64)
-                if type(r) is range
-                else np.array(r, dtype=np.int64)
-                for r in self._offsets
-            ]
-            or [np.empty(0, dtype=np.int64)]
-        )
         runs, base_timestamps, types = (
             (np.array(c, dtype=np.int64) for c in zip(*self._batches, strict=True))
             if count
             else (np.empty(0, dtype=np.int64) for _ in range(3))
         )
-        deltas = np.fromiter(
-            chain.from_iterable(self._timestamp_deltas), dtype=np.int64, count=count
+        offsets = _offsets_column(self._offsets, runs, count)
+        ts_deltas, key_lengths, keys, value_lengths, values = (
+            (b"".join(column) for column in zip(*self._packed, strict=True))
+            if count
+            else (b"",) * 5
         )
+        deltas = np.frombuffer(ts_deltas, dtype=np.int64)
         timestamps_us = (np.repeat(base_timestamps, runs) + deltas) * 1000
         arrays = [
-            _binary_array(self._keys, count),
-            _binary_array(self._values, count),
+            _binary_array(key_lengths, keys, count),
+            _binary_array(value_lengths, values, count),
             _constant_string(self.topic, count),
             pa.array(np.full(count, self.partition, dtype=np.int32)),
             pa.array(offsets),
@@ -125,9 +164,21 @@ class ColumnBuilder:
             arrays.append(pa.array(self._headers, HEADER_TYPE))
             names.append("headers")
         self._count = self.batch_bytes = 0
-        self._keys, self._values, self._offsets = [], [], []
-        self._timestamp_deltas, self._batches, self._headers = [], [], []
+        self._packed, self._offsets, self._batches, self._headers = [], [], [], []
         return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _offsets_column(
+    chunks: list[range | tuple[int, ...]], runs: np.ndarray, count: int
+) -> np.ndarray:
+    """The batches' offsets end to end; `runs` holds each chunk's length."""
+    ranges = [chunk for chunk in chunks if type(chunk) is range]
+    if len(ranges) == len(chunks):  # dense batches: no item by item
+        starts = np.fromiter((r.start for r in ranges), np.int64, count=len(ranges))
+        firsts = np.cumsum(runs) - runs  # where each chunk begins in the column
+        offsets: np.ndarray = np.arange(count, dtype=np.int64) + np.repeat(starts - firsts, runs)
+        return offsets
+    return np.concatenate([np.array(chunk, dtype=np.int64) for chunk in chunks])
 
 
 @functools.cache
@@ -136,13 +187,42 @@ def _deltas(count: int) -> tuple[int, ...]:
     return tuple(range(count))
 
 
-def _binary_array(chunks: list[tuple[bytes | None, ...]], count: int) -> pa.Array:
-    """A binary array of the items of `chunks`."""
-    if all(chunk.count(None) == len(chunk) for chunk in chunks):
+def _pack(
+    ts_deltas: tuple[int, ...], keys: tuple[bytes | None, ...], values: tuple[bytes | None, ...]
+) -> _Packed:
+    """Checked columns of a batch in _decode_section's form."""
+    return (
+        np.array(ts_deltas, dtype=np.int64).tobytes(),
+        _lengths(keys),
+        b"".join(filter(None, keys)),  # a nil or empty item adds no bytes
+        _lengths(values),
+        b"".join(filter(None, values)),
+    )
+
+
+def _lengths(items: tuple[bytes | None, ...]) -> bytes:
+    """The items' lengths as int32 bytes, -1 for a nil."""
+    if items.count(None):
+        return np.array([-1 if i is None else len(i) for i in items], dtype=np.int32).tobytes()
+    present = cast("tuple[bytes, ...]", items)
+    return np.fromiter(map(len, present), dtype=np.int32, count=len(items)).tobytes()
+
+
+def _binary_array(lengths_bytes: bytes, data: bytes, count: int) -> pa.Array:
+    """A binary array from items' lengths (int32, -1 for a nil) and their bytes, end to end."""
+    lengths = np.frombuffer(lengths_bytes, dtype=np.int32)
+    present = lengths >= 0
+    if not present.any():
         return pa.nulls(count, pa.binary())  # keys, usually
-    # Arrow's converter sizes and copies the items in C, nulls included; the reader bounds a
-    # flush far below the 2 GiB that one array with 32-bit offsets can hold.
-    return pa.array(list(chain.from_iterable(chunks)), pa.binary())
+    ends = np.cumsum(lengths * present, dtype=np.int64)
+    if len(data) != (int(ends[-1]) if count else 0) or len(data) > _MAX_BINARY_BYTES:
+        raise CorruptRecordError("record columns do not add up")  # not reached: a guard
+    offsets = np.zeros(count + 1, dtype=np.int32)
+    offsets[1:] = ends
+    validity = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
 
 
 def _constant_string(text: str, count: int) -> pa.Array:

@@ -198,6 +198,9 @@ class _RangeFetcher:
         self.fetch_bytes = FETCH_BYTES
         self.ahead: _FetchAhead | None = None
         self.leader_epoch: int | None = None  # the one this task's fetches were answered under
+        # The first Arrow batch goes with the first response, so Spark's side of the task
+        # starts while the next fetches arrive; the later ones are full size.
+        self.flush_rows = 1
 
     async def run(self, deliver: Callable[[object], None]) -> None:
         task, columns = self.task, self.columns
@@ -236,11 +239,12 @@ class _RangeFetcher:
             last_progress_s = time.monotonic()
             self.position = max(self.position, min(next_offset, task.end))
             if (
-                len(columns) >= ROWS_PER_BATCH
+                len(columns) >= self.flush_rows
                 or columns.batch_bytes >= BYTES_PER_BATCH
                 or self.position >= task.end
             ):
                 deliver(columns.flush())  # blocks this loop while Spark is behind: fine
+                self.flush_rows = ROWS_PER_BATCH
         if len(columns):
             deliver(columns.flush())
 
