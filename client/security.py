@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from scramp import ScramClient, ScramException
-
 from protocol.errors import ErrorCode
 from protocol.jaas import JaasLogin, parse_jaas_login
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
@@ -182,6 +180,10 @@ class ClientSecurity:
             message = b"\0" + self.username.encode() + b"\0" + self.password.encode()
             await _step(connection, message, timeout_ms)
             return
+        # Imported here: scramp (and the importlib.metadata it loads) is about 20 ms of every
+        # client's start, a Spark query's source runner included, and only SCRAM needs it.
+        from scramp import ScramClient, ScramException
+
         try:
             scram = ScramClient([self.sasl_mechanism], self.username, self.password)
             server_first = await _step(connection, scram.get_client_first().encode(), timeout_ms)
