@@ -26,6 +26,7 @@ from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
 from client.metadata import ClusterMetadata, list_offsets
 from client.producer import Producer
+from client.spark.partition_reader import FIRST_FETCH_BYTES
 from protocol.compression import Compression
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually
 from tests.integration.replication_checks import (
@@ -619,6 +620,27 @@ def test_batch_read_of_every_compression_codec(cluster: Cluster, spark: Any) -> 
     )
     got = sorted((r["offset"], bytes(r["value"])) for r in rows)
     assert got == list(enumerate(expected))
+
+
+@pytest.mark.timeout(120)
+def test_batch_read_of_records_larger_than_the_first_fetch(cluster: Cluster, spark: Any) -> None:
+    """A task's first Fetch asks for FIRST_FETCH_BYTES; a batch larger than that still reads
+    back whole (the fetch grows), with the small records around it."""
+    topic = "spark-large-records"
+    trio.run(create_topic, cluster, topic, [[1, 2, 3]])
+    large = FIRST_FETCH_BYTES + 200_000  # below the broker's message.max.bytes
+    values = [b"L" * large, b"a", b"M" * large, b"b"]
+    for value in values:  # one batch each
+        send_now(cluster.bootstrap, topic, [value], partition=0)
+    rows = (
+        spark.read.format("highwater")
+        .option("bootstrap.servers", cluster.bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .select("offset", "value")
+        .collect()
+    )
+    assert sorted((r["offset"], bytes(r["value"])) for r in rows) == list(enumerate(values))
 
 
 # -- 9. option errors ---------------------------------------------------------------------------
