@@ -610,16 +610,7 @@ def test_batch_read_of_every_compression_codec(cluster: Cluster, spark: Any) -> 
         expected += batch
     stored = {h.compression for h in cluster.brokers[1].batch_headers(topic, 0)}
     assert stored == {int(c) for c in Compression}
-    rows = (
-        spark.read.format("highwater")
-        .option("bootstrap.servers", cluster.bootstrap)
-        .option("subscribe", topic)
-        .load()
-        .select("offset", "value")
-        .collect()
-    )
-    got = sorted((r["offset"], bytes(r["value"])) for r in rows)
-    assert got == list(enumerate(expected))
+    assert batch_read_values(cluster, spark, topic) == list(enumerate(expected))
 
 
 @pytest.mark.timeout(120)
@@ -632,6 +623,11 @@ def test_batch_read_of_records_larger_than_the_first_fetch(cluster: Cluster, spa
     values = [b"L" * large, b"a", b"M" * large, b"b"]
     for value in values:  # one batch each
         send_now(cluster.bootstrap, topic, [value], partition=0)
+    assert batch_read_values(cluster, spark, topic) == list(enumerate(values))
+
+
+def batch_read_values(cluster: Cluster, spark: Any, topic: str) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of the topic, by a batch read through the source."""
     rows = (
         spark.read.format("highwater")
         .option("bootstrap.servers", cluster.bootstrap)
@@ -640,7 +636,7 @@ def test_batch_read_of_records_larger_than_the_first_fetch(cluster: Cluster, spa
         .select("offset", "value")
         .collect()
     )
-    assert sorted((r["offset"], bytes(r["value"])) for r in rows) == list(enumerate(values))
+    return sorted((r["offset"], bytes(r["value"])) for r in rows)
 
 
 # -- 9. option errors ---------------------------------------------------------------------------
