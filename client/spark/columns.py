@@ -95,9 +95,12 @@ class ColumnBuilder:
             else:
                 if entries is None:
                     header, entries = batch_entries(records, pos, plain_header, section)
-                lo, hi, offsets, packed = self._checked(header, entries, start, end)
+                lo, hi, offsets, packed, headers = _checked(
+                    header, entries, start, end, self.include_headers
+                )
                 if lo >= hi:
                     continue
+                self._headers.extend(headers)
             self._packed.append(packed)
             self._offsets.append(offsets)
             self._batches.append((hi - lo, header.base_timestamp, header.timestamp_type))
@@ -105,34 +108,6 @@ class ColumnBuilder:
             self.batch_bytes += header.size
             self.last_leader_epoch = header.partition_leader_epoch
         return batches, next_offset
-
-    def _checked(
-        self, header: BatchHeader, entries: tuple[Any, ...], start: int, end: int
-    ) -> tuple[int, int, range | tuple[int, ...], _Packed]:
-        """The records [start, end) of a batch through Python: any shape a batch may have
-        (cleaned, with headers), each record checked when it is not the usual one."""
-        count = len(entries)
-        columns = list(zip(*entries, strict=False)) if count else []
-        if len(columns) != 5 or columns[1] != _deltas(count):
-            columns = _checked_columns(entries, header)
-        ts_deltas, deltas, keys, values, headers = columns
-        base = header.base_offset
-        offsets: range | tuple[int, ...]
-        if deltas == _deltas(count):  # dense: the usual batch
-            lo = max(0, start - base)
-            hi = min(count, end - base)
-            offsets = range(base + lo, base + hi)
-        else:  # a cleaned batch: offsets with gaps, in order
-            lo = bisect.bisect_left(deltas, start - base)
-            hi = bisect.bisect_left(deltas, end - base)
-            offsets = tuple(base + d for d in deltas[lo:hi])
-        if lo >= hi:
-            return lo, hi, offsets, _EMPTY
-        if lo or hi < count:
-            keys, values, ts_deltas = keys[lo:hi], values[lo:hi], ts_deltas[lo:hi]
-        if self.include_headers:
-            self._headers.extend([{"key": k, "value": v} for k, v in h] for h in headers[lo:hi])
-        return lo, hi, offsets, _pack(ts_deltas, keys, values)
 
     def flush(self) -> pa.RecordBatch:
         """The collected records as one Arrow batch in the source's schema; starts anew."""
@@ -166,6 +141,37 @@ class ColumnBuilder:
         self._count = self.batch_bytes = 0
         self._packed, self._offsets, self._batches, self._headers = [], [], [], []
         return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _checked(
+    header: BatchHeader, entries: tuple[Any, ...], start: int, end: int, include_headers: bool
+) -> tuple[int, int, range | tuple[int, ...], _Packed, list[list[dict[str, Any]]]]:
+    """The records [start, end) of a batch through Python, as (lo, hi, their offsets, their
+    columns, their headers as the source's rows hold them if asked for): any shape a batch
+    may have (cleaned, with headers), each record checked when it is not the usual one."""
+    count = len(entries)
+    columns = list(zip(*entries, strict=False)) if count else []
+    if len(columns) != 5 or columns[1] != _deltas(count):
+        columns = _checked_columns(entries, header)
+    ts_deltas, deltas, keys, values, headers = columns
+    base = header.base_offset
+    offsets: range | tuple[int, ...]
+    if deltas == _deltas(count):  # dense: the usual batch
+        lo = max(0, start - base)
+        hi = min(count, end - base)
+        offsets = range(base + lo, base + hi)
+    else:  # a cleaned batch: offsets with gaps, in order
+        lo = bisect.bisect_left(deltas, start - base)
+        hi = bisect.bisect_left(deltas, end - base)
+        offsets = tuple(base + d for d in deltas[lo:hi])
+    if lo >= hi:
+        return lo, hi, offsets, _EMPTY, []
+    if lo or hi < count:
+        keys, values, ts_deltas = keys[lo:hi], values[lo:hi], ts_deltas[lo:hi]
+    rows = (
+        [[{"key": k, "value": v} for k, v in h] for h in headers[lo:hi]] if include_headers else []
+    )
+    return lo, hi, offsets, _pack(ts_deltas, keys, values), rows
 
 
 def _offsets_column(
