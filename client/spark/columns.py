@@ -221,7 +221,7 @@ def _binary_array(lengths_bytes: bytes, data: bytes, count: int) -> pa.Array:
     if not present.any():
         return pa.nulls(count, pa.binary())  # keys, usually
     ends = np.cumsum(lengths * present, dtype=np.int64)
-    if len(data) != (int(ends[-1]) if count else 0) or len(data) > _MAX_BINARY_BYTES:
+    if len(data) != int(ends[-1]) or len(data) > _MAX_BINARY_BYTES:
         raise CorruptRecordError("record columns do not add up")  # not reached: a guard
     offsets = np.zeros(count + 1, dtype=np.int32)
     offsets[1:] = ends
