@@ -237,17 +237,31 @@ class BrokerConnection:
                 if response.correlation_id in self._waiting:  # else its caller gave up
                     self._arrived[response.correlation_id] = response
                 return
+            stream = self._stream
+            # A large response goes straight into its own buffer (docs/performance.md,
+            # "Reading large frames"); TLS streams have no recv_into.
+            target = self._protocol.body_buffer() if isinstance(stream, LeanSocket) else None
+            data: bytes | bytearray = b""
             try:
-                data = await self._stream.receive_some(_RECEIVE_BYTES)
+                if target is not None:
+                    assert isinstance(stream, LeanSocket)
+                    with target:
+                        count = await stream.receive_into(target)
+                else:
+                    data = await stream.receive_some(_RECEIVE_BYTES)
+                    count = len(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                data = b""
+                count = 0
                 reason = str(exc)
             else:
                 reason = "closed by the broker" + ("" if self._answered else self._closed_hint)
-            if not data:
+            if not count:
                 self._break(BrokerConnectionError(f"{self.address}: connection {reason}"))
                 raise self._broken  # type: ignore[misc]
-            self._protocol.receive_data(data)
+            if target is not None:
+                self._protocol.body_received(count)
+            else:
+                self._protocol.receive_data(data)
 
     def _raise_if_broken(self) -> None:
         if self._broken is not None:

@@ -63,6 +63,17 @@ class LeanSocket:
                 return data
             await self.wait_readable()
 
+    async def receive_into(self, buffer: memoryview) -> int:
+        """Bytes read into `buffer` (0: the peer closed), waiting only if none are there yet;
+        no yield when some are."""
+        while True:
+            if self._closed:
+                raise trio.ClosedResourceError("socket closed")
+            try:
+                return self._sock.recv_into(buffer)
+            except BlockingIOError:
+                await self.wait_readable()
+
     async def send_all(self, data: bytes, timeout_s: float = math.inf) -> None:
         """Write all of `data`; waits (at most `timeout_s`, then trio.TooSlowError) only while
         the socket's buffer is full; no yield when it is not."""

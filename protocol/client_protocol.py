@@ -69,11 +69,19 @@ class ClientProtocol:
     def receive_data(self, data: bytes | bytearray) -> None:
         self._decoder.receive_data(data)
 
+    def body_buffer(self) -> memoryview | None:
+        """Where the rest of a large response may be read in place (FrameDecoder.body_buffer);
+        report what was read with `body_received`."""
+        return self._decoder.body_buffer()
+
+    def body_received(self, count: int) -> None:
+        self._decoder.body_received(count)
+
     def next_response(self) -> ReceivedResponse | NeedData:
         frame_body = self._decoder.next_frame()
         if frame_body is NEED_DATA:
             return NEED_DATA
-        assert isinstance(frame_body, bytes)
+        assert isinstance(frame_body, bytes | bytearray)
         if not self._in_flight:
             raise FrameError("response received with no request outstanding")
         expected = self._in_flight.popleft()

@@ -85,7 +85,7 @@ def _unique_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return result
 
 
-def unpack_bounded(body: bytes) -> Any:
+def unpack_bounded(body: bytes | bytearray) -> Any:
     """msgpack-decode untrusted bytes with every length bounded before allocation."""
     try:
         return msgpack.unpackb(
@@ -148,7 +148,7 @@ def encode_response(correlation_id: int, api_key: int, api_version: int, body: o
     return frame(msgpack.packb(plain, use_bin_type=True))
 
 
-def decode_response(frame_body: bytes, api_key: int, api_version: int) -> Response:
+def decode_response(frame_body: bytes | bytearray, api_key: int, api_version: int) -> Response:
     """Decode a response; the caller knows the api key and version from its correlation id."""
     plain_header, plain_body = _split(unpack_bounded(frame_body))
     header = decode_struct(ResponseHeader, 0, plain_header)

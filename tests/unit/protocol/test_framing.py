@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from protocol.errors import ErrorCode, FrameError, HighwaterError
 from protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
+    DIRECT_FRAME_BYTES,
     LENGTH_PREFIX_BYTES,
     NEED_DATA,
     FrameDecoder,
@@ -222,3 +223,104 @@ def test_empty_frames_are_frames() -> None:
     decoder.receive_data(frame(b"") * 3)
     assert _drain(decoder) == [b"", b"", b""]
     assert decoder.buffered_bytes == 0
+
+
+# --- reading a large frame in place (body_buffer / body_received) ------------------------------
+
+# Sizes around the in-place threshold; bodies are a repeated byte so hypothesis stays fast.
+_SIZES = st.sampled_from(
+    [
+        0,
+        1,
+        7,
+        DIRECT_FRAME_BYTES - 1,
+        DIRECT_FRAME_BYTES,
+        DIRECT_FRAME_BYTES + 5,
+        3 * DIRECT_FRAME_BYTES,
+    ]
+)
+
+
+@THOROUGH
+@given(sizes=st.lists(_SIZES, max_size=5), data=st.data())
+def test_reading_in_place_or_not_yields_the_same_frames(
+    sizes: list[int], data: st.DataObject
+) -> None:
+    # A reader as the client's: where the decoder offers a frame's buffer it writes a random
+    # part of the stream into it (recv_into), else it hands over a random chunk.
+    bodies = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    stream = b"".join(frame(b) for b in bodies)
+    decoder = FrameDecoder()
+    got: list[bytes] = []
+    pos = 0
+    while pos < len(stream):
+        step = data.draw(st.integers(1, 2 * DIRECT_FRAME_BYTES))
+        target = decoder.body_buffer()
+        if target is not None and data.draw(st.booleans()):
+            count = min(step, len(target), len(stream) - pos)
+            target[:count] = stream[pos : pos + count]
+            target.release()
+            decoder.body_received(count)
+        else:
+            count = min(step, len(stream) - pos)
+            decoder.receive_data(stream[pos : pos + count])
+        pos += count
+        got.extend(bytes(body) for body in _drain_any(decoder))
+        assert decoder.buffered_bytes == pos - sum(LENGTH_PREFIX_BYTES + len(b) for b in got)
+    assert got == bodies
+    assert decoder.body_buffer() is None
+
+
+def _drain_any(decoder: FrameDecoder) -> list[bytes | bytearray]:
+    out: list[bytes | bytearray] = []
+    while (item := decoder.next_frame()) is not NEED_DATA:
+        assert isinstance(item, bytes | bytearray)
+        out.append(item)
+    return out
+
+
+def test_body_buffer_is_offered_only_for_a_large_frame_not_yet_whole() -> None:
+    decoder = FrameDecoder()
+    assert decoder.body_buffer() is None  # nothing buffered
+    decoder.receive_data(_length(DIRECT_FRAME_BYTES)[:3])
+    assert decoder.body_buffer() is None  # the length is not known yet
+    decoder.receive_data(_length(DIRECT_FRAME_BYTES)[3:] + b"ab")
+    target = decoder.body_buffer()
+    assert target is not None
+    assert len(target) == DIRECT_FRAME_BYTES - 2  # the two bytes already there were moved in
+    target[:] = b"c" * len(target)
+    target.release()
+    decoder.body_received(DIRECT_FRAME_BYTES - 2)
+    assert decoder.body_buffer() is None  # whole
+    assert decoder.next_frame() == b"ab" + b"c" * (DIRECT_FRAME_BYTES - 2)
+
+    small = FrameDecoder()
+    small.receive_data(_length(DIRECT_FRAME_BYTES - 1))
+    assert small.body_buffer() is None  # small frames take the usual path
+
+
+def test_body_buffer_checks_the_length_before_making_the_buffer() -> None:
+    decoder = FrameDecoder(max_frame_bytes=DIRECT_FRAME_BYTES)
+    decoder.receive_data(_length(DIRECT_FRAME_BYTES + 1))
+    tracemalloc.start()
+    try:
+        with pytest.raises(FrameError):
+            decoder.body_buffer()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < DIRECT_FRAME_BYTES
+    with pytest.raises(FrameError):  # broken for good
+        decoder.next_frame()
+
+
+@pytest.mark.parametrize("count", [-1, DIRECT_FRAME_BYTES + 1])
+def test_body_received_must_match_the_buffer_given(count: int) -> None:
+    decoder = FrameDecoder()
+    decoder.receive_data(_length(DIRECT_FRAME_BYTES))
+    assert decoder.body_buffer() is not None
+    with pytest.raises(ValueError, match="does not match"):
+        decoder.body_received(count)
+    fresh = FrameDecoder()
+    with pytest.raises(ValueError, match="does not match"):
+        fresh.body_received(1)  # no buffer was given
