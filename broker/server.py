@@ -45,6 +45,8 @@ from protocol.messages.api_versions import ApiVersionsResponse
 __all__ = ["BrokerServer", "ServedListener"]
 
 _RECEIVE_BYTES = 256 * 1024
+# Requests up to this size (Kafka's max.request.size default) are read in place.
+DIRECT_REQUEST_MAX_BYTES = 1024 * 1024
 IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
 MAX_CONNECTIONS = cast(int, default_of("max.connections"))
 _MESSAGE_CHARS = 1000  # an error message cut to this when the whole response is too big
@@ -309,13 +311,28 @@ class BrokerServer:
                         return
                 else:
                     conn.waiting_since = trio.current_time()  # _close_idle_connections
+                    # A large request (a Produce of several batches) is read straight into
+                    # its own buffer (docs/performance.md, "Reading large frames"); a longer
+                    # one as it arrives, so a length alone sets aside no more than this.
+                    target = (
+                        decoder.body_buffer(DIRECT_REQUEST_MAX_BYTES) if lean is not None else None
+                    )
+                    if target is not None:
+                        assert lean is not None
+                        with target:
+                            count = await lean.receive_into(target)
+                        conn.waiting_since = math.inf
+                        if not count:
+                            return
+                        decoder.body_received(count)
+                        continue
                     data = await stream.receive_some(receive_bytes)
                     conn.waiting_since = math.inf
                 if not data:
                     return
                 decoder.receive_data(data)
                 continue
-            assert isinstance(frame_body, bytes)
+            assert isinstance(frame_body, bytes | bytearray)
             if lean is not None:
                 if lean.waits == waits:
                     # No wait since the last request (a client pipelining): let others run.

@@ -126,7 +126,7 @@ def encode_request(header: RequestHeader, body: object) -> bytes:
     return frame(msgpack.packb(plain, use_bin_type=True))
 
 
-def decode_request(frame_body: bytes) -> Request:
+def decode_request(frame_body: bytes | bytearray) -> Request:
     """Decode one frame body (without its length prefix) into a typed Request."""
     header: RequestHeader | None = None
     try:

@@ -84,11 +84,13 @@ class FrameDecoder:
             self._start = 0
         self._buffer += data
 
-    def body_buffer(self) -> memoryview | None:
+    def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None:
         """The unfilled rest of the frame now arriving, when it is long (DIRECT_FRAME_BYTES or
-        more) and its length is known: read into it (e.g. `socket.recv_into`) and report the
-        bytes with `body_received`. None: read with `receive_data`. The frame's length is
-        checked against max_frame_bytes before its buffer is made."""
+        more, and at most `limit_bytes`) and its length is known: read into it (e.g.
+        `socket.recv_into`) and report the bytes with `body_received`. None: read with
+        `receive_data`. The frame's length is checked against max_frame_bytes before its
+        buffer is made; a server passes `limit_bytes` so that a peer's 4 bytes cannot make
+        it set aside more than that."""
         if self._broken is not None:
             raise self._broken
         body = self._body
@@ -99,6 +101,8 @@ class FrameDecoder:
             length = self._frame_length()
             have = available - LENGTH_PREFIX_BYTES
             if length < DIRECT_FRAME_BYTES or have >= length:
+                return None
+            if limit_bytes is not None and length > limit_bytes:
                 return None
             body = self._body = bytearray(length)
             begin = self._start + LENGTH_PREFIX_BYTES

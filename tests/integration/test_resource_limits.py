@@ -12,6 +12,7 @@ docs/reliability.md names each limit.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import resource
 import struct
@@ -34,7 +35,7 @@ from client.network import connect
 from protocol.apis import supported_versions
 from protocol.codec import decode_response, encode_response
 from protocol.errors import ErrorCode
-from protocol.framing import NEED_DATA, FrameDecoder
+from protocol.framing import DIRECT_FRAME_BYTES, NEED_DATA, FrameDecoder
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.metadata import MetadataRequest
@@ -44,7 +45,7 @@ from protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicData,
 )
-from protocol.records import Record, build_batch
+from protocol.records import Record, build_batch, decode_batches
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually, wait_until
 from tests.integration.fuzz_frames import request_frame
 from tests.integration.replication_checks import create_topic, prepare_cluster, produce
@@ -246,6 +247,47 @@ async def test_half_a_frame_then_a_stall_blocks_no_one(limits_broker: BrokerProc
     assert decode_response(body, 18, 0).header.correlation_id == 11
     print(f"\nhalf a frame, stalled: others served in {max(latencies) * 1000:.0f} ms at most")
     assert max(latencies) < SERVED_WITHIN_S
+
+
+async def test_a_large_request_in_pieces_is_answered_and_its_records_kept_whole(
+    limits_broker: BrokerProcess,
+) -> None:
+    """A Produce frame of about 600 KiB, which the broker reads straight into its own buffer
+    (docs/performance.md, "Reading large frames"), sent in pieces with others served between
+    them: when the last piece comes it is answered, and its records read back whole."""
+    port = limits_broker.port
+    values = [bytes([0xA0 + i]) * (200 * 1024) for i in range(3)]
+    batch = build_batch([Record(value) for value in values])
+    data = (ProduceTopicData(TOPIC, (ProducePartitionData(0, batch),)),)
+    whole = request_frame(ProduceRequest(1, 5000, data), correlation_id=21)
+    assert DIRECT_FRAME_BYTES < len(whole) <= broker.server.DIRECT_REQUEST_MAX_BYTES
+    cuts = [0, 3, 1000, len(whole) // 2, len(whole)]
+    async with await trio.open_tcp_stream("127.0.0.1", port) as client:
+        for start, end in itertools.pairwise(cuts):
+            await client.send_all(whole[start:end])
+            if end < len(whole):
+                assert await served(port) < SERVED_WITHIN_S
+        decoder = FrameDecoder()
+        with trio.fail_after(10):
+            while (body := decoder.next_frame()) is NEED_DATA:
+                decoder.receive_data(await client.receive_some(1 << 16))
+    assert isinstance(body, bytes)
+    answer = decode_response(body, 0, 0)
+    assert answer.header.correlation_id == 21
+    assert isinstance(answer.body, ProduceResponse)
+    produced = answer.body.responses[0].partition_responses[0]
+    assert produced.error_code == ErrorCode.NONE
+    conn = await connect("127.0.0.1", port, client_id="reader")
+    try:
+        wanted = FetchPartition(0, produced.base_offset, 4 * MIB)
+        request = FetchRequest(-1, 0, 0, 4 * MIB, (FetchTopic(TOPIC, (wanted,)),))
+        fetched: FetchResponse = await conn.request(request)
+    finally:
+        await conn.aclose()
+    records = [
+        r for b in decode_batches(fetched.responses[0].partitions[0].records) for r in b.records
+    ]
+    assert [r.value for r in records[:3]] == values
 
 
 async def test_stalled_partial_frames_hold_at_most_what_was_sent(

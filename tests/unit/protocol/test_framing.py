@@ -298,6 +298,11 @@ def test_body_buffer_is_offered_only_for_a_large_frame_not_yet_whole() -> None:
     small.receive_data(_length(DIRECT_FRAME_BYTES - 1))
     assert small.body_buffer() is None  # small frames take the usual path
 
+    limited = FrameDecoder()
+    limited.receive_data(_length(DIRECT_FRAME_BYTES + 1))
+    assert limited.body_buffer(limit_bytes=DIRECT_FRAME_BYTES) is None  # over the caller's limit
+    assert limited.body_buffer(limit_bytes=DIRECT_FRAME_BYTES + 1) is not None
+
 
 def test_body_buffer_checks_the_length_before_making_the_buffer() -> None:
     decoder = FrameDecoder(max_frame_bytes=DIRECT_FRAME_BYTES)
