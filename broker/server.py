@@ -309,28 +309,24 @@ class BrokerServer:
                     if idle.cancelled_caught:
                         log.info("closing connection: not authenticated in time")
                         return
+                    decoder.receive_data(data)
+                    count = len(data)
                 else:
                     conn.waiting_since = trio.current_time()  # _close_idle_connections
-                    # A large request (a Produce of several batches) is read straight into
-                    # its own buffer (docs/performance.md, "Reading large frames"); a longer
-                    # one as it arrives, so a length alone sets aside no more than this.
-                    target = (
-                        decoder.body_buffer(DIRECT_REQUEST_MAX_BYTES) if lean is not None else None
-                    )
-                    if target is not None:
-                        assert lean is not None
-                        with target:
-                            count = await lean.receive_into(target)
-                        conn.waiting_since = math.inf
-                        if not count:
-                            return
-                        decoder.body_received(count)
-                        continue
-                    data = await stream.receive_some(receive_bytes)
+                    if lean is not None:
+                        # A request up to DIRECT_REQUEST_MAX_BYTES (a Produce of several
+                        # batches) is read straight into its own buffer; a longer one as it
+                        # arrives, so a length alone sets aside no more than that.
+                        count = await lean.receive_frames(
+                            decoder, receive_bytes, DIRECT_REQUEST_MAX_BYTES
+                        )
+                    else:
+                        data = await stream.receive_some(receive_bytes)
+                        decoder.receive_data(data)
+                        count = len(data)
                     conn.waiting_since = math.inf
-                if not data:
+                if not count:
                     return
-                decoder.receive_data(data)
                 continue
             assert isinstance(frame_body, bytes | bytearray)
             if lean is not None:

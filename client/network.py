@@ -238,18 +238,14 @@ class BrokerConnection:
                     self._arrived[response.correlation_id] = response
                 return
             stream = self._stream
-            # A large response goes straight into its own buffer (docs/performance.md,
-            # "Reading large frames"); TLS streams have no recv_into.
-            target = self._protocol.body_buffer() if isinstance(stream, LeanSocket) else None
-            data: bytes | bytearray = b""
             try:
-                if target is not None:
-                    assert isinstance(stream, LeanSocket)
-                    with target:
-                        count = await stream.receive_into(target)
-                else:
+                if isinstance(stream, LeanSocket):  # a large response is read in place
+                    count = await stream.receive_frames(self._protocol, _RECEIVE_BYTES)
+                else:  # TLS: trio's SSLStream has no recv_into
                     data = await stream.receive_some(_RECEIVE_BYTES)
                     count = len(data)
+                    if data:
+                        self._protocol.receive_data(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 count = 0
                 reason = str(exc)
@@ -258,10 +254,6 @@ class BrokerConnection:
             if not count:
                 self._break(BrokerConnectionError(f"{self.address}: connection {reason}"))
                 raise self._broken  # type: ignore[misc]
-            if target is not None:
-                self._protocol.body_received(count)
-            else:
-                self._protocol.receive_data(data)
 
     def _raise_if_broken(self) -> None:
         if self._broken is not None:

@@ -13,10 +13,21 @@ from __future__ import annotations
 import contextlib
 import math
 import socket
+from typing import Protocol
 
 import trio
 
-__all__ = ["LeanSocket"]
+__all__ = ["FrameSink", "LeanSocket"]
+
+
+class FrameSink(Protocol):
+    """What `LeanSocket.receive_frames` feeds: a FrameDecoder, or a ClientProtocol over one."""
+
+    def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None: ...
+
+    def body_received(self, count: int) -> None: ...
+
+    def receive_data(self, data: bytes | bytearray) -> None: ...
 
 
 class LeanSocket:
@@ -73,6 +84,24 @@ class LeanSocket:
                 return self._sock.recv_into(buffer)
             except BlockingIOError:
                 await self.wait_readable()
+
+    async def receive_frames(
+        self, sink: FrameSink, max_bytes: int, direct_limit_bytes: int | None = None
+    ) -> int:
+        """Read once into `sink`: the rest of a large frame straight into its own buffer
+        (FrameDecoder.body_buffer, up to `direct_limit_bytes`; docs/performance.md, "Reading
+        large frames"), else up to `max_bytes`. The bytes read; 0: the peer closed."""
+        target = sink.body_buffer(direct_limit_bytes)
+        if target is None:
+            data = await self.receive_some(max_bytes)
+            if data:
+                sink.receive_data(data)
+            return len(data)
+        with target:
+            count = await self.receive_into(target)
+        if count:
+            sink.body_received(count)
+        return count
 
     async def send_all(self, data: bytes, timeout_s: float = math.inf) -> None:
         """Write all of `data`; waits (at most `timeout_s`, then trio.TooSlowError) only while

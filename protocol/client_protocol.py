@@ -69,10 +69,10 @@ class ClientProtocol:
     def receive_data(self, data: bytes | bytearray) -> None:
         self._decoder.receive_data(data)
 
-    def body_buffer(self) -> memoryview | None:
+    def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None:
         """Where the rest of a large response may be read in place (FrameDecoder.body_buffer);
         report what was read with `body_received`."""
-        return self._decoder.body_buffer()
+        return self._decoder.body_buffer(limit_bytes)
 
     def body_received(self, count: int) -> None:
         self._decoder.body_received(count)
