@@ -5,6 +5,10 @@ error code (`.code`) and start their message with its name (`NOT_LEADER_OR_FOLLO
 CLI can print one line and a program can branch on the code. Client-side failures (no broker
 reachable, a wait that ran out) have `.code` None unless a Kafka code fits them exactly.
 
+A connection that fails or breaks raises `BrokerConnectionError` (a ConnectionError; the
+clients retry it or turn it into one of the above), `AuthenticationFailedError` when TLS or SASL
+refused it.
+
 `ProducerFatalError` and its subclasses end an idempotent producer: once one is raised, every
 record still pending in that Producer fails with it, and so does every later `send()`.
 """
@@ -14,6 +18,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 
 __all__ = [
+    "AuthenticationFailedError",
+    "BrokerConnectionError",
     "ClientClosedError",
     "CommitFailedError",
     "CorruptBatchError",
@@ -49,6 +55,20 @@ class HighwaterClientError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name}: {self.args[0] if self.args else ''})"
+
+
+class BrokerConnectionError(ConnectionError):
+    """The connection failed, broke, or a request on it timed out (and the stream was dropped)."""
+
+
+class AuthenticationFailedError(BrokerConnectionError):
+    """The TLS handshake failed (e.g. an untrusted certificate) or the broker refused the
+    SASL login: retrying unchanged will not help. `code` is Kafka's (SSL failures:
+    SASL_AUTHENTICATION_FAILED too, as Kafka's SslAuthenticationException has no code)."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.SASL_AUTHENTICATION_FAILED):
+        super().__init__(message)
+        self.code = code
 
 
 class NoBrokersAvailable(HighwaterClientError):

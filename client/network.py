@@ -15,14 +15,15 @@ from __future__ import annotations
 import math
 import ssl
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import trio
 
-from client.security import AuthenticationError, ClientSecurity
+from client.errors import AuthenticationFailedError, BrokerConnectionError
+from client.security import PLAINTEXT_CLOSED_HINT, AuthenticationError, ClientSecurity
 from client.socket_io import LeanSocket
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
-from protocol.errors import ErrorCode, HighwaterError
+from protocol.errors import HighwaterError
 from protocol.framing import NEED_DATA
 
 __all__ = [
@@ -35,28 +36,6 @@ __all__ = [
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 _RECEIVE_BYTES = 256 * 1024
-
-
-class BrokerConnectionError(ConnectionError):
-    """The connection failed, broke, or a request on it timed out (and the stream was dropped)."""
-
-
-class AuthenticationFailedError(BrokerConnectionError):
-    """The TLS handshake failed (e.g. an untrusted certificate) or the broker refused the
-    SASL login: retrying unchanged will not help. `code` is Kafka's (SSL failures:
-    SASL_AUTHENTICATION_FAILED too, as Kafka's SslAuthenticationException has no code)."""
-
-    def __init__(self, message: str, code: ErrorCode = ErrorCode.SASL_AUTHENTICATION_FAILED):
-        super().__init__(message)
-        self.code = code
-
-
-# A TLS listener closes a plaintext connection at its first bytes, a SASL listener at its
-# first request that is not SaslHandshake or ApiVersions.
-_PLAINTEXT_HINT: Final = (
-    " before answering (a TLS or SASL listener? the client's security.protocol, sasl.* and ssl.*"
-    " settings say how to connect to one)"
-)
 
 
 async def connect(
@@ -74,7 +53,7 @@ async def connect(
         with trio.fail_after(timeout_ms / 1000):
             tcp = await trio.open_tcp_stream(host, port)
             if security is None or security.protocol == "PLAINTEXT":
-                return BrokerConnection(tcp, address, client_id, closed_hint=_PLAINTEXT_HINT)
+                return BrokerConnection(tcp, address, client_id, closed_hint=PLAINTEXT_CLOSED_HINT)
             stream: trio.abc.Stream = tcp
             if security.uses_tls:
                 stream = await _tls(tcp, host, security, address)

@@ -11,7 +11,7 @@ signature too; PLAIN only over TLS). TLS is 1.2 or later, with the host name che
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MECHANISMS",
+    "PLAINTEXT_CLOSED_HINT",
     "PROTOCOLS",
     "SECURITY_PROPERTIES",
     "AuthenticationError",
@@ -36,6 +37,12 @@ __all__ = [
     "security_from",
 ]
 
+# A TLS listener closes a plaintext connection at its first bytes, a SASL listener at its
+# first request that is not SaslHandshake or ApiVersions: said when that happens.
+PLAINTEXT_CLOSED_HINT: Final = (
+    " before answering (a TLS or SASL listener? the client's security.protocol, sasl.* and ssl.*"
+    " settings say how to connect to one)"
+)
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 # The property names from_properties reads (Kafka's client configs; ssl.cafile and
@@ -164,12 +171,13 @@ class ClientSecurity:
                 raise SecurityConfigError(f"no such file: {path}")
         return security
 
-    async def authenticate(self, connection: BrokerConnection, timeout_ms: int) -> None:
-        """SaslHandshake, then SaslAuthenticate until done. AuthenticationError if refused."""
+    def sasl_exchange(self) -> Generator[object, Any, None]:
+        """The SASL requests in turn (SaslHandshake, then SaslAuthenticate until done), each
+        sent with the response to the one before. Sans-IO: the trio connection
+        (`authenticate`) and the Spark driver's blocking one drive it. AuthenticationError if
+        the broker refuses."""
         assert self.username is not None and self.password is not None
-        handshake: SaslHandshakeResponse = await connection.request(
-            SaslHandshakeRequest(self.sasl_mechanism), timeout_ms=timeout_ms
-        )
+        handshake: SaslHandshakeResponse = yield SaslHandshakeRequest(self.sasl_mechanism)
         if handshake.error_code != ErrorCode.NONE:
             code = ErrorCode(handshake.error_code)
             offered = ", ".join(handshake.mechanisms) or "none"
@@ -178,7 +186,7 @@ class ClientSecurity:
             )
         if self.sasl_mechanism == "PLAIN":
             message = b"\0" + self.username.encode() + b"\0" + self.password.encode()
-            await _step(connection, message, timeout_ms)
+            _accepted((yield SaslAuthenticateRequest(message)))
             return
         # Imported here: scramp (and the importlib.metadata it loads) is about 20 ms of every
         # client's start, a Spark query's source runner included, and only SCRAM needs it.
@@ -186,20 +194,28 @@ class ClientSecurity:
 
         try:
             scram = ScramClient([self.sasl_mechanism], self.username, self.password)
-            server_first = await _step(connection, scram.get_client_first().encode(), timeout_ms)
-            scram.set_server_first(server_first.decode())
-            server_final = await _step(connection, scram.get_client_final().encode(), timeout_ms)
-            scram.set_server_final(server_final.decode())
+            first = SaslAuthenticateRequest(scram.get_client_first().encode())
+            scram.set_server_first(_accepted((yield first)).decode())
+            final = SaslAuthenticateRequest(scram.get_client_final().encode())
+            scram.set_server_final(_accepted((yield final)).decode())
         except (ScramException, UnicodeDecodeError) as exc:
             raise AuthenticationError(
                 ErrorCode.SASL_AUTHENTICATION_FAILED, f"the broker's SCRAM answer: {exc}"
             ) from None
 
+    async def authenticate(self, connection: BrokerConnection, timeout_ms: int) -> None:
+        """The SASL exchange on a fresh connection. AuthenticationError if refused."""
+        exchange = self.sasl_exchange()
+        request = next(exchange)
+        while True:
+            response = await connection.request(request, timeout_ms=timeout_ms)
+            try:
+                request = exchange.send(response)
+            except StopIteration:
+                return
 
-async def _step(connection: BrokerConnection, message: bytes, timeout_ms: int) -> bytes:
-    response: SaslAuthenticateResponse = await connection.request(
-        SaslAuthenticateRequest(message), timeout_ms=timeout_ms
-    )
+
+def _accepted(response: SaslAuthenticateResponse) -> bytes:
     if response.error_code != ErrorCode.NONE:
         code = ErrorCode(response.error_code)
         raise AuthenticationError(code, response.error_message or "authentication failed")
