@@ -1,24 +1,46 @@
 """What the Spark driver asks the cluster: a subscription's partitions and their offsets.
 
-Each question is one short `trio.run` with a fresh metadata client, so nothing (no thread, no
-socket) outlives the call inside Spark's long-lived Python worker.
+Each question opens blocking connections (client.sync_network), asks, and closes them, so
+nothing (no thread, no socket) outlives the call inside Spark's long-lived Python worker, and
+trio is not imported on the driver: Spark's streaming source runner imports the source in a
+fresh process before each query and waits for it. The answers are read by the same IO-free
+`MetadataView` and ListOffsets rounds as the trio clients use.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import trio
-
-from client.errors import HighwaterClientError
-from client.metadata import ClusterMetadata, list_offsets
+from client.errors import (
+    BrokerConnectionError,
+    HighwaterClientError,
+    HighwaterTimeoutError,
+    NoBrokersAvailable,
+)
+from client.metadata_view import (
+    METADATA_VERSION,
+    MetadataView,
+    list_offsets_requests,
+    take_list_offsets,
+)
+from client.security import security_from
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from client.spark.options import SourceOptions
+from client.sync_network import SyncBrokerConnection, connect_sync
+from protocol.messages.list_offsets import ListOffsetsResponse
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
+
+if TYPE_CHECKING:
+    from client.security import ClientSecurity
 
 __all__ = ["OffsetSnapshot", "commit_for_lag", "offsets_for_timestamp", "snapshot"]
 
 REQUEST_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_MS = 10_000
 LAG_COMMIT_TIMEOUT_MS = 10_000  # a lag report never holds a micro-batch up for long
 
 
@@ -39,7 +61,12 @@ def snapshot(
     """The HW of every partition of the subscription, and the log start offset of
     `earliest_for` (None: of every partition)."""
     wanted = None if earliest_for is None else set(earliest_for)
-    return trio.run(_snapshot, options, wanted)
+    with _DriverCluster(options) as cluster:
+        partitions = cluster.partitions(options)
+        latest = cluster.offsets(partitions, LATEST)
+        chosen = partitions if wanted is None else [p for p in partitions if p in wanted]
+        earliest = cluster.offsets(chosen, EARLIEST) if chosen else {}
+        return OffsetSnapshot(latest, earliest)
 
 
 def offsets_for_timestamp(
@@ -47,75 +74,120 @@ def offsets_for_timestamp(
 ) -> tuple[PartitionOffsets, PartitionOffsets]:
     """Per partition, the first offset whose record timestamp is at or after `timestamp_ms`
     (-1 when there is none), and the partitions' HWs."""
-    return trio.run(_for_timestamp, options, timestamp_ms)
+    with _DriverCluster(options) as cluster:
+        partitions = cluster.partitions(options)
+        latest = cluster.offsets(partitions, LATEST)
+        return cluster.offsets(partitions, timestamp_ms), latest
 
 
-async def _snapshot(
-    options: SourceOptions, earliest_for: set[TopicPartition] | None
-) -> OffsetSnapshot:
-    metadata = _metadata(options)
-    try:
-        partitions = await _partitions(metadata, options)
-        latest = await _offsets(metadata, partitions, LATEST)
-        chosen = (
-            partitions if earliest_for is None else [p for p in partitions if p in earliest_for]
-        )
-        earliest = await _offsets(metadata, chosen, EARLIEST) if chosen else {}
-        return OffsetSnapshot(latest, earliest)
-    finally:
-        await metadata.aclose()
+class _DriverCluster:
+    """A MetadataView with blocking connections, for one question."""
 
+    def __init__(self, options: SourceOptions) -> None:
+        self.view = MetadataView(options.bootstrap_servers)
+        self.security: ClientSecurity | None = security_from(dict(options.security))
+        self._connections: dict[tuple[str, int], SyncBrokerConnection] = {}
 
-async def _for_timestamp(
-    options: SourceOptions, timestamp_ms: int
-) -> tuple[PartitionOffsets, PartitionOffsets]:
-    metadata = _metadata(options)
-    try:
-        partitions = await _partitions(metadata, options)
-        latest = await _offsets(metadata, partitions, LATEST)
-        return await _offsets(metadata, partitions, timestamp_ms), latest
-    finally:
-        await metadata.aclose()
+    def __enter__(self) -> _DriverCluster:
+        return self
 
+    def __exit__(self, *exc_info: object) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
 
-def _metadata(options: SourceOptions) -> ClusterMetadata:
-    return ClusterMetadata(
-        options.bootstrap_servers,
-        client_id="highwater-spark",
-        request_timeout_ms=REQUEST_TIMEOUT_MS,
-        security=dict(options.security),
-    )
+    def partitions(self, options: SourceOptions) -> list[TopicPartition]:
+        """The partitions the subscription covers now (a subscribed topic that does not exist
+        yet has none; a pattern takes every matching topic, so new ones join)."""
+        if options.assign is not None:
+            return list(options.assign)
+        self.refresh(options.subscribe)
+        found: list[TopicPartition] = []
+        for topic in self.view.topics:
+            if options.matches(topic):
+                partitions = self.view.partitions_for(topic) or ()
+                found.extend(TopicPartition(topic, p) for p in partitions)
+        return sorted(found)
 
+    def refresh(self, topics: Iterable[str] | None) -> None:
+        """One Metadata answer from some broker (known ones first, then the bootstrap list);
+        `topics` None: every topic. NoBrokersAvailable if none answers."""
+        wanted = None if topics is None else tuple(sorted(topics))
+        request = MetadataRequest(topics=wanted)
+        known = [(b.host, b.port) for b in self.view.brokers.values()]
+        errors: list[str] = []
+        for address in dict.fromkeys([*known, *self.view.bootstrap]):
+            try:
+                response: MetadataResponse = self._connection(address).request(
+                    request, METADATA_VERSION, timeout_ms=REQUEST_TIMEOUT_MS
+                )
+            except BrokerConnectionError as exc:
+                self._drop(address)
+                errors.append(str(exc))
+                continue
+            self.view.merge(response, wanted, time.monotonic() * 1000)
+            return
+        raise NoBrokersAvailable("no broker answered a metadata request: " + "; ".join(errors[-3:]))
 
-async def _partitions(metadata: ClusterMetadata, options: SourceOptions) -> list[TopicPartition]:
-    """The partitions the subscription covers now (a subscribed topic that does not exist yet
-    has none; a pattern takes every matching topic, so new ones join)."""
-    if options.assign is not None:
-        return list(options.assign)
-    if options.subscribe is not None:
-        await metadata.refresh(options.subscribe)
-    else:
-        await metadata.refresh(all_topics=True)
-    found: list[TopicPartition] = []
-    for topic in metadata.topics:
-        if options.matches(topic):
-            found.extend(TopicPartition(topic, p) for p in metadata.partitions_for(topic) or ())
-    return sorted(found)
+    def offsets(self, partitions: Iterable[TopicPartition], timestamp: int) -> PartitionOffsets:
+        """ListOffsets of `partitions` from their leaders (as client.metadata.list_offsets):
+        retriable errors and missing leaders refresh the metadata and retry until the request
+        timeout (HighwaterTimeoutError)."""
+        pending = {(tp.topic, tp.partition): timestamp for tp in partitions}
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
+        view = self.view
+        while pending:
+            if view.update_requested or any(view.leader_for(*tp) is None for tp in pending):
+                view.add_topics(t for t, _ in pending)
+                with contextlib.suppress(NoBrokersAvailable):
+                    self.refresh(sorted({t for t, _ in pending}))
+            requests, problem = list_offsets_requests(view, pending)
+            for leader, request in requests.items():
+                broker = view.brokers[leader]
+                address = (broker.host, broker.port)
+                try:
+                    response: ListOffsetsResponse = self._connection(address).request(
+                        request, timeout_ms=REQUEST_TIMEOUT_MS
+                    )
+                except BrokerConnectionError as exc:
+                    self._drop(address)
+                    view.request_update()
+                    problem = str(exc)
+                    continue
+                problem = take_list_offsets(view, response, pending, results) or problem
+            remaining_s = deadline - time.monotonic()
+            if pending and remaining_s <= 0:
+                raise HighwaterTimeoutError(
+                    f"list offsets not done in {REQUEST_TIMEOUT_MS} ms: {problem}"
+                )
+            if pending:
+                time.sleep(min(remaining_s, view.retry_backoff_ms / 1000))  # retry backoff
+        return {TopicPartition(*tp): offset for tp, (offset, _) in results.items()}
 
+    def _connection(self, address: tuple[str, int]) -> SyncBrokerConnection:
+        connection = self._connections.get(address)
+        if connection is None or connection.broken:
+            connection = connect_sync(
+                *address,
+                client_id="highwater-spark",
+                timeout_ms=CONNECT_TIMEOUT_MS,
+                security=self.security,
+            )
+            self._connections[address] = connection
+        return connection
 
-async def _offsets(
-    metadata: ClusterMetadata, partitions: Iterable[TopicPartition], timestamp: int
-) -> PartitionOffsets:
-    wanted = {(tp.topic, tp.partition): timestamp for tp in partitions}
-    if not wanted:
-        return {}
-    found = await list_offsets(metadata, wanted, timeout_ms=REQUEST_TIMEOUT_MS)
-    return {TopicPartition(*tp): offset for tp, (offset, _) in found.items()}
+    def _drop(self, address: tuple[str, int]) -> None:
+        connection = self._connections.pop(address, None)
+        if connection is not None:
+            connection.close()
 
 
 def commit_for_lag(options: SourceOptions, offsets: PartitionOffsets) -> str | None:
     """Commit `offsets` to the option groupIdForLag's group from outside the group (as
     `groups reset-offsets` does): only for `groups describe`'s lag. None, or why it failed."""
+    import trio  # only for queries with groupIdForLag (import time)
+
     assert options.group_id_for_lag is not None
     return trio.run(_commit_for_lag, options, options.group_id_for_lag, offsets)
 
@@ -123,7 +195,9 @@ def commit_for_lag(options: SourceOptions, offsets: PartitionOffsets) -> str | N
 async def _commit_for_lag(
     options: SourceOptions, group_id: str, offsets: PartitionOffsets
 ) -> str | None:
-    from client.admin import Admin  # only for queries with groupIdForLag (import time)
+    import trio
+
+    from client.admin import Admin
 
     try:
         with trio.fail_after(LAG_COMMIT_TIMEOUT_MS / 1000):
