@@ -37,7 +37,13 @@ from broker.tls import certificate_subject
 from client.socket_io import LeanSocket
 from controller.zk_types import ZkConnectionError
 from protocol.apis import ApiKey, supported_versions
-from protocol.codec import RequestDecodeError, RequestHeader, decode_request, encode_response
+from protocol.codec import (
+    RequestDecodeError,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    encode_response_parts,
+)
 from protocol.errors import ErrorCode, FrameError, HighwaterError
 from protocol.framing import LENGTH_PREFIX_BYTES, NEED_DATA, FrameDecoder
 from protocol.messages.api_versions import ApiVersionsResponse
@@ -340,7 +346,7 @@ class BrokerServer:
             except RequestDecodeError as exc:
                 if _unsupported_api_versions(exc.header, exc.code):
                     assert exc.header is not None
-                    await self._send(stream, _api_versions_fallback(exc.header))
+                    await self._send(stream, [_api_versions_fallback(exc.header)])
                     continue
                 log.warning("closing connection: bad request", error=str(exc))
                 return
@@ -382,13 +388,13 @@ class BrokerServer:
             size = 0
             if response is not None:
                 try:
-                    data = _encode(header, response)
+                    parts = _encode(header, response)
                 except Exception:
                     # A bug in that handler, which must not take the broker down.
                     log.exception("response could not be encoded", api_key=header.api_key)
                     return
-                size = len(data)
-                await self._send(stream, data)
+                size = sum(map(len, parts))
+                await self._send(stream, parts, size)
             conn.busy = False
             if stats is not None:
                 remote_s = clock.remote_s
@@ -441,22 +447,26 @@ class BrokerServer:
             )
         return not step.close
 
-    async def _send(self, stream: _Channel, data: bytes) -> None:
+    async def _send(self, stream: _Channel, parts: list[bytes], size: int | None = None) -> None:
+        """Write a response's frame, given in pieces (`encode_response_parts`)."""
+        timeout_s = _send_timeout_s(sum(map(len, parts)) if size is None else size)
         if isinstance(stream, LeanSocket):
-            await stream.send_all(data, _send_timeout_s(len(data)))
+            await stream.send_parts(parts, timeout_s)
             return
-        with trio.fail_after(_send_timeout_s(len(data))):
-            await stream.send_all(data)
+        with trio.fail_after(timeout_s):
+            await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
 
 
-def _encode(header: RequestHeader, response: object) -> bytes:
-    """Encode; if that fails, again with every error_message cut short: a message quoting a
-    client's oversized input (a 32 KiB topic name) must not cost the client its answer."""
+def _encode(header: RequestHeader, response: object) -> list[bytes]:
+    """Encode (in pieces); if that fails, again with every error_message cut short: a message
+    quoting a client's oversized input (a 32 KiB topic name) must not cost the client its
+    answer."""
+    correlation_id, api_key, api_version = header.correlation_id, header.api_key, header.api_version
     try:
-        return encode_response(header.correlation_id, header.api_key, header.api_version, response)
+        return encode_response_parts(correlation_id, api_key, api_version, response)
     except HighwaterError:
         short = _short_messages(response)
-        return encode_response(header.correlation_id, header.api_key, header.api_version, short)
+        return encode_response_parts(correlation_id, api_key, api_version, short)
 
 
 def _short_messages(value: Any) -> Any:

@@ -13,11 +13,14 @@ from __future__ import annotations
 import contextlib
 import math
 import socket
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Final, Protocol
 
 import trio
 
 __all__ = ["FrameSink", "LeanSocket"]
+
+_IOV_MAX: Final = 512  # pieces per sendmsg (Linux allows 1024)
 
 
 class FrameSink(Protocol):
@@ -123,6 +126,36 @@ class LeanSocket:
                     raise trio.ClosedResourceError("socket closed")
                 with contextlib.suppress(BlockingIOError):
                     sent += sock.send(view[sent:])
+
+    async def send_parts(self, parts: Sequence[bytes], timeout_s: float = math.inf) -> None:
+        """Write `parts` one after the other, as `send_all` writes one (scatter/gather: no
+        piece is copied into a joined buffer first)."""
+        if len(parts) == 1:
+            await self.send_all(parts[0], timeout_s)
+            return
+        if self._closed:
+            raise trio.ClosedResourceError("socket closed")
+        sock = self._sock
+        views = [memoryview(part) for part in parts]
+        try:
+            sent = sock.sendmsg(views[:_IOV_MAX])
+        except BlockingIOError:
+            sent = 0
+        with trio.fail_after(timeout_s):
+            while True:
+                while views and sent >= len(views[0]):
+                    sent -= len(views.pop(0))
+                if not views:
+                    return
+                views[0] = views[0][sent:]
+                self.waits += 1
+                await trio.lowlevel.wait_writable(sock)
+                if self._closed:
+                    raise trio.ClosedResourceError("socket closed")
+                try:
+                    sent = sock.sendmsg(views[:_IOV_MAX])
+                except BlockingIOError:
+                    sent = 0
 
     def close(self) -> None:
         """Close now; a task waiting on the socket gets trio.ClosedResourceError."""

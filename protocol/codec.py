@@ -7,6 +7,10 @@ A frame body is a msgpack array of two maps: `[header, body]`.
     response header: {"correlation_id": int32}
 
 The body map is the API's request or response schema at the header's version (protocol.apis).
+
+A Fetch response that carries large records is encoded in pieces (`encode_response_parts`):
+the records go out as they came from the log, beside the packed rest, not copied into
+msgpack's buffer and out again (docs/performance.md, "Sending large records").
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import msgpack
 
 from protocol.apis import ApiKey, api_spec
 from protocol.errors import HighwaterError, InvalidRequestError
-from protocol.framing import frame
+from protocol.framing import frame, length_prefix
 from protocol.schema import MAX_ITEMS_DEFAULT, MAX_STRING_BYTES, Int16, Int32
 from protocol.schema_compile import decode_struct, encode_struct
 
@@ -34,6 +38,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_parts",
     "unpack_bounded",
 ]
 
@@ -154,3 +159,52 @@ def decode_response(frame_body: bytes | bytearray, api_key: int, api_version: in
     header = decode_struct(ResponseHeader, 0, plain_header)
     spec = api_spec(api_key)
     return Response(header, decode_struct(spec.response, api_version, plain_body))
+
+
+# Records at least this long are a piece of their own in a response's frame.
+OUT_OF_LINE_BYTES: Final = 64 * 1024
+_BIN32: Final = b"\xc6"  # msgpack's bin 32 marker; a 4-byte big-endian length follows
+
+
+def encode_response_parts(
+    correlation_id: int, api_key: int, api_version: int, body: object
+) -> list[bytes]:
+    """The frame `encode_response` makes, as pieces to write in order: in a Fetch response,
+    each partition's records of OUT_OF_LINE_BYTES or more are a piece of their own (the very
+    bytes object, not a copy), after its msgpack bin header."""
+    if api_key != ApiKey.FETCH or not _has_large_records(body):
+        return [encode_response(correlation_id, api_key, api_version, body)]
+    spec = api_spec(api_key)
+    if type(body) is not spec.response:
+        raise TypeError(f"{ApiKey(api_key).name} needs a {spec.response.__name__}")
+    plain = [encode_struct(ResponseHeader(correlation_id), 0), encode_struct(body, api_version)]
+    packer = msgpack.Packer(use_bin_type=True, autoreset=False)
+    parts: list[bytes] = []
+    _pack_in_pieces(plain, packer, parts)
+    parts.append(packer.bytes())
+    parts[0] = length_prefix(sum(map(len, parts))) + parts[0]
+    return parts
+
+
+def _has_large_records(body: Any) -> bool:
+    return any(len(p.records) >= OUT_OF_LINE_BYTES for t in body.responses for p in t.partitions)
+
+
+def _pack_in_pieces(value: Any, packer: msgpack.Packer, parts: list[bytes]) -> None:
+    """Pack `value` as msgpack.packb would, except that a long bytes object becomes its own
+    piece: the bytes packed so far are taken out of `packer` first."""
+    if type(value) is dict:
+        packer.pack_map_header(len(value))
+        for key, item in value.items():
+            packer.pack(key)
+            _pack_in_pieces(item, packer, parts)
+    elif type(value) is list:
+        packer.pack_array_header(len(value))
+        for item in value:
+            _pack_in_pieces(item, packer, parts)
+    elif type(value) is bytes and len(value) >= OUT_OF_LINE_BYTES:
+        parts.append(packer.bytes() + _BIN32 + len(value).to_bytes(4, "big"))
+        packer.reset()
+        parts.append(value)
+    else:
+        packer.pack(value)

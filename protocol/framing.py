@@ -22,6 +22,7 @@ __all__ = [
     "FrameDecoder",
     "NeedData",
     "frame",
+    "length_prefix",
 ]
 
 LENGTH_PREFIX_BYTES: Final = 4
@@ -43,6 +44,11 @@ NEED_DATA: Final = NeedData.NEED_DATA
 def frame(body: bytes) -> bytes:
     """Prefix an encoded body with its length."""
     return _LENGTH.pack(len(body)) + body
+
+
+def length_prefix(body_bytes: int) -> bytes:
+    """The 4 bytes that go before a body of `body_bytes` (for a frame sent in pieces)."""
+    return _LENGTH.pack(body_bytes)
 
 
 class FrameDecoder:

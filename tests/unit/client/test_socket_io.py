@@ -79,3 +79,33 @@ async def test_close_wakes_a_waiting_receive(pair: tuple[LeanSocket, socket.sock
     assert len(raised) == 1 and lean.closed
     with pytest.raises(trio.ClosedResourceError):
         await lean.send_all(b"after")
+
+
+async def test_pieces_reach_the_peer_whole_and_in_order_when_the_buffer_fills(
+    pair: tuple[LeanSocket, socket.socket],
+) -> None:
+    """More than the socket buffers hold, in pieces of every size (empty ones too): the
+    writes stop part-way through pieces and must resume at the right byte."""
+    lean, peer = pair
+    parts = [bytes([i % 251]) * size for i, size in enumerate([3, 0, 70_000, 1, 0, 2_000_000, 5])]
+    parts += [b"%d" % i for i in range(600)]  # more pieces than one sendmsg takes
+    expected = b"".join(parts)
+    received = bytearray()
+
+    def read_all() -> None:
+        while len(received) < len(expected):
+            chunk = peer.recv(65_536)
+            assert chunk
+            received.extend(chunk)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.to_thread.run_sync, read_all)
+        await lean.send_parts(parts, timeout_s=30)
+    assert received == expected
+    assert lean.waits > 0  # it did have to wait for the buffer at least once
+
+
+async def test_one_piece_is_a_plain_send(pair: tuple[LeanSocket, socket.socket]) -> None:
+    lean, peer = pair
+    await lean.send_parts([b"only"])
+    assert peer.recv(16) == b"only"
