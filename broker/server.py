@@ -32,21 +32,15 @@ from broker.handlers import HANDLERS
 from broker.listeners import SecurityProtocol
 from broker.purgatory import RequestClock, current_request_clock
 from broker.request_stats import RequestStats
+from broker.responses import api_versions_fallback, encode
 from broker.settings import default_of
 from broker.tls import certificate_subject
 from client.socket_io import LeanSocket
 from controller.zk_types import ZkConnectionError
-from protocol.apis import ApiKey, supported_versions
-from protocol.codec import (
-    RequestDecodeError,
-    RequestHeader,
-    decode_request,
-    encode_response,
-    encode_response_parts,
-)
-from protocol.errors import ErrorCode, FrameError, HighwaterError
+from protocol.apis import ApiKey
+from protocol.codec import RequestDecodeError, RequestHeader, decode_request
+from protocol.errors import ErrorCode, FrameError
 from protocol.framing import LENGTH_PREFIX_BYTES, NEED_DATA, FrameDecoder
-from protocol.messages.api_versions import ApiVersionsResponse
 
 __all__ = ["BrokerServer", "ServedListener"]
 
@@ -55,7 +49,6 @@ _RECEIVE_BYTES = 256 * 1024
 DIRECT_REQUEST_MAX_BYTES = 1024 * 1024
 IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
 MAX_CONNECTIONS = cast(int, default_of("max.connections"))
-_MESSAGE_CHARS = 1000  # an error message cut to this when the whole response is too big
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,7 +339,7 @@ class BrokerServer:
             except RequestDecodeError as exc:
                 if _unsupported_api_versions(exc.header, exc.code):
                     assert exc.header is not None
-                    await self._send(stream, [_api_versions_fallback(exc.header)])
+                    await self._send(stream, [api_versions_fallback(exc.header)])
                     continue
                 log.warning("closing connection: bad request", error=str(exc))
                 return
@@ -388,7 +381,7 @@ class BrokerServer:
             size = 0
             if response is not None:
                 try:
-                    parts = _encode(header, response)
+                    parts = encode(header, response)
                 except Exception:
                     # A bug in that handler, which must not take the broker down.
                     log.exception("response could not be encoded", api_key=header.api_key)
@@ -427,14 +420,14 @@ class BrokerServer:
             return False
         if header.api_key == ApiKey.API_VERSIONS:
             response = await HANDLERS[ApiKey.API_VERSIONS](self.ctx, header, body)
-            await self._send(stream, _encode(header, response))
+            await self._send(stream, encode(header, response))
             return True
         step = (
             sasl.handshake(body)
             if header.api_key == ApiKey.SASL_HANDSHAKE
             else sasl.authenticate(body)
         )
-        await self._send(stream, _encode(header, step.response))
+        await self._send(stream, encode(header, step.response))
         if step.principal is not None:
             SESSION.set(dataclasses.replace(SESSION.get(), principal=step.principal))
             structlog.contextvars.bind_contextvars(principal=str(step.principal))
@@ -457,46 +450,12 @@ class BrokerServer:
             await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
 
 
-def _encode(header: RequestHeader, response: object) -> list[bytes]:
-    """Encode (in pieces); if that fails, again with every error_message cut short: a message
-    quoting a client's oversized input (a 32 KiB topic name) must not cost the client its
-    answer."""
-    correlation_id, api_key, api_version = header.correlation_id, header.api_key, header.api_version
-    try:
-        return encode_response_parts(correlation_id, api_key, api_version, response)
-    except HighwaterError:
-        short = _short_messages(response)
-        return encode_response_parts(correlation_id, api_key, api_version, short)
-
-
-def _short_messages(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return tuple(_short_messages(v) for v in value)
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
-        return value
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(value):
-        item = getattr(value, f.name)
-        if f.name == "error_message" and isinstance(item, str) and len(item) > _MESSAGE_CHARS:
-            changes[f.name] = item[:_MESSAGE_CHARS] + "..."
-        elif isinstance(item, tuple) or dataclasses.is_dataclass(item):
-            changes[f.name] = _short_messages(item)
-    return dataclasses.replace(value, **changes) if changes else value
-
-
 def _unsupported_api_versions(header: RequestHeader | None, code: int) -> bool:
     return (
         header is not None
         and header.api_key == ApiKey.API_VERSIONS
         and code == ErrorCode.UNSUPPORTED_VERSION
     )
-
-
-def _api_versions_fallback(header: RequestHeader) -> bytes:
-    """Kafka's answer to ApiVersions at a version it does not speak: v0, UNSUPPORTED_VERSION,
-    and the supported ranges."""
-    body = ApiVersionsResponse(ErrorCode.UNSUPPORTED_VERSION, supported_versions())
-    return encode_response(header.correlation_id, ApiKey.API_VERSIONS, 0, body)
 
 
 def _send_timeout_s(size: int) -> float:

@@ -37,7 +37,7 @@ from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
 from broker.handlers import HANDLERS
 from broker.log.manager import LogManager
-from broker.server import _encode
+from broker.responses import encode
 from protocol.apis import ApiKey
 from protocol.codec import RequestDecodeError, RequestHeader, decode_request
 from protocol.errors import FrameError, HighwaterError
@@ -268,7 +268,7 @@ class FuzzBroker:
             try:
                 response = await handler(self.ctx, header, body)
                 if response is not None:
-                    _encode(header, response)
+                    encode(header, response)
             except Exception:
                 self.tally.crashes.append(f"{shown}\n{traceback.format_exc()}")
                 self.tally.count("crash")
