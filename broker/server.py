@@ -386,8 +386,7 @@ class BrokerServer:
                     # A bug in that handler, which must not take the broker down.
                     log.exception("response could not be encoded", api_key=header.api_key)
                     return
-                size = sum(map(len, parts))
-                await self._send(stream, parts, size)
+                size = await self._send(stream, parts)
             conn.busy = False
             if stats is not None:
                 remote_s = clock.remote_s
@@ -440,14 +439,15 @@ class BrokerServer:
             )
         return not step.close
 
-    async def _send(self, stream: _Channel, parts: list[bytes], size: int | None = None) -> None:
-        """Write a response's frame, given in pieces (`encode_response_parts`)."""
-        timeout_s = _send_timeout_s(sum(map(len, parts)) if size is None else size)
+    async def _send(self, stream: _Channel, parts: list[bytes]) -> int:
+        """Write a response's frame, given in pieces (`encode_response_parts`); its size."""
+        size = sum(map(len, parts))
         if isinstance(stream, LeanSocket):
-            await stream.send_parts(parts, timeout_s)
-            return
-        with trio.fail_after(timeout_s):
-            await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+            await stream.send_parts(parts, _send_timeout_s(size))
+        else:
+            with trio.fail_after(_send_timeout_s(size)):
+                await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+        return size
 
 
 def _unsupported_api_versions(header: RequestHeader | None, code: int) -> bool:

@@ -146,11 +146,15 @@ def decode_request(frame_body: bytes | bytearray) -> Request:
 
 
 def encode_response(correlation_id: int, api_key: int, api_version: int, body: object) -> bytes:
+    plain = _plain_response(correlation_id, api_key, api_version, body)
+    return frame(msgpack.packb(plain, use_bin_type=True))
+
+
+def _plain_response(correlation_id: int, api_key: int, api_version: int, body: object) -> Any:
     spec = api_spec(api_key)
     if type(body) is not spec.response:
         raise TypeError(f"{ApiKey(api_key).name} needs a {spec.response.__name__}")
-    plain = [encode_struct(ResponseHeader(correlation_id), 0), encode_struct(body, api_version)]
-    return frame(msgpack.packb(plain, use_bin_type=True))
+    return [encode_struct(ResponseHeader(correlation_id), 0), encode_struct(body, api_version)]
 
 
 def decode_response(frame_body: bytes | bytearray, api_key: int, api_version: int) -> Response:
@@ -174,10 +178,7 @@ def encode_response_parts(
     bytes object, not a copy), after its msgpack bin header."""
     if api_key != ApiKey.FETCH or not _has_large_records(body):
         return [encode_response(correlation_id, api_key, api_version, body)]
-    spec = api_spec(api_key)
-    if type(body) is not spec.response:
-        raise TypeError(f"{ApiKey(api_key).name} needs a {spec.response.__name__}")
-    plain = [encode_struct(ResponseHeader(correlation_id), 0), encode_struct(body, api_version)]
+    plain = _plain_response(correlation_id, api_key, api_version, body)
     packer = msgpack.Packer(use_bin_type=True, autoreset=False)
     parts: list[bytes] = []
     _pack_in_pieces(plain, packer, parts)

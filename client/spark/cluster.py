@@ -13,7 +13,6 @@ import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from client.errors import (
     BrokerConnectionError,
@@ -27,15 +26,12 @@ from client.metadata_view import (
     list_offsets_requests,
     take_list_offsets,
 )
-from client.security import security_from
+from client.security import ClientSecurity, security_from
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from client.spark.options import SourceOptions
 from client.sync_network import SyncBrokerConnection, connect_sync
 from protocol.messages.list_offsets import ListOffsetsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
-
-if TYPE_CHECKING:
-    from client.security import ClientSecurity
 
 __all__ = ["OffsetSnapshot", "commit_for_lag", "offsets_for_timestamp", "snapshot"]
 
