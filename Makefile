@@ -166,12 +166,12 @@ bench-latency: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.fetch_cost
 	$(BIN)/python -m tests.benchmarks.latency $(ARGS)
 
-# Broker CPU per request (a small Produce, a replica Fetch of one batch, a long-poll Fetch);
-# ARGS="--profile DIR" adds py-spy profiles (docs/performance.md).
 # Before and after: perf produce/consume/end-to-end on REF's build and this tree, alternating.
 bench-compare: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.compare $(ARGS)
 
+# Broker CPU per request (a small Produce, a replica Fetch of one batch, a long-poll Fetch);
+# ARGS="--profile DIR" adds py-spy profiles (docs/performance.md).
 bench-requests: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.requests $(ARGS)
 

@@ -25,17 +25,17 @@ from client.errors import (
 )
 from client.metadata_view import (
     METADATA_VERSION,
+    AskLeader,
     BrokerInfo,
     MetadataView,
     PartitionInfo,
-    list_offsets_requests,
+    RefreshMetadata,
+    list_offsets_rounds,
     parse_bootstrap,
-    take_list_offsets,
 )
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from client.security import ClientSecurity, security_from
 from protocol.errors import ErrorCode
-from protocol.messages.list_offsets import ListOffsetsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = [
@@ -294,35 +294,31 @@ async def list_offsets(
     Retriable errors and missing leaders refresh the metadata and retry until timeout_ms
     (HighwaterTimeoutError). `partial`: one round only, returning what succeeded.
     """
-    deadline = trio.current_time() + timeout_ms / 1000
-    pending = dict(timestamps)
-    results: dict[tuple[str, int], tuple[int, int]] = {}
-    last_problem = ""
-    while pending:
-        if metadata.update_requested or any(metadata.leader_for(*tp) is None for tp in pending):
-            metadata.add_topics(t for t, _ in pending)
-            with contextlib.suppress(NoBrokersAvailable):
-                await metadata.refresh()
-        requests, last_problem = list_offsets_requests(metadata, pending, replica_id)
-        for leader, request in requests.items():
-            try:
-                response: ListOffsetsResponse = await metadata.request(
-                    leader, request, timeout_ms=metadata.request_timeout_ms
-                )
-            except BrokerConnectionError as exc:
-                metadata.request_update()
-                last_problem = str(exc)
-                continue
-            last_problem = (
-                take_list_offsets(metadata, response, pending, results, partial=partial)
-                or last_problem
-            )
-        if not pending or partial:
-            break
-        remaining = deadline - trio.current_time()
-        if remaining <= 0:
-            raise HighwaterTimeoutError(
-                f"list offsets not done in {timeout_ms:.0f} ms: {last_problem}"
-            )
-        await trio.sleep(min(remaining, metadata.retry_backoff_ms / 1000))
-    return results
+    rounds = list_offsets_rounds(
+        metadata,
+        timestamps,
+        trio.current_time() * 1000,
+        timeout_ms=timeout_ms,
+        replica_id=replica_id,
+        partial=partial,
+    )
+    try:
+        step = next(rounds)
+        while True:
+            answer: object = None
+            if isinstance(step, AskLeader):
+                try:
+                    answer = await metadata.request(
+                        step.leader, step.request, timeout_ms=metadata.request_timeout_ms
+                    )
+                except BrokerConnectionError as exc:
+                    answer = exc
+            elif isinstance(step, RefreshMetadata):
+                with contextlib.suppress(NoBrokersAvailable):
+                    await metadata.refresh()
+            else:
+                await trio.sleep(step.delay_ms / 1000)
+            step = rounds.send((answer, trio.current_time() * 1000))
+    except StopIteration as done:
+        results: dict[tuple[str, int], tuple[int, int]] = done.value
+        return results

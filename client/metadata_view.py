@@ -4,17 +4,23 @@
 Metadata.updateLatestMetadata does (KIP-320): a partition whose new leader epoch is older than
 the one already known keeps the known state, so a broker with stale metadata cannot move a
 leader backwards. `controller_epoch` only grows. The trio client (`client.metadata`) and the
-Spark driver's blocking questions (`client.spark.cluster`) both drive it; so do the
-ListOffsets rounds below, which say what to ask each leader and take its answers.
+Spark driver's blocking questions (`client.spark.cluster`) both drive it, and both drive the
+ListOffsets rounds below (`list_offsets_rounds`): what to ask each leader, when to refresh,
+back off or give up, as a sans-IO generator of steps.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from client.errors import UnknownTopicError, error_for_code
+from client.errors import (
+    BrokerConnectionError,
+    HighwaterTimeoutError,
+    UnknownTopicError,
+    error_for_code,
+)
 from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -26,10 +32,15 @@ from protocol.messages.metadata import MetadataResponse
 
 __all__ = [
     "METADATA_VERSION",
+    "AskLeader",
+    "Backoff",
     "BrokerInfo",
+    "ListOffsetsRounds",
     "MetadataView",
     "PartitionInfo",
+    "RefreshMetadata",
     "list_offsets_requests",
+    "list_offsets_rounds",
     "parse_bootstrap",
     "take_list_offsets",
 ]
@@ -299,3 +310,72 @@ def take_list_offsets(
             view.request_update()
             problem = str(error)
     return problem
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshMetadata:
+    """Update the view from some broker; NoBrokersAvailable is not an error here (the round
+    goes on with what is known). `topics`: those the rounds need."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AskLeader:
+    """Send `request` to broker `leader`; the answer is its ListOffsetsResponse, or the
+    BrokerConnectionError that sending it raised."""
+
+    leader: int
+    request: ListOffsetsRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Wait this long before the next round."""
+
+    delay_ms: float
+
+
+# A shell answers each step with (the AskLeader's answer or None, its clock now in ms).
+ListOffsetsRounds = Generator[
+    RefreshMetadata | AskLeader | Backoff,
+    tuple[object, float],
+    dict[TopicPartitionKey, tuple[int, int]],
+]
+
+
+def list_offsets_rounds(
+    view: MetadataView,
+    timestamps: Mapping[TopicPartitionKey, int],
+    now_ms: float,
+    *,
+    timeout_ms: float,
+    replica_id: int = -1,
+    partial: bool = False,
+) -> ListOffsetsRounds:
+    """ListOffsets of each partition from its leader, in rounds; returns (topic, partition)
+    -> (offset, timestamp). Missing leaders and retriable errors refresh the metadata and try
+    again after `retry_backoff_ms`, until `timeout_ms` (HighwaterTimeoutError); `partial`:
+    one round only, with what succeeded."""
+    deadline_ms = now_ms + timeout_ms
+    pending = dict(timestamps)
+    results: dict[TopicPartitionKey, tuple[int, int]] = {}
+    while pending:
+        if view.update_requested or any(view.leader_for(*tp) is None for tp in pending):
+            view.add_topics(t for t, _ in pending)
+            _, now_ms = yield RefreshMetadata(tuple(sorted({t for t, _ in pending})))
+        requests, problem = list_offsets_requests(view, pending, replica_id)
+        for leader, request in requests.items():
+            answer, now_ms = yield AskLeader(leader, request)
+            if isinstance(answer, BrokerConnectionError):
+                view.request_update()
+                problem = str(answer)
+                continue
+            assert isinstance(answer, ListOffsetsResponse)
+            problem = take_list_offsets(view, answer, pending, results, partial=partial) or problem
+        if not pending or partial:
+            break
+        if now_ms >= deadline_ms:
+            raise HighwaterTimeoutError(f"list offsets not done in {timeout_ms:.0f} ms: {problem}")
+        _, now_ms = yield Backoff(min(deadline_ms - now_ms, view.retry_backoff_ms))
+    return results

@@ -10,7 +10,6 @@ signature too; PLAIN only over TLS). TLS is 1.2 or later, with the host name che
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +17,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from protocol.errors import ErrorCode
 from protocol.jaas import JaasLogin, parse_jaas_login
-from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 if TYPE_CHECKING:
+    import ssl
+
     from client.network import BrokerConnection
+    from protocol.messages.sasl_authenticate import SaslAuthenticateResponse
+    from protocol.messages.sasl_handshake import SaslHandshakeResponse
 
 __all__ = [
     "MECHANISMS",
@@ -124,6 +125,8 @@ class ClientSecurity:
         """The TLS context (made once): TLS 1.2+, the CA file or the system's CAs, a client
         certificate if given, host names checked unless turned off."""
         if not self._context:
+            import ssl  # here: a PLAINTEXT client (a Spark query's source runner) never needs it
+
             context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ssl_cafile)
             context.minimum_version = ssl.TLSVersion.TLSv1_2
             context.check_hostname = self.check_hostname
@@ -176,6 +179,10 @@ class ClientSecurity:
         sent with the response to the one before. Sans-IO: the trio connection
         (`authenticate`) and the Spark driver's blocking one drive it. AuthenticationError if
         the broker refuses."""
+        # Imported here, as scramp below: only SASL clients need these message classes.
+        from protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+        from protocol.messages.sasl_handshake import SaslHandshakeRequest
+
         assert self.username is not None and self.password is not None
         handshake: SaslHandshakeResponse = yield SaslHandshakeRequest(self.sasl_mechanism)
         if handshake.error_code != ErrorCode.NONE:

@@ -9,15 +9,17 @@ same sans-IO `ClientProtocol`, security settings and SASL exchange as `client.ne
 from __future__ import annotations
 
 import socket
-import ssl
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from client.errors import AuthenticationFailedError, BrokerConnectionError
 from client.security import PLAINTEXT_CLOSED_HINT, AuthenticationError, ClientSecurity
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
 from protocol.errors import HighwaterError
 from protocol.framing import NEED_DATA
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["SyncBrokerConnection", "connect_sync"]
 
@@ -67,6 +69,8 @@ def connect_sync(
 
 
 def _tls(sock: socket.socket, host: str, security: ClientSecurity, address: str) -> ssl.SSLSocket:
+    import ssl  # here: ssl is about 10 ms of the source runner's import, and only TLS needs it
+
     try:
         return security.ssl_context().wrap_socket(sock, server_hostname=host)
     except (ssl.SSLError, ConnectionError) as exc:

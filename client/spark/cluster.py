@@ -17,20 +17,19 @@ from dataclasses import dataclass, field
 from client.errors import (
     BrokerConnectionError,
     HighwaterClientError,
-    HighwaterTimeoutError,
     NoBrokersAvailable,
 )
 from client.metadata_view import (
     METADATA_VERSION,
+    AskLeader,
     MetadataView,
-    list_offsets_requests,
-    take_list_offsets,
+    RefreshMetadata,
+    list_offsets_rounds,
 )
 from client.security import ClientSecurity, security_from
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from client.spark.options import SourceOptions
 from client.sync_network import SyncBrokerConnection, connect_sync
-from protocol.messages.list_offsets import ListOffsetsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = ["OffsetSnapshot", "commit_for_lag", "offsets_for_timestamp", "snapshot"]
@@ -126,39 +125,38 @@ class _DriverCluster:
         raise NoBrokersAvailable("no broker answered a metadata request: " + "; ".join(errors[-3:]))
 
     def offsets(self, partitions: Iterable[TopicPartition], timestamp: int) -> PartitionOffsets:
-        """ListOffsets of `partitions` from their leaders (as client.metadata.list_offsets):
-        retriable errors and missing leaders refresh the metadata and retry until the request
-        timeout (HighwaterTimeoutError)."""
-        pending = {(tp.topic, tp.partition): timestamp for tp in partitions}
-        results: dict[tuple[str, int], tuple[int, int]] = {}
-        deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
+        """ListOffsets of `partitions` from their leaders: the rounds of
+        client.metadata.list_offsets over blocking connections, until the request timeout
+        (HighwaterTimeoutError)."""
         view = self.view
-        while pending:
-            if view.update_requested or any(view.leader_for(*tp) is None for tp in pending):
-                view.add_topics(t for t, _ in pending)
-                with contextlib.suppress(NoBrokersAvailable):
-                    self.refresh(sorted({t for t, _ in pending}))
-            requests, problem = list_offsets_requests(view, pending)
-            for leader, request in requests.items():
-                broker = view.brokers[leader]
-                address = (broker.host, broker.port)
-                try:
-                    response: ListOffsetsResponse = self._connection(address).request(
-                        request, timeout_ms=REQUEST_TIMEOUT_MS
-                    )
-                except BrokerConnectionError as exc:
-                    self._drop(address)
-                    view.request_update()
-                    problem = str(exc)
-                    continue
-                problem = take_list_offsets(view, response, pending, results) or problem
-            remaining_s = deadline - time.monotonic()
-            if pending and remaining_s <= 0:
-                raise HighwaterTimeoutError(
-                    f"list offsets not done in {REQUEST_TIMEOUT_MS} ms: {problem}"
-                )
-            if pending:
-                time.sleep(min(remaining_s, view.retry_backoff_ms / 1000))  # retry backoff
+        rounds = list_offsets_rounds(
+            view,
+            {(tp.topic, tp.partition): timestamp for tp in partitions},
+            time.monotonic() * 1000,
+            timeout_ms=REQUEST_TIMEOUT_MS,
+        )
+        try:
+            step = next(rounds)
+            while True:
+                answer: object = None
+                if isinstance(step, AskLeader):
+                    broker = view.brokers[step.leader]
+                    address = (broker.host, broker.port)
+                    try:
+                        answer = self._connection(address).request(
+                            step.request, timeout_ms=REQUEST_TIMEOUT_MS
+                        )
+                    except BrokerConnectionError as exc:
+                        self._drop(address)
+                        answer = exc
+                elif isinstance(step, RefreshMetadata):
+                    with contextlib.suppress(NoBrokersAvailable):
+                        self.refresh(step.topics)
+                else:
+                    time.sleep(step.delay_ms / 1000)  # retry backoff
+                step = rounds.send((answer, time.monotonic() * 1000))
+        except StopIteration as done:
+            results: dict[tuple[str, int], tuple[int, int]] = done.value
         return {TopicPartition(*tp): offset for tp, (offset, _) in results.items()}
 
     def _connection(self, address: tuple[str, int]) -> SyncBrokerConnection:
