@@ -6,7 +6,9 @@ Each run starts a build's own cluster (`highwater dev up`: ZooKeeper + 3 brokers
 1-partition RF=3 topics with min.insync.replicas=2, and runs that build's `perf produce`
 (acks=all; with the build-only ceiling of the same process), `perf consume` (with the
 decode-only ceiling) and `perf end-to-end` at 10,000 records/s with the brokers' CPU from
-/proc. Builds alternate run by run, so the machine's other load falls on both.
+/proc. Builds alternate run by run, so the machine's other load falls on both. Each run also
+times a fixed pure-Python loop first (`yardstick ms`): the absolute figures move with the
+machine's speed, which differed by 2-3 times between days here (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ _CONSUMED = re.compile(r"^[\d-]+ [\d:]+, [\d-]+ [\d:]+, [\d.]+, [\d.]+, \d+, ([\
 _PERCENTILES = re.compile(r"([\d.]+) ms 50th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th")
 
 
+def yardstick_ms() -> float:
+    """The fastest of three runs of a fixed loop of 1,000,000 additions, in ms: how fast this
+    machine runs Python just now (the same for both builds, so it only describes the machine)."""
+    best = float("inf")
+    for _ in range(3):
+        started, total = time.perf_counter(), 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
 def checkout(ref: str, into: Path) -> Path:
     """REF's tree (committed files only) in `into`."""
     archive = subprocess.run(
@@ -45,6 +59,7 @@ def checkout(ref: str, into: Path) -> Path:
 
 
 def one_run(tree: Path, scratch: Path, args: argparse.Namespace) -> dict[str, float]:
+    yardstick = yardstick_ms()
     cluster = scratch / "cluster"
     bootstrap = f"127.0.0.1:{args.base_port}"
     up = ("--dir", str(cluster), "--base-port", str(args.base_port), "--zk-port", str(args.zk_port))
@@ -81,7 +96,7 @@ def one_run(tree: Path, scratch: Path, args: argparse.Namespace) -> dict[str, fl
         "broker cores": cores,
     }
     p50, p99, p999 = (float(x) for x in _search(_PERCENTILES, latency).groups())
-    return {**figures, "p50 ms": p50, "p99 ms": p99, "p99.9 ms": p999}
+    return {**figures, "p50 ms": p50, "p99 ms": p99, "p99.9 ms": p999, "yardstick ms": yardstick}
 
 
 def _search(pattern: re.Pattern[str], text: str) -> re.Match[str]:
