@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from client.admin import Admin
-from client.cli.common import bootstrap_option, cli_security, fail, run_client
+from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.security_admin import (
     OPERATIONS,
     Acl,
@@ -88,7 +88,7 @@ def _patterns(
 
 
 def _admin(bootstrap: str) -> Admin:
-    return Admin(bootstrap, client_id="highwater-cli", security=cli_security())
+    return Admin(bootstrap, **admin_settings())
 
 
 @click.group()

@@ -34,6 +34,7 @@ __all__ = [
     "BOOTSTRAP_ENV",
     "COMMAND_CONFIG_ENV",
     "DEFAULT_BOOTSTRAP",
+    "admin_settings",
     "bootstrap_option",
     "check_topics",
     "cli_security",
@@ -47,6 +48,7 @@ __all__ = [
 BOOTSTRAP_ENV = "HIGHWATER_BOOTSTRAP"
 COMMAND_CONFIG_ENV = "HIGHWATER_COMMAND_CONFIG"
 _SECURITY_KEY = "highwater.security"
+_ADMIN_KEY = "highwater.admin"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(?P<port>\d{1,5})$")
 
@@ -97,7 +99,8 @@ def bootstrap_option(func: F) -> F:
         callback=_load_command_config,
         metavar="FILE",
         help="Client properties (Kafka's names: security.protocol, sasl.mechanism, "
-        "sasl.username, sasl.password or sasl.jaas.config, ssl.truststore.location, ...).",
+        "sasl.username, sasl.password or sasl.jaas.config, ssl.truststore.location, ...; "
+        "for admin commands also request.timeout.ms, retry.backoff.ms, client.id).",
     )
     return config(option(func))
 
@@ -105,20 +108,38 @@ def bootstrap_option(func: F) -> F:
 def _load_command_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if not value:
         return
-    from client.cli.properties import read_properties_file  # it imports this module
+    # properties.py imports this module
+    from client.cli.properties import ADMIN_PROPERTIES, parse_properties, read_properties_file
 
     try:
         properties = read_properties_file(Path(value))
         security = ClientSecurity.from_properties(properties)
+        admin = parse_properties(
+            (f"{k}={v}" for k, v in properties.items() if k in ADMIN_PROPERTIES),
+            ADMIN_PROPERTIES,
+            "admin",
+        )
     except (OSError, ValueError) as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
     ctx.meta[_SECURITY_KEY] = security
+    ctx.meta[_ADMIN_KEY] = admin
 
 
 def cli_security() -> ClientSecurity | None:
     """The security of this command's connections (--command-config), None: PLAINTEXT."""
     ctx = click.get_current_context(silent=True)
     return None if ctx is None else ctx.meta.get(_SECURITY_KEY)
+
+
+def admin_settings() -> dict[str, Any]:
+    """client.admin.Admin's keyword arguments for this command: --command-config's security
+    and admin settings (request.timeout.ms, retry.backoff.ms, client.id, by default
+    "highwater-cli"), as Kafka's tools give that file to their AdminClient."""
+    ctx = click.get_current_context(silent=True)
+    settings: dict[str, Any] = {"client_id": "highwater-cli", "security": cli_security()}
+    if ctx is not None:
+        settings.update(ctx.meta.get(_ADMIN_KEY, {}))
+    return settings
 
 
 class _ExitError(click.ClickException):

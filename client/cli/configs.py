@@ -21,7 +21,7 @@ from client.admin import (
     ConfigResource,
     ConfigSource,
 )
-from client.cli.common import bootstrap_option, cli_security, fail, run_client
+from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.format import format_table
 from protocol.messages.common import ConfigResourceType
 from protocol.messages.incremental_alter_configs import AlterConfigOpType
@@ -103,7 +103,7 @@ def alter_configs(
     """Run one IncrementalAlterConfigs for `resource` (the CLI's alter commands)."""
 
     async def alter() -> None:
-        async with Admin(bootstrap, client_id="highwater-cli", security=cli_security()) as admin:
+        async with Admin(bootstrap, **admin_settings()) as admin:
             await admin.incremental_alter_configs(
                 {resource: admin_ops(set_configs, delete_configs)}, validate_only=validate_only
             )
@@ -155,7 +155,7 @@ def configs_describe(
     resource = _resource(topic, broker, broker_defaults)
 
     async def describe() -> list[ConfigEntry]:
-        async with Admin(bootstrap, client_id="highwater-cli", security=cli_security()) as admin:
+        async with Admin(bootstrap, **admin_settings()) as admin:
             found = await admin.describe_configs(
                 [resource], include_synonyms=synonyms or json_output
             )

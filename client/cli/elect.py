@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import click
 
 from client.admin import Admin, ElectionResult
-from client.cli.common import bootstrap_option, cli_security, fail, run_client
+from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
 
@@ -78,7 +78,7 @@ def elect_leaders(
     wanted = None if all_topic_partitions else [(str(topic), int(partition or 0))]
 
     async def elect() -> list[ElectionResult]:
-        async with Admin(bootstrap, client_id="highwater-cli", security=cli_security()) as admin:
+        async with Admin(bootstrap, **admin_settings()) as admin:
             return await admin.elect_leaders(kind, wanted)
 
     results = run_client(bootstrap, elect, timeout_s=ADMIN_TIMEOUT_S)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import click
 
 from client.admin import Admin, GroupDescription, GroupOffset, ListGroupsResult
-from client.cli.common import bootstrap_option, check_topics, cli_security, fail, run_client
+from client.cli.common import admin_settings, bootstrap_option, check_topics, fail, run_client
 from client.cli.format import format_table
 from client.cli.groups_view import (
     OFFSET_COLUMNS,
@@ -51,7 +51,7 @@ _WHY = {
 
 
 def _admin(bootstrap: str) -> Admin:
-    return Admin(bootstrap, client_id="highwater-cli", security=cli_security())
+    return Admin(bootstrap, **admin_settings())
 
 
 def _why(code: ErrorCode) -> str:

@@ -2,7 +2,9 @@
 
 Each known name maps to a keyword argument of client.producer.Producer or
 client.consumer.Consumer, with its value parsed; an unknown name is an error that lists the
-known ones (Kafka only warns, but a typo silently ignored is worse on a command line).
+known ones (Kafka only warns, but a typo silently ignored is worse on a command line). The
+admin commands take theirs from `--command-config` (ADMIN_PROPERTIES), beside its security
+settings.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from client.cli.common import parse_bootstrap
 from protocol.compression import codec_named
 
 __all__ = [
+    "ADMIN_PROPERTIES",
     "CONSUMER_PROPERTIES",
     "PRODUCER_PROPERTIES",
     "PropertyError",
@@ -63,9 +66,12 @@ def _bootstrap(text: str) -> str:
     return text
 
 
-def _non_negative(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
+def _non_negative(kind: Callable[[str], float | int], what: str) -> Callable[[str], Any]:
     def parse(text: str) -> float | int:
-        value = kind(text)
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ValueError(f"expected {what}") from None
         if value < 0:
             raise ValueError("must not be negative")
         return value
@@ -73,7 +79,7 @@ def _non_negative(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
     return parse
 
 
-_INT, _MS = _non_negative(int), _non_negative(float)
+_INT, _MS = _non_negative(int, "a whole number"), _non_negative(float, "a number")
 
 # Kafka name -> (keyword argument, parser)
 PRODUCER_PROPERTIES: Final[Mapping[str, tuple[str, Callable[[str], Any]]]] = {
@@ -113,6 +119,13 @@ CONSUMER_PROPERTIES: Final[Mapping[str, tuple[str, Callable[[str], Any]]]] = {
     "metadata.max.age.ms": ("metadata_max_age_ms", _INT),
     "request.timeout.ms": ("request_timeout_ms", _INT),
     "retry.backoff.max.ms": ("retry_backoff_max_ms", _INT),
+    "retry.backoff.ms": ("retry_backoff_ms", _INT),
+}
+# What client.admin.Admin takes from --command-config, as Kafka's tools give that file to their
+# AdminClient; its other names there are the security settings (client.security).
+ADMIN_PROPERTIES: Final[Mapping[str, tuple[str, Callable[[str], Any]]]] = {
+    "client.id": ("client_id", _non_empty),
+    "request.timeout.ms": ("request_timeout_ms", _INT),
     "retry.backoff.ms": ("retry_backoff_ms", _INT),
 }
 _NOT_YET: Final = {"transactional.id": "transactions are not available"}

@@ -17,7 +17,7 @@ from typing import Literal, assert_never
 import click
 
 from client.admin import Admin, ElectionResult, OngoingReassignment
-from client.cli.common import bootstrap_option, cli_security, fail, run_client
+from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.reassign_plan import PlanError, format_plan, parse_plan, propose
 from protocol.errors import ErrorCode
 
@@ -95,7 +95,7 @@ def reassign(
 
 def _lister(bootstrap: str) -> Callable[[], Awaitable[list[OngoingReassignment]]]:
     async def go() -> list[OngoingReassignment]:
-        async with Admin(bootstrap, client_id="highwater-cli", security=cli_security()) as admin:
+        async with Admin(bootstrap, **admin_settings()) as admin:
             return await admin.list_partition_reassignments()
 
     return go
@@ -103,7 +103,7 @@ def _lister(bootstrap: str) -> Callable[[], Awaitable[list[OngoingReassignment]]
 
 def _generate(bootstrap: str, topics: list[str], brokers: list[int]) -> None:
     async def describe() -> Plan:
-        async with Admin(bootstrap, client_id="highwater-cli", security=cli_security()) as admin:
+        async with Admin(bootstrap, **admin_settings()) as admin:
             found = await admin.describe_topics(topics)
             return {(t.name, p.partition): p.replicas for t in found for p in t.partitions}
 
@@ -130,7 +130,7 @@ def _alter(
     throttle: int | None,
 ) -> None:
     async def alter() -> list[ElectionResult]:
-        async with Admin(bootstrap, client_id="highwater-cli", security=cli_security()) as admin:
+        async with Admin(bootstrap, **admin_settings()) as admin:
             return await admin.alter_partition_reassignments(
                 targets, throttle_bytes_per_sec=throttle
             )
@@ -153,7 +153,7 @@ def _alter(
 
 def _verify(bootstrap: str, plan: Plan) -> None:
     async def look() -> tuple[list[OngoingReassignment], Plan]:
-        async with Admin(bootstrap, client_id="highwater-cli", security=cli_security()) as admin:
+        async with Admin(bootstrap, **admin_settings()) as admin:
             ongoing = await admin.list_partition_reassignments()
             found = await admin.describe_topics(sorted({t for t, _ in plan}))
             current = {(t.name, p.partition): p.replicas for t in found for p in t.partitions}

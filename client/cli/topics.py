@@ -16,7 +16,7 @@ from client.admin import (
     PartitionDescription,
     TopicDescription,
 )
-from client.cli.common import bootstrap_option, cli_security, fail, run_client
+from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.configs import alter_config_lines, alter_configs, topic_overrides
 from client.cli.format import format_table
 
@@ -26,7 +26,7 @@ ADMIN_TIMEOUT_S = 60.0  # the whole command; the Admin bounds each request itsel
 
 
 def _admin(bootstrap: str) -> Admin:
-    return Admin(bootstrap, client_id="highwater-cli", security=cli_security())
+    return Admin(bootstrap, **admin_settings())
 
 
 def _plain(obj: Any) -> Any:

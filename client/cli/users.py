@@ -8,7 +8,7 @@ import json
 import click
 
 from client.admin import Admin
-from client.cli.common import bootstrap_option, cli_security, run_client
+from client.cli.common import admin_settings, bootstrap_option, run_client
 from client.security_admin import SCRAM_MECHANISMS, delete_user, describe_users, upsert_user
 
 __all__ = ["users"]
@@ -24,7 +24,7 @@ _MECHANISM = click.option(
 
 
 def _admin(bootstrap: str) -> Admin:
-    return Admin(bootstrap, client_id="highwater-cli", security=cli_security())
+    return Admin(bootstrap, **admin_settings())
 
 
 @click.group()

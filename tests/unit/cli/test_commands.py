@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,6 +225,46 @@ def test_no_broker_is_one_line_naming_the_bootstrap(monkeypatch: pytest.MonkeyPa
     assert result.stderr.strip() == (
         "Error: no broker answered a metadata request (bootstrap 10.0.0.1:9)"
     )
+
+
+def test_admin_commands_take_admin_settings_from_the_command_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As Kafka's tools give --command-config to their AdminClient: request.timeout.ms,
+    retry.backoff.ms and client.id reach the Admin, beside the security settings."""
+    made: list[dict[str, Any]] = []
+
+    class RecordingAdmin:
+        def __init__(self, bootstrap: str, **options: Any) -> None:
+            made.append(options)
+
+        async def __aenter__(self) -> RecordingAdmin:
+            raise NoBrokersAvailable("no broker answered a metadata request")
+
+        async def __aexit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr("client.cli.topics.Admin", RecordingAdmin)
+    config = tmp_path / "admin.properties"
+    config.write_text(
+        "security.protocol=PLAINTEXT\nrequest.timeout.ms=4000\nretry.backoff.ms=250\nclient.id=ops\n"
+    )
+    assert run(["topics", "list", "--command-config", str(config)]).exit_code == 1
+    assert made[-1] == {
+        "client_id": "ops",
+        "security": made[-1]["security"],
+        "request_timeout_ms": 4000,
+        "retry_backoff_ms": 250,
+    }
+    assert made[-1]["security"].protocol == "PLAINTEXT"
+    assert run(["topics", "list"]).exit_code == 1  # without the file: the defaults
+    assert made[-1] == {"client_id": "highwater-cli", "security": None}
+
+    config.write_text("request.timeout.ms=soon\n")
+    result = run(["topics", "list", "--command-config", str(config)])
+    assert result.exit_code == 2
+    assert "request.timeout.ms=soon: expected a whole number" in result.stderr
+    assert len(made) == 2  # refused before any client was made
 
 
 class DescribingAdmin:
