@@ -59,6 +59,7 @@ class Workload:
         self.failed: list[bytes] = []
         self.consumed: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
         self.stop_producing = trio.Event()
+        self.all_settled = trio.Event()  # every send acked or failed, the producer closed
 
     async def produce(self) -> None:
         async with (
@@ -74,6 +75,7 @@ class Workload:
                 nursery.start_soon(self._settle, value, future)
                 sequence += 1
                 await trio.sleep(1 / RATE_PER_S)
+        self.all_settled.set()
 
     async def _settle(self, value: bytes, future: DeliveryFuture) -> None:
         try:
@@ -83,14 +85,16 @@ class Workload:
             return
         self.acked[value] = (metadata.partition, metadata.offset)
 
-    async def consume(self, until_all_acked: trio.Event) -> None:
+    async def consume(self) -> None:
         async with Consumer(self.cluster.bootstrap, auto_offset_reset="earliest") as consumer:
             consumer.assign([(self.topic, p) for p in range(PARTITIONS)])
             consumer.seek_to_beginning()
             while True:
                 for record in await consumer.poll(timeout_ms=200):
                     self.consumed[record.partition].append((record.offset, record.value or b""))
-                if until_all_acked.is_set() and self._all_acked_seen():
+                # Only once every send has settled: a send still in flight when production
+                # stopped may be acked after an earlier check found nothing missing.
+                if self.all_settled.is_set() and self._all_acked_seen():
                     return
 
     def _all_acked_seen(self) -> bool:
@@ -133,10 +137,9 @@ async def test_acked_records_survive_bounces_under_load(cluster: Cluster) -> Non
             {"min.insync.replicas": "2"},
         )
         workload = Workload(cluster, topic)
-        all_sent = trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(workload.produce)
-            nursery.start_soon(workload.consume, all_sent)
+            nursery.start_soon(workload.consume)
             for target in ("leader", "controller"):
                 for hard in (False, True):
                     await trio.sleep(1)  # steady traffic before each fault
@@ -149,7 +152,6 @@ async def test_acked_records_survive_bounces_under_load(cluster: Cluster) -> Non
                         await wait_isr(cluster, zk, topic, p, ids, timeout_s=60)
             await trio.sleep(1)
             workload.stop_producing.set()
-            all_sent.set()
             # In-flight sends settle and the consumer catches up; whatever is still missing
             # after this shows up in the assertions below.
             nursery.cancel_scope.deadline = trio.current_time() + 90
