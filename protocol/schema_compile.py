@@ -10,6 +10,7 @@ values and produce the same results, which tests/unit/protocol/test_schema_compi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -171,13 +172,49 @@ def _struct_function(src: _Source, cls: type, version: int) -> str:
         for var, f in zip(variables, fields, strict=True):
             body.append(f"{var} = p[{f.name!r}]")  # KeyError: a field is missing
             body += _field_code(src, var, f.wire)
-        kwargs = ", ".join(f"{f.name}={var}" for var, f in zip(variables, fields, strict=True))
-        body.append(f"return {cls_name}({kwargs})")
+        given = {f.name: var for var, f in zip(variables, fields, strict=True)}
+        body += _build_code(src, cls, cls_name, given)
         args = "p"
     src.lines.append(f"def {name}({args}):")
     src.lines += ["    " + line for line in body]
     src.lines.append("")
     return name
+
+
+def _build_code(src: _Source, cls: type, cls_name: str, given: dict[str, str]) -> list[str]:
+    """Lines that return a `cls` from the variables in `given` (field name -> variable)."""
+    if not _slot_settable(cls):
+        kwargs = ", ".join(f"{name}={var}" for name, var in given.items())
+        return [f"return {cls_name}({kwargs})"]
+    # A frozen dataclass's __init__ sets each field through object.__setattr__, about 3x the
+    # cost of calling the slot's own setter (docs/performance.md, "Decoding"). The result is
+    # the same object: no __post_init__ to skip, and the defaults of fields this version
+    # lacks are set below as __init__ would.
+    lines = [f"o = {src.bind(object.__new__)}({cls_name})"]
+    for dc_field in dataclasses.fields(cls):
+        setter = src.bind(cls.__dict__[dc_field.name].__set__)
+        if dc_field.name in given:
+            value = given[dc_field.name]
+        elif dc_field.default_factory is not dataclasses.MISSING:
+            value = f"{src.bind(dc_field.default_factory)}()"
+        elif dc_field.default is not dataclasses.MISSING:
+            value = src.bind(dc_field.default)
+        else:
+            raise TypeError(f"{cls.__name__}.{dc_field.name}: not on the wire and no default")
+        lines.append(f"{setter}(o, {value})")
+    lines.append("return o")
+    return lines
+
+
+def _slot_settable(cls: type) -> bool:
+    """A slotted dataclass whose __init__ only stores its arguments."""
+    slots = cls.__dict__.get("__slots__", ())
+    return (
+        dataclasses.is_dataclass(cls)
+        and not hasattr(cls, "__post_init__")
+        and all(f.init and f.name in slots for f in dataclasses.fields(cls))
+        and all(hasattr(c, "__dataclass_fields__") or c is object for c in cls.__mro__)
+    )
 
 
 def _compile(kind: str, cls: type, version: int) -> Callable[[Any], Any]:

@@ -4,7 +4,8 @@ refuses is handed back to it (so its precise error is what the caller sees)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import given
@@ -12,6 +13,7 @@ from hypothesis import given
 from protocol.apis import ApiSpec
 from protocol.errors import InvalidRequestError
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from protocol.schema import Int32, Since
 from protocol.schema import decode_struct as interpreted_decode
 from protocol.schema import encode_struct as interpreted_encode
 from protocol.schema_compile import (
@@ -86,3 +88,35 @@ def test_a_bad_value_to_encode_gets_the_interpreted_error(
     with pytest.raises(InvalidRequestError) as refused:
         encode_struct(request, 0)
     assert needle in refused.value.message
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    n: Int32
+    tags: Annotated[tuple[str, ...], Since(1)] = field(default_factory=tuple)
+    label: Annotated[str, Since(1)] = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    n: Int32
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError("n must not be negative")
+
+
+def test_a_slotted_message_is_built_without_its_init_and_gets_the_defaults_of_later_fields() -> (
+    None
+):
+    assert compiled_decoder(_Stored, 0)({"n": 7}) == _Stored(7, (), "none")
+    assert compiled_decoder(_Stored, 1)({"n": 7, "tags": ["a"], "label": "x"}) == _Stored(
+        7, ("a",), "x"
+    )
+    assert hash(compiled_decoder(_Stored, 0)({"n": 7})) == hash(_Stored(7))
+
+
+def test_a_message_with_a_post_init_still_goes_through_its_constructor() -> None:
+    assert compiled_decoder(_Checked, 0)({"n": 1}) == _Checked(1)
+    with pytest.raises(ValueError, match="must not be negative"):
+        compiled_decoder(_Checked, 0)({"n": -1})
