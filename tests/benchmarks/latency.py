@@ -6,7 +6,9 @@ settings, but `max.incremental.fetch.session.cache.slots` 1000 = KIP-227 session
 off), a topic `e2e` (1 partition, RF=3, min.insync.replicas=2, led by broker 1) beside
 `--idle-partitions` idle RF=3 partitions (what __consumer_offsets' 50 are on a cluster whose
 consumers use groups), then `highwater perf end-to-end` at `--rate` records/s, acks=all: its
-p50/p99/p99.9, and the three brokers' CPU over the run, from /proc (user + system).
+p50/p99/p99.9, and the three brokers' CPU over the run, from /proc (user + system). With
+`--split`, the brokers get metrics listeners and each run also prints how the leader's
+Produce and Fetch requests spent their time on average (Kafka's RequestMetrics split).
 Figures, not pass/fail checks; the machine's other load moves them, so compare variants of
 one run.
 """
@@ -24,19 +26,48 @@ from pathlib import Path
 
 import trio
 
+from client.cli.zookeeper_server import free_port
 from tests.benchmarks.proc_cpu import total_cpu_seconds
 from tests.integration.cluster_harness import Cluster
+from tests.integration.metrics_checks import Scrape, scrape, value
 from tests.integration.replication_checks import create_topic, prepare_cluster
 
 _PERCENTILES = re.compile(r"([\d.]+) ms 50th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th")
+# broker/metrics.py's names for the parts of a request's time (docs/operations.md, "Metrics")
+_SPLIT = {
+    "total": "request_total_time",
+    "decode": "request_queue_time",
+    "local": "request_local_time",
+    "remote": "request_remote_time",
+    "send": "response_send_time",
+}
 
 
-def one_run(zk_port: int, root: Path, slots: int, args: argparse.Namespace) -> dict[str, float]:
+def time_split(before: Scrape, after: Scrape, api: str) -> str:
+    """The mean of each part of `api`'s requests between two scrapes, in microseconds."""
+
+    def delta(name: str) -> float:
+        full = f"highwater_network_{name}"
+        return value(after, full, request=api) - value(before, full, request=api)
+
+    count = delta(f"{_SPLIT['total']}_seconds_count")
+    if not count:
+        return f"{api}: none"
+    means = {k: delta(f"{n}_seconds_sum") / count * 1e6 for k, n in _SPLIT.items()}
+    parts = ", ".join(f"{k} {means[k]:.0f}" for k in _SPLIT if k != "total")
+    return f"{api} x{count:.0f}: {means['total']:.0f} µs ({parts})"
+
+
+def one_run(
+    zk_port: int, root: Path, slots: int, args: argparse.Namespace
+) -> tuple[dict[str, float], str]:
+    """The run's figures, and with --split the leader's time split ("" without)."""
     overrides = {
         "max.incremental.fetch.session.cache.slots": str(slots),
         "auto.leader.rebalance.enable": "false",
     }
-    cluster = Cluster(zk_port, root, 3, overrides)
+    listeners = {i: {"metrics.listener": f"http://127.0.0.1:{free_port()}"} for i in (1, 2, 3)}
+    cluster = Cluster(zk_port, root, 3, overrides, listeners if args.split else None)
     try:
         cluster.start()
         prepare_cluster(cluster, timeout_s=60)
@@ -50,14 +81,19 @@ def one_run(zk_port: int, root: Path, slots: int, args: argparse.Namespace) -> d
             "--num-records", str(args.records), "--throughput", str(args.rate),
             "-b", cluster.bootstrap,
         ]  # fmt: skip
+        leader = cluster.brokers[1]
+        scraped = scrape(leader) if args.split else None
         before_s, started = total_cpu_seconds(pids), time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         used_s, wall_s = total_cpu_seconds(pids) - before_s, time.monotonic() - started
+        split = ""
+        if scraped is not None and (now := scrape(leader)) is not None:
+            split = "; ".join(time_split(scraped, now, api) for api in ("Produce", "Fetch"))
         match = _PERCENTILES.search(done.stdout + done.stderr)
         if match is None:
             raise SystemExit(f"no percentiles in:\n{done.stdout}{done.stderr}")
         p50, p99, p999 = (float(x) for x in match.groups())
-        return {"p50": p50, "p99": p99, "p99.9": p999, "cores": used_s / wall_s}
+        return {"p50": p50, "p99": p99, "p99.9": p999, "cores": used_s / wall_s}, split
     finally:
         cluster.stop()
 
@@ -68,8 +104,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--idle-partitions", type=int, default=50)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--split", action="store_true", help="print the leader's time split")
     args = parser.parse_args()
-    from client.cli.zookeeper_server import ZooKeeperServer, free_port
+    from client.cli.zookeeper_server import ZooKeeperServer
 
     directory = Path(tempfile.mkdtemp(prefix="highwater-bench-latency-"))
     zookeeper = ZooKeeperServer(directory / "zookeeper", free_port())
@@ -83,7 +120,7 @@ def main() -> None:
     try:
         for run in range(args.runs):
             for name, slots in variants.items():
-                figures = one_run(zookeeper.port, directory / f"{run}-{slots}", slots, args)
+                figures, split = one_run(zookeeper.port, directory / f"{run}-{slots}", slots, args)
                 results[name].append(figures)
                 print(
                     f"  run {run + 1} {name}: p50 {figures['p50']:.1f} ms, p99 "
@@ -91,6 +128,8 @@ def main() -> None:
                     f"{figures['cores']:.2f} cores",
                     flush=True,
                 )
+                if split:
+                    print(f"    the leader's requests, mean: {split}", flush=True)
     finally:
         zookeeper.stop()
     print("medians:")
