@@ -187,7 +187,8 @@ def _build_code(src: _Source, cls: type, cls_name: str, given: dict[str, str]) -
         kwargs = ", ".join(f"{name}={var}" for name, var in given.items())
         return [f"return {cls_name}({kwargs})"]
     # A frozen dataclass's __init__ sets each field through object.__setattr__, about 3x the
-    # cost of calling the slot's own setter (docs/performance.md, "Decoding"). The result is
+    # cost of calling the slot's own setter (docs/performance.md, "Encoding and decoding:
+    # compiled codecs"). The result is
     # the same object: no __post_init__ to skip, and the defaults of fields this version
     # lacks are set below as __init__ would.
     lines = [f"o = {src.bind(object.__new__)}({cls_name})"]

@@ -66,8 +66,12 @@ def one_run(
         "max.incremental.fetch.session.cache.slots": str(slots),
         "auto.leader.rebalance.enable": "false",
     }
-    listeners = {i: {"metrics.listener": f"http://127.0.0.1:{free_port()}"} for i in (1, 2, 3)}
-    cluster = Cluster(zk_port, root, 3, overrides, listeners if args.split else None)
+    listeners = (
+        {i: {"metrics.listener": f"http://127.0.0.1:{free_port()}"} for i in (1, 2, 3)}
+        if args.split
+        else None
+    )
+    cluster = Cluster(zk_port, root, 3, overrides, listeners)
     try:
         cluster.start()
         prepare_cluster(cluster, timeout_s=60)
