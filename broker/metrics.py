@@ -37,9 +37,26 @@ if TYPE_CHECKING:
     from broker.http_listener import HttpListener
     from broker.server import BrokerServer
 
-__all__ = ["PREFIX", "BrokerCollector", "GroupLag", "api_name", "error_name", "new_registry"]
+__all__ = [
+    "PREFIX",
+    "REQUEST_TIME_METRICS",
+    "BrokerCollector",
+    "GroupLag",
+    "api_name",
+    "error_name",
+    "new_registry",
+]
 
 PREFIX = "highwater_"
+# Each part of a request's time (request_stats.TIME_KINDS) -> its histogram's full name, as
+# Kafka's RequestMetrics: TotalTimeMs, RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ...
+REQUEST_TIME_METRICS = {
+    "total": PREFIX + "network_request_total_time_seconds",
+    "request": PREFIX + "network_request_queue_time_seconds",
+    "local": PREFIX + "network_request_local_time_seconds",
+    "remote": PREFIX + "network_request_remote_time_seconds",
+    "send": PREFIX + "network_response_send_time_seconds",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,15 +348,8 @@ class BrokerCollector(Collector):
             "remote": "Time in the purgatory: acks=all waiting for followers, long polls.",
             "send": "Time encoding and writing the response.",
         }
-        names = {  # Kafka's TotalTimeMs, RequestQueueTimeMs, LocalTimeMs, ...
-            "total": "request_total_time_seconds",
-            "request": "request_queue_time_seconds",
-            "local": "request_local_time_seconds",
-            "remote": "request_remote_time_seconds",
-            "send": "response_send_time_seconds",
-        }
         times = {
-            kind: HistogramMetricFamily(n + names[kind], docs[kind], labels=["request"])
+            kind: HistogramMetricFamily(REQUEST_TIME_METRICS[kind], docs[kind], labels=["request"])
             for kind in TIME_KINDS
         }
         for api_key, s in by_api:

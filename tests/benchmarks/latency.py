@@ -26,6 +26,7 @@ from pathlib import Path
 
 import trio
 
+from broker.metrics import REQUEST_TIME_METRICS
 from client.cli.zookeeper_server import free_port
 from tests.benchmarks.proc_cpu import total_cpu_seconds
 from tests.integration.cluster_harness import Cluster
@@ -33,28 +34,21 @@ from tests.integration.metrics_checks import Scrape, scrape, value
 from tests.integration.replication_checks import create_topic, prepare_cluster
 
 _PERCENTILES = re.compile(r"([\d.]+) ms 50th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th")
-# broker/metrics.py's names for the parts of a request's time (docs/operations.md, "Metrics")
-_SPLIT = {
-    "total": "request_total_time",
-    "decode": "request_queue_time",
-    "local": "request_local_time",
-    "remote": "request_remote_time",
-    "send": "response_send_time",
-}
+# How the split names the parts: "request" time is decoding here (there is no request queue).
+_LABELS = {"request": "decode"}
 
 
 def time_split(before: Scrape, after: Scrape, api: str) -> str:
     """The mean of each part of `api`'s requests between two scrapes, in microseconds."""
 
     def delta(name: str) -> float:
-        full = f"highwater_network_{name}"
-        return value(after, full, request=api) - value(before, full, request=api)
+        return value(after, name, request=api) - value(before, name, request=api)
 
-    count = delta(f"{_SPLIT['total']}_seconds_count")
+    count = delta(REQUEST_TIME_METRICS["total"] + "_count")
     if not count:
         return f"{api}: none"
-    means = {k: delta(f"{n}_seconds_sum") / count * 1e6 for k, n in _SPLIT.items()}
-    parts = ", ".join(f"{k} {means[k]:.0f}" for k in _SPLIT if k != "total")
+    means = {k: delta(n + "_sum") / count * 1e6 for k, n in REQUEST_TIME_METRICS.items()}
+    parts = ", ".join(f"{_LABELS.get(k, k)} {means[k]:.0f}" for k in means if k != "total")
     return f"{api} x{count:.0f}: {means['total']:.0f} µs ({parts})"
 
 

@@ -8,18 +8,19 @@ from tests.integration.metrics_checks import Scrape
 
 
 def _scrape(api: str, count: float, **sums_s: float) -> Scrape:
+    """A broker's request-time histograms as scraped; `decode` is the "request" part."""
     names = {
-        "total": "request_total_time",
-        "decode": "request_queue_time",
-        "local": "request_local_time",
-        "remote": "request_remote_time",
-        "send": "response_send_time",
+        "total": "highwater_network_request_total_time_seconds",
+        "decode": "highwater_network_request_queue_time_seconds",
+        "local": "highwater_network_request_local_time_seconds",
+        "remote": "highwater_network_request_remote_time_seconds",
+        "send": "highwater_network_response_send_time_seconds",
     }
     labels = (("request", api),)
     out: Scrape = {}
     for kind, name in names.items():
-        out[(f"highwater_network_{name}_seconds_count", labels)] = count
-        out[(f"highwater_network_{name}_seconds_sum", labels)] = sums_s.get(kind, 0.0)
+        out[(f"{name}_count", labels)] = count
+        out[(f"{name}_sum", labels)] = sums_s.get(kind, 0.0)
     return out
 
 
