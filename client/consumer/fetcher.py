@@ -149,11 +149,18 @@ class Fetcher:
             return
         max_wait_ms = int(max(0.0, min(self.settings.fetch_max_wait_ms, (deadline - now) * 1000)))
         errors: list[HighwaterClientError] = []
-        async with trio.open_nursery() as nursery:
-            for leader, tps in by_leader.items():
-                nursery.start_soon(
-                    self._fetch_from, states, leader, tps, max_wait_ms, nursery, errors
-                )
+        if len(by_leader) == 1:
+            # One leader (one partition, or all led by one broker): fetch from this task. A
+            # task of its own costs a trip through trio's scheduler each way, on the path
+            # of every record (docs/performance.md, "The clients' side of a round").
+            [(leader, tps)] = by_leader.items()
+            await self._fetch_from(states, leader, tps, max_wait_ms, None, errors)
+        else:
+            async with trio.open_nursery() as nursery:
+                for leader, tps in by_leader.items():
+                    nursery.start_soon(
+                        self._fetch_from, states, leader, tps, max_wait_ms, nursery, errors
+                    )
         if errors:
             raise errors[0]
 
@@ -163,9 +170,11 @@ class Fetcher:
         leader: int,
         tps: list[TopicPartition],
         max_wait_ms: int,
-        nursery: trio.Nursery,
+        nursery: trio.Nursery | None,
         errors: list[HighwaterClientError],
     ) -> None:
+        """One Fetch to `leader`; with `nursery` (fetches to several leaders), records or an
+        error here end the others."""
         settings = self.settings
         offsets = {tp: states[tp].next_fetch_offset for tp in tps}
         wanted: dict[TopicPartition, FetchPartition] = {}
@@ -227,7 +236,7 @@ class Fetcher:
                     got_records |= self._handle_partition(states, tp, current, data)
                 except HighwaterClientError as exc:
                     errors.append(exc)
-        if got_records or errors:
+        if (got_records or errors) and nursery is not None:
             nursery.cancel_scope.cancel()  # give the caller what arrived; drop slower fetches
 
     def _handle_partition(
