@@ -275,6 +275,28 @@ async def test_max_in_flight_one_keeps_order_across_retries(cluster: FakeCluster
     assert [r.value for r in cluster.records("t", 0)] == [b"%03d" % i for i in range(50)]
 
 
+@pytest.mark.parametrize("idempotence", [False, True])
+async def test_pipelined_requests_leave_in_the_order_they_were_drained(
+    cluster: FakeCluster, idempotence: bool
+) -> None:
+    """Up to 5 requests in flight, and a request's task sends what its answer let go (the
+    follow-on send): without idempotence nothing would put a request that overtook an earlier
+    one back in order, so every record must be stored in the order it was sent."""
+    cluster.create_topic("t")
+    async with Producer(
+        cluster.bootstrap, batch_size=1_000, linger_ms=0, enable_idempotence=idempotence
+    ) as producer:
+        await producer.partitions_for("t")
+        futures = []
+        for i in range(5_000):
+            futures.append(producer.send_nowait("t", b"%04d" % i + bytes(40), partition=0))
+            if i % 50 == 0:
+                await trio.lowlevel.checkpoint()  # let requests go while records arrive
+        await producer.flush()
+    assert [f.result().offset for f in futures] == list(range(5_000))
+    assert [r.value[:4] for r in cluster.records("t", 0)] == [b"%04d" % i for i in range(5_000)]
+
+
 async def test_buffer_memory_bounds_send(cluster: FakeCluster) -> None:
     cluster.create_topic("t")
     cluster.delay_ms[ApiKey.PRODUCE] = 300

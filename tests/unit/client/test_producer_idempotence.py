@@ -646,8 +646,8 @@ async def test_a_gap_reported_for_a_batch_sent_behind_an_unacked_one_is_retried(
     sender = producer._sender
     sender.produce_request(drained)  # both sent: b behind a
     assert b.sent_behind and not a.sent_behind
-    sender.acknowledged(a, 0, -1)
-    sender.retry_or_fail(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "t-0")
+    sender.outcomes.acknowledged(a, 0, -1)
+    sender.outcomes.retry_or_fail(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "t-0")
     assert producer._fatal_error is None
     assert list(accumulator.batches[("t", 0)]) == [b]  # queued for its retry
     assert first.done() and first.result().offset == 0
