@@ -11,7 +11,7 @@ means of: a Produce request's time in the producer (sent to answered); the gap f
 Produce's answer to the next Produce going out; and the gap from a Fetch answer that brought
 records to `poll` returning them. A diagnostic: it wraps the clients' internal methods
 (`BrokerConnection.request`, `Fetcher._handle_partition`, `Consumer.poll`), so it follows
-their names.
+their names (tests/unit/benchmarks/test_client_gaps.py checks them).
 """
 
 from __future__ import annotations
