@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from client.clock import now_ms
 from client.errors import (
     HighwaterTimeoutError,
     NoBrokersAvailable,
@@ -105,14 +106,14 @@ class ClusterMetadata(MetadataView):
                     continue
                 self._merge(response, wanted)
                 return response
-            self.last_refresh_ms = _now_ms()  # back off before the next attempt
+            self.last_refresh_ms = now_ms()  # back off before the next attempt
             raise NoBrokersAvailable(
                 "no broker answered a metadata request: " + "; ".join(errors[-3:])
             )
 
     async def maybe_refresh(self) -> None:
         """Refresh if due; swallow NoBrokersAvailable (the caller retries on its own schedule)."""
-        if self.refresh_due(_now_ms()):
+        if self.refresh_due(now_ms()):
             with contextlib.suppress(NoBrokersAvailable):
                 await self.refresh()
 
@@ -179,7 +180,7 @@ class ClusterMetadata(MetadataView):
         return [*ordered, avoid] if avoid is not None else ordered
 
     def _merge(self, response: MetadataResponse, wanted: tuple[str, ...] | None) -> None:
-        self.merge(response, wanted, _now_ms())
+        self.merge(response, wanted, now_ms())
         # Drop connections to brokers that left the cluster.
         live = {(b.host, b.port) for b in self.brokers.values()} | set(self.bootstrap)
         for address in [a for a in self._connections if a not in live]:
@@ -224,7 +225,7 @@ class ClusterMetadata(MetadataView):
             return 0.0
         count, at_ms = failure
         wait = min(self.reconnect_backoff_max_ms, self.retry_backoff_ms * (1 << min(count - 1, 16)))
-        return max(0.0, at_ms + wait - _now_ms())
+        return max(0.0, at_ms + wait - now_ms())
 
     async def _connection_to(self, address: tuple[str, int]) -> BrokerConnection:
         if self._closed:
@@ -252,7 +253,7 @@ class ClusterMetadata(MetadataView):
                 )
             except BrokerConnectionError:
                 count = self._failures.get(address, (0, 0.0))[0]
-                self._failures[address] = (count + 1, _now_ms())
+                self._failures[address] = (count + 1, now_ms())
                 raise
             self._failures.pop(address, None)
             self._connections[address] = conn
@@ -273,10 +274,6 @@ class ClusterMetadata(MetadataView):
         for address in list(self._connections):
             self._drop(address)
         await trio.lowlevel.checkpoint()
-
-
-def _now_ms() -> float:
-    return float(trio.current_time() * 1000)
 
 
 async def list_offsets(

@@ -13,6 +13,7 @@ from typing import Any
 
 import trio
 
+from client.clock import now_ms
 from client.consumer.coordinator import Coordinator
 from client.consumer.membership import Membership, MemberState, Outcome
 from client.errors import HighwaterClientError
@@ -40,10 +41,6 @@ class RebalanceListener:
         await self.on_partitions_revoked(partitions)
 
 
-def _now_ms() -> float:
-    return float(trio.current_time() * 1000)
-
-
 class GroupMember:
     def __init__(
         self,
@@ -64,7 +61,7 @@ class GroupMember:
 
     def polled(self) -> None:
         """poll() was called: the max_poll_interval_ms timer starts again."""
-        self._last_poll_ms = _now_ms()
+        self._last_poll_ms = now_ms()
 
     def wake(self) -> None:
         """Something to send now (a reconciliation done, a subscription, a leave)."""
@@ -75,11 +72,11 @@ class GroupMember:
         await self._answered.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self._last_poll_ms = _now_ms()
+        self._last_poll_ms = now_ms()
         task_status.started()
         m = self.membership
         while True:
-            now = _now_ms()
+            now = now_ms()
             poll_deadline = self._last_poll_ms + self.max_poll_interval_ms
             if m.in_group and m.member_id and now >= poll_deadline:
                 self._log.warning(
@@ -102,9 +99,9 @@ class GroupMember:
                 await self._wake.wait()
             self._wake = trio.Event()
 
-    async def _heartbeat(self, now_ms: float) -> None:
+    async def _heartbeat(self, at_ms: float) -> None:
         m = self.membership
-        request = m.build_heartbeat(now_ms)
+        request = m.build_heartbeat(at_ms)
         try:
             # A short lookup: while there is no coordinator the member's own backoff retries,
             # and this task stays free to notice a close or an expired poll interval.
@@ -113,12 +110,12 @@ class GroupMember:
             )
         except (BrokerConnectionError, HighwaterClientError) as exc:
             if isinstance(exc, HighwaterClientError) and not exc.retriable:
-                outcome = m.on_response(_failed(exc), _now_ms())
+                outcome = m.on_response(_failed(exc), now_ms())
             else:
-                outcome = m.on_failure(_now_ms())
+                outcome = m.on_failure(now_ms())
         else:
             before = m.state
-            outcome = m.on_response(response, _now_ms())
+            outcome = m.on_response(response, now_ms())
             self._log_transition(before, response.error_code)
         if outcome.find_coordinator:
             self.coordinator.invalidate()

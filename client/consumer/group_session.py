@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from client.clock import now_ms
 from client.consumer.commits import (
     ADMIN_MEMBER,
     OffsetAndMetadata,
@@ -37,10 +38,6 @@ __all__ = ["CommitCallback", "GroupSession"]
 
 States = dict[TopicPartition, PartitionState]
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], Exception | None], None]
-
-
-def _now_ms() -> float:
-    return float(trio.current_time() * 1000)
 
 
 class GroupSession:
@@ -108,7 +105,7 @@ class GroupSession:
     def start(self, nursery: trio.Nursery) -> None:
         """Start the heartbeat task in the consumer's background nursery."""
         self._nursery = nursery
-        self._next_auto_commit_ms = _now_ms() + self.auto_commit_interval_ms
+        self._next_auto_commit_ms = now_ms() + self.auto_commit_interval_ms
         nursery.start_soon(self.member.run)
 
     @property
@@ -124,7 +121,7 @@ class GroupSession:
         if self._leaving:
             self._resubscribe = wanted  # joins once unsubscribe()'s leave is done
             return
-        self.membership.subscribe(wanted[0], wanted[1], _now_ms())
+        self.membership.subscribe(wanted[0], wanted[1], now_ms())
         self.member.wake()
 
     def unsubscribe(self) -> None:
@@ -133,7 +130,7 @@ class GroupSession:
         self._resubscribe = None
         m = self.membership
         if self._leaving or not (m.in_group or m.partitions_lost):
-            m.unsubscribe(_now_ms())
+            m.unsubscribe(now_ms())
             self._states().clear()
             return
         lost = m.partitions_lost
@@ -141,7 +138,7 @@ class GroupSession:
         owned = frozenset(self._states())
         self._states().clear()
         if self._nursery is None:
-            m.unsubscribe(_now_ms())
+            m.unsubscribe(now_ms())
             return
         self._leaving = True
         self._left = trio.Event()
@@ -156,12 +153,12 @@ class GroupSession:
         finally:
             self._leaving = False
             self._left.set()
-            self.membership.unsubscribe(_now_ms())
+            self.membership.unsubscribe(now_ms())
             self.member.wake()
             if self._resubscribe is not None:
                 topics, regex = self._resubscribe
                 self._resubscribe = None
-                self.membership.subscribe(topics, regex, _now_ms())
+                self.membership.subscribe(topics, regex, now_ms())
 
     async def close(self, *, commit: bool) -> None:
         """Commit (auto-commit, unless `commit` is False), the revoke (or lost) listener, then
@@ -182,7 +179,7 @@ class GroupSession:
         self._resubscribe = None
         if self._leaving:
             await self._left.wait()
-        m.unsubscribe(_now_ms())
+        m.unsubscribe(now_ms())
         self.member.wake()
         while m.state is MemberState.LEAVING:
             await self.member.wait_answered()
@@ -210,7 +207,7 @@ class GroupSession:
             lost = frozenset(self._states())
             self._drop(lost)
             error = await self._notify("on_partitions_lost", lost)
-            m.lost_handled(_now_ms())
+            m.lost_handled(now_ms())
             self.member.wake()
         change = m.reconciliation()
         if change is not None:
@@ -233,7 +230,7 @@ class GroupSession:
         self.metadata.set_topics({tp.topic for tp in states})
         if change.assign:
             error = await self._notify("on_partitions_assigned", change.assign) or error
-        self.membership.reconciled(frozenset(states), _now_ms())
+        self.membership.reconciled(frozenset(states), now_ms())
         self._on_change(Outcome())  # a partition back in a newer target is fetched again
         self.member.wake()
         return error
@@ -343,7 +340,7 @@ class GroupSession:
         return out
 
     def _maybe_auto_commit(self) -> None:
-        now = _now_ms()
+        now = now_ms()
         if not self.enable_auto_commit or self._nursery is None or now < self._next_auto_commit_ms:
             return
         self._next_auto_commit_ms = now + self.auto_commit_interval_ms

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import trio
-
 from client.client_metrics import ProducerMetrics
+from client.clock import now_ms
 from client.errors import (
     HighwaterClientError,
     HighwaterTimeoutError,
@@ -131,7 +130,7 @@ class BatchOutcomes:
             return  # failed meanwhile: the producer stopped
         error = error_for_code(code, context, broker_message)
         batch.last_error = error
-        now = _now_ms()
+        now = now_ms()
         if code in METADATA_ERRORS:
             self._metadata.request_update()
         if code in MAYBE_APPENDED or code not in KNOWN_CODES:
@@ -283,7 +282,3 @@ class BatchOutcomes:
             size = len(batch.encoded) if batch.encoded is not None else batch.estimated_bytes
             self._metrics.batch_done(batch.record_count, size)
             batch.complete(base_offset, log_append_time_ms)
-
-
-def _now_ms() -> float:
-    return trio.current_time() * 1000

@@ -16,6 +16,7 @@ from typing import Final
 
 import trio
 
+from client.clock import now_ms
 from client.errors import (
     ClientClosedError,
     HighwaterClientError,
@@ -368,7 +369,7 @@ class Producer:
             wake = estimated >= batch.capacity
         else:
             future, wake = self._accumulator.append_fields(
-                topic, partition, timestamp_ms, key, value, headers, size, _now_ms(), callback
+                topic, partition, timestamp_ms, key, value, headers, size, now_ms(), callback
             )
         self._buffer_used = buffer_used
         if wake:
@@ -447,7 +448,7 @@ class Producer:
             return partitions
         if self._no_brokers is not None:
             raise NoBrokersAvailable(str(self._no_brokers))
-        started_ms = _now_ms()
+        started_ms = now_ms()
         try:
             return await self.metadata.wait_for_topic(topic, self.max_block_ms)
         except HighwaterTimeoutError as exc:
@@ -495,10 +496,6 @@ class Producer:
                 raise HighwaterTimeoutError(
                     f"no buffer memory for {size} bytes within max_block_ms {self.max_block_ms}"
                 )
-
-
-def _now_ms() -> float:
-    return trio.current_time() * 1000
 
 
 _time_ns = time.time_ns

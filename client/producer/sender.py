@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import trio
 
 from client.client_metrics import ProducerMetrics
+from client.clock import now_ms
 from client.errors import ClientClosedError, ProducerFatalError
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
@@ -167,7 +168,7 @@ class Sender:
         is due (ms)."""
         accumulator = self._accumulator
         metadata = self._metadata
-        now = _now_ms()
+        now = now_ms()
         for batch in accumulator.expire(now):
             self.outcomes.fail(batch, self.outcomes.expiry_error(batch, now))
         accumulator.forget_size_limits(now, metadata.metadata_max_age_ms)
@@ -362,7 +363,3 @@ class Sender:
                     batch.in_flight_to = None
                 self._accumulator.muted.discard(batch.tp)
             self.wake()
-
-
-def _now_ms() -> float:
-    return trio.current_time() * 1000
