@@ -157,3 +157,69 @@ async def test_many_waiters_then_deadlines_leave_no_keys(
         await trio.sleep(0.5)
         purgatory.notify(("t", 3))
     assert purgatory.watched_keys == 0
+
+
+async def test_a_shorter_deadline_after_a_longer_one_fires_on_time(
+    autojump_clock: MockClock,
+) -> None:
+    """One reaper sleeps until the earliest deadline: a later wait with an earlier deadline
+    must bring its wake-up forward."""
+    purgatory = Purgatory()
+    start = trio.current_time()
+    ended: dict[str, float] = {}
+
+    async def waiter(name: str, timeout_s: float) -> None:
+        assert await purgatory.wait([name], trio.current_time() + timeout_s) is False
+        ended[name] = trio.current_time() - start
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter, "long", 100)
+        await trio.sleep(1)
+        nursery.start_soon(waiter, "short", 2)
+    assert ended["short"] == pytest.approx(3)
+    assert ended["long"] == pytest.approx(100)
+    assert purgatory.timer_entries == 0
+
+
+async def test_waits_that_end_early_do_not_pile_up_in_the_timer_heap(
+    autojump_clock: MockClock,
+) -> None:
+    """Waits woken long before their deadline (acks=all with a 30 s timeout, woken in ms)
+    leave entries behind; the heap is bounded by the live waits, not by the timeouts."""
+    purgatory = Purgatory()
+
+    async def waiter(key: int) -> None:
+        assert await purgatory.wait([key], trio.current_time() + 3600) is True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter, -1)  # one wait parked throughout, at the heap's top
+        await trio.sleep(1)
+        for key in range(20_000):
+            nursery.start_soon(waiter, key)
+            await trio.sleep(0.001)
+            purgatory.notify(key)
+        assert purgatory.timer_entries <= 2 * 1 + 1024 + 1
+        purgatory.notify(-1)
+    assert purgatory.watched_keys == 0
+
+
+async def test_a_cancelled_wait_is_not_woken_later(autojump_clock: MockClock) -> None:
+    purgatory = Purgatory()
+    with trio.move_on_after(1):
+        await purgatory.wait(["k"], trio.current_time() + 2)
+    await trio.sleep(5)  # past the cancelled wait's deadline: the reaper finds it ended
+    with trio.fail_after(10):  # the reaper, asleep with nothing to time, wakes for this one
+        assert await purgatory.wait(["k"], trio.current_time() + 1) is False
+    assert purgatory.timer_entries == 0
+
+
+def test_a_purgatory_outlives_a_trio_run() -> None:
+    """Its reaper is a system task of the run it started in; a later run starts another."""
+    purgatory = Purgatory()
+
+    async def timed_out() -> bool:
+        with trio.fail_after(5):  # without a reaper it would never return
+            return await purgatory.wait(["k"], trio.current_time() + 0.01)
+
+    assert trio.run(timed_out) is False
+    assert trio.run(timed_out) is False
