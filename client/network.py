@@ -153,27 +153,29 @@ class BrokerConnection:
         and every later request would wait behind it.
         """
         self._raise_if_broken()
-        try:
-            with trio.fail_after(timeout_ms / 1000 if timeout_ms >= 0 else math.inf):
-                await _acquire(self._send_lock)
-                try:
-                    self._raise_if_broken()
-                    correlation_id, data = self._protocol.send_request(
-                        body, api_version, expect_response=expect_response
-                    )
-                    if expect_response:
-                        self._waiting.add(correlation_id)
-                    await self._send(data)
-                finally:
-                    self._send_lock.release()
-                if on_sent is not None:
-                    on_sent()
-                if not expect_response:
-                    return None
-                return await self._wait_for(correlation_id)
-        except trio.TooSlowError:
-            self._break(BrokerConnectionError(f"{self.address}: request timed out"))
-            raise self._broken from None  # type: ignore[misc]
+        # A bare cancel scope, not trio.fail_after: its generator-based context manager cost
+        # as much again on every request (docs/performance.md, "The purgatory's deadlines").
+        deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms >= 0 else math.inf
+        with trio.CancelScope(deadline=deadline) as scope:
+            await _acquire(self._send_lock)
+            try:
+                self._raise_if_broken()
+                correlation_id, data = self._protocol.send_request(
+                    body, api_version, expect_response=expect_response
+                )
+                if expect_response:
+                    self._waiting.add(correlation_id)
+                await self._send(data)
+            finally:
+                self._send_lock.release()
+            if on_sent is not None:
+                on_sent()
+            if not expect_response:
+                return None
+            return await self._wait_for(correlation_id)
+        assert scope.cancelled_caught  # the body returns unless its deadline passed
+        self._break(BrokerConnectionError(f"{self.address}: request timed out"))
+        raise self._broken from None  # type: ignore[misc]
 
     async def _send(self, data: bytes) -> None:
         try:
