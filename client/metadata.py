@@ -294,7 +294,7 @@ async def list_offsets(
     rounds = list_offsets_rounds(
         metadata,
         timestamps,
-        trio.current_time() * 1000,
+        now_ms(),
         timeout_ms=timeout_ms,
         replica_id=replica_id,
         partial=partial,
@@ -315,7 +315,7 @@ async def list_offsets(
                     await metadata.refresh()
             else:
                 await trio.sleep(step.delay_ms / 1000)
-            step = rounds.send((answer, trio.current_time() * 1000))
+            step = rounds.send((answer, now_ms()))
     except StopIteration as done:
         results: dict[tuple[str, int], tuple[int, int]] = done.value
         return results
