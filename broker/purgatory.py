@@ -148,7 +148,8 @@ class Purgatory:
         timers = self._timers
         while timers and timers[0][2].task is None:
             heapq.heappop(timers)
-        if len(timers) > 2 * sum(self.waiting.values()) + _TIMER_SLACK:
+        size = len(timers)
+        if size > _TIMER_SLACK and size > 2 * sum(self.waiting.values()) + _TIMER_SLACK:
             timers[:] = [entry for entry in timers if entry[2].task is not None]
             heapq.heapify(timers)
 

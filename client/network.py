@@ -154,7 +154,7 @@ class BrokerConnection:
         """
         self._raise_if_broken()
         # A bare cancel scope, not trio.fail_after: its generator-based context manager cost
-        # as much again on every request (docs/performance.md, "The purgatory's deadlines").
+        # 1.5-4 µs more on every request (docs/performance.md, "The purgatory's deadlines").
         deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms >= 0 else math.inf
         with trio.CancelScope(deadline=deadline) as scope:
             await _acquire(self._send_lock)
