@@ -44,6 +44,8 @@ class RecordAccumulator:
         self.incomplete: set[ProducerBatch] = set()  # queued or in flight
         self.flushing = 0
         self._drain_index: dict[int, int] = {}
+        # The last drain left a batch that could have gone now (max_bytes, a retry alone).
+        self.drain_cut_short = False
         # The batch being filled per partition (the tail of its queue, while open).
         self._open: dict[tuple[str, int], ProducerBatch] = {}
         # Partitions whose leader refused a batch or a request as too large (a small
@@ -154,7 +156,7 @@ class RecordAccumulator:
                 continue
             filling = queue[0].attempts == 0 and not self._goes_without_lingering(queue)
             if filling and leader in busy:
-                continue  # the outstanding request's answer wakes the sender
+                continue  # the outstanding request's task looks again at its answer
             at = self._head_ready_at(queue, now_ms)
             if at <= now_ms:
                 nodes.add(leader)
@@ -176,7 +178,9 @@ class RecordAccumulator:
         is encoded (and closed) at its first drain, even if it then waits for the next request.
         With idempotence, `sendable` decides which heads may go, and a retried batch goes alone
         for its partition (a leader answers a resend in a request only when it is the
-        partition's first batch there)."""
+        partition's first batch there). `drain_cut_short` says whether a batch that could have
+        gone now was left for another request."""
+        self.drain_cut_short = False
         tps = [
             tp
             for tp, queue in self.batches.items()
@@ -205,6 +209,7 @@ class RecordAccumulator:
                     if self._open.get(tp) is head:
                         del self._open[tp]  # its bytes are final: new records go elsewhere
                 if drained and size + len(data) > max_bytes:
+                    self.drain_cut_short = True
                     return drained
                 queue.popleft()
                 drained.append(head)
@@ -216,6 +221,7 @@ class RecordAccumulator:
                     # A retry goes alone for its partition: with idempotence a resend is then
                     # one whole batch; and batches refused together as too large go again one
                     # by one (and, on that partition, every batch from then on).
+                    self.drain_cut_short = self.drain_cut_short or bool(queue)
                     break
         return drained
 

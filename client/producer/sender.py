@@ -84,6 +84,7 @@ class Sender:
         self._max_request_size = max_request_size
         self._max_in_flight = max_in_flight
         self._wakeup = trio.Event()
+        self._next_look_ms = 0.0  # when the sender task, waiting, looks again unless woken
         self._in_flight: dict[int, int] = {}  # requests outstanding per broker
         self._unsent = 0  # requests drained and not yet on the wire (or failed)
         self._refreshing = False  # a metadata refresh task is running
@@ -153,19 +154,19 @@ class Sender:
             sends, next_ms = self._sweep()
             for node, batches, request in sends:
                 nursery.start_soon(self._send_produce, node, batches, request)
-            if sends and self._idempotence is not None:
-                # A retry goes alone and max_request_size may cut a drain short: look
-                # again before waiting.
+            if next_ms == 0:
                 await trio.lowlevel.checkpoint()
                 continue
-            with trio.move_on_after(max(next_ms, 1) / 1000):
+            self._next_look_ms = now_ms() + next_ms
+            with trio.move_on_at(self._next_look_ms / 1000):
                 await self._wakeup.wait()
 
     def _sweep(self) -> tuple[list[_Send], float]:
         """One look at the accumulator (Kafka's Sender.sendProducerData): expire batches, note
         leaderless partitions, start a metadata refresh or InitProducerId when due, and drain
         what is ready into requests (counted in flight). Also: how long until the next look
-        is due (ms)."""
+        is due (ms, at least 1), or 0 when a drain was cut short (a retry goes alone,
+        max_request_size) and the next look is due now."""
         accumulator = self._accumulator
         metadata = self._metadata
         now = now_ms()
@@ -190,12 +191,14 @@ class Sender:
         if self._needs_producer_id():
             nodes = set()  # nothing goes before the producer id is known
         sends: list[_Send] = []
+        cut_short = False
         for node in nodes:
             if self._in_flight.get(node, 0) >= self._max_in_flight:
                 continue
             batches = accumulator.drain(
                 node, metadata.leader_for, self._max_request_size, now, self.encode
             )
+            cut_short = cut_short or accumulator.drain_cut_short
             if batches:
                 request = self.produce_request(batches)
                 for batch in batches:
@@ -207,7 +210,7 @@ class Sender:
         next_ms = min(next_ms, expires_in)
         if leaderless:
             next_ms = min(next_ms, self._retry_backoff_ms)
-        return sends, next_ms
+        return sends, 0.0 if cut_short else max(next_ms, 1.0)
 
     def encode(self, batch: ProducerBatch) -> bytes:
         """A batch's bytes at its first drain (with idempotence, its sequence numbers now)."""
@@ -307,8 +310,13 @@ class Sender:
                 # A request drained before is not on the wire yet: one drained now and sent
                 # from here could pass it (trio runs tasks in no set order). The sender
                 # task's wake-up does this look instead.
+                self.wake()
                 return
-            sends, _ = self._sweep()
+            sends, next_ms = self._sweep()
+            if now_ms() + next_ms < self._next_look_ms:
+                # This look found something due (a linger, a backoff) before the sender
+                # task's: otherwise waking it only repeats this look (about 0.1 ms).
+                self.wake()
             follow_on = None
             for send in sends:
                 if send[0] == node and follow_on is None:
@@ -323,7 +331,8 @@ class Sender:
     async def _exchange(
         self, node: int, batches: list[ProducerBatch], request: ProduceRequest
     ) -> None:
-        """One Produce request and its answer; `node` is not busy with it after."""
+        """One Produce request and its answer; `node` is not busy with it after. The caller
+        looks at the accumulator next (or wakes the sender task to)."""
         unsent = True
 
         def sent() -> None:
@@ -362,4 +371,3 @@ class Sender:
                 if batch.in_flight_to == node:
                     batch.in_flight_to = None
                 self._accumulator.muted.discard(batch.tp)
-            self.wake()

@@ -297,6 +297,33 @@ async def test_pipelined_requests_leave_in_the_order_they_were_drained(
     assert [r.value[:4] for r in cluster.records("t", 0)] == [b"%04d" % i for i in range(5_000)]
 
 
+async def test_an_answer_does_not_wake_the_sender_task_to_repeat_its_tasks_look(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an answer the request's task looks at the accumulator itself (the follow-on
+    send); it wakes the sender task only for something due before that task's own next look,
+    so one record sent and awaited at a time costs two looks, not three."""
+    from client.producer.sender import Sender
+
+    looks = 0
+    sweep = Sender._sweep
+
+    def counted(self: Sender) -> object:
+        nonlocal looks
+        looks += 1
+        return sweep(self)
+
+    cluster.create_topic("t")
+    async with Producer(cluster.bootstrap, linger_ms=0) as producer:
+        await (await producer.send("t", b"first"))
+        monkeypatch.setattr(Sender, "_sweep", counted)
+        for i in range(50):
+            assert (await (await producer.send("t", b"%d" % i))).offset == i + 1
+        monkeypatch.undo()
+    # One look by the sender task for the new batch, one by the request's task after it.
+    assert looks <= 2 * 50 + 5, looks
+
+
 async def test_buffer_memory_bounds_send(cluster: FakeCluster) -> None:
     cluster.create_topic("t")
     cluster.delay_ms[ApiKey.PRODUCE] = 300
@@ -338,6 +365,33 @@ def test_accumulator_ready_and_drain_are_pure() -> None:
     drained = acc.drain(2, leader_for, 1_000_000, 1, lambda b: b"x" * len(b.records))
     assert [len(b.records) for b in drained] == [2]  # the still-filling batch stays
     assert [b.tp for b in acc.expire(2000)] == [("t", 0), ("t", 1)]
+
+
+def test_a_drain_says_when_it_left_a_sendable_batch_behind() -> None:
+    """`drain_cut_short`: the sender looks again at once instead of waiting to be woken."""
+    acc = RecordAccumulator(batch_size=100, linger_ms=0, delivery_timeout_ms=1000, muting=False)
+    record = Record(b"x" * 30, timestamp_ms=0)
+    for _ in range(3):
+        acc.append("t", 0, record, 60, now_ms=0)  # a batch each: 60 of 100 bytes
+
+    def leader_for(topic: str, partition: int) -> int | None:
+        return 1
+
+    def encode(batch: object) -> bytes:
+        return b"x" * 90
+
+    assert len(acc.batches[("t", 0)]) == 3
+    assert len(acc.drain(1, leader_for, 100, 0, encode)) == 1  # max_bytes: one of three
+    assert acc.drain_cut_short
+    retried = acc.drain(1, leader_for, 1_000_000, 0, encode)
+    assert len(retried) == 2 and not acc.drain_cut_short  # the rest, nothing left
+    for batch in retried:
+        batch.attempts = 1  # the sender counts attempts as it builds the request
+        acc.reenqueue(batch, now_ms=0, backoff_ms=0)
+    assert acc.drain(1, leader_for, 1_000_000, 0, encode) == retried[:1]  # a retry goes alone
+    assert acc.drain_cut_short
+    assert acc.drain(1, leader_for, 1_000_000, 0, encode) == retried[1:]
+    assert not acc.drain_cut_short  # the last retry, alone with nothing behind it
 
 
 def test_a_filling_batch_waits_for_its_leaders_outstanding_request() -> None:
