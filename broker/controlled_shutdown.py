@@ -18,6 +18,7 @@ import structlog
 import trio
 
 from broker.core.controlled_shutdown import Ask, ShutdownAttempts, Stop, Wait
+from client.clock import now_ms
 from client.network import BrokerConnectionError, connect
 from controller.zk_data import ZkDataError
 from controller.zk_election import controller_registration
@@ -42,7 +43,7 @@ async def controlled_shutdown(ctx: BrokerContext) -> bool:
     log = structlog.get_logger("highwater.broker")
     if zk is None:
         return False
-    started_ms = _now_ms()
+    started_ms = _clock_ms()
     attempts = ShutdownAttempts.start(
         started_ms,
         max_retries=config.controlled_shutdown_max_retries,
@@ -57,7 +58,7 @@ async def controlled_shutdown(ctx: BrokerContext) -> bool:
             nursery.start_soon(steps.cancel_on_disconnect, events)
             stop = await _run(ctx, zk, attempts, steps, log)
             nursery.cancel_scope.cancel()
-    elapsed_ms = _now_ms() - started_ms
+    elapsed_ms = _clock_ms() - started_ms
     if not stop.accepted:
         log.warning(
             "controlled shutdown failed; stopping anyway"
@@ -95,7 +96,7 @@ async def _run(
     log: structlog.typing.FilteringBoundLogger,
 ) -> Stop:
     while True:
-        step = attempts.next_step(_now_ms(), zk_connected=zk.connected)
+        step = attempts.next_step(_clock_ms(), zk_connected=zk.connected)
         match step:
             case Stop():
                 return step
@@ -120,7 +121,7 @@ async def _run(
                         attempt=step.attempt,
                         error=outcome if isinstance(outcome, str) else outcome.describe(),
                     )
-                    attempts.attempt_failed(_now_ms())
+                    attempts.attempt_failed(_clock_ms())
             case _:
                 assert_never(step)
 
@@ -184,5 +185,6 @@ async def _ask(ctx: BrokerContext, zk: ZkClient, step: Ask) -> _Answer:
     return _Answer(controller_id, response.error_code, remaining)
 
 
-def _now_ms() -> int:
-    return int(trio.current_time() * 1000)
+def _clock_ms() -> int:
+    """The clients' clock (trio's) in whole ms, as ShutdownAttempts takes it."""
+    return round(now_ms())

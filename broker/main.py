@@ -45,6 +45,7 @@ from broker.replica_fetcher import ReplicaFetcherManager
 from broker.request_stats import RequestStats
 from broker.server import BrokerServer, ServedListener
 from broker.tls import server_context
+from client import clock
 from controller.controller import Controller, run_controller
 from controller.zk_client import ZkClient, ZkError
 from controller.zk_configs import USERS, ConfigChangedError, get_entity_config, set_entity_config
@@ -421,12 +422,12 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
         "recovery_points": config.log_flush_offset_checkpoint_interval_ms,
         "producer_expiry": config.producer_id_expiration_check_interval_ms,
     }
-    start_ms = _trio_ms()
+    start_ms = clock.now_ms()
     due_ms = {name: start_ms + interval for name, interval in intervals_ms.items()}
     log = structlog.get_logger("highwater.housekeeping")
     while True:
         await trio.sleep_until(min(due_ms.values()) / 1000)
-        now_ms = _trio_ms()
+        now_ms = clock.now_ms()
         for name, at_ms in due_ms.items():
             if at_ms > now_ms:
                 continue
@@ -438,10 +439,6 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
                 # E.g. EMFILE while clients hold every descriptor: skip this round, try again
                 # at the next interval; the broker keeps serving.
                 log.warning("housekeeping failed; will retry", task=name, error=str(exc))
-
-
-def _trio_ms() -> float:
-    return trio.current_time() * 1000
 
 
 def _housekeeping_task(
