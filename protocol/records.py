@@ -4,7 +4,8 @@ Kafka's 61-byte v2 batch header (docs/protocol.md has the table), then a msgpack
 section, compressed as a whole. The CRC covers bytes 21 onwards, so the leader stamps
 base_offset and partition_leader_epoch (bytes 0-15) without touching the CRC or the records:
 the broker never decodes records. A record is `[timestamp_delta, offset_delta, key, value,
-headers]`, headers `[key: str, value: bin | nil]` pairs.
+headers]`, headers `[key: str, value: bin | nil]` pairs. Its writers and readers share
+one file (past 500 lines) because they share the header's private layout and fast checks.
 """
 
 from __future__ import annotations
