@@ -12,6 +12,7 @@ from controller.core.broker_requests import (
     unclean_log,
     update_metadata,
 )
+from controller.core.brokers import restarted_logs, restarted_members
 from controller.core.effects import (
     PREFERRED_REPLICA_IMBALANCE,
     Effect,
@@ -37,6 +38,7 @@ from controller.core.model import (
     online_replicas,
     replicas_of,
 )
+from controller.core.reconcile import reconcile
 from controller.zk_data import PartitionStateZnode
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
@@ -78,7 +80,17 @@ def on_isr_changed(
     if not logs:
         return context, []
     ctx = dataclasses.replace(context, partition_states=states)
-    return ctx, [*logs, update_metadata(ctx, ())]
+    # The leader wrote its ISR before this controller handled what happened since: Kafka's
+    # controller reads the ISR from ZooKeeper when a broker fails, this one holds it in memory.
+    # A member that left, or restarted, after the write leaves the ISR now, as onBrokerFailure
+    # would have taken it out: else it could be elected without the records its crash lost.
+    taken = [tp for tp in sorted(event.states) if states.get(tp) is event.states[tp]]
+    restarted = {tp: restarted_members(ctx.live_brokers, states[tp], frozenset()) for tp in taken}
+    ctx, writes, changed, created = reconcile(ctx, taken, frozenset(), restarted)
+    effects: list[Effect] = [*logs, *writes, *restarted_logs(restarted)]
+    effects += leader_and_isr_effects(ctx, changed, created)
+    effects.append(update_metadata(ctx, ()))
+    return ctx, effects
 
 
 def _older(read: PartitionState, known: PartitionState) -> bool:

@@ -20,6 +20,7 @@ from controller.core import (
     ControllerContext,
     Effect,
     Elected,
+    IsrChanged,
     LiveBroker,
     PartitionState,
     SendLeaderAndIsr,
@@ -396,3 +397,43 @@ def test_reload_in_the_same_term_takes_a_re_registration_as_no_bounce() -> None:
     assert of_type(effects, WritePartitionStates) == []
     assert logged(effects, "broker restarted unnoticed") == []
     assert leader_and_isr(effects)[1][TP] == (1, 3, (1, 2), 5, False)
+
+
+# --- a leader's ISR write taken after the controller handled a failure ------------------------
+
+
+@pytest.mark.parametrize(
+    ("live_after", "written_at", "expected"),
+    [
+        pytest.param(live(1, 3), 150, (1, 4, (1, 3)), id="member-left-before-the-write-was-read"),
+        pytest.param(
+            live(1, 2, 3, epochs={2: 500}),
+            150,
+            (1, 4, (1, 3)),
+            id="member-restarted-after-the-write",
+        ),
+        pytest.param(
+            live(1, 2, 3, epochs={2: 500}), 600, None, id="member-restarted-before-the-write"
+        ),
+        pytest.param(
+            live(1, 2, 3, epochs={2: 500}, incarnations={2: 102}),
+            150,
+            None,
+            id="member-only-re-registered",
+        ),
+    ],
+)
+def test_an_isr_change_read_late_drops_members_that_failed_since_the_write(
+    live_after: dict[int, LiveBroker], written_at: int, expected: Expected
+) -> None:
+    """The leader wrote ISR [1, 2, 3] (version 4) and broker 2 then crashed, losing records
+    it had acknowledged; the controller handled its departure before the leader's ISR change
+    notification, so the ISR it knew, [1, 3], had nothing to drop. Taking [1, 2, 3] as read
+    would let broker 2 be elected later without those records."""
+    ctx, _ = elect(live(1, 2, 3), {"t": {0: (1, 2, 3)}}, {TP: state(1, 3, (1, 3), version=3)})
+    ctx, _ = handle(ctx, BrokersChanged(live_after), 0)
+    ctx, effects = handle(ctx, IsrChanged({TP: written(state(1, 3, (1, 2, 3)), written_at)}), 0)
+    the_write(effects, expected)
+    if expected is not None:
+        assert ctx.partition_states[TP].isr == expected[2]
+        assert of_type(effects, SendLeaderAndIsr)
