@@ -54,8 +54,7 @@ class IsrManager:
             self._log.warning(
                 "isr write failed", topic=write.tp[0], partition=write.tp[1], error=repr(exc)
             )
-        if ctx.state.isr.written(write, partitions.get(write.tp), version, ctx.now_ms()):
-            ctx.purgatory.notify(write.tp)
+        ctx.wake(ctx.state.isr.written(write, partitions.get(write.tp), version, ctx.now_ms()))
 
     async def _expire_loop(self) -> None:
         ctx = self._ctx

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from broker.core.state import METADATA_KEY, BrokerState
+from broker.core.wake_keys import PartitionKey, partition_keys
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.leader_and_isr import (
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-WakeKey = TopicPartition | tuple[str]
+WakeKey = PartitionKey | tuple[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ def apply_leader_and_isr(
     for topic, index, code in results:
         tp = TopicPartition(topic, index)
         partition = state.replica_manager.partitions.get(tp)
-        outcome.wake.append(tp)
+        outcome.wake += partition_keys(tp)
         if code != ErrorCode.NONE or partition is None:
             continue
         leader = leaders.get(partition.leader_id)
@@ -98,16 +99,19 @@ def apply_update_metadata(
 ) -> ControllerRequestOutcome[UpdateMetadataResponse]:
     """Refresh the metadata cache. The controller always sends the whole picture, so a
     partition it no longer places here (topic deleted, replica moved away) goes, unless a
-    LeaderAndIsr claimed it (a replica that missed its StopReplica while down)."""
+    LeaderAndIsr claimed it in the same controller's term or a later leader epoch (a replica
+    that missed its StopReplica while down; ReplicaManager.delete_stray_logs)."""
     state.metadata.update(request)
     placed = {TopicPartition(s.topic_name, s.partition_index): s for s in request.partition_states}
     deleted = state.replica_manager.delete_stray_logs(
         {tp: s.replicas for tp, s in placed.items()},
         {tp: s.leader_epoch for tp, s in placed.items()},
+        request.controller_epoch,
     )
     outcome = ControllerRequestOutcome(UpdateMetadataResponse(ErrorCode.NONE), wake=[METADATA_KEY])
     outcome.followers = [FollowerChange(tp) for tp in deleted]
-    outcome.wake += deleted
+    for tp in deleted:
+        outcome.wake += partition_keys(tp)
     return outcome
 
 
@@ -127,7 +131,7 @@ def apply_stop_replica(
             except OSError:
                 code = ErrorCode.KAFKA_STORAGE_ERROR
             errors.append(StopReplicaPartitionError(tp.topic, tp.partition, code))
-            outcome.wake.append(tp)
+            outcome.wake += partition_keys(tp)
     outcome.response = StopReplicaResponse(ErrorCode.NONE, tuple(errors))
     outcome.wake.append(METADATA_KEY)
     return outcome

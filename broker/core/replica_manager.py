@@ -40,7 +40,14 @@ class TopicCounters:
 
 
 class AppendResult:
-    __slots__ = ("base_offset", "error_code", "error_message", "log_start_offset", "next_offset")
+    __slots__ = (
+        "base_offset",
+        "error_code",
+        "error_message",
+        "high_watermark_moved",
+        "log_start_offset",
+        "next_offset",
+    )
 
     def __init__(
         self,
@@ -49,12 +56,14 @@ class AppendResult:
         next_offset: int = -1,
         log_start_offset: int = -1,
         error_message: str | None = None,
+        high_watermark_moved: bool = False,
     ) -> None:
         self.error_code = error_code
         self.base_offset = base_offset
         self.next_offset = next_offset  # one past the last appended offset
         self.log_start_offset = log_start_offset
         self.error_message = error_message
+        self.high_watermark_moved = high_watermark_moved  # an ISR of the leader alone
 
 
 class ReplicaManager:
@@ -182,6 +191,7 @@ class ReplicaManager:
         self,
         assignments: Mapping[TopicPartition, Collection[int]],
         leader_epochs: Mapping[TopicPartition, int] | None = None,
+        controller_epoch: int = -1,
     ) -> list[TopicPartition]:
         """Delete the logs that the cluster no longer places here: their topic is gone, or
         this broker is not among the partition's replicas.
@@ -191,13 +201,18 @@ class ReplicaManager:
         metadata from the controller shows it, and the data goes then. `assignments`: every
         partition in that metadata with its replicas. A partition a LeaderAndIsr gave us is
         kept unless the metadata says so in a newer leader epoch (`leader_epochs`): the
-        controller that completed a reassignment may have failed before its StopReplica."""
+        controller that completed a reassignment may have failed before its StopReplica. So
+        is one of a deleted topic, unless the metadata comes from the controller that gave it
+        (`controller_epoch`, the sender's): a controller that took over after the deletion,
+        whose StopReplica never reached us, knows nothing of it (the old controller's would
+        name it, or come after its StopReplica)."""
         topics = {topic for topic, _ in assignments}
         epochs = leader_epochs or {}
 
         def stray(tp: TopicPartition) -> bool:
             if tp[0] not in topics:
-                return tp not in self.partitions
+                gone = self.partitions.get(tp)
+                return gone is None or gone.controller_epoch < controller_epoch
             if tp not in assignments or self.broker_id in assignments[tp]:
                 return False
             hosted = self.partitions.get(tp)
@@ -231,6 +246,7 @@ class ReplicaManager:
     def append(self, tp: TopicPartition, records: bytes, wall_ms: int) -> AppendResult:
         try:
             partition = self.leader_partition(tp)
+            high_watermark = partition.high_watermark
             info = partition.append_as_leader(records, wall_ms)
         except HighwaterError as exc:
             return AppendResult(exc.code, error_message=str(exc))
@@ -242,7 +258,11 @@ class ReplicaManager:
             counters.bytes_in += info.byte_count
             counters.records_in += info.record_count
         return AppendResult(
-            ErrorCode.NONE, info.first_offset, info.last_offset + 1, info.log_start_offset
+            ErrorCode.NONE,
+            info.first_offset,
+            info.last_offset + 1,
+            info.log_start_offset,
+            high_watermark_moved=partition.high_watermark != high_watermark,
         )
 
     def read(

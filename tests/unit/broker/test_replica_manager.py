@@ -316,3 +316,22 @@ def test_a_hosted_partition_goes_when_newer_metadata_moves_it_away(tmp_path: Pat
         assert ("t", 0) not in rm.partitions and ("t", 0) not in manager.logs
     finally:
         manager.shutdown(NOW)
+
+
+def test_a_hosted_partition_of_a_deleted_topic_goes_when_a_later_controller_says_so(
+    tmp_path: Path,
+) -> None:
+    """A broker cut off while its topic was deleted never got the StopReplica, and the
+    controller that sent it failed: the next controller, which knows nothing of the topic,
+    sends metadata without it. That controller's UpdateMetadata deletes it; metadata from the
+    controller whose LeaderAndIsr gave it (a creation racing its metadata) does not."""
+    manager = open_manager(tmp_path)
+    rm = ReplicaManager(ME, manager)
+    rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW)
+    given_by = rm.partitions[("t", 0)].controller_epoch
+    try:
+        assert rm.delete_stray_logs({}, {}, given_by) == []
+        assert rm.delete_stray_logs({}, {}, given_by + 1) == [("t", 0)]
+        assert ("t", 0) not in rm.partitions and ("t", 0) not in manager.logs
+    finally:
+        manager.shutdown(NOW)
