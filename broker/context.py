@@ -244,7 +244,8 @@ class BrokerContext:
                 self.isr_manager.start_write(write)
             else:
                 partition = self.replica_manager.partitions.get(write.tp)
-                self.wake(self.state.isr.written(write, partition, None, self.now_ms()))
+                if self.state.isr.written(write, partition, None, self.now_ms()):
+                    self.purgatory.notify(write.tp)
 
     def partitions_changed(self) -> None:
         """After a controller request: the group coordinator follows the offsets partitions

@@ -27,7 +27,7 @@ from broker.core.group.writes import (
     replay_batches,
     write_error,
 )
-from broker.core.produce import append_produce, check_waiting, produce_keys, time_out
+from broker.core.produce import append_produce, check_waiting, time_out
 from controller.assignment import assign_replicas
 from controller.zk_client import ZkError
 from controller.zk_topics import TopicExistsError, create_topic
@@ -159,7 +159,7 @@ class GroupCoordinator:
             check_waiting(self._ctx.state, append)
             if not append.waiting or trio.current_time() >= deadline or gave_up:
                 break
-            gave_up = not await self._ctx.purgatory.wait(produce_keys(append), deadline)
+            gave_up = not await self._ctx.purgatory.wait(list(append.waiting), deadline)
         time_out(append)
         code = ErrorCode(append.results[tp].error_code)
         if code != ErrorCode.NONE:

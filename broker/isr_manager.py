@@ -54,7 +54,8 @@ class IsrManager:
             self._log.warning(
                 "isr write failed", topic=write.tp[0], partition=write.tp[1], error=repr(exc)
             )
-        ctx.wake(ctx.state.isr.written(write, partitions.get(write.tp), version, ctx.now_ms()))
+        if ctx.state.isr.written(write, partitions.get(write.tp), version, ctx.now_ms()):
+            ctx.purgatory.notify(write.tp)
 
     async def _expire_loop(self) -> None:
         ctx = self._ctx

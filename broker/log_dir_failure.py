@@ -11,7 +11,6 @@ import structlog
 import trio
 
 from broker.core.controller_requests import FollowerChange
-from broker.core.wake_keys import partition_keys
 from controller.zk_brokers import publish_log_dir_failure, set_offline_partitions
 from controller.zk_types import ZkError
 
@@ -44,7 +43,7 @@ class LogDirFailureHandler:
             gone = ctx.replica_manager.take_offline()
             if gone:
                 ctx.change_followers(FollowerChange(tp) for tp in gone)
-                ctx.wake(key for tp in gone for key in partition_keys(tp))
+                ctx.wake(gone)
                 if ctx.group_coordinator is not None:  # offsets partitions it can no longer write
                     ctx.group_coordinator.sync_partitions()
                 await self._tell_controller()

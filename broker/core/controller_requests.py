@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from broker.core.state import METADATA_KEY, BrokerState
-from broker.core.wake_keys import PartitionKey, partition_keys
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.leader_and_isr import (
@@ -37,7 +36,7 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-WakeKey = PartitionKey | tuple[str]
+WakeKey = TopicPartition | tuple[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +81,7 @@ def apply_leader_and_isr(
     for topic, index, code in results:
         tp = TopicPartition(topic, index)
         partition = state.replica_manager.partitions.get(tp)
-        outcome.wake += partition_keys(tp)
+        outcome.wake.append(tp)
         if code != ErrorCode.NONE or partition is None:
             continue
         leader = leaders.get(partition.leader_id)
@@ -110,8 +109,7 @@ def apply_update_metadata(
     )
     outcome = ControllerRequestOutcome(UpdateMetadataResponse(ErrorCode.NONE), wake=[METADATA_KEY])
     outcome.followers = [FollowerChange(tp) for tp in deleted]
-    for tp in deleted:
-        outcome.wake += partition_keys(tp)
+    outcome.wake += deleted
     return outcome
 
 
@@ -131,7 +129,7 @@ def apply_stop_replica(
             except OSError:
                 code = ErrorCode.KAFKA_STORAGE_ERROR
             errors.append(StopReplicaPartitionError(tp.topic, tp.partition, code))
-            outcome.wake += partition_keys(tp)
+            outcome.wake.append(tp)
     outcome.response = StopReplicaResponse(ErrorCode.NONE, tuple(errors))
     outcome.wake.append(METADATA_KEY)
     return outcome

@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.core.isr import IsrWrite
-from broker.core.partition import DEBUG_REPLICA_ID, Partition
+from broker.core.partition import Partition
 from broker.core.state import BrokerState
-from broker.core.wake_keys import PartitionKey, high_watermark_key, log_end_key
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import (
     FetchPartition,
@@ -43,7 +42,7 @@ class FetchRead:
     response: FetchResponse
     total_bytes: int
     has_error: bool
-    wake: list[PartitionKey] = field(default_factory=list)  # HWs that moved
+    wake: list[TopicPartition] = field(default_factory=list)  # their HW moved
     isr_writes: list[IsrWrite] = field(default_factory=list)  # followers that may join
 
     def satisfied(self, min_bytes: int) -> bool:
@@ -51,12 +50,8 @@ class FetchRead:
         return self.total_bytes >= min_bytes or self.has_error
 
 
-def fetch_keys(request: FetchRequest) -> list[PartitionKey]:
-    """What the fetch waits for: a follower's (or the debug id's) an append, a consumer's its
-    partitions' high watermarks (broker.core.wake_keys)."""
-    reads_to_log_end = request.replica_id >= 0 or request.replica_id == DEBUG_REPLICA_ID
-    key = log_end_key if reads_to_log_end else high_watermark_key
-    return [key(TopicPartition(t.topic, p.partition)) for t in request.topics for p in t.partitions]
+def fetch_keys(request: FetchRequest) -> list[TopicPartition]:
+    return [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
 
 
 def max_wait_ms(request: FetchRequest) -> int:
@@ -197,7 +192,7 @@ def _follower_fetched(
     Read after the partition was read, as Kafka's updateFollowerFetchState."""
     partition = state.replica_manager.partitions[tp]
     if partition.update_follower_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms):
-        read.wake.append(high_watermark_key(tp))
+        read.wake.append(tp)
     write = state.isr.maybe_expand(partition, replica_id)
     if write is not None:
         read.isr_writes.append(write)

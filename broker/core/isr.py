@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from broker.core.partition import Partition
 from broker.core.replication import should_propagate_isr_changes
-from broker.core.wake_keys import PartitionKey, partition_keys
 from controller.zk_data import PartitionStateZnode
 from protocol.topic_partition import TopicPartition
 
@@ -84,14 +83,12 @@ class IsrCore:
 
     def written(
         self, write: IsrWrite, partition: Partition | None, new_version: int | None, now_ms: int
-    ) -> tuple[PartitionKey, ...]:
-        """The write finished (None: it lost the CAS, or failed). Returns the purgatory keys to
-        wake: the partition's, if its ISR or HW changed (an acks=all produce may now complete,
-        or fail for want of min.insync.replicas)."""
+    ) -> bool:
+        """The write finished (None: it lost the CAS, or failed). True if the HW moved."""
         if new_version is None:
             self.failed_isr_updates += 1
         if partition is None:
-            return ()
+            return False
         old_isr = partition.isr
         moved = partition.complete_isr_update(
             write.znode.isr, write.znode.leader_epoch, new_version
@@ -104,7 +101,7 @@ class IsrCore:
                     self.isr_shrinks += 1
                 else:
                     self.isr_expands += 1
-        return partition_keys(write.tp) if moved or partition.isr != old_isr else ()
+        return moved
 
     def to_propagate(self, now_ms: int) -> set[TopicPartition] | None:
         """The changes to publish now (taken out of `changed`), or None: not yet."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.core.state import BrokerState
-from broker.core.wake_keys import PartitionKey, high_watermark_key, log_end_key
 from protocol.errors import ErrorCode
 from protocol.messages.produce import (
     ProducePartitionResponse,
@@ -26,7 +25,6 @@ __all__ = [
     "ProduceAppend",
     "append_produce",
     "check_waiting",
-    "produce_keys",
     "produce_response",
     "time_out",
     "timeout_ms",
@@ -39,7 +37,7 @@ MAX_PRODUCE_TIMEOUT_MS = 5 * 60 * 1000
 class ProduceAppend:
     results: dict[TopicPartition, ProducePartitionResponse]
     waiting: dict[TopicPartition, int] = field(default_factory=dict)  # acks=all: HW to reach
-    wake: list[PartitionKey] = field(default_factory=list)  # appended to (and HWs moved)
+    wake: list[TopicPartition] = field(default_factory=list)  # appended to
 
 
 def timeout_ms(request: ProduceRequest) -> int:
@@ -106,9 +104,7 @@ def append_produce(
                 result.error_message,
             )
             if result.error_code == ErrorCode.NONE:
-                out.wake.append(log_end_key(tp))
-                if result.high_watermark_moved:
-                    out.wake.append(high_watermark_key(tp))
+                out.wake.append(tp)
                 if request.acks == -1:
                     out.waiting[tp] = result.next_offset
     return out
@@ -131,11 +127,6 @@ def check_waiting(state: BrokerState, append: ProduceAppend) -> list[TopicPartit
         elif not state.enough_replicas(tp):
             _fail(append, tp, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
     return acked
-
-
-def produce_keys(append: ProduceAppend) -> list[PartitionKey]:
-    """What a parked acks=all produce waits for: its partitions' high watermarks."""
-    return [high_watermark_key(tp) for tp in append.waiting]
 
 
 def time_out(append: ProduceAppend) -> None:

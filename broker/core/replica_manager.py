@@ -40,14 +40,7 @@ class TopicCounters:
 
 
 class AppendResult:
-    __slots__ = (
-        "base_offset",
-        "error_code",
-        "error_message",
-        "high_watermark_moved",
-        "log_start_offset",
-        "next_offset",
-    )
+    __slots__ = ("base_offset", "error_code", "error_message", "log_start_offset", "next_offset")
 
     def __init__(
         self,
@@ -56,14 +49,12 @@ class AppendResult:
         next_offset: int = -1,
         log_start_offset: int = -1,
         error_message: str | None = None,
-        high_watermark_moved: bool = False,
     ) -> None:
         self.error_code = error_code
         self.base_offset = base_offset
         self.next_offset = next_offset  # one past the last appended offset
         self.log_start_offset = log_start_offset
         self.error_message = error_message
-        self.high_watermark_moved = high_watermark_moved  # an ISR of the leader alone
 
 
 class ReplicaManager:
@@ -246,7 +237,6 @@ class ReplicaManager:
     def append(self, tp: TopicPartition, records: bytes, wall_ms: int) -> AppendResult:
         try:
             partition = self.leader_partition(tp)
-            high_watermark = partition.high_watermark
             info = partition.append_as_leader(records, wall_ms)
         except HighwaterError as exc:
             return AppendResult(exc.code, error_message=str(exc))
@@ -258,11 +248,7 @@ class ReplicaManager:
             counters.bytes_in += info.byte_count
             counters.records_in += info.record_count
         return AppendResult(
-            ErrorCode.NONE,
-            info.first_offset,
-            info.last_offset + 1,
-            info.log_start_offset,
-            high_watermark_moved=partition.high_watermark != high_watermark,
+            ErrorCode.NONE, info.first_offset, info.last_offset + 1, info.log_start_offset
         )
 
     def read(

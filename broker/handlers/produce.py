@@ -10,7 +10,6 @@ from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.produce import (
     append_produce,
     check_waiting,
-    produce_keys,
     produce_response,
     time_out,
     timeout_ms,
@@ -41,6 +40,6 @@ async def handle_produce(
         check_waiting(ctx.state, append)
         if not append.waiting or trio.current_time() >= deadline or gave_up:
             break
-        gave_up = not await ctx.purgatory.wait(produce_keys(append), deadline, "produce")
+        gave_up = not await ctx.purgatory.wait(list(append.waiting), deadline, "produce")
     time_out(append)
     return produce_response(request, append)

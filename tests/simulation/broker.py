@@ -36,14 +36,12 @@ from broker.core.partition import Partition
 from broker.core.produce import (
     append_produce,
     check_waiting,
-    produce_keys,
     produce_response,
     time_out,
     timeout_ms,
 )
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
-from broker.core.wake_keys import partition_keys
 from broker.log.cleaner import clean
 from broker.log.manager import LogManager
 from controller.core import ControlledShutdownReply, ControlledShutdownRequested
@@ -531,7 +529,7 @@ class SimBroker(SimProcess):
             self._respond(envelope, produce_response(request, append))
             return True
 
-        self.purgatory.answer_or_park(produce_keys(append), timeout_ms(request), check)
+        self.purgatory.answer_or_park(list(append.waiting), timeout_ms(request), check)
 
     # -- the ISR upkeep --------------------------------------------------------------------
 
@@ -560,7 +558,8 @@ class SimBroker(SimProcess):
         def done() -> None:
             assert self.state is not None
             partition = self.partitions.get(write.tp)
-            self.purgatory.wake(self.state.isr.written(write, partition, version, self.now_ms))
+            if self.state.isr.written(write, partition, version, self.now_ms):
+                self.purgatory.wake([write.tp])
 
         self.after(self.world.draw(self.world.config.zk_latency_ms), "isr write done", done)
 
@@ -619,7 +618,7 @@ class SimBroker(SimProcess):
             self._check_no_torn_batch(tp)
         self.world.trace(f"b{self.broker_id} logs offline: {gone}")
         self._change_followers([FollowerChange(tp) for tp in gone])
-        self.purgatory.wake([key for tp in gone for key in partition_keys(tp)])
+        self.purgatory.wake(gone)
         if self.groups is not None:
             self.groups.sync()
         for hook in self.world.on_offline:

@@ -20,7 +20,7 @@ from broker.core.group.writes import (
     replay_batches,
     write_error,
 )
-from broker.core.produce import append_produce, check_waiting, produce_keys, time_out
+from broker.core.produce import append_produce, check_waiting, time_out
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from protocol.records import read_header
@@ -149,7 +149,7 @@ class SimGroupCoordinator:
             )
             return True
 
-        broker.purgatory.answer_or_park(produce_keys(append), request.timeout_ms, check)
+        broker.purgatory.answer_or_park(list(append.waiting), request.timeout_ms, check)
         return None
 
     def _timers(self) -> None:
