@@ -41,6 +41,7 @@ from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from tests.integration.fake_broker import FakeBroker
 from tests.integration.test_controller_zk import (
     SESSION_TIMEOUT_MS,
+    close_shielded,
     read_state,
     wait_until,
     zk_session,
@@ -78,7 +79,7 @@ async def brokers(
             fake = FakeBroker(broker_id)
             await nursery.start(fake.serve)
             zk = await ZkClient.connect(zk_hosts, SESSION_TIMEOUT_MS)
-            stack.push_async_callback(zk.close)  # closing twice is harmless
+            stack.push_async_callback(close_shielded, zk)  # closing twice is harmless
             epoch = await register_broker(zk, broker_id, fake.host, fake.port)
             members[broker_id] = Member(fake, zk, epoch)
         yield members

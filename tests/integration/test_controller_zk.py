@@ -62,6 +62,14 @@ async def zk_session(hosts: str) -> AsyncIterator[ZkClient]:
     try:
         yield zk
     finally:
+        await close_shielded(zk)
+
+
+async def close_shielded(zk: ZkClient) -> None:
+    """Close even when the test's nursery is being cancelled (as the broker's shutdown does):
+    a close cancelled before it starts leaves kazoo retrying against a stopped ZooKeeper at
+    the end of the session. ZkClient.close bounds itself by the request timeout."""
+    with trio.CancelScope(shield=True):
         await zk.close()
 
 
