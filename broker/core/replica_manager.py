@@ -202,8 +202,8 @@ class ReplicaManager:
 
         def stray(tp: TopicPartition) -> bool:
             if tp[0] not in topics:
-                gone = self.partitions.get(tp)
-                return gone is None or gone.controller_epoch < controller_epoch
+                hosted = self.partitions.get(tp)
+                return hosted is None or hosted.controller_epoch < controller_epoch
             if tp not in assignments or self.broker_id in assignments[tp]:
                 return False
             hosted = self.partitions.get(tp)

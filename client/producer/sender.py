@@ -154,7 +154,7 @@ class Sender:
             sends, next_ms = self._sweep()
             for node, batches, request in sends:
                 nursery.start_soon(self._send_produce, node, batches, request)
-            if next_ms == 0:
+            if next_ms == 0:  # a drain was cut short: look again before waiting
                 await trio.lowlevel.checkpoint()
                 continue
             self._next_look_ms = now_ms() + next_ms

@@ -59,11 +59,13 @@ def on_isr_changed(
     """Take the leaders' ISR changes (no ZooKeeper write: the leader already wrote them)."""
     states = dict(context.partition_states)
     logs: list[Effect] = []
+    taken: list[TopicPartition] = []
     for tp, new in sorted(event.states.items()):
         current = states.get(tp)
         if current is None or new == current or _older(new, current):
             continue  # deleted meanwhile, nothing new, or a read racing a newer election
         states[tp] = new
+        taken.append(tp)
         logs.append(
             LogEvent(
                 "isr changed",
@@ -77,14 +79,13 @@ def on_isr_changed(
                 },
             )
         )
-    if not logs:
+    if not taken:
         return context, []
     ctx = dataclasses.replace(context, partition_states=states)
     # The leader wrote its ISR before this controller handled what happened since: Kafka's
     # controller reads the ISR from ZooKeeper when a broker fails, this one holds it in memory.
     # A member that left, or restarted, after the write leaves the ISR now, as onBrokerFailure
     # would have taken it out: else it could be elected without the records its crash lost.
-    taken = [tp for tp in sorted(event.states) if states.get(tp) is event.states[tp]]
     restarted = {tp: restarted_members(ctx.live_brokers, states[tp], frozenset()) for tp in taken}
     ctx, writes, changed, created = reconcile(ctx, taken, frozenset(), restarted)
     effects: list[Effect] = [*logs, *writes, *restarted_logs(restarted)]
