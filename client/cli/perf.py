@@ -128,6 +128,14 @@ def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> 
 @click.option("--record-size", type=click.IntRange(min=8), default=100, show_default=True)
 @click.option("--throughput", type=click.FloatRange(min=1), default=10_000, show_default=True)
 @click.option("--acks", type=click.Choice(list(ACKS)), default="all", show_default=True)
+@click.option(
+    "--linger-ms",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="The producer's linger.ms (0, as Kafka's EndToEndLatency sets it; the Producer's "
+    "own default is 5).",
+)
 @click.option("--no-idempotence", "no_idempotence", is_flag=True, help="Plain producer.")
 def perf_end_to_end(
     bootstrap: str,
@@ -136,6 +144,7 @@ def perf_end_to_end(
     record_size: int,
     throughput: float,
     acks: str,
+    linger_ms: float,
     no_idempotence: bool,
 ) -> None:
     """Produce at a fixed rate while consuming, and print produce-to-consume latency
@@ -149,6 +158,7 @@ def perf_end_to_end(
             record_size=record_size,
             throughput=throughput,
             acks=ACKS[acks],
+            linger_ms=linger_ms,
             enable_idempotence=False if no_idempotence else None,
         ),
         timeout_s=None,

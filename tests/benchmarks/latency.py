@@ -1,14 +1,15 @@
 """Latency and broker CPU at a steady rate (issue 23), with and without fetch sessions.
 
 Run: `make bench-latency` (or `.venv/bin/python -m tests.benchmarks.latency`).
-For each variant, alternating, `--runs` times: ZooKeeper and 3 brokers (Kafka's default
-settings, but `max.incremental.fetch.session.cache.slots` 1000 = KIP-227 sessions on, or 0 =
-off), a topic `e2e` (1 partition, RF=3, min.insync.replicas=2, led by broker 1) beside
-`--idle-partitions` idle RF=3 partitions (what __consumer_offsets' 50 are on a cluster whose
-consumers use groups), then `highwater perf end-to-end` at `--rate` records/s, acks=all: its
-p50/p99/p99.9, and the three brokers' CPU over the run, from /proc (user + system). With
-`--split`, the brokers get metrics listeners and each run also prints how the leader's
-Produce and Fetch requests spent their time on average (Kafka's RequestMetrics split).
+For each variant (`--sessions` on and/or off, times each of `--linger-ms`), alternating,
+`--runs` times: ZooKeeper and 3 brokers (Kafka's default settings, but
+`max.incremental.fetch.session.cache.slots` 1000 = KIP-227 sessions on, or 0 = off), a topic
+`e2e` (1 partition, RF=3, min.insync.replicas=2, led by broker 1) beside `--idle-partitions`
+idle RF=3 partitions (what __consumer_offsets' 50 are on a cluster whose consumers use
+groups), then `highwater perf end-to-end` at `--rate` records/s, acks=all, with the variant's
+linger.ms: its p50/p99/p99.9, and the three brokers' CPU over the run, from /proc (user +
+system). With `--split`, the brokers get metrics listeners and each run also prints how the
+leader's Produce and Fetch requests spent their time on average (Kafka's RequestMetrics split).
 Figures, not pass/fail checks; the machine's other load moves them, so compare variants of
 one run.
 """
@@ -53,7 +54,7 @@ def time_split(before: Scrape, after: Scrape, api: str) -> str:
 
 
 def one_run(
-    zk_port: int, root: Path, slots: int, args: argparse.Namespace
+    zk_port: int, root: Path, slots: int, linger_ms: float, args: argparse.Namespace
 ) -> tuple[dict[str, float], str]:
     """The run's figures, and with --split the leader's time split ("" without)."""
     overrides = {
@@ -77,7 +78,7 @@ def one_run(
         command = [
             sys.executable, "-m", "client.cli", "perf", "end-to-end", "--topic", "e2e",
             "--num-records", str(args.records), "--throughput", str(args.rate),
-            "-b", cluster.bootstrap,
+            "--linger-ms", str(linger_ms), "-b", cluster.bootstrap,
         ]  # fmt: skip
         leader = cluster.brokers[1]
         scraped = scrape(leader) if args.split else None
@@ -103,13 +104,24 @@ def main() -> None:
     parser.add_argument("--idle-partitions", type=int, default=50)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--split", action="store_true", help="print the leader's time split")
+    parser.add_argument("--sessions", choices=("both", "on", "off"), default="both")
+    parser.add_argument(
+        "--linger-ms", type=float, nargs="+", default=[0.0], help="the producer's, one or more"
+    )
     args = parser.parse_args()
     from client.cli.zookeeper_server import ZooKeeperServer
 
     directory = Path(tempfile.mkdtemp(prefix="highwater-bench-latency-"))
     zookeeper = ZooKeeperServer(directory / "zookeeper", free_port())
     zookeeper.start()
-    variants = {"sessions on (1000 slots)": 1000, "sessions off (0 slots)": 0}
+    sessions = {"sessions on (1000 slots)": 1000, "sessions off (0 slots)": 0}
+    if args.sessions != "both":
+        sessions = {k: v for k, v in sessions.items() if f" {args.sessions} " in k}
+    variants = {
+        f"{name}, linger.ms {linger_ms:g}": (slots, linger_ms)
+        for linger_ms in args.linger_ms
+        for name, slots in sessions.items()
+    }
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     print(
         f"3 brokers, RF=3, min.insync.replicas=2, acks=all, {args.rate} records/s, "
@@ -117,8 +129,9 @@ def main() -> None:
     )
     try:
         for run in range(args.runs):
-            for name, slots in variants.items():
-                figures, split = one_run(zookeeper.port, directory / f"{run}-{slots}", slots, args)
+            for name, (slots, linger_ms) in variants.items():
+                root = directory / f"{run}-{slots}-{linger_ms:g}"
+                figures, split = one_run(zookeeper.port, root, slots, linger_ms, args)
                 results[name].append(figures)
                 print(
                     f"  run {run + 1} {name}: p50 {figures['p50']:.1f} ms, p99 "
