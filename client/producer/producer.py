@@ -21,7 +21,6 @@ from client.errors import (
     ClientClosedError,
     HighwaterClientError,
     HighwaterTimeoutError,
-    NoBrokersAvailable,
     ProducerFatalError,
 )
 from client.lifecycle import close_then_exit, open_background
@@ -37,6 +36,7 @@ from client.producer.batch import (
 from client.producer.idempotence import IdempotenceState, idempotence_enabled
 from client.producer.retry_notices import RetryNotice
 from client.producer.sender import CloseResult, Sender
+from client.producer.topic_wait import TopicWait
 from client.security import ClientSecurity
 from protocol.compression import Compression, codec_named
 from protocol.errors import ErrorCode
@@ -163,10 +163,9 @@ class Producer:
         self._closing = False
         self._background_scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None  # the sender's, for background tasks
-        # Set when no broker answered a metadata wait of max_block_ms; cleared by the first
-        # answer (_probe_brokers asks meanwhile). While set, a send that needs metadata fails
-        # at once: records never wait behind a cluster that is not there.
-        self._no_brokers: NoBrokersAvailable | None = None
+        self._topic_wait = TopicWait(
+            self.metadata, max_block_ms=max_block_ms, retry_backoff_ms=retry_backoff_ms
+        )
 
     @property
     def compression(self) -> Compression:
@@ -439,40 +438,8 @@ class Producer:
         return await self._wait_for_topic(topic)
 
     async def _wait_for_topic(self, topic: str) -> tuple[int, ...]:
-        """The topic's partitions, waiting at most max_block_ms (Kafka's waitOnMetadata):
-        UnknownTopicError or HighwaterTimeoutError if the cluster did not show it in time;
-        NoBrokersAvailable if no broker answered at all, and from then on at once, without
-        waiting, until one answers."""
-        partitions = self.metadata.partitions_for(topic)
-        if partitions:
-            return partitions
-        if self._no_brokers is not None:
-            raise NoBrokersAvailable(str(self._no_brokers))
-        started_ms = now_ms()
-        try:
-            return await self.metadata.wait_for_topic(topic, self.max_block_ms)
-        except HighwaterTimeoutError as exc:
-            if self.metadata.last_answer_ms >= started_ms:
-                raise  # the cluster is there
-            cause = exc.__cause__ or "no broker answered a metadata request"
-            error = NoBrokersAvailable(
-                f"{cause} (none in max_block_ms, {self.max_block_ms:.0f} ms)"
-            )
-            if self._nursery is not None and not self._closing:
-                self._no_brokers = error
-                self._nursery.start_soon(self._probe_brokers)
-            raise error from None
-
-    async def _probe_brokers(self) -> None:
-        """While no broker answers: a metadata round every retry_backoff_ms (connections back
-        off further, up to reconnect_backoff_max_ms), until one answers."""
-        while self._no_brokers is not None:
-            try:
-                await self.metadata.refresh()
-            except NoBrokersAvailable:
-                await trio.sleep(self.retry_backoff_ms / 1000)
-            else:
-                self._no_brokers = None
+        nursery = None if self._closing else self._nursery
+        return await self._topic_wait.partitions(topic, nursery)
 
     async def _flush_all(self) -> None:
         accumulator = self._accumulator
