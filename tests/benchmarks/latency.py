@@ -114,13 +114,15 @@ def main() -> None:
     directory = Path(tempfile.mkdtemp(prefix="highwater-bench-latency-"))
     zookeeper = ZooKeeperServer(directory / "zookeeper", free_port())
     zookeeper.start()
-    sessions = {"sessions on (1000 slots)": 1000, "sessions off (0 slots)": 0}
-    if args.sessions != "both":
-        sessions = {k: v for k, v in sessions.items() if f" {args.sessions} " in k}
+    slots_by_sessions = {"on": 1000, "off": 0}
+    chosen = ("on", "off") if args.sessions == "both" else (args.sessions,)
     variants = {
-        f"{name}, linger.ms {linger_ms:g}": (slots, linger_ms)
+        f"sessions {on_off} ({slots_by_sessions[on_off]} slots), linger.ms {linger_ms:g}": (
+            slots_by_sessions[on_off],
+            linger_ms,
+        )
         for linger_ms in args.linger_ms
-        for name, slots in sessions.items()
+        for on_off in chosen
     }
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     print(
