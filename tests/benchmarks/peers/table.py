@@ -111,19 +111,26 @@ def render(runs: Mapping[str, Sequence[Mapping[str, float]]]) -> str:
 
 
 def goal(runs: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str, bool]:
-    """Issue 23's goal on medians: Highwater ahead of every peer on produce and consume
-    throughput, and its end-to-end p99 no worse than the best peer's."""
+    """Issue 23's goal: Highwater ahead of every peer on produce and consume throughput, and its
+    end-to-end p99 no worse than the best peer's, on the medians and again on each system's
+    best run ("p99 best run"). A machine stall in two of a peer's three runs makes its median
+    p99 hundreds of milliseconds and the medians alone would call the goal met
+    (docs/performance.md, "One full run"); a stall cannot improve a best run."""
     table = spreads(runs)
     verdict = {}
     for key in ("produce", "consume", "p99"):
         row = next(r for r in ROWS if r.key == key)
         medians = {s: table[s][key].median for s in table}
-        best = best_peer(row, medians)
-        mine = medians[HIGHWATER]
-        if best is None:
-            verdict[key] = True
-        elif row.higher_is_better:
-            verdict[key] = mine > best[1]
-        else:
-            verdict[key] = mine <= best[1]
+        verdict[key] = _no_worse(row, medians)
+    p99 = next(r for r in ROWS if r.key == "p99")
+    verdict["p99 best run"] = _no_worse(p99, {s: table[s]["p99"].low for s in table})
     return verdict
+
+
+def _no_worse(row: Row, figures: Mapping[str, float]) -> bool:
+    """Highwater's figure ahead of every peer's (rates) or no worse than the best (the rest)."""
+    best = best_peer(row, figures)
+    if best is None:
+        return True
+    mine = figures[HIGHWATER]
+    return mine > best[1] if row.higher_is_better else mine <= best[1]
