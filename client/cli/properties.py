@@ -9,13 +9,13 @@ settings.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from client.cli.common import parse_bootstrap
 from protocol.compression import codec_named
+from protocol.java_properties import parse_properties as parse_java_properties
 
 __all__ = [
     "ADMIN_PROPERTIES",
@@ -154,23 +154,7 @@ def parse_properties(
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
-    """A java .properties file (Kafka's --command-config): `key=value` or `key: value`, `#`
-    and `!` comments, a trailing backslash continues the line; values trimmed. OSError if
-    unreadable, PropertyError on a line without a key."""
-    text = path.read_text(encoding="utf-8")
-    properties: dict[str, str] = {}
-    logical = ""
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.strip() if not logical else line.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and (len(line) - len(line.rstrip("\\"))) % 2:
-            logical += line[:-1]
-            continue
-        logical += line
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)", logical)
-        if match is None:
-            raise PropertyError(f"{path} line {number}: expected key=value")
-        properties[match[1]] = match[2].strip()
-        logical = ""
-    return properties
+    """A java .properties file (Kafka's --command-config), read as the broker reads its
+    server.properties (protocol.java_properties). OSError if unreadable, ValueError
+    (PropertiesFormatError) naming the line if malformed."""
+    return parse_java_properties(path.read_text(encoding="utf-8"), source=str(path))

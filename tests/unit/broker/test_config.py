@@ -1,4 +1,4 @@
-"""broker.config: the .properties format, Kafka's defaults and precedence, and clear errors."""
+"""broker.config: reading server.properties, Kafka's defaults and precedence, and clear errors."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from broker.config import (
     ConfigError,
     describe,
     load_config,
-    parse_properties,
     value_of,
 )
 from broker.config_def import Type, format_value
 from broker.log.config import LogConfig
 from broker.settings import SETTINGS, default_of
+from protocol.java_properties import parse_properties
 
 REQUIRED = ("broker.id=1", "zookeeper.connect=127.0.0.1:2181")
 EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "server.properties"
@@ -40,54 +40,12 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-# --- the .properties format -------------------------------------------------------------------
-
-
-def test_separators_comments_blank_lines_and_trimming() -> None:
-    text = (
-        "# a comment\n! another comment\n\n   \t\na=1\nb = 2  \nc: 3\nd 4\n   e=5\nf=\ng\nh=x=y:z\n"
-    )
-    assert parse_properties(text) == {
-        "a": "1",
-        "b": "2",
-        "c": "3",
-        "d": "4",
-        "e": "5",
-        "f": "",
-        "g": "",
-        "h": "x=y:z",
-    }
-
-
-def test_continuation_lines_drop_the_next_lines_leading_whitespace() -> None:
-    text = "log.dirs=/a,\\\n    /b,\\\n\t/c\nnext=1\n"
-    assert parse_properties(text) == {"log.dirs": "/a,/b,/c", "next": "1"}
-
-
-def test_an_even_number_of_backslashes_does_not_continue() -> None:
-    assert parse_properties("a=x\\\\\nb=2\n") == {"a": "x\\", "b": "2"}
-
-
-def test_a_comment_ending_in_a_backslash_does_not_continue() -> None:
-    assert parse_properties("# comment \\\na=1\n") == {"a": "1"}
-
-
-def test_continuation_at_end_of_file() -> None:
-    assert parse_properties("a=1\\") == {"a": "1"}
-
-
-def test_escapes_and_line_endings() -> None:
-    text = "k\\:ey=v\\=1\r\nu=\\u0041\\tB\rsp=a\\ \n"
-    assert parse_properties(text) == {"k:ey": "v=1", "u": "A\tB", "sp": "a "}
-
-
-def test_later_keys_win() -> None:
-    assert parse_properties("a=1\na=2\n") == {"a": "2"}
-
-
-def test_malformed_unicode_escape_names_the_line() -> None:
-    with pytest.raises(ConfigError, match=r"line 2: malformed \\uxxxx"):
-        parse_properties("a=1\nb=\\u12\n", source="f")
+def test_a_malformed_escape_in_the_file_is_a_config_error_naming_the_line(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "broker.id=1\nzookeeper.connect=\\u12\n")
+    with pytest.raises(ConfigError, match=r"server.properties line 2: malformed \\uxxxx"):
+        load_config(path)
 
 
 # --- loading: defaults, files, overrides --------------------------------------------------------

@@ -267,6 +267,36 @@ def test_admin_commands_take_admin_settings_from_the_command_config(
     assert len(made) == 2  # refused before any client was made
 
 
+def test_the_command_config_is_read_as_java_reads_a_properties_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Escapes and continued lines mean what they mean in server.properties (one parser):
+    a client id with an escaped '=' and a value continued over two lines."""
+    made: list[dict[str, Any]] = []
+
+    class RecordingAdmin:
+        def __init__(self, bootstrap: str, **options: Any) -> None:
+            made.append(options)
+
+        async def __aenter__(self) -> RecordingAdmin:
+            raise NoBrokersAvailable("no broker answered a metadata request")
+
+        async def __aexit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr("client.cli.topics.Admin", RecordingAdmin)
+    config = tmp_path / "admin.properties"
+    config.write_text("client.id=ops\\=a\\u0062\nrequest.timeout.ms=40\\\n   00\n")
+    assert run(["topics", "list", "--command-config", str(config)]).exit_code == 1
+    assert made[-1]["client_id"] == "ops=ab"
+    assert made[-1]["request_timeout_ms"] == 4000
+
+    config.write_text("client.id=\\u00zz\n")
+    result = run(["topics", "list", "--command-config", str(config)])
+    assert result.exit_code == 2
+    assert "admin.properties line 1: malformed \\uxxxx escape" in result.stderr
+
+
 class DescribingAdmin:
     """Describes one RF=3 topic: partition 0 replicating (broker 3 behind, out of the ISR),
     partition 1 without a leader, its whole ISR (broker 2) offline."""
