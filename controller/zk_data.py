@@ -1,7 +1,8 @@
 """Kafka's ZooKeeper layout: paths and the JSON (UTF-8) of every znode we use. Pure.
 
 Decoders raise `ZkDataError` (a ValueError) on anything malformed, so a corrupt znode is a
-clear error rather than a KeyError deep inside the controller.
+clear error rather than a KeyError deep inside the controller. Past 500 lines: every znode's
+format is here, beside the others, so that the layout can be read (and checked) in one file.
 """
 
 from __future__ import annotations

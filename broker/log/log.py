@@ -5,7 +5,9 @@ The leader checks each producer batch (validator.py, records included), stamps b
 leader epoch into its first 16 bytes and writes the rest as it came; followers append the
 leader's batches as they are; reads return file slices. Nothing here knows the high watermark
 (the replica layer passes it as `max_offset`). docs/architecture.md ("broker/log/") describes
-appending, producer state snapshots and recovery.
+appending, producer state snapshots and recovery. One class past 500 lines, as Kafka's
+LocalLog is: its sections (opening, appending, reading, truncation and retention, the
+cleaner's swap, flushing) all change the one segment list and LEO, which nothing else may.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """The local cluster behind `make up` / `highwater dev up`: ZooKeeper plus N brokers on loopback.
 
-Every process is a `ProcessSpec` tracked by a pid file in one directory; `up` starts the ones
-not already running, `down` stops them in reverse order (SIGTERM, then SIGKILL after a
-timeout), `status` reports them. The shape of the cluster (broker count, ports) is saved in
-`<dir>/cluster.json` by `up`, so `status` and `down` act on exactly what `up` started. The
-directory's layout: docs/operations.md ("Local cluster").
+Every process is a `ProcessSpec` (client/cli/local_processes.py) tracked by a pid file in one
+directory; `up` starts the ones not already running, `down` stops them in reverse order
+(SIGTERM, then SIGKILL after a timeout), `status` reports them. The shape of the cluster
+(broker count, ports) is saved in `<dir>/cluster.json` by `up`, so `status` and `down` act on
+exactly what `up` started. The directory's layout: docs/operations.md ("Local cluster").
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import subprocess
@@ -18,19 +17,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import assert_never
 
 import trio
 
 from client.admin import Admin
 from client.cli import local_security
+from client.cli.local_processes import (
+    Probe,
+    ProcessSpec,
+    ProcessState,
+    ensure_started,
+    ensure_stopped,
+    is_ours,
+    log_tail,
+    probe,
+    read_pid,
+)
 from client.cli.zookeeper_server import (
     PortInUseError,
     ZooKeeperServer,
     four_letter_word,
-    pid_alive,
     port_free,
-    stop_pid,
 )
 from client.errors import HighwaterClientError
 from client.network import BrokerConnectionError, connect
@@ -74,47 +81,12 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 LAYOUT_FILE = "cluster.json"
 _POLL_S = 0.2
-_LOG_TAIL_LINES = 20
 
 Echo = Callable[[str], None]
 
 
 class ClusterError(RuntimeError):
     """The local cluster could not be brought up, down or inspected."""
-
-
-class ProcessState(enum.Enum):
-    RUNNING = "running"
-    NOT_ANSWERING = "running but not answering"
-    STOPPED = "stopped"
-    STALE = "stopped (stale pid file)"
-
-
-@dataclass(frozen=True)
-class ProcessSpec:
-    """One process the launcher owns, started detached and tracked by `<dir>/<name>.pid`."""
-
-    name: str  # also names the pid file
-    label: str  # for people: "ZooKeeper", "broker 1"
-    root: Path
-    address: str
-    # A command-line argument only our process has, so a recycled pid is never taken for ours.
-    marker: str
-    # Start detached and return its pid (raise ClusterError on failure). ZooKeeper's start
-    # also waits until it serves; a broker's returns at once and `up` waits for all together.
-    start: Callable[[], int]
-    answers: Callable[[], bool]
-    log_path: Path | None = None
-
-    @property
-    def pid_file(self) -> Path:
-        return self.root / f"{self.name}.pid"
-
-
-@dataclass(frozen=True)
-class Probe:
-    state: ProcessState
-    pid: int | None
 
 
 @dataclass(frozen=True)
@@ -258,7 +230,7 @@ def up(
     _check_ports_free(layout, specs)
     (root / LAYOUT_FILE).write_text(layout.to_json())
     for spec in specs:
-        _ensure_started(spec, layout, echo, timeout_s)
+        ensure_started(spec, echo)
     _wait_cluster_ready(layout, specs, timeout_s)
     echo(f"ZooKeeper: {layout.zk_connect}; {layout.brokers} broker(s): {layout.bootstrap}")
     if secure:
@@ -312,7 +284,7 @@ def down(root: Path = DEFAULT_DIR, echo: Echo = print, timeout_s: float = STOP_T
     """Stop everything `up` started (brokers first, ZooKeeper last) and remove the pid files."""
     layout = _layout_for(root.resolve())
     for spec in reversed(cluster_specs(layout)):
-        _ensure_stopped(spec, echo, timeout_s)
+        ensure_stopped(spec, echo, timeout_s)
 
 
 def status(root: Path = DEFAULT_DIR, echo: Echo = print) -> bool:
@@ -327,18 +299,6 @@ def status(root: Path = DEFAULT_DIR, echo: Echo = print) -> bool:
     pages = ", ".join(layout.status_page(b) for b in layout.broker_ids())
     echo(f"status pages (and /metrics): {pages}")
     return healthy
-
-
-def probe(spec: ProcessSpec) -> Probe:
-    """What the pid file says, checked against the live process and its client port."""
-    pid = _read_pid(spec.pid_file)
-    if pid is None:
-        return Probe(ProcessState.STOPPED, None)
-    if not _is_ours(pid, spec.marker):
-        return Probe(ProcessState.STALE, pid)
-    if not spec.answers():
-        return Probe(ProcessState.NOT_ANSWERING, pid)
-    return Probe(ProcessState.RUNNING, pid)
 
 
 # --- the layout of the cluster `up` works on ------------------------------------------------
@@ -400,17 +360,6 @@ def _check_ports_free(layout: ClusterLayout, specs: list[ProcessSpec]) -> None:
 # --- starting and stopping ----------------------------------------------------------------
 
 
-def _ensure_started(spec: ProcessSpec, layout: ClusterLayout, echo: Echo, timeout_s: float) -> None:
-    current = probe(spec)
-    if current.state in (ProcessState.RUNNING, ProcessState.NOT_ANSWERING):
-        echo(f"{spec.name} is already running (pid {current.pid}); keeping it")
-        return
-    spec.pid_file.unlink(missing_ok=True)  # stale or absent
-    pid = spec.start()
-    _write_pid(spec.pid_file, pid)
-    echo(f"started {spec.name} (pid {pid}) on {spec.address}")
-
-
 def _wait_cluster_ready(layout: ClusterLayout, specs: list[ProcessSpec], timeout_s: float) -> None:
     """Bounded wait until every process answers and every broker sees all N brokers."""
     deadline = time.monotonic() + timeout_s
@@ -431,9 +380,9 @@ def _not_ready(layout: ClusterLayout, specs: list[ProcessSpec]) -> str:
     """Why the cluster is not ready yet ("" when it is); raises if a process died."""
     expected = set(layout.broker_ids())
     for spec in specs:
-        pid = _read_pid(spec.pid_file)
-        if pid is None or not _is_ours(pid, spec.marker):
-            tail = _tail(spec.log_path) if spec.log_path else ""
+        pid = read_pid(spec.pid_file)
+        if pid is None or not is_ours(pid, spec.marker):
+            tail = log_tail(spec.log_path) if spec.log_path else ""
             raise ClusterError(
                 f"{spec.label} exited while starting"
                 + (f"; last lines of {spec.log_path}:\n{tail}" if tail else "")
@@ -455,23 +404,6 @@ def _not_ready(layout: ClusterLayout, specs: list[ProcessSpec]) -> str:
                 f"{metadata.controller_id}, expected brokers {sorted(expected)}"
             )
     return ""
-
-
-def _ensure_stopped(spec: ProcessSpec, echo: Echo, timeout_s: float) -> None:
-    current = probe(spec)
-    match current.state:
-        case ProcessState.STOPPED:
-            echo(f"{spec.name} is not running")
-            return
-        case ProcessState.STALE:
-            echo(f"{spec.name} was not running (removed stale pid file)")
-        case ProcessState.RUNNING | ProcessState.NOT_ANSWERING:
-            assert current.pid is not None
-            stop_pid(current.pid, timeout_s)
-            echo(f"stopped {spec.name} (pid {current.pid})")
-        case _:
-            assert_never(current.state)
-    spec.pid_file.unlink(missing_ok=True)
 
 
 # --- brokers --------------------------------------------------------------------------------
@@ -575,43 +507,3 @@ def _zookeeper_spec(layout: ClusterLayout, start_timeout_s: float = START_TIMEOU
         answers=answers,
         log_path=server.log_path,
     )
-
-
-# --- pid files and logs --------------------------------------------------------------------
-
-
-def _read_pid(pid_file: Path) -> int | None:
-    try:
-        text = pid_file.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _write_pid(pid_file: Path, pid: int) -> None:
-    # Write then rename, so a concurrent `status` never reads a half-written file.
-    tmp = pid_file.with_suffix(".pid.tmp")
-    tmp.write_text(f"{pid}\n")
-    tmp.replace(pid_file)
-
-
-def _is_ours(pid: int, marker: str) -> bool:
-    if not pid_alive(pid):
-        return False
-    if not Path("/proc/self").exists():
-        return True  # no /proc on this OS: trust the pid file
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False  # exited meanwhile
-    return os.fsencode(marker) in cmdline
-
-
-def _tail(path: Path | None, lines: int = _LOG_TAIL_LINES) -> str:
-    if path is None:
-        return ""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
