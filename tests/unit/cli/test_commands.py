@@ -227,11 +227,9 @@ def test_no_broker_is_one_line_naming_the_bootstrap(monkeypatch: pytest.MonkeyPa
     )
 
 
-def test_admin_commands_take_admin_settings_from_the_command_config(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """As Kafka's tools give --command-config to their AdminClient: request.timeout.ms,
-    retry.backoff.ms and client.id reach the Admin, beside the security settings."""
+def record_admins(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """`topics` commands' Admin replaced: each one's options are recorded, and it finds no
+    broker (exit code 1)."""
     made: list[dict[str, Any]] = []
 
     class RecordingAdmin:
@@ -245,6 +243,15 @@ def test_admin_commands_take_admin_settings_from_the_command_config(
             pass
 
     monkeypatch.setattr("client.cli.topics.Admin", RecordingAdmin)
+    return made
+
+
+def test_admin_commands_take_admin_settings_from_the_command_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As Kafka's tools give --command-config to their AdminClient: request.timeout.ms,
+    retry.backoff.ms and client.id reach the Admin, beside the security settings."""
+    made = record_admins(monkeypatch)
     config = tmp_path / "admin.properties"
     config.write_text(
         "security.protocol=PLAINTEXT\nrequest.timeout.ms=4000\nretry.backoff.ms=250\nclient.id=ops\n"
@@ -272,19 +279,7 @@ def test_the_command_config_is_read_as_java_reads_a_properties_file(
 ) -> None:
     """Escapes and continued lines mean what they mean in server.properties (one parser):
     a client id with an escaped '=' and a value continued over two lines."""
-    made: list[dict[str, Any]] = []
-
-    class RecordingAdmin:
-        def __init__(self, bootstrap: str, **options: Any) -> None:
-            made.append(options)
-
-        async def __aenter__(self) -> RecordingAdmin:
-            raise NoBrokersAvailable("no broker answered a metadata request")
-
-        async def __aexit__(self, *exc: object) -> None:
-            pass
-
-    monkeypatch.setattr("client.cli.topics.Admin", RecordingAdmin)
+    made = record_admins(monkeypatch)
     config = tmp_path / "admin.properties"
     config.write_text("client.id=ops\\=a\\u0062\nrequest.timeout.ms=40\\\n   00\n")
     assert run(["topics", "list", "--command-config", str(config)]).exit_code == 1
