@@ -9,11 +9,16 @@ from pathlib import Path
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds `pid` has used so far (its threads included)."""
+def user_system_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds `pid` has used so far (its threads included)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat.rsplit(")", 1)[1].split()  # the command name may hold spaces
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
+    return int(fields[11]) / _TICKS_PER_S, int(fields[12]) / _TICKS_PER_S
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds `pid` has used so far (its threads included)."""
+    return sum(user_system_seconds(pid))
 
 
 def total_cpu_seconds(pids: Sequence[int]) -> float:

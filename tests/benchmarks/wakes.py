@@ -15,7 +15,6 @@ cores (user + system), requests a second, wakes per Produce and CPU per wake.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -24,11 +23,11 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from client.cli.local_cluster import DEFAULT_DIR, load_layout
-from tests.benchmarks.proc_cpu import broker_pids
+from prometheus_client.parser import text_string_to_metric_families
 
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-_REQUESTS = re.compile(r'^highwater_network_requests_total\{request="(\w+)"\} (\S+)$', re.M)
+from client.cli.local_cluster import DEFAULT_DIR, load_layout
+from tests.benchmarks.proc_cpu import broker_pids, user_system_seconds
+
 _WAKES = re.compile(r"^voluntary_ctxt_switches:\s+(\d+)$", re.M)
 
 
@@ -44,18 +43,23 @@ class Sample:
 
 def request_counts(metrics_text: str) -> dict[str, float]:
     """API name -> highwater_network_requests_total from a /metrics page."""
-    return {name: float(value) for name, value in _REQUESTS.findall(metrics_text)}
+    return {
+        sample.labels["request"]: sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        for sample in family.samples
+        if sample.name == "highwater_network_requests_total"
+    }
 
 
 def sample(pid: int, metrics_url: str) -> Sample:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    user_s, system_s = user_system_seconds(pid)
     status = Path(f"/proc/{pid}/status").read_text()
     match = _WAKES.search(status)
     with urllib.request.urlopen(metrics_url, timeout=5) as page:
         text = page.read().decode()
     return Sample(
-        int(fields[11]) / _TICKS_PER_S,
-        int(fields[12]) / _TICKS_PER_S,
+        user_s,
+        system_s,
         int(match.group(1)) if match else 0,
         request_counts(text),
     )
