@@ -9,36 +9,54 @@ with HIGHWATER_DEBUG=1 its traceback.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-import trio
 
-from client.cli.acls import acls
-from client.cli.common import exception_leaves, readable_client_errors
-from client.cli.configs import configs
-from client.cli.consume import consume
-from client.cli.dev import dev
-from client.cli.dump_log import dump_file
-from client.cli.elect import elect_leaders
-from client.cli.groups import groups
-from client.cli.perf import perf
-from client.cli.produce import produce
-from client.cli.reassign import reassign
-from client.cli.topics import cluster, topics
-from client.cli.users import users
-
-__all__ = ["main"]
+__all__ = ["LAZY_COMMANDS", "main"]
 
 CONFIG_ERROR_EXIT = 2
 DEBUG_ENV = "HIGHWATER_DEBUG"
 
+# Each command's module is imported only when that command runs (or `--help` lists them all),
+# so `highwater produce` does not pay for the admin, group and perf modules' imports: about
+# about 40% of a one-record `produce` (docs/operations.md, "Start-up").
+LAZY_COMMANDS: dict[str, str] = {
+    "topics": "client.cli.topics:topics",
+    "produce": "client.cli.produce:produce",
+    "consume": "client.cli.consume:consume",
+    "cluster": "client.cli.topics:cluster",
+    "groups": "client.cli.groups:groups",
+    "perf": "client.cli.perf:perf",
+    "dev": "client.cli.dev:dev",
+    "elect-leaders": "client.cli.elect:elect_leaders",
+    "reassign": "client.cli.reassign:reassign",
+    "configs": "client.cli.configs:configs",
+    "users": "client.cli.users:users",
+    "acls": "client.cli.acls:acls",
+}
+
 
 class _Commands(click.Group):
-    """Runs a command; an exception no command expected becomes one line, not a traceback."""
+    """Loads a command's module when it is asked for (LAZY_COMMANDS) and runs the command; an
+    exception no command expected becomes one line, not a traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, attribute = target.split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -48,6 +66,8 @@ class _Commands(click.Group):
         except BaseException as exc:
             if os.environ.get(DEBUG_ENV):
                 raise
+            from client.lifecycle import exception_leaves  # trio: not for --version or --help
+
             if any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
                 click.echo("interrupted", err=True)
                 sys.exit(130)
@@ -72,20 +92,6 @@ def main() -> None:
     """
 
 
-main.add_command(topics)
-main.add_command(produce)
-main.add_command(consume)
-main.add_command(cluster)
-main.add_command(groups)
-main.add_command(perf)
-main.add_command(dev)
-main.add_command(elect_leaders)
-main.add_command(reassign)
-main.add_command(configs)
-main.add_command(users)
-main.add_command(acls)
-
-
 @main.command()
 @click.option(
     "--config",
@@ -102,8 +108,11 @@ main.add_command(acls)
 )
 def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
     """Run a broker in the foreground until SIGTERM or Ctrl-C."""
+    import trio
+
     from broker.config import ConfigError, load_config
     from broker.main import run_broker
+    from client.cli.common import readable_client_errors
 
     try:
         config = load_config(config_path, overrides)
@@ -122,6 +131,8 @@ def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
 @click.option("--records", is_flag=True, help="Also decode and print every record.")
 def dump_log(files: tuple[Path, ...], records: bool) -> None:
     """Print the batches of .log segments (or the entries of .index / .timeindex files)."""
+    from client.cli.dump_log import dump_file
+
     try:
         for path in files:
             for line in dump_file(path, records=records):

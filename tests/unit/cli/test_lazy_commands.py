@@ -1,0 +1,52 @@
+"""The CLI loads a command's module only when that command runs (client/cli/main.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+from click.testing import CliRunner
+
+from client.cli.main import LAZY_COMMANDS, main
+
+
+def test_every_lazy_command_loads_under_its_own_name() -> None:
+    ctx = click.Context(main)
+    for name in LAZY_COMMANDS:
+        command = main.get_command(ctx, name)
+        assert command is not None
+        assert command.name == name
+
+
+def test_help_lists_every_command() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for name in [*LAZY_COMMANDS, "broker", "dump-log"]:
+        assert f"  {name} " in result.output
+
+
+def test_an_unknown_command_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["produc"])
+    assert result.exit_code == 2
+    assert "No such command 'produc'" in result.output
+
+
+def test_produce_does_not_import_the_other_commands_modules() -> None:
+    # A fresh interpreter: this one has imported every module already.
+    probe = (
+        "import sys\n"
+        "from client.cli.main import main\n"
+        "try:\n"
+        "    main(['produce', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('client.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = done.stdout.splitlines()[-1]
+    assert "'client.cli.produce'" in loaded
+    for other in ("client.admin", "client.cli.groups", "client.cli.perf", "client.consumer"):
+        assert f"'{other}'" not in loaded
