@@ -32,13 +32,13 @@ def test_an_unknown_command_is_a_usage_error() -> None:
     assert "No such command 'produc'" in result.output
 
 
-def test_produce_does_not_import_the_other_commands_modules() -> None:
-    # A fresh interpreter: this one has imported every module already.
+def _modules_loaded_by(args: list[str]) -> str:
+    """The client modules a fresh interpreter (this one has them all) loads to run `args`."""
     probe = (
         "import sys\n"
         "from client.cli.main import main\n"
         "try:\n"
-        "    main(['produce', '--help'])\n"
+        f"    main({args!r})\n"
         "except SystemExit:\n"
         "    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith('client.')))\n"
@@ -46,7 +46,18 @@ def test_produce_does_not_import_the_other_commands_modules() -> None:
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    loaded = done.stdout.splitlines()[-1]
+    return done.stdout.splitlines()[-1]
+
+
+def test_produce_does_not_import_the_other_commands_modules() -> None:
+    loaded = _modules_loaded_by(["produce", "--help"])
     assert "'client.cli.produce'" in loaded
     for other in ("client.admin", "client.cli.groups", "client.cli.perf", "client.consumer"):
         assert f"'{other}'" not in loaded
+
+
+def test_an_admin_command_does_not_import_the_consumer() -> None:
+    loaded = _modules_loaded_by(["topics", "list", "--help"])
+    assert "'client.admin'" in loaded
+    assert "'client.consumer.commits'" in loaded  # the group admin's, without the rest
+    assert "'client.consumer.consumer'" not in loaded
