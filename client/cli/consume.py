@@ -9,7 +9,6 @@ every partition is placed by `-o` (offsets.py) and read until --max-messages, th
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -309,25 +308,20 @@ def consume(
         click.echo(f"Processed a total of {progress.count} messages", err=True)
         group_summary(progress.group)
 
-    try:
-        run_client(
-            bootstrap,
-            _consume,
-            bootstrap,
-            options,
-            settings,
-            render,
-            out,
-            progress,
-            timeout_s=None,
-            on_interrupt=summary,
-        )
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, and keep Python's exit-time flush of
-        # stdout from complaining about the same broken pipe.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return
+    # A reader that goes away (`| head`) raises BrokenPipeError out of here: the CLI's entry
+    # point (client/cli/main.py) ends the command quietly, without the summary.
+    run_client(
+        bootstrap,
+        _consume,
+        bootstrap,
+        options,
+        settings,
+        render,
+        out,
+        progress,
+        timeout_s=None,
+        on_interrupt=summary,
+    )
     summary()
     if progress.group is not None and progress.group.commit_error is not None:
         sys.exit(1)

@@ -22,6 +22,8 @@ def _readable_errors() -> Iterator[None]:
     """Expected failures become `Error: ...` and exit status 1, without a traceback."""
     try:
         yield
+    except BrokenPipeError:
+        raise  # the reader of our stdout went away (`| head`): main ends quietly
     except (local_cluster.ClusterError, ZooKeeperError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
 

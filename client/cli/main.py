@@ -68,6 +68,9 @@ class _Commands(click.Group):
                 raise
             from client.lifecycle import exception_leaves  # trio: not for --version or --help
 
+            if any(isinstance(leaf, BrokenPipeError) for leaf in exception_leaves(exc)):
+                _stop_writing_stdout()
+                sys.exit(0)
             if any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
                 click.echo("interrupted", err=True)
                 sys.exit(130)
@@ -80,6 +83,13 @@ class _Commands(click.Group):
                 err=True,
             )
             sys.exit(1)
+
+
+def _stop_writing_stdout() -> None:
+    """The reader of our stdout went away (`| head`): what is left unwritten goes nowhere,
+    so Python's flush of stdout at exit does not fail on the same broken pipe. The command
+    ends quietly with status 0, as `consume` and `dump-log` do."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.group(cls=_Commands)
@@ -138,8 +148,7 @@ def dump_log(files: tuple[Path, ...], records: bool) -> None:
             for line in dump_file(path, records=records):
                 click.echo(line)
     except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, as `consume` does.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stop_writing_stdout()
     except OSError as exc:
         raise click.ClickException(str(exc)) from exc
 
