@@ -88,7 +88,7 @@ class _Commands(click.Group):
 def _stop_writing_stdout() -> None:
     """The reader of our stdout went away (`| head`): what is left unwritten goes nowhere,
     so Python's flush of stdout at exit does not fail on the same broken pipe. The command
-    ends quietly with status 0, as `consume` and `dump-log` do."""
+    ends quietly with status 0."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
@@ -148,7 +148,7 @@ def dump_log(files: tuple[Path, ...], records: bool) -> None:
             for line in dump_file(path, records=records):
                 click.echo(line)
     except BrokenPipeError:
-        _stop_writing_stdout()
+        raise  # the reader went away (`| head`): invoke ends the command quietly
     except OSError as exc:
         raise click.ClickException(str(exc)) from exc
 
