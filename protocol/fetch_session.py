@@ -70,7 +70,11 @@ class FetchSessionHandler:
         self._pending = dict(wanted)
         if self.epoch == INITIAL_EPOCH:
             return FetchPlan(self.session_id, INITIAL_EPOCH, fetch_topics(wanted.items()), ())
-        changed = [(tp, f) for tp, f in wanted.items() if self.session.get(tp) != f]
+        session = self.session
+        # `is` first: the follower hands back the very object it sent while nothing changed.
+        changed = [
+            (tp, f) for tp, f in wanted.items() if (s := session.get(tp)) is not f and s != f
+        ]
         forgotten: dict[str, list[int]] = {}
         for tp in self.session:
             if tp not in wanted:

@@ -69,6 +69,9 @@ class FetchState:
     truncating: bool = True
     delayed_until_ms: int = 0  # a partition error backs the partition off
     leader_high_watermark: int = -1  # from the last response: are we still catching up?
+    # What the last fetch asked for this partition, reused while nothing in it changed: most
+    # partitions of a round are idle, and a fetch session (KIP-227) leaves unchanged ones out.
+    wanted: FetchPartition | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,14 +271,24 @@ class Follower:
                     continue
                 throttled.add(tp)
                 max_bytes = min(max_bytes, throttle)  # smaller steps keep the rate even
-            offsets[tp] = partition.log_end_offset
-            wanted[tp] = FetchPartition(
-                tp[1],
-                offsets[tp],
-                max_bytes,
-                current_leader_epoch=state.leader_epoch,
-                log_start_offset=partition.log.log_start_offset,
-            )
+            offset = offsets[tp] = partition.log_end_offset
+            log_start_offset = partition.log.log_start_offset
+            last = state.wanted
+            if (
+                last is None
+                or last.fetch_offset != offset
+                or last.log_start_offset != log_start_offset
+                or last.partition_max_bytes != max_bytes
+                or last.current_leader_epoch != state.leader_epoch
+            ):
+                last = state.wanted = FetchPartition(
+                    tp[1],
+                    offset,
+                    max_bytes,
+                    current_leader_epoch=state.leader_epoch,
+                    log_start_offset=log_start_offset,
+                )
+            wanted[tp] = last
         if not wanted:
             return None
         plan = self.session.build(wanted)

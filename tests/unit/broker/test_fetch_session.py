@@ -8,14 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from broker.core.fetch import read_fetch
 from broker.core.fetch_session import (
     EVICTION_MS,
     FetchSessionCache,
     answer_fetch,
     open_fetch,
 )
+from broker.core.follower import FetcherSettings, FetchRound, Follower
+from broker.core.replication_quota import ReplicationQuota
 from protocol.errors import ErrorCode
 from protocol.fetch_session import FetchSessionHandler, next_epoch
+from protocol.messages.common import BrokerEndpoint
 from protocol.messages.fetch import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -27,7 +31,9 @@ from protocol.messages.fetch import (
     FetchTopicResponse,
     ForgottenTopic,
 )
+from protocol.records import Record, build_batch
 from protocol.topic_partition import TopicPartition
+from tests.benchmarks import fetch_cost
 
 FOLLOWER = 2
 CONSUMER = -1
@@ -308,7 +314,50 @@ def test_a_partition_named_twice_does_not_hide_another() -> None:
 def test_the_fetch_cost_benchmark_replicates(tmp_path: Path) -> None:
     """tests/benchmarks/fetch_cost.py's leader and follower cores stay in step (it asserts
     the follower caught up), with sessions on and off."""
-    from tests.benchmarks.fetch_cost import cpu_per_round_us
-
     for slots in (0, 1000):
-        assert cpu_per_round_us(tmp_path / str(slots), 3, slots, 10) > 0
+        assert fetch_cost.cpu_per_round_us(tmp_path / str(slots), 3, slots, 10) > 0
+
+
+def test_a_follower_reuses_an_idle_partitions_entry_and_asks_anew_when_it_moved(
+    tmp_path: Path,
+) -> None:
+    """Follower.poll builds a partition's FetchPartition again only when what it asks for
+    changed; the session then names exactly the partitions whose entry changed."""
+    now_ms = fetch_cost.NOW_MS
+    leader = fetch_cost.broker(fetch_cost.LEADER, tmp_path / "leader", 3, 1000)
+    mine = fetch_cost.broker(fetch_cost.FOLLOWER, tmp_path / "follower", 3, 1000)
+    follower = Follower(
+        mine,
+        FetcherSettings(1 << 20, 1, 500, 1000, 30_000),
+        BrokerEndpoint(fetch_cost.LEADER, "127.0.0.1", 9092),
+        ReplicationQuota(),
+    )
+    for tp in mine.replica_manager.partitions:
+        follower.add(tp, 0)
+        follower.partitions[tp].truncating = False
+    busy = TopicPartition("t", 0)
+
+    def one_round(at_ms: int) -> FetchRequest:
+        sent = follower.poll(at_ms)
+        assert isinstance(sent, FetchRound)
+        context = open_fetch(leader.fetch_sessions, sent.request, at_ms)
+        answer = answer_fetch(context, read_fetch(leader, context.request, at_ms).response)
+        follower.on_response(sent, answer, at_ms, wall_ms=at_ms)
+        return sent.request
+
+    one_round(now_ms)  # opens the session
+    before = {tp: s.wanted for tp, s in follower.partitions.items()}
+    assert named_in(one_round(now_ms + 1)) == set()  # nothing changed: nothing named
+    assert all(s.wanted is before[tp] for tp, s in follower.partitions.items())
+
+    leader.replica_manager.append(busy, build_batch([Record(b"x")], now_ms=now_ms), now_ms)
+    one_round(now_ms + 2)  # the record arrives
+    request = one_round(now_ms + 3)  # the next fetch asks from past it
+    assert named_in(request) == {busy}
+    moved = follower.partitions[busy].wanted
+    assert moved is not before[busy] and moved is not None and moved.fetch_offset == 1
+    assert all(s.wanted is before[tp] for tp, s in follower.partitions.items() if tp != busy)
+
+
+def named_in(req: FetchRequest) -> set[TopicPartition]:
+    return {TopicPartition(t.topic, p.partition) for t in req.topics for p in t.partitions}
