@@ -71,6 +71,7 @@ def one(server: str, round_trips: int, pause_s: float) -> float:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
+        listener.settimeout(60)  # a client that never connects fails the run, not hangs it
         port = listener.getsockname()[1]
         args = [sys.executable, "-m", __spec__.name, "--client", str(port)]  # type: ignore[name-defined]
         args += ["--round-trips", str(round_trips), "--pause-ms", str(pause_s * 1000)]
