@@ -23,8 +23,8 @@ CONFIG_ERROR_EXIT = 2
 DEBUG_ENV = "HIGHWATER_DEBUG"
 
 # Each command's module is imported only when that command runs (or `--help` lists them all),
-# so `highwater produce` does not pay for the admin, group and perf modules' imports: about
-# about 40% of a one-record `produce` (docs/operations.md, "Start-up").
+# so `highwater produce` does not pay for the admin, group and perf modules' imports, about
+# 40% of a one-record `produce`'s time (docs/operations.md, "Start-up").
 LAZY_COMMANDS: dict[str, str] = {
     "topics": "client.cli.topics:topics",
     "produce": "client.cli.produce:produce",
