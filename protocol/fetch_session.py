@@ -24,7 +24,7 @@ from protocol.messages.fetch import (
 )
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["FetchPlan", "FetchSessionHandler", "fetch_topics", "next_epoch"]
+__all__ = ["FetchPlan", "FetchSessionHandler", "fetch_entry", "fetch_topics", "next_epoch"]
 
 _MAX_EPOCH = 2**31 - 1
 
@@ -32,6 +32,34 @@ _MAX_EPOCH = 2**31 - 1
 def next_epoch(epoch: int) -> int:
     """The session epoch after `epoch`; it wraps to 1 (0 and -1 have their own meanings)."""
     return 1 if epoch >= _MAX_EPOCH else epoch + 1
+
+
+def fetch_entry(
+    last: FetchPartition | None,
+    partition: int,
+    fetch_offset: int,
+    max_bytes: int,
+    leader_epoch: int,
+    log_start_offset: int = -1,
+) -> FetchPartition:
+    """A partition's entry in the next Fetch: `last` (what the previous one asked for this
+    partition) when nothing in it changed, so that `build` sees the very object the session
+    holds and skips comparing it (most partitions of a round are idle); else a new one."""
+    if (
+        last is not None
+        and last.fetch_offset == fetch_offset
+        and last.partition_max_bytes == max_bytes
+        and last.current_leader_epoch == leader_epoch
+        and last.log_start_offset == log_start_offset
+    ):
+        return last
+    return FetchPartition(
+        partition,
+        fetch_offset,
+        max_bytes,
+        current_leader_epoch=leader_epoch,
+        log_start_offset=log_start_offset,
+    )
 
 
 def fetch_topics(

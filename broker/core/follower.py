@@ -22,7 +22,7 @@ from broker.core.replication import truncation_for
 from broker.core.replication_quota import ReplicationQuota
 from broker.core.state import BrokerState
 from protocol.errors import ErrorCode, HighwaterError
-from protocol.fetch_session import FetchSessionHandler
+from protocol.fetch_session import FetchSessionHandler, fetch_entry
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.fetch import (
     FetchPartition,
@@ -69,8 +69,7 @@ class FetchState:
     truncating: bool = True
     delayed_until_ms: int = 0  # a partition error backs the partition off
     leader_high_watermark: int = -1  # from the last response: are we still catching up?
-    # What the last fetch asked for this partition, reused while nothing in it changed: most
-    # partitions of a round are idle, and a fetch session (KIP-227) leaves unchanged ones out.
+    # What the last fetch asked for this partition (protocol.fetch_session.fetch_entry).
     wanted: FetchPartition | None = None
 
 
@@ -271,24 +270,15 @@ class Follower:
                     continue
                 throttled.add(tp)
                 max_bytes = min(max_bytes, throttle)  # smaller steps keep the rate even
-            offset = offsets[tp] = partition.log_end_offset
-            log_start_offset = partition.log.log_start_offset
-            last = state.wanted
-            if (
-                last is None
-                or last.fetch_offset != offset
-                or last.log_start_offset != log_start_offset
-                or last.partition_max_bytes != max_bytes
-                or last.current_leader_epoch != state.leader_epoch
-            ):
-                last = state.wanted = FetchPartition(
-                    tp[1],
-                    offset,
-                    max_bytes,
-                    current_leader_epoch=state.leader_epoch,
-                    log_start_offset=log_start_offset,
-                )
-            wanted[tp] = last
+            offsets[tp] = partition.log_end_offset
+            wanted[tp] = state.wanted = fetch_entry(
+                state.wanted,
+                tp[1],
+                offsets[tp],
+                max_bytes,
+                state.leader_epoch,
+                partition.log.log_start_offset,
+            )
         if not wanted:
             return None
         plan = self.session.build(wanted)

@@ -33,7 +33,7 @@ from client.errors import (
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
 from protocol.errors import CorruptRecordError, ErrorCode, HighwaterError
-from protocol.fetch_session import FetchSessionHandler
+from protocol.fetch_session import FetchSessionHandler, fetch_entry
 from protocol.messages.fetch import (
     CONSUMER_REPLICA_ID,
     FetchPartition,
@@ -183,11 +183,12 @@ class Fetcher:
             state = states[tp]
             leader_epoch = info.leader_epoch if info is not None else -1
             state.leader_epoch = leader_epoch  # records fetched now are valid under this epoch
-            wanted[tp] = FetchPartition(
+            wanted[tp] = state.fetch_entry = fetch_entry(
+                state.fetch_entry,
                 tp.partition,
                 offsets[tp],
                 max(settings.max_partition_fetch_bytes, state.fetch_bytes),
-                current_leader_epoch=leader_epoch,
+                leader_epoch,
             )
         session = self._sessions.setdefault(leader, FetchSessionHandler())
         plan = session.build(wanted)

@@ -10,6 +10,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from client.errors import HighwaterClientError
+from protocol.messages.fetch import FetchPartition
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -70,6 +71,8 @@ class PartitionState:
     # A batch that could not be read after records that could: raised once those are polled
     # (as Kafka's fetcher returns what it read before the corrupt batch first).
     pending_error: HighwaterClientError | None = None
+    # What the last Fetch asked for this partition (protocol.fetch_session.fetch_entry).
+    fetch_entry: FetchPartition | None = None
 
     def awaits_validation(self, current_leader_epoch: int) -> bool:
         """Records were consumed under an earlier leader epoch than the metadata's."""

@@ -18,7 +18,7 @@ from broker.core.fetch_session import (
 from broker.core.follower import FetcherSettings, FetchRound, Follower
 from broker.core.replication_quota import ReplicationQuota
 from protocol.errors import ErrorCode
-from protocol.fetch_session import FetchSessionHandler, next_epoch
+from protocol.fetch_session import FetchSessionHandler, fetch_entry, next_epoch
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.fetch import (
     FINAL_EPOCH,
@@ -361,3 +361,27 @@ def test_a_follower_reuses_an_idle_partitions_entry_and_asks_anew_when_it_moved(
 
 def named_in(req: FetchRequest) -> set[TopicPartition]:
     return {TopicPartition(t.topic, p.partition) for t in req.topics for p in t.partitions}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"fetch_offset": 8},
+        {"max_bytes": 2048},
+        {"leader_epoch": 4},
+        {"log_start_offset": 1},
+    ],
+)
+def test_a_fetch_entry_is_reused_until_something_it_asks_changes(change: dict[str, int]) -> None:
+    asked = {"fetch_offset": 7, "max_bytes": 1024, "leader_epoch": 3, "log_start_offset": 0}
+    last = fetch_entry(None, 5, **asked)
+    assert fetch_entry(last, 5, **asked) is last
+    moved = fetch_entry(last, 5, **{**asked, **change})
+    assert moved is not last
+    assert moved == FetchPartition(
+        5,
+        change.get("fetch_offset", 7),
+        change.get("max_bytes", 1024),
+        current_leader_epoch=change.get("leader_epoch", 3),
+        log_start_offset=change.get("log_start_offset", 0),
+    )
