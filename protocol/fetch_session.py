@@ -99,7 +99,7 @@ class FetchSessionHandler:
         if self.epoch == INITIAL_EPOCH:
             return FetchPlan(self.session_id, INITIAL_EPOCH, fetch_topics(wanted.items()), ())
         session = self.session
-        # `is` first: the follower hands back the very object it sent while nothing changed.
+        # `is` first: `fetch_entry` hands back the very object sent while nothing changed.
         changed = [
             (tp, f) for tp, f in wanted.items() if (s := session.get(tp)) is not f and s != f
         ]

@@ -68,13 +68,14 @@ class _Commands(click.Group):
                 raise
             from client.lifecycle import exception_leaves  # trio: not for --version or --help
 
-            if any(isinstance(leaf, BrokenPipeError) for leaf in exception_leaves(exc)):
+            leaves = list(exception_leaves(exc))
+            if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
                 _stop_writing_stdout()
                 sys.exit(0)
-            if any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
+            if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
                 click.echo("interrupted", err=True)
                 sys.exit(130)
-            leaf = next(exception_leaves(exc), exc)  # the first of a group's errors
+            leaf = leaves[0] if leaves else exc  # the first of a group's errors
             message = str(leaf).splitlines()[0] if str(leaf) else ""
             click.echo(
                 f"Error: unexpected {type(leaf).__name__}"
