@@ -13,31 +13,72 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
-__all__ = ["LAZY_COMMANDS", "main"]
+__all__ = ["LAZY_COMMANDS", "LazyCommand", "main"]
 
 CONFIG_ERROR_EXIT = 2
 DEBUG_ENV = "HIGHWATER_DEBUG"
 
-# Each command's module is imported only when that command runs (or `--help` lists them all),
-# so `highwater produce` does not pay for the admin, group and perf modules' imports, about
-# 40% of a one-record `produce`'s time (docs/operations.md, "Start-up").
-LAZY_COMMANDS: dict[str, str] = {
-    "topics": "client.cli.topics:topics",
-    "produce": "client.cli.produce:produce",
-    "consume": "client.cli.consume:consume",
-    "cluster": "client.cli.topics:cluster",
-    "groups": "client.cli.groups:groups",
-    "perf": "client.cli.perf:perf",
-    "dev": "client.cli.dev:dev",
-    "elect-leaders": "client.cli.elect:elect_leaders",
-    "reassign": "client.cli.reassign:reassign",
-    "configs": "client.cli.configs:configs",
-    "users": "client.cli.users:users",
-    "acls": "client.cli.acls:acls",
+
+# Each command's module is imported only when that command runs, so `highwater produce` does not
+# pay for the admin, group and perf modules' imports, about 40% of a one-record `produce`'s time
+# (docs/operations.md, "Start-up"). Each entry also carries the command's one-line summary, so
+# `highwater --help` lists the commands without importing any of them (a unit test holds each
+# summary to its command's own help).
+class LazyCommand(NamedTuple):
+    target: str  # "module:attribute"
+    summary: str
+
+
+LAZY_COMMANDS: dict[str, LazyCommand] = {
+    "topics": LazyCommand("client.cli.topics:topics", "Create, list, describe and delete topics."),
+    "produce": LazyCommand(
+        "client.cli.produce:produce",
+        "Produce one record per line of stdin to TOPIC; exit 1 if any record failed.",
+    ),
+    "consume": LazyCommand(
+        "client.cli.consume:consume",
+        "Print the records of TOPICS (all partitions unless --partition) to stdout; the "
+        "summary goes to stderr.",
+    ),
+    "cluster": LazyCommand(
+        "client.cli.topics:cluster",
+        "Inspect the cluster (for a local cluster to develop with, see `highwater dev`).",
+    ),
+    "groups": LazyCommand(
+        "client.cli.groups:groups",
+        "Consumer groups: list, describe (lag), reset offsets, delete (kafka-consumer-groups).",
+    ),
+    "perf": LazyCommand(
+        "client.cli.perf:perf",
+        "Measure throughput and latency like Kafka's producer-perf and consumer-perf tools.",
+    ),
+    "dev": LazyCommand(
+        "client.cli.dev:dev",
+        "Run a local cluster (ZooKeeper + brokers on 127.0.0.1) for development.",
+    ),
+    "elect-leaders": LazyCommand(
+        "client.cli.elect:elect_leaders", "Elect leaders now (Kafka's kafka-leader-election)."
+    ),
+    "reassign": LazyCommand(
+        "client.cli.reassign:reassign",
+        "Reassign partitions to other brokers (Kafka's kafka-reassign-partitions).",
+    ),
+    "configs": LazyCommand(
+        "client.cli.configs:configs",
+        "Describe and alter topic configs and the cluster-wide broker defaults, live.",
+    ),
+    "users": LazyCommand(
+        "client.cli.users:users",
+        "Users' SCRAM credentials (stored salted in ZooKeeper, /config/users/<name>).",
+    ),
+    "acls": LazyCommand(
+        "client.cli.acls:acls",
+        "ACLs (Kafka's AclAuthorizer: checked when brokers set authorizer.class.name).",
+    ),
 }
 
 
@@ -49,14 +90,30 @@ class _Commands(click.Group):
         return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = LAZY_COMMANDS.get(cmd_name)
-        if target is None:
+        lazy = LAZY_COMMANDS.get(cmd_name)
+        if lazy is None:
             return super().get_command(ctx, cmd_name)
-        module_name, attribute = target.split(":")
+        module_name, attribute = lazy.target.split(":")
         command = getattr(importlib.import_module(module_name), attribute)
         if not isinstance(command, click.Command):
-            raise TypeError(f"{target} is not a click command")
+            raise TypeError(f"{lazy.target} is not a click command")
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, with the lazy commands' summaries from the table (no imports)."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            lazy = LAZY_COMMANDS.get(name)
+            if lazy is not None:
+                # click shortens a summary to the width as it would the command's own help
+                summary = click.Command(name, help=lazy.summary).get_short_help_str(limit)
+                rows.append((name, summary))
+            elif (command := super().get_command(ctx, name)) is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

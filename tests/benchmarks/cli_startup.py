@@ -31,6 +31,7 @@ def commands(topic: str) -> dict[str, tuple[list[str], bytes | None]]:
         "consume to the end": (["consume", topic, "--from-beginning", "--exit-at-end"], None),
         "topics list": (["topics", "list"], None),
         "--version": (["--version"], None),
+        "--help": (["--help"], None),
     }
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from client.cli.main import LAZY_COMMANDS, main
@@ -24,6 +25,16 @@ def test_help_lists_every_command() -> None:
     assert result.exit_code == 0
     for name in [*LAZY_COMMANDS, "broker", "dump-log"]:
         assert f"  {name} " in result.output
+
+
+@pytest.mark.parametrize("limit", [30, 60, 1_000])
+def test_each_summary_in_the_table_is_its_commands_own(limit: int) -> None:
+    ctx = click.Context(main)
+    for name, lazy in LAZY_COMMANDS.items():
+        command = main.get_command(ctx, name)
+        assert command is not None
+        summary = click.Command(name, help=lazy.summary).get_short_help_str(limit)
+        assert summary == command.get_short_help_str(limit)
 
 
 def test_an_unknown_command_is_a_usage_error() -> None:
@@ -54,6 +65,10 @@ def test_produce_does_not_import_the_other_commands_modules() -> None:
     assert "'client.cli.produce'" in loaded
     for other in ("client.admin", "client.cli.groups", "client.cli.perf", "client.consumer"):
         assert f"'{other}'" not in loaded
+
+
+def test_help_imports_no_command_module() -> None:
+    assert _modules_loaded_by(["--help"]) == "['client.cli', 'client.cli.main']"
 
 
 def test_an_admin_command_does_not_import_the_consumer() -> None:
