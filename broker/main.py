@@ -11,12 +11,11 @@ ZooKeeper session (our registration vanishes with it). A failed start stops the 
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import signal
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,8 @@ from broker.request_stats import RequestStats
 from broker.server import BrokerServer, ServedListener
 from broker.tls import server_context
 from client import clock
+from client.lifecycle import exception_leaves
+from client.runtime import tune_garbage_collector
 from controller.controller import Controller, run_controller
 from controller.zk_client import ZkClient, ZkError
 from controller.zk_configs import USERS, ConfigChangedError, get_entity_config, set_entity_config
@@ -82,7 +83,7 @@ async def run_broker(config: BrokerConfig) -> int:
     try:
         await _run(config, log)
     except Exception as exc:
-        errors = list(_leaves(exc))  # a nursery raises a group
+        errors = list(exception_leaves(exc))  # a nursery raises a group
         if all(isinstance(error, StartupError) for error in errors):
             log.error("broker could not start", error="; ".join(map(str, errors)))
         else:
@@ -90,30 +91,6 @@ async def run_broker(config: BrokerConfig) -> int:
         return EXIT_FAILURE
     log.info("stopped cleanly")
     return 0
-
-
-# Objects allocated between young collections of the cyclic garbage collector (Python's
-# default: 700). See _tune_garbage_collector.
-GC_YOUNG_THRESHOLD = 50_000
-
-
-def _tune_garbage_collector() -> None:
-    """With Python's defaults the collector's full collections paused the broker for 15-25 ms
-    every few seconds at 10,000 records/s: perf end-to-end's p99.9 was 21-27 ms, 6.3 ms like
-    this (docs/performance.md, "Garbage collection"). What startup built is frozen out of
-    every later collection, and young collections (each request allocates hundreds of
-    objects) run far less often. Reference counting still frees almost everything at once."""
-    gc.freeze()
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
 
 
 async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger) -> None:
@@ -159,7 +136,7 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
                         message = f"ZooKeeper: {exc}" if connected else str(exc)
                         raise StartupError(message) from exc
                     log.info("started", port=server.port)
-                    _tune_garbage_collector()
+                    tune_garbage_collector()  # docs/performance.md, "What mattered", item 2
                 await stopping.wait()
                 if config.controlled_shutdown_enable and not starting.cancelled_caught:
                     await controlled_shutdown(ctx)

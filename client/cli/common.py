@@ -27,6 +27,7 @@ from client.errors import (
 from client.lifecycle import exception_leaves
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
+from client.runtime import tune_garbage_collector
 from client.security import ClientSecurity
 from protocol.errors import ErrorCode
 
@@ -211,7 +212,8 @@ def run_client(
 ) -> T:
     """trio.run(async_fn, *args), bounded by timeout_s, with readable errors.
 
-    Ctrl-C calls on_interrupt (if given) and exits with status 130.
+    Ctrl-C calls on_interrupt (if given) and exits with status 130. The garbage collector is
+    tuned for the rest of the process, as a broker's (client.runtime).
     """
 
     async def bounded() -> T:
@@ -220,6 +222,7 @@ def run_client(
         with trio.fail_after(timeout_s):
             return await async_fn(*args)
 
+    tune_garbage_collector()
     with readable_client_errors(bootstrap):
         try:
             return trio.run(bounded)
