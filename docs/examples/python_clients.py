@@ -2,9 +2,10 @@
 
     python docs/examples/python_clients.py [BOOTSTRAP] [TOPIC]
 
-Creates TOPIC (3 partitions, RF=3, min.insync.replicas=2), produces ten keyed records with
-the async Producer, reads them back as a member of a consumer group and commits; then the
-same with the blocking clients, which run the async ones on a thread of their own.
+Creates TOPIC (3 partitions, RF=3, min.insync.replicas=2) unless it exists, produces ten
+keyed records with the async Producer, reads them back as a member of a consumer group and
+commits; then the same with the blocking clients, which run the async ones on a thread of
+their own. Run again, it reads only the records of that run (the group's committed offsets).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import trio
 from client.admin import Admin
 from client.blocking import BlockingConsumer, BlockingProducer
 from client.consumer import Consumer, ConsumerRecord
+from client.errors import HighwaterClientError
 from client.producer import Producer
 from client.runtime import tune_garbage_collector
 
@@ -24,7 +26,12 @@ RECORDS = 10
 
 async def with_trio(bootstrap: str, topic: str) -> None:
     async with Admin(bootstrap) as admin:
-        await admin.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+        try:
+            await admin.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+        except HighwaterClientError as exc:
+            if exc.name != "TOPIC_ALREADY_EXISTS":
+                raise
+            print(f"{topic} exists: the group goes on from its committed offsets")
     async with Producer(bootstrap) as producer:  # acks=all, idempotent, linger.ms 5: Kafka's
         for i in range(RECORDS):
             # `send` queues the record and returns a future; awaiting it waits for the ack

@@ -30,8 +30,7 @@ def cluster(
         yield cluster
 
 
-def test_the_python_clients_example_runs(cluster: Cluster) -> None:
-    trio.run(wait_whole, cluster)
+def _run_example(cluster: Cluster) -> list[str]:
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), cluster.bootstrap, "orders"],
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
@@ -41,7 +40,6 @@ def test_the_python_clients_example_runs(cluster: Cluster) -> None:
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("produced 10; the last is partition ")
     consumed = [line for line in lines if line.startswith("  ")]
     assert sorted(line.split()[-1] for line in consumed) == sorted(
         f"b'order-{i}'" for i in range(10)
@@ -49,3 +47,13 @@ def test_the_python_clients_example_runs(cluster: Cluster) -> None:
     assert lines[-2].startswith("blocking produce: partition ")
     assert lines[-1].startswith("blocking consume: ConsumerRecord(topic='orders'")
     assert "value=b'from plain Python'" in lines[-1]
+    return lines
+
+
+def test_the_python_clients_example_runs_and_runs_again(cluster: Cluster) -> None:
+    trio.run(wait_whole, cluster)
+    first = _run_example(cluster)
+    assert first[0].startswith("produced 10; the last is partition ")
+    again = _run_example(cluster)  # the group reads this run's records only
+    assert again[0] == "orders exists: the group goes on from its committed offsets"
+    assert again[1].startswith("produced 10; the last is partition ")
