@@ -347,11 +347,12 @@ async def run_consume_perf(
         tps = [(topic, p) for p in partitions]
         consumer.assign(tps)
         consumer.seek_to_beginning(tps)
-        first: dict[int, int] = {}
-        last: dict[int, int] = {}
         count = size = 0
         start_wall = time.time()
         started = time.perf_counter()
+        # Each partition's first offset, resolved now (the first poll would ask for it anyway)
+        # so that the loop below counts bytes only, as Kafka's ConsumerPerformance does.
+        first = {tp: await consumer.position(tp) for tp in tps}
         idle_since = started
         while count < messages:
             records = await consumer.poll(timeout_ms=100, max_records=messages - count)
@@ -366,12 +367,11 @@ async def run_consume_perf(
             idle_since = now
             for r in records:
                 size += len(r.value or b"") + len(r.key or b"")
-                first.setdefault(r.partition, r.offset)
-                last[r.partition] = r.offset
             count += len(records)
         fetch_s = time.perf_counter() - started
         end_wall = time.time()
-    ranges = [(p, first[p], last[p] + 1) for p in sorted(first)]
+        ends = {tp: await consumer.position(tp) for tp in tps}
+    ranges = [(tp[1], first[tp], ends[tp]) for tp in tps if ends[tp] > first[tp]]
     return ConsumeResult(count, size, start_wall, end_wall, fetch_s, ranges)
 
 

@@ -391,3 +391,27 @@ def test_every_codec_round_trips_through_the_cluster(cluster: Cluster, codec: Co
     assert trio.run(_stored_codecs, cluster.bootstrap, topic) == {int(codec)}
     done = cli(cluster, "produce", topic, "-X", f"compression.type={codec.name}", stdin=b"x\n")
     assert done.returncode == 0, done.stderr.decode()
+
+
+# -- perf consume ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("messages", [300, 200])
+def test_perf_consume_counts_and_its_yardstick_decodes_what_it_read(
+    cluster: Cluster, messages: int
+) -> None:
+    topic = f"cli-perf-consume-{messages}"
+    create(cluster, topic, partitions=3)
+    lines = [f"record {i}" for i in range(300)]
+    done = cli(cluster, "produce", topic, stdin="\n".join(lines).encode())
+    assert done.returncode == 0, done.stderr.decode()
+    done = cli(cluster, "perf", "consume", "--topic", topic, "--messages", str(messages))
+    assert done.returncode == 0, done.stderr.decode()
+    no_traceback(done.stderr)
+    header, row, decode_only, ratio = done.stdout.decode().splitlines()[-4:]
+    fields = dict(zip(header.split(", "), row.split(", "), strict=True))
+    assert int(fields["data.consumed.in.nMsg"]) == messages
+    assert float(fields["data.consumed.in.MB"]) > 0
+    assert decode_only.startswith("decode only (same process, same batches): ")
+    assert float(decode_only.split(": ")[1].split()[0]) > 0
+    assert ratio.startswith("consumer / decode-only ratio: ")
