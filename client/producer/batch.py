@@ -162,7 +162,10 @@ class DeliveryFuture:
         return self._own()[0].done
 
     def exception(self) -> HighwaterClientError | None:
-        result = self._own()[0]
+        # _own inlined: a callback asks this of every record (Kafka's Callback gets it so)
+        result = self._result
+        if result.parts is not None:
+            result = result.part_of(self._index)[0]
         if not result.done:
             raise RuntimeError("delivery not complete yet")
         return result.error

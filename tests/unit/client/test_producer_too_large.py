@@ -179,6 +179,8 @@ async def test_each_record_of_a_split_batch_completes_with_its_piece() -> None:
     for future in futures[8:]:
         with pytest.raises(HighwaterClientError, match="refused"):
             future.result()
+    assert [f.exception() for f in futures[:8]] == [None] * 8  # each asks its own piece
+    assert all(str(f.exception()) == "refused" for f in futures[8:])
 
 
 def test_learned_size_limits_are_forgotten_after_their_age() -> None:
