@@ -1,6 +1,7 @@
 """The `highwater` produce/consume commands as a user runs them: real processes against a real
 3-broker cluster. Ctrl-C mid-stream, a wrong bootstrap, every offset form, headers, every
-compression codec, and the warning while a partition has no leader.
+compression codec, the warning while a partition has no leader, `perf consume`, and the
+Python clients' example script.
 
 One cluster for the module; each test uses its own topics.
 """
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 import trio
@@ -415,3 +417,37 @@ def test_perf_consume_counts_and_its_yardstick_decodes_what_it_read(
     assert decode_only.startswith("decode only (same process, same batches): ")
     assert float(decode_only.split(": ")[1].split()[0]) > 0
     assert ratio.startswith("consumer / decode-only ratio: ")
+
+
+# -- docs/examples/python_clients.py (docs/operations.md, "Python clients") --------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "examples" / "python_clients.py"
+
+
+def _run_example(cluster: Cluster) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), cluster.bootstrap, "docs-orders"],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    consumed = [line for line in lines if line.startswith("  ")]
+    assert sorted(line.split()[-1] for line in consumed) == sorted(
+        f"b'order-{i}'" for i in range(10)
+    )
+    assert lines[-2].startswith("blocking produce: partition ")
+    assert lines[-1].startswith("blocking consume: ConsumerRecord(topic='docs-orders'")
+    assert "value=b'from plain Python'" in lines[-1]
+    return lines
+
+
+def test_the_python_clients_example_runs_and_runs_again(cluster: Cluster) -> None:
+    first = _run_example(cluster)
+    assert first[0].startswith("produced 10; the last is partition ")
+    again = _run_example(cluster)  # the group reads this run's records only
+    assert again[0] == "docs-orders exists: the group goes on from its committed offsets"
+    assert again[1].startswith("produced 10; the last is partition ")
