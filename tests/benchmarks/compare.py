@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--e2e-records", type=int, default=100_000)
-    parser.add_argument("--base-port", type=int, default=39392)
+    parser.add_argument("--base-port", type=int, default=19392)
     parser.add_argument("--zk-port", type=int, default=32481)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hw-compare-") as root:

@@ -41,7 +41,8 @@ def highwater(*args: str, bootstrap: str | None = None, tree: Path | None = None
 @contextmanager
 def local_cluster(base_port: int, zk_port: int) -> Iterator[tuple[str, Path]]:
     """`highwater dev up` in a temporary directory on the given ports, `dev down` on the way
-    out; yields (bootstrap, the temporary directory)."""
+    out; yields (bootstrap, the temporary directory). The benchmarks' default ports are below
+    Linux's ephemeral range (32768-60999), where a client's own connection could hold one."""
     with tempfile.TemporaryDirectory(prefix="hw-bench-") as root:
         directory = str(Path(root) / "cluster")
         highwater(
@@ -58,7 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--base-port", type=int, default=39092)
+    parser.add_argument("--base-port", type=int, default=19092)
     parser.add_argument("--zk-port", type=int, default=32181)
     args = parser.parse_args()
     with local_cluster(args.base_port, args.zk_port) as (bootstrap, _):

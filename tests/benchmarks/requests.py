@@ -276,7 +276,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--base-port", type=int, default=39292)
+    parser.add_argument("--base-port", type=int, default=19292)
     parser.add_argument("--zk-port", type=int, default=32381)
     parser.add_argument("--profile", type=Path, default=None, help="write py-spy profiles here")
     parser.add_argument("--profile-rounds", type=int, default=10_000)

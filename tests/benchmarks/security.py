@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--connects", type=int, default=200)
-    parser.add_argument("--base-port", type=int, default=39192)
+    parser.add_argument("--base-port", type=int, default=19192)
     parser.add_argument("--zk-port", type=int, default=32281)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hw-bench-security-") as root:

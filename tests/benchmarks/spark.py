@@ -52,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--base-port", type=int, default=39192)
+    parser.add_argument("--base-port", type=int, default=19192)
     parser.add_argument("--zk-port", type=int, default=32281)
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
