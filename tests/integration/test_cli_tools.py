@@ -428,7 +428,7 @@ EXAMPLE = ROOT / "docs" / "examples" / "python_clients.py"
 def _run_example(cluster: Cluster) -> list[str]:
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), cluster.bootstrap, "docs-orders"],
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env={**_env(cluster), "PYTHONPATH": str(ROOT)},  # the script's own dir is sys.path[0]
         capture_output=True,
         text=True,
         timeout=120,
