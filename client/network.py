@@ -12,13 +12,13 @@ NetworkClient plays the same part for both).
 
 from __future__ import annotations
 
-import math
 import ssl
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
+from client.deadlines import Timeout, request_deadlines
 from client.errors import AuthenticationFailedError, BrokerConnectionError
 from client.security import PLAINTEXT_CLOSED_HINT, AuthenticationError, ClientSecurity
 from client.socket_io import LeanSocket
@@ -153,10 +153,15 @@ class BrokerConnection:
         and every later request would wait behind it.
         """
         self._raise_if_broken()
-        # A bare cancel scope, not trio.fail_after: its generator-based context manager cost
-        # 1.5-4 µs more on every request (docs/performance.md, "The purgatory's deadlines").
-        deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms >= 0 else math.inf
-        with trio.CancelScope(deadline=deadline) as scope:
+        # The timeout is an entry in the run's deadline heap, not a cancel scope around the
+        # request (client.deadlines): at the deadline it breaks the connection, which wakes
+        # this task wherever it waits (the socket, or a lock whose holder waits on it).
+        timeout = None
+        if timeout_ms >= 0:
+            deadlines = request_deadlines()
+            timeout = _RequestTimeout(self)
+            deadlines.add(trio.current_time() + timeout_ms / 1000, timeout)
+        try:
             await _acquire(self._send_lock)
             try:
                 self._raise_if_broken()
@@ -173,9 +178,9 @@ class BrokerConnection:
             if not expect_response:
                 return None
             return await self._wait_for(correlation_id)
-        assert scope.cancelled_caught  # the body returns unless its deadline passed
-        self._break(BrokerConnectionError(f"{self.address}: request timed out"))
-        raise self._broken from None  # type: ignore[misc]
+        finally:
+            if timeout is not None:
+                deadlines.end(timeout)
 
     async def _send(self, data: bytes) -> None:
         try:
@@ -262,3 +267,18 @@ class BrokerConnection:
             await trio.lowlevel.checkpoint()
         else:
             await self._stream.aclose()
+
+
+class _RequestTimeout(Timeout):
+    """A request's deadline: when it passes, the connection breaks, as Kafka's NetworkClient
+    disconnects on a request timeout (a late answer would hold up every later one)."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: BrokerConnection) -> None:
+        super().__init__()
+        self.connection = connection
+
+    def expire(self) -> None:
+        connection = self.connection
+        connection._break(BrokerConnectionError(f"{connection.address}: request timed out"))
