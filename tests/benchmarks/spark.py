@@ -38,7 +38,10 @@ from typing import Any
 from tests.benchmarks.replication import highwater, local_cluster
 from tests.benchmarks.spark_ceiling import NoIoSource
 
-FLOOR = 0.2
+# The aim (issue 23): the source at 0.9 of the no-I/O Python source, measured in the same run.
+# The earlier aim of 0.2 of a Parquet read is retired: the no-I/O source itself reaches only
+# 0.15-0.20 of it here (docs/spark.md, "Performance").
+AIM = 0.9
 RECORD_BYTES = 100
 
 
@@ -203,14 +206,17 @@ def run(spark: object, bootstrap: str, root: Path, records: int, runs: int) -> N
         f"({_runs(parquet_stream_s)})"
     )
     print(f"no-I/O Python source -> noop:    {no_io_rate:12,.0f} rec/s  ({_runs(no_io_s)})")
-    for name, value in (("batch read", ratio), ("availableNow stream", stream_ratio)):
-        verdict = "meets" if value >= FLOOR else "BELOW"
-        print(f"ratio source / Parquet {name}: {value:.2f} ({verdict} the {FLOOR} aim)")
+    print(
+        f"ratio source / Parquet batch read: {ratio:.2f}, "
+        f"/ Parquet availableNow stream: {stream_ratio:.2f}"
+    )
     print(
         f"ratio no-I/O Python source / Parquet batch read: {no_io_rate / parquet_rate:.2f}, "
         f"/ Parquet availableNow stream: {no_io_rate / parquet_stream_rate:.2f}"
     )
-    print(f"ratio source / no-I/O Python source: {stream_rate / no_io_rate:.2f}")
+    aimed = stream_rate / no_io_rate
+    verdict = "meets" if aimed >= AIM else "BELOW"
+    print(f"ratio source / no-I/O Python source: {aimed:.2f} ({verdict} the {AIM} aim)")
     # Spark's processedRowsPerSecond view: rows over the micro-batches' time, start-up left out.
     by_trigger = {k: records / statistics.median(v) for k, v in trigger_s.items()}
     print(
