@@ -15,6 +15,8 @@ import math
 
 import trio
 
+from client.log import client_logger
+
 __all__ = ["Deadlines", "Timeout", "request_deadlines"]
 
 # The heap keeps the entries of waits that ended early until they reach its top; it is
@@ -24,7 +26,8 @@ _SLACK = 1024
 
 class Timeout:
     """One wait's deadline. `expire` runs at the deadline unless the wait ended first; it
-    runs in the reaper's task, so it must not raise and must not wait."""
+    runs in the reaper's task, so it must not wait. If it raises, the reaper logs the error
+    and goes on: an exception in a system task would end the whole trio run."""
 
     __slots__ = ("ended",)
 
@@ -86,7 +89,12 @@ class Deadlines:
                     if not timeout.ended:
                         timeout.ended = True
                         self._live -= 1
-                        timeout.expire()
+                        try:
+                            timeout.expire()
+                        except Exception:
+                            client_logger("deadlines", deadlines=self._name).exception(
+                                "expiring a deadline failed"
+                            )
                 scope = trio.CancelScope(deadline=heap[0][0] if heap else math.inf)
                 self._reaper = scope
         finally:

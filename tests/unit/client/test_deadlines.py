@@ -3,6 +3,8 @@ requests' timeouts built on it (client.network), against a fake broker on real s
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import trio
 from trio.testing import MockClock
@@ -42,6 +44,32 @@ async def test_each_timeout_expires_at_its_deadline_unless_it_ended(
     assert log == [("early", pytest.approx(start + 5)), ("late", pytest.approx(start + 10))]
     deadlines.end(late)  # after it expired: nothing
     assert deadlines.entries == 0
+
+
+class _Failing(Timeout):
+    __slots__ = ()
+
+    def expire(self) -> None:
+        raise OSError("close failed")
+
+
+async def test_a_failing_expiry_is_logged_and_the_others_still_expire(
+    autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reaper is a system task: an exception escaping it would end the whole trio run
+    (a broker, with every connection it serves)."""
+    deadlines = Deadlines("test")
+    log: list[tuple[str, float]] = []
+    start = trio.current_time()
+    deadlines.add(start + 1, _Failing())
+    deadlines.add(start + 1, _Recorded("same time", log))
+    deadlines.add(start + 2, _Recorded("later", log))
+    with caplog.at_level(logging.ERROR, logger="highwater.deadlines"):
+        await trio.sleep(5)
+    assert [name for name, _ in log] == ["same time", "later"]
+    assert deadlines.entries == 0
+    assert "expiring a deadline failed" in caplog.text
+    assert "OSError: close failed" in caplog.text
 
 
 async def test_ended_entries_do_not_pile_up(autojump_clock: MockClock) -> None:
