@@ -30,6 +30,7 @@ from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.produce import ProduceRequest
 from protocol.records import BatchHeader
 from tests.unit.client.fake_broker import FakeCluster
+from tests.unit.client.test_producer_close import wait_until
 
 FIRST_PRODUCER_ID = 1000  # the fake's first id
 MAX_SEQUENCE = 2**31 - 1
@@ -62,7 +63,9 @@ async def send_one_request_each(producer: Producer, count: int) -> list[Delivery
     futures = []
     for i in range(count):
         futures.append(producer.send_nowait("t", value(i)))
-        await trio.sleep(0.002)  # the sender drains it before the next one is queued
+        # The next record must not join this one's batch: wait until the sender drained it
+        # (a fixed sleep was too short on a loaded machine, and two shared a request).
+        await wait_until(lambda: not producer._accumulator.has_queued())
     return futures
 
 
