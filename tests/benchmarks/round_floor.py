@@ -36,6 +36,11 @@ WARM_UP_ROUNDS = 300
 ROLES = ("leader", "follower0", "follower1")
 
 
+def message(number: int, size: int) -> bytes:
+    """A frame of `size` bytes after its length: `number` (a log end or offset), then padding."""
+    return size.to_bytes(4, "big") + number.to_bytes(8, "big") + bytes(size - 8)
+
+
 class Connection:
     """Length-prefixed frames over a non-blocking socket: recv first, wait only when empty."""
 
@@ -81,12 +86,12 @@ class Connection:
 
     def send_now(self, number: int, size: int) -> None:
         """The plain servers' send: a small frame on loopback fits the socket's buffer."""
-        frame = size.to_bytes(4, "big") + number.to_bytes(8, "big") + bytes(size - 8)
+        frame = message(number, size)
         if self.sock.send(frame) != len(frame):
             raise RuntimeError("a short send")
 
     async def write(self, number: int, size: int) -> None:
-        frame = memoryview(size.to_bytes(4, "big") + number.to_bytes(8, "big") + bytes(size - 8))
+        frame = memoryview(message(number, size))
         while frame:
             try:
                 frame = frame[self.sock.send(frame) :]
@@ -157,16 +162,15 @@ async def leader(listener: socket.socket) -> None:
                 nursery.start_soon(serve_consumer, conn, partition)
 
 
-async def open_connection(port: int, role: bytes) -> Connection:
+def connect(port: int, role: bytes) -> Connection:
+    """A connection to the leader that has said which role it plays (its first frame)."""
     conn = Connection(socket.create_connection(("127.0.0.1", port)))
-    conn.sock.setblocking(False)
-    frame = len(role).to_bytes(4, "big") + role
-    conn.sock.send(frame)
+    conn.sock.send(len(role).to_bytes(4, "big") + role)
     return conn
 
 
 async def follower(port: int, index: int) -> None:
-    conn = await open_connection(port, str(index).encode())
+    conn = connect(port, str(index).encode())
     with tempfile.TemporaryFile() as log:
         log_end = 0
         while True:
@@ -180,8 +184,8 @@ async def clients(port: int, rounds_per_s: float, rounds: int) -> None:
     """The producer sends a round's batch on each tick, or at once if its answer came late;
     the consumer long-polls. Prints "measuring" after the warm-up and the round times at the
     end, for the parent to read."""
-    producer = await open_connection(port, b"p")
-    consumer = await open_connection(port, b"c")
+    producer = connect(port, b"p")
+    consumer = connect(port, b"c")
     round_ms: list[float] = []
 
     async def consume() -> None:
@@ -251,9 +255,7 @@ def plain_leader(listener: socket.socket) -> None:
 
 
 def plain_follower(port: int, index: int) -> None:
-    conn = Connection(socket.create_connection(("127.0.0.1", port)))
-    role = str(index).encode()
-    conn.sock.send(len(role).to_bytes(4, "big") + role)
+    conn = connect(port, str(index).encode())
     poller = select.epoll()
     poller.register(conn.sock.fileno(), select.EPOLLIN)
     with tempfile.TemporaryFile() as log:
