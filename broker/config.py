@@ -27,6 +27,7 @@ from broker.listeners import (
     SecurityProtocol,
     parse_listener_list,
     parse_protocol_map,
+    parse_wire_map,
     resolve_listeners,
 )
 from broker.log.config import LogConfig
@@ -261,6 +262,8 @@ def value_of(config: BrokerConfig, key: str) -> Value | None:
         )
     if key == "listener.security.protocol.map":
         return ",".join(f"{x.name}:{x.security_protocol}" for x in config.all_listeners())
+    if key == "listener.wire.protocol.map":
+        return ",".join(f"{x.name}:{x.wire}" for x in config.all_listeners())
     if key in ("inter.broker.listener.name", "security.inter.broker.protocol"):
         listener = config.inter_broker_listener
         return listener.name if key == "inter.broker.listener.name" else listener.security_protocol
@@ -297,6 +300,7 @@ _COMPUTED: Final = frozenset(
         "listeners",
         "advertised.listeners",
         "listener.security.protocol.map",
+        "listener.wire.protocol.map",
         "inter.broker.listener.name",
         "security.inter.broker.protocol",
         "authorizer.class.name",
@@ -431,9 +435,10 @@ def _listeners(given: _Given) -> tuple[Listener, ...]:
     if given.is_set("advertised.listeners"):
         advertised = parse_listener_list(given.text("advertised.listeners"))
     protocols = parse_protocol_map(given.text("listener.security.protocol.map"))
+    wires = parse_wire_map(given.text("listener.wire.protocol.map"))
     try:
         # Kafka registers the canonical host name for an empty listener host.
-        return resolve_listeners(bound, advertised, protocols, socket.gethostname())
+        return resolve_listeners(bound, advertised, protocols, socket.gethostname(), wires)
     except Mismatch as exc:
         raise given.fail(exc.key, exc.expected) from None
 
@@ -460,6 +465,11 @@ def _inter_broker_listener(given: _Given, listeners: tuple[Listener, ...]) -> Li
         key, name = "security.inter.broker.protocol", given.text("security.inter.broker.protocol")
     for listener in listeners:
         if listener.name == name:
+            if listener.wire != "highwater":
+                raise given.fail(
+                    "listener.wire.protocol.map",
+                    f"highwater for the inter-broker listener {name} (brokers speak it)",
+                )
             return listener
     hint = "" if key == "inter.broker.listener.name" else " (or set inter.broker.listener.name)"
     raise given.fail(key, f"the name of one of the listeners ({names}){hint}")

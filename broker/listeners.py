@@ -1,5 +1,7 @@
 """Kafka's named listeners: `listeners`, `advertised.listeners`, `listener.security.protocol.map`
-and `inter.broker.listener.name`, parsed into one `Listener` per name. Pure.
+and `inter.broker.listener.name`, plus Highwater's `listener.wire.protocol.map` (which wire a
+listener speaks: Highwater's msgpack, the default, or Kafka's), parsed into one `Listener`
+per name. Pure.
 
 A listener has a name, a security protocol (from the map), where it binds and what it
 advertises (advertised.listeners for that name, else its own address). docs/operations.md
@@ -20,14 +22,18 @@ __all__ = [
     "DEFAULT_PROTOCOL_MAP",
     "LISTENERS_SYNTAX",
     "PROTOCOL_MAP_SYNTAX",
+    "WIRES",
+    "WIRE_MAP_SYNTAX",
     "Listener",
     "ListenerAddress",
     "Mismatch",
     "SecurityProtocol",
     "check_listener_list",
     "check_protocol_map",
+    "check_wire_map",
     "parse_listener_list",
     "parse_protocol_map",
+    "parse_wire_map",
     "resolve_listeners",
 ]
 
@@ -52,6 +58,9 @@ class SecurityProtocol(enum.StrEnum):
 DEFAULT_PROTOCOL_MAP: Final = ",".join(f"{p}:{p}" for p in SecurityProtocol)
 LISTENERS_SYNTAX: Final = "NAME://host:port[,NAME://host:port...]"
 PROTOCOL_MAP_SYNTAX: Final = "NAME:PROTOCOL[,NAME:PROTOCOL...]"
+WIRE_MAP_SYNTAX: Final = "NAME:WIRE[,NAME:WIRE...]"
+NATIVE_WIRE: Final = "highwater"
+WIRES: Final = (NATIVE_WIRE, "kafka")  # a listener left out of the map speaks Highwater's
 
 _LISTENER: Final = re.compile(
     r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*))"
@@ -81,6 +90,7 @@ class Listener:
     port: int  # 0: any free port
     advertised_host: str
     advertised_port: int  # 0 only when the bound port is advertised
+    wire: str = NATIVE_WIRE  # one of WIRES
 
 
 def parse_listener_list(text: str) -> tuple[ListenerAddress, ...]:
@@ -126,13 +136,32 @@ def check_protocol_map(value: Value) -> None:
     parse_protocol_map(str(value))
 
 
+def parse_wire_map(text: str) -> dict[str, str]:
+    """listener.wire.protocol.map: `NAME:WIRE,...` -> {NAME: wire}; empty: {}."""
+    expected = f"{WIRE_MAP_SYNTAX} with wires among {', '.join(WIRES)}, each name once"
+    mapping: dict[str, str] = {}
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        name, sep, wire = entry.partition(":")
+        name, wire = name.strip().upper(), wire.strip().lower()
+        if not sep or _NAME.fullmatch(name) is None or name in mapping or wire not in WIRES:
+            raise InvalidValue(expected)
+        mapping[name] = wire
+    return mapping
+
+
+def check_wire_map(value: Value) -> None:
+    parse_wire_map(str(value))
+
+
 def resolve_listeners(
     listeners: tuple[ListenerAddress, ...],
     advertised: tuple[ListenerAddress, ...],
     protocols: Mapping[str, SecurityProtocol],
     hostname: str,
+    wires: Mapping[str, str] | None = None,
 ) -> tuple[Listener, ...]:
-    """Join the three settings. Raises `Mismatch` naming the setting at fault."""
+    """Join the settings. Raises `Mismatch` naming the setting at fault."""
+    wires = wires or {}
     bound = {a.name: a for a in listeners}
     for address in advertised:
         if address.name not in bound:
@@ -172,6 +201,7 @@ def resolve_listeners(
                 address.port,
                 shown.host or hostname,  # Kafka registers the canonical host name then
                 shown.port,
+                wires.get(address.name, NATIVE_WIRE),
             )
         )
     return tuple(resolved)

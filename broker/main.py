@@ -33,6 +33,7 @@ from broker.core.replica_manager import ReplicaManager
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential, make_credential, password_matches
 from broker.group_coordinator import GroupCoordinator
 from broker.isr_manager import IsrManager
+from broker.kafka.wire import WIRES
 from broker.log.errors import LogStorageError
 from broker.log.manager import LogManager
 from broker.log_cleaner import LogCleaner
@@ -352,6 +353,7 @@ def _served_listeners(config: BrokerConfig) -> tuple[ServedListener, ...]:
                 x.port,
                 context if x.security_protocol.uses_tls else None,
                 mechanisms if x.security_protocol.uses_sasl else (),
+                WIRES[x.wire],
             )
         )
     return tuple(served)

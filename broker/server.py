@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast
+from typing import cast
 
 import structlog
 import trio
@@ -29,16 +29,16 @@ from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
 from broker.core.principal import USER_TYPE, Principal
 from broker.core.sasl import SaslAuthenticator, SaslStage
 from broker.handlers import HANDLERS
+from broker.kafka.wire import NATIVE_WIRE, Call, Wire
 from broker.listeners import SecurityProtocol
 from broker.purgatory import RequestClock, current_request_clock
 from broker.request_stats import RequestStats
-from broker.responses import api_versions_fallback, encode
 from broker.settings import default_of
 from broker.tls import certificate_subject
 from client.socket_io import LeanSocket
 from controller.zk_types import ZkConnectionError
 from protocol.apis import ApiKey
-from protocol.codec import RequestDecodeError, RequestHeader, decode_request
+from protocol.codec import RequestDecodeError
 from protocol.errors import ErrorCode, FrameError
 from protocol.framing import LENGTH_PREFIX_BYTES, NEED_DATA, FrameDecoder
 
@@ -61,6 +61,7 @@ class ServedListener:
     port: int  # 0: any free port
     ssl_context: ssl.SSLContext | None = None  # SSL and SASL_SSL
     sasl_mechanisms: tuple[str, ...] = ()  # SASL_PLAINTEXT and SASL_SSL
+    wire: Wire = NATIVE_WIRE  # listener.wire.protocol.map: Highwater's msgpack or Kafka's
 
 
 @dataclass(eq=False)
@@ -213,7 +214,7 @@ class BrokerServer:
                     channel = LeanSocket(stream)
                 if served.security_protocol is SecurityProtocol.PLAINTEXT:
                     assert isinstance(channel, LeanSocket)
-                    await self._serve_requests(channel, conn, log, None, math.inf)
+                    await self._serve_requests(channel, served.wire, conn, log, None, math.inf)
                 else:
                     auth_deadline = trio.current_time() + self.auth_timeout_s
                     if served.ssl_context is not None:
@@ -230,7 +231,7 @@ class BrokerServer:
                         )
                     log = log.bind(principal=str(SESSION.get().principal))
                     assert not isinstance(channel, trio.SocketStream)
-                    await self._serve_requests(channel, conn, log, sasl, auth_deadline)
+                    await self._serve_requests(channel, served.wire, conn, log, sasl, auth_deadline)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away
         except trio.TooSlowError:
@@ -276,6 +277,7 @@ class BrokerServer:
     async def _serve_requests(
         self,
         stream: _Channel,
+        wire: Wire,
         conn: _Connection,
         log: structlog.typing.FilteringBoundLogger,
         sasl: SaslAuthenticator | None,
@@ -335,18 +337,18 @@ class BrokerServer:
                 waits = lean.waits
             received = time.perf_counter()
             try:
-                request = decode_request(frame_body)
+                request = wire.decode(frame_body)
             except RequestDecodeError as exc:
-                if _unsupported_api_versions(exc.header, exc.code):
-                    assert exc.header is not None
-                    await self._send(stream, [api_versions_fallback(exc.header)])
+                refusal = wire.refusal(exc)
+                if refusal is not None:
+                    await self._send(stream, [refusal])
                     continue
-                log.warning("closing connection: bad request", error=str(exc))
+                log.warning("closing connection: bad request", error=str(exc), wire=wire.name)
                 return
             header = request.header
             if authenticating:
                 assert sasl is not None
-                if not await self._authenticate(stream, sasl, header, request.body, log):
+                if not await self._authenticate(stream, wire, sasl, request, log):
                     return
                 if sasl.stage is SaslStage.COMPLETE:
                     authenticating = False
@@ -381,7 +383,7 @@ class BrokerServer:
             size = 0
             if response is not None:
                 try:
-                    parts = encode(header, response)
+                    parts = wire.encode(request, response)
                 except Exception:
                     # A bug in that handler, which must not take the broker down.
                     log.exception("response could not be encoded", api_key=header.api_key)
@@ -404,12 +406,13 @@ class BrokerServer:
     async def _authenticate(
         self,
         stream: _Channel,
+        wire: Wire,
         sasl: SaslAuthenticator,
-        header: RequestHeader,
-        body: Any,
+        request: Call,
         log: structlog.typing.FilteringBoundLogger,
     ) -> bool:
         """One request before authentication; False: close the connection."""
+        header, body = request.header, request.body
         if not sasl.admits(header.api_key):
             log.warning(
                 "closing connection: request before authentication",
@@ -419,14 +422,14 @@ class BrokerServer:
             return False
         if header.api_key == ApiKey.API_VERSIONS:
             response = await HANDLERS[ApiKey.API_VERSIONS](self.ctx, header, body)
-            await self._send(stream, encode(header, response))
+            await self._send(stream, wire.encode(request, response))
             return True
         step = (
             sasl.handshake(body)
             if header.api_key == ApiKey.SASL_HANDSHAKE
             else sasl.authenticate(body)
         )
-        await self._send(stream, encode(header, step.response))
+        await self._send(stream, wire.encode(request, step.response))
         if step.principal is not None:
             SESSION.set(dataclasses.replace(SESSION.get(), principal=step.principal))
             structlog.contextvars.bind_contextvars(principal=str(step.principal))
@@ -448,14 +451,6 @@ class BrokerServer:
             with trio.fail_after(_send_timeout_s(size)):
                 await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
         return size
-
-
-def _unsupported_api_versions(header: RequestHeader | None, code: int) -> bool:
-    return (
-        header is not None
-        and header.api_key == ApiKey.API_VERSIONS
-        and code == ErrorCode.UNSUPPORTED_VERSION
-    )
 
 
 def _send_timeout_s(size: int) -> float:

@@ -34,9 +34,11 @@ from broker.listeners import (
     DEFAULT_PROTOCOL_MAP,
     LISTENERS_SYNTAX,
     PROTOCOL_MAP_SYNTAX,
+    WIRE_MAP_SYNTAX,
     SecurityProtocol,
     check_listener_list,
     check_protocol_map,
+    check_wire_map,
 )
 from broker.log.config import (
     CLEANUP_POLICIES,
@@ -156,6 +158,16 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             syntax=PROTOCOL_MAP_SYNTAX,
             check=check_protocol_map,
             attr=None,  # BrokerConfig.listeners' protocols
+        ),
+        string(
+            "listener.wire.protocol.map",
+            "",
+            "Each listener name's wire protocol: highwater (msgpack, the default for a name "
+            "left out) or kafka (Kafka's own, for Kafka clients: docs/kafka.md). The "
+            "inter-broker listener speaks highwater.",
+            syntax=WIRE_MAP_SYNTAX,
+            check=check_wire_map,
+            attr=None,  # BrokerConfig.listeners' wires
         ),
         string(
             "inter.broker.listener.name",

@@ -46,6 +46,9 @@ CODECS: Final = {codec.name.lower(): codec for codec in Compression}
 
 _ZSTD_COMPRESSOR: Final = zstandard.ZstdCompressor(level=3)
 _ZSTD_DECOMPRESSOR: Final = zstandard.ZstdDecompressor()
+# snappy-java's stream header: the magic, then a version and a compatible version (int32 each).
+_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_BYTES: Final = len(_XERIAL_MAGIC) + 8
 _LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK_MAX_BYTES: Final = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 
@@ -119,11 +122,35 @@ def _gunzip(data: bytes, max_bytes: int) -> bytes:
 
 
 def _unsnappy(data: bytes, max_bytes: int) -> bytes:
-    """A raw snappy block starts with its uncompressed length (a varint): checked first."""
+    """A raw snappy block starts with its uncompressed length (a varint): checked first.
+    Java's Kafka producer writes xerial's framing instead (snappy-java's SnappyOutputStream),
+    which Kafka brokers and librdkafka read too: a magic, then length-prefixed raw blocks."""
+    if bytes(data[: len(_XERIAL_MAGIC)]) == _XERIAL_MAGIC:
+        return _unsnappy_xerial(data, max_bytes)
     declared = cramjam.snappy.decompress_raw_len(data)
     if declared > max_bytes:
         raise CorruptRecordError(f"snappy records larger than {max_bytes} bytes")
     return bytes(cramjam.snappy.decompress_raw(data))
+
+
+def _unsnappy_xerial(data: bytes, max_bytes: int) -> bytes:
+    pos = _XERIAL_HEADER_BYTES
+    out: list[bytes] = []
+    total = 0
+    while pos < len(data):
+        if len(data) < pos + 4:
+            raise CorruptRecordError("xerial snappy block length cut short")
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise CorruptRecordError("xerial snappy block cut short")
+        block = data[pos : pos + size]
+        pos += size
+        total += cramjam.snappy.decompress_raw_len(block)
+        if total > max_bytes:
+            raise CorruptRecordError(f"snappy records larger than {max_bytes} bytes")
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
+    return b"".join(out)
 
 
 def _unlz4(data: bytes, max_bytes: int) -> bytes:

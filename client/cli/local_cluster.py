@@ -74,6 +74,9 @@ DEFAULT_BASE_PORT = 9092
 # Broker N's metrics listener (/metrics and the status page) is on base-port + 552 + N - 1:
 # 9644 for broker 1 by default (the port Redpanda's admin API made familiar).
 METRICS_PORT_OFFSET = 552
+# Broker N's Kafka-protocol listener, for Kafka's own clients (docs/kafka.md): base-port + 100
+# + N - 1, 9192 for broker 1 by default.
+KAFKA_PORT_OFFSET = 100
 DEFAULT_BROKERS = 3
 ZK_HOST = "127.0.0.1"
 BROKER_HOST = "127.0.0.1"
@@ -112,6 +115,13 @@ class ClusterLayout:
 
     def probe_security(self) -> ClientSecurity | None:
         return local_security.broker_security(self.root) if self.secure else None
+
+    def kafka_port(self, broker_id: int) -> int:
+        return self.base_port + KAFKA_PORT_OFFSET + broker_id - 1
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(f"{BROKER_HOST}:{self.kafka_port(b)}" for b in self.broker_ids())
 
     def metrics_port(self, broker_id: int) -> int:
         return self.base_port + METRICS_PORT_OFFSET + broker_id - 1
@@ -164,10 +174,13 @@ def load_layout(root: Path) -> ClusterLayout | None:
 def broker_properties(layout: ClusterLayout, broker_id: int) -> str:
     """server.properties for one local broker, in Kafka's names."""
     port = layout.broker_port(broker_id)
+    kafka = f"KAFKA://{BROKER_HOST}:{layout.kafka_port(broker_id)}"
     settings = {
         "broker.id": broker_id,
-        "listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
-        "advertised.listeners": f"PLAINTEXT://{BROKER_HOST}:{port}",
+        "listeners": f"PLAINTEXT://{BROKER_HOST}:{port},{kafka}",
+        "advertised.listeners": f"PLAINTEXT://{BROKER_HOST}:{port},{kafka}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT",
+        "listener.wire.protocol.map": "KAFKA:kafka",
         "metrics.listener": f"http://{BROKER_HOST}:{layout.metrics_port(broker_id)}",
         "zookeeper.connect": layout.zk_connect,
         "zookeeper.session.timeout.ms": 6000,
@@ -233,6 +246,8 @@ def up(
         ensure_started(spec, echo)
     _wait_cluster_ready(layout, specs, timeout_s)
     echo(f"ZooKeeper: {layout.zk_connect}; {layout.brokers} broker(s): {layout.bootstrap}")
+    if not layout.secure:
+        echo(f"Kafka clients (kcat, librdkafka, Java, Spark): {layout.kafka_bootstrap}")
     if secure:
         _set_up_admin(layout, echo)
         return layout

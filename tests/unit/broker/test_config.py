@@ -607,6 +607,7 @@ def test_describe_names_every_setting_with_a_value_of_its_own() -> None:
         "listeners",
         "advertised.listeners",
         "listener.security.protocol.map",
+        "listener.wire.protocol.map",
         "inter.broker.listener.name",
         "security.inter.broker.protocol",
         "authorizer.class.name",

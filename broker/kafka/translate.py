@@ -1,0 +1,210 @@
+"""Per-API translation between a Kafka request (kio's classes) and the Highwater request the
+broker's handler takes, and back for the response. Pure.
+
+Most APIs need nothing but protocol.kafka.mapping's field-by-name conversion. What is
+written out here is where the two differ: record batches (Produce, Fetch), the ApiVersions
+table, Metadata's topic list, FindCoordinator's single key before v4, OffsetCommit's
+generation, and two safety rules of this listener: every request is a client's (replica_id
+is forced to -1, so no follower privileges: Kafka's own listeners refuse those without
+CLUSTER_ACTION) and Fetch's last stable offset is the high watermark (no transactions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from protocol.apis import ApiKey, api_spec
+from protocol.errors import ErrorCode, HighwaterError
+from protocol.kafka.frames import KafkaRequest, response_class
+from protocol.kafka.mapping import convert
+from protocol.kafka.records import from_kafka_batches, to_kafka_batches
+from protocol.kafka.versions import ADVERTISED
+from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+from protocol.messages.fetch import FetchRequest
+from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.metadata import MetadataRequest
+from protocol.messages.offset_commit import OffsetCommitRequest
+from protocol.messages.produce import (
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicData,
+    ProduceTopicResponse,
+)
+
+__all__ = ["Translated", "advertised_versions", "request_to_highwater", "response_to_kafka"]
+
+
+@dataclass(frozen=True, slots=True)
+class Translated:
+    """A Kafka request as its Highwater twin, with what the response needs to go back."""
+
+    api_key: int
+    body: Any  # the Highwater request
+    kafka: KafkaRequest
+    # Produce: partitions refused before the handler (batches that did not convert).
+    refused: tuple[tuple[str, ProducePartitionResponse], ...] = ()
+
+
+def advertised_versions() -> ApiVersionsResponse:
+    return ApiVersionsResponse(
+        ErrorCode.NONE,
+        tuple(ApiVersionRange(key, low, high) for key, (low, high) in ADVERTISED.items()),
+    )
+
+
+def request_to_highwater(kafka: KafkaRequest) -> Translated:
+    key = kafka.header.api_key
+    special = _REQUESTS.get(key)
+    if special is not None:
+        return special(kafka)
+    return Translated(key, convert(kafka.body, api_spec(key).request), kafka)
+
+
+def response_to_kafka(translated: Translated, response: Any) -> Any:
+    key = translated.api_key
+    target = response_class(key, translated.kafka.header.api_version)
+    special = _RESPONSES.get(key)
+    if special is not None:
+        response = special(translated, response)
+    return convert(response, target)
+
+
+def _metadata(kafka: KafkaRequest) -> Translated:
+    body = kafka.body
+    topics: tuple[str, ...] | None
+    if body.topics is None or (kafka.header.api_version == 0 and not body.topics):
+        topics = None  # v0: an empty list asks for every topic
+    else:
+        topics = tuple(t.name for t in body.topics if t.name is not None)
+    allow = bool(getattr(body, "allow_auto_topic_creation", kafka.header.api_version < 4))
+    return Translated(ApiKey.METADATA, MetadataRequest(topics, allow), kafka)
+
+
+def _find_coordinator(kafka: KafkaRequest) -> Translated:
+    body = kafka.body
+    request = FindCoordinatorRequest((body.key,), getattr(body, "key_type", 0))
+    return Translated(ApiKey.FIND_COORDINATOR, request, kafka)
+
+
+def _find_coordinator_response(translated: Translated, response: Any) -> Any:
+    (coordinator,) = response.coordinators
+    return _Flat(
+        throttle_time_ms=response.throttle_time_ms,
+        error_code=coordinator.error_code,
+        error_message=coordinator.error_message,
+        node_id=coordinator.node_id,
+        host=coordinator.host,
+        port=coordinator.port,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Flat:
+    """FindCoordinator's response before v4 (one coordinator, its fields at the top)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    node_id: int
+    host: str
+    port: int
+
+
+def _offset_commit(kafka: KafkaRequest) -> Translated:
+    request = convert(kafka.body, OffsetCommitRequest)
+    epoch = kafka.body.generation_id_or_member_epoch
+    request = dataclasses.replace(request, member_epoch=epoch)
+    return Translated(ApiKey.OFFSET_COMMIT, request, kafka)
+
+
+def _fetch(kafka: KafkaRequest) -> Translated:
+    request = dataclasses.replace(convert(kafka.body, FetchRequest), replica_id=-1)
+    return Translated(ApiKey.FETCH, request, kafka)
+
+
+def _fetch_response(translated: Translated, response: Any) -> Any:
+    topics = []
+    for topic in response.responses:
+        partitions = []
+        for p in topic.partitions:
+            partitions.append(
+                dataclasses.replace(
+                    p,
+                    records=to_kafka_batches(p.records) if p.records else p.records,
+                    last_stable_offset=p.high_watermark,
+                )
+            )
+        topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
+    return dataclasses.replace(response, responses=tuple(topics))
+
+
+def _produce(kafka: KafkaRequest) -> Translated:
+    body = kafka.body
+    topics = []
+    refused = []
+    for topic in body.topic_data:
+        accepted = []
+        for p in topic.partition_data:
+            try:
+                records = from_kafka_batches(bytes(p.records or b""))
+            except HighwaterError as exc:
+                refused.append(
+                    (
+                        topic.name,
+                        ProducePartitionResponse(p.index, exc.code, error_message=exc.message),
+                    )
+                )
+                continue
+            accepted.append(ProducePartitionData(p.index, records))
+        if accepted:
+            topics.append(ProduceTopicData(topic.name, tuple(accepted)))
+    timeout_ms = int(body.timeout.total_seconds() * 1000)
+    request = ProduceRequest(body.acks, timeout_ms, tuple(topics), body.transactional_id)
+    return Translated(ApiKey.PRODUCE, request, kafka, tuple(refused))
+
+
+def _produce_response(translated: Translated, response: ProduceResponse) -> ProduceResponse:
+    if not translated.refused:
+        return response
+    by_topic = {t.name: list(t.partition_responses) for t in response.responses}
+    for name, refused in translated.refused:
+        by_topic.setdefault(name, []).append(refused)
+    return dataclasses.replace(
+        response,
+        responses=tuple(ProduceTopicResponse(n, tuple(ps)) for n, ps in by_topic.items()),
+    )
+
+
+def _api_versions_response(translated: Translated, response: Any) -> Any:
+    return advertised_versions()
+
+
+def _forced_client(key: int) -> Callable[[KafkaRequest], Translated]:
+    def translate(kafka: KafkaRequest) -> Translated:
+        request = convert(kafka.body, api_spec(key).request)
+        return Translated(key, dataclasses.replace(request, replica_id=-1), kafka)
+
+    return translate
+
+
+_REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.METADATA: _metadata,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.LIST_OFFSETS: _forced_client(ApiKey.LIST_OFFSETS),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _forced_client(ApiKey.OFFSET_FOR_LEADER_EPOCH),
+}
+
+_RESPONSES: Final[dict[int, Callable[[Translated, Any], Any]]] = {
+    ApiKey.PRODUCE: _produce_response,
+    ApiKey.FETCH: _fetch_response,
+    ApiKey.FIND_COORDINATOR: _find_coordinator_response,
+    ApiKey.API_VERSIONS: _api_versions_response,
+}

@@ -1,0 +1,175 @@
+"""Kafka's v2 record batches to and from Highwater's, for a Kafka listener.
+
+The two share the 61-byte batch header field for field; only the records section differs
+(Kafka: varint-framed records; Highwater: one msgpack array, docs/protocol.md). So a batch
+keeps its header values (offsets, producer id, epoch and sequence, timestamps, codec) and
+only its records section is re-encoded, then its length and CRC are computed anew. Kafka's
+records are read and written by aiokafka's C record codec. Each conversion is bounded:
+records sections decompress through protocol.compression's limits.
+
+As Kafka's LogValidator, a produced batch's max_timestamp is recomputed from its records
+rather than trusted, and transactional, control and LogAppendTime batches are refused.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Final
+
+from aiokafka.errors import CorruptRecordException
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from protocol.compression import MAX_DECOMPRESSED_BYTES, Compression, decompress
+from protocol.errors import CorruptRecordError, InvalidRecordError
+from protocol.records import (
+    BATCH_HEADER_BYTES,
+    BATCH_PREFIX,
+    CONTROL_BIT,
+    LOG_OVERHEAD_BYTES,
+    MAGIC_V2,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    batch_entries,
+    build_batch_from_entries,
+    crc32c,
+    iter_plain_sections,
+    read_header,
+)
+
+__all__ = ["from_kafka_batches", "to_kafka_batches"]
+
+_TAIL: Final = struct.Struct(">hiqqqhii")  # attributes .. record_count (bytes 21-60)
+_MAGIC_AND_CRC: Final = struct.Struct(">bI")
+_ATTRIBUTES: Final = struct.Struct(">h")
+_NO_LIMIT: Final = 2**31 - 1
+_COMPRESSION_MASK: Final = 0x07
+
+
+def from_kafka_batches(
+    records: bytes, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES
+) -> bytes:
+    """A Produce request's records (one or more Kafka batches) as Highwater batches.
+    CorruptRecordError (CORRUPT_MESSAGE) for bytes that are not whole, intact batches;
+    InvalidRecordError (INVALID_RECORD) for batches Kafka's LogValidator refuses too."""
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(records):
+        header = read_header(records, pos)
+        end = pos + header.size
+        if end > len(records):
+            raise CorruptRecordError(f"batch at byte {pos} is cut short")
+        if crc32c(memoryview(records)[pos + 21 : end]) != header.crc:
+            raise CorruptRecordError(f"batch at byte {pos}: CRC mismatch")
+        out.append(_from_kafka_batch(records, pos, header, max_decompressed_bytes))
+        pos = end
+    if not out:
+        raise CorruptRecordError("no record batch")
+    return b"".join(out)
+
+
+def _from_kafka_batch(records: bytes, pos: int, header: BatchHeader, max_bytes: int) -> bytes:
+    if header.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT):
+        raise InvalidRecordError("transactional and control batches are not supported")
+    if header.attributes & TIMESTAMP_TYPE_BIT:
+        raise InvalidRecordError("a producer's batch must use CreateTime timestamps")
+    if header.record_count <= 0:
+        raise InvalidRecordError("a produced batch holds at least one record")
+    section = records[pos + BATCH_HEADER_BYTES : pos + header.size]
+    plain = decompress(header.compression, section, max_bytes)
+    entries = []
+    base = header.base_timestamp
+    try:
+        for record in DefaultRecordBatch(_uncompressed(header, plain)):
+            entries.append(
+                [
+                    record.timestamp - base,
+                    record.offset,
+                    record.key,
+                    record.value,
+                    [[name, value] for name, value in record.headers],
+                ]
+            )
+    except (CorruptRecordException, UnicodeDecodeError, ValueError) as exc:
+        raise CorruptRecordError(f"records section: {exc}") from exc
+    if len(entries) != header.record_count:
+        raise CorruptRecordError(
+            f"records section holds {len(entries)} records, not {header.record_count}"
+        )
+    return build_batch_from_entries(
+        entries,
+        base_timestamp=base,
+        max_timestamp=max(base + e[0] for e in entries),
+        compression=Compression(header.compression),
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        last_offset_delta=header.last_offset_delta,
+    )
+
+
+def _uncompressed(header: BatchHeader, plain: bytes) -> bytes:
+    """The batch with its records section decompressed, as aiokafka's reader takes it (its
+    CRC is not checked again)."""
+    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(plain)
+    return (
+        BATCH_PREFIX.pack(header.base_offset, batch_length, header.partition_leader_epoch)
+        + _MAGIC_AND_CRC.pack(MAGIC_V2, 0)
+        + _tail(header, header.attributes & ~_COMPRESSION_MASK, header.record_count)
+        + plain
+    )
+
+
+def _tail(header: BatchHeader, attributes: int, record_count: int) -> bytes:
+    return _TAIL.pack(
+        attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        record_count,
+    )
+
+
+def to_kafka_batches(records: bytes) -> bytes:
+    """Stored batches (a Fetch's records) as Kafka's; a partial batch at the end is dropped
+    (a fetch cut at max_bytes; Kafka clients skip it too)."""
+    out: list[bytes] = []
+    for pos, header, section in iter_plain_sections(records):
+        parsed, entries = batch_entries(records, pos, header, section)
+        out.append(_to_kafka_batch(parsed, entries))
+    return b"".join(out)
+
+
+def _to_kafka_batch(header: BatchHeader, entries: tuple[Any, ...]) -> bytes:
+    attributes = header.attributes
+    if entries:
+        builder = DefaultRecordBatchBuilder(
+            magic=MAGIC_V2,
+            compression_type=header.compression,
+            is_transactional=0,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            batch_size=_NO_LIMIT,
+        )
+        base = header.base_timestamp
+        for ts_delta, offset_delta, key, value, headers in entries:
+            builder.append(offset_delta, base + ts_delta, key, value, list(headers))
+        built = builder.build()
+        # aiokafka sends a section uncompressed where compressing did not make it smaller.
+        (built_attributes,) = _ATTRIBUTES.unpack_from(built, 21)
+        attributes = (attributes & ~_COMPRESSION_MASK) | (built_attributes & _COMPRESSION_MASK)
+        section = bytes(built[BATCH_HEADER_BYTES:])
+    else:
+        section = b""  # a batch the cleaner emptied keeps its header (RETAIN_EMPTY)
+        attributes &= ~_COMPRESSION_MASK
+    tail = _tail(header, attributes, len(entries)) + section
+    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
+    return (
+        BATCH_PREFIX.pack(header.base_offset, batch_length, header.partition_leader_epoch)
+        + _MAGIC_AND_CRC.pack(MAGIC_V2, crc32c(tail))
+        + tail
+    )
