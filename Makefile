@@ -14,7 +14,7 @@ ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers zookeeper openssl nftables faketime containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kcat zookeeper openssl nftables faketime containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -73,6 +73,15 @@ faketime:
 		echo "installing faketime from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q faketime; \
+	fi
+
+# The Kafka listener's tests (tests/integration/test_kafka_clients.py) drive Debian's kcat
+# (librdkafka's command-line client); installed only where missing.
+kcat:
+	@if ! command -v kcat >/dev/null 2>&1; then \
+		echo "installing kcat from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade kcat; \
 	fi
 
 # The peer benchmark's servers (tests/benchmarks/peers): Debian's redis-server and nats-server,
@@ -135,11 +144,11 @@ unit: venv
 INTEGRATION_WORKERS ?= 2
 INTEGRATION_ARGS = $(if $(filter 0,$(INTEGRATION_WORKERS)),,-n $(INTEGRATION_WORKERS) --dist loadfile)
 
-integration: venv zookeeper openssl nftables faketime containers browser
+integration: venv zookeeper openssl nftables faketime containers browser kcat
 	$(BIN)/pytest $(INTEGRATION_ARGS) tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core.
-test: venv zookeeper openssl nftables faketime containers browser lint typecheck imports
+test: venv zookeeper openssl nftables faketime containers browser kcat lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation tests/fuzz
 	$(BIN)/pytest $(INTEGRATION_ARGS) tests/integration
 

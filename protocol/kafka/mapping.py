@@ -51,7 +51,10 @@ def _plan(source: Any, target: Any) -> _Convert:
     for f in dataclasses.fields(target):
         hint = _hints(target)[f.name]
         if f.name in source_fields:
-            steps.append((f.name, f.name, _converter(source_hints[f.name], hint)))
+            step = _converter(source_hints[f.name], hint)
+            if f.default is not dataclasses.MISSING and not _strip_optional(hint)[1]:
+                step = _none_as_default(step, f.default)  # e.g. Fetch's diverging_epoch
+            steps.append((f.name, f.name, step))
         elif f.name + "_ms" in source_fields and _is_time(_strip_optional(hint)[0]):
             steps.append((f.name, f.name + "_ms", _converter(int, hint)))
         elif f.name.endswith("_ms") and f.name[:-3] in source_fields:
@@ -68,6 +71,13 @@ def _plan(source: Any, target: Any) -> _Convert:
         )
 
     return run
+
+
+def _none_as_default(step: _Convert, default: Any) -> _Convert:
+    def convert_or_default(value: Any) -> Any:
+        return default if value is None else step(value)
+
+    return convert_or_default
 
 
 def _constant(value: Any) -> _Convert:

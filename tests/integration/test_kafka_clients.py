@@ -1,0 +1,288 @@
+"""Kafka clients nobody here wrote, against a 3-broker cluster's Kafka listeners (docs/kafka.md):
+Debian's kcat and confluent-kafka (both librdkafka), and raw frames for the refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from client.cli.zookeeper_server import ZooKeeperServer
+from protocol.framing import NEED_DATA, FrameDecoder
+from tests.integration.cluster_harness import Cluster, wait_until
+from tests.integration.replication_checks import (
+    FAST_REPLICATION,
+    prepare_cluster,
+    whole_cluster_around,
+)
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+CLI = [sys.executable, "-m", "client.cli"]
+DEADLINE_S = 60
+KCAT = shutil.which("kcat")
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    if KCAT is None:
+        pytest.fail("kcat is not installed (make kcat)")  # make test installs it: never skip
+    cluster = Cluster(
+        zookeeper.port,
+        tmp_path_factory.mktemp("kafka-clients"),
+        3,
+        {**FAST_REPLICATION, "listener.wire.protocol.map": "KAFKA:kafka"},
+        listeners={"PLAINTEXT": "PLAINTEXT", "KAFKA": "PLAINTEXT"},
+    )
+    cluster.start()
+    try:
+        prepare_cluster(cluster, timeout_s=60)
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(autouse=True)
+def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from whole_cluster_around(cluster, request)
+
+
+def kafka_bootstrap(cluster: Cluster) -> str:
+    return cluster.bootstrap_on("KAFKA")
+
+
+def cli(cluster: Cluster, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "HIGHWATER_DEBUG"}
+    env["HIGHWATER_BOOTSTRAP"] = cluster.bootstrap
+    result = subprocess.run(
+        [*CLI, *args], input=stdin, capture_output=True, env=env, timeout=DEADLINE_S
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result
+
+
+def kcat(cluster: Cluster, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    assert KCAT is not None
+    result = subprocess.run(
+        [KCAT, "-b", kafka_bootstrap(cluster), *args],
+        input=stdin,
+        capture_output=True,
+        timeout=DEADLINE_S,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> None:
+    cli(
+        cluster,
+        "topics",
+        "create",
+        name,
+        "--partitions",
+        str(partitions),
+        "--replication-factor",
+        "3",
+        "--config",
+        "min.insync.replicas=2",
+    )
+
+
+def test_kcat_metadata_agrees_with_topics_describe(cluster: Cluster) -> None:
+    create_topic(cluster, "k-meta")
+    ours = json.loads(cli(cluster, "topics", "describe", "k-meta", "--json").stdout)[0]
+    theirs = json.loads(kcat(cluster, "-L", "-J", "-t", "k-meta").stdout)
+    brokers = {b["id"]: b["name"] for b in theirs["brokers"]}
+    assert brokers == {i: f"127.0.0.1:{b.port_of('KAFKA')}" for i, b in cluster.brokers.items()}
+    (topic,) = theirs["topics"]
+    assert topic["topic"] == "k-meta"
+    seen = {
+        p["partition"]: (
+            p["leader"],
+            [r["id"] for r in p["replicas"]],
+            sorted(r["id"] for r in p["isrs"]),
+        )
+        for p in topic["partitions"]
+    }
+    assert seen == {
+        p["partition"]: (p["leader"], p["replicas"], sorted(p["isr"])) for p in ours["partitions"]
+    }
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kcat_produces_each_codec_and_reads_it_back(cluster: Cluster, codec: str) -> None:
+    topic = f"k-codec-{codec}"
+    create_topic(cluster, topic, partitions=1)
+    lines = b"".join(b"key%d:value %d\n" % (i, i) for i in range(2000))
+    kcat(cluster, "-P", "-t", topic, "-p", "0", "-z", codec, "-K:", "-H", "h1=v1", stdin=lines)
+    out = kcat(
+        cluster, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o|%k|%s|%h\n"
+    ).stdout.decode()
+    assert out.splitlines() == [f"{i}|key{i}|value {i}|h1=v1" for i in range(2000)]
+    # the last 10 (ListOffsets latest), and from a timestamp (ListOffsets by time)
+    tail = kcat(cluster, "-C", "-t", topic, "-p", "0", "-o", "-10", "-e", "-f", "%o\n").stdout
+    assert tail.decode().split() == [str(i) for i in range(1990, 2000)]
+    first = kcat(cluster, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-c", "1", "-f", "%T\n")
+    timestamp = int(first.stdout.decode())
+    since = kcat(
+        cluster, "-C", "-t", topic, "-p", "0", "-o", f"s@{timestamp}", "-c", "1", "-f", "%o\n"
+    )
+    assert since.stdout.decode().strip() == "0"
+
+
+def test_records_cross_between_kcat_and_highwater_byte_for_byte(cluster: Cluster) -> None:
+    create_topic(cluster, "k-mixed", partitions=1)
+    ours = [{"key": "alice", "value": "from highwater", "headers": [{"key": "src", "value": "hw"}]}]
+    stdin = "".join(json.dumps(r) + "\n" for r in ours).encode()
+    cli(cluster, "produce", "k-mixed", "--json", stdin=stdin)
+    kcat(
+        cluster, "-P", "-t", "k-mixed", "-p", "0", "-K:", "-H", "src=kcat", stdin=b"bob:from kcat\n"
+    )
+    theirs = (
+        kcat(cluster, "-C", "-t", "k-mixed", "-o", "beginning", "-e", "-J")
+        .stdout.decode()
+        .splitlines()
+    )
+    via_kcat = [json.loads(line) for line in theirs]
+    via_highwater = [
+        json.loads(line)
+        for line in cli(cluster, "consume", "k-mixed", "--from-beginning", "-e", "--json")
+        .stdout.decode()
+        .splitlines()
+    ]
+    assert [(r["offset"], r["key"], r["payload"]) for r in via_kcat] == [
+        (0, "alice", "from highwater"),
+        (1, "bob", "from kcat"),
+    ]
+    assert [r["headers"] for r in via_kcat] == [["src", "hw"], ["src", "kcat"]]
+    assert [(r["offset"], r["key"], r["value"], r["headers"]) for r in via_highwater] == [
+        (0, "alice", "from highwater", [{"key": "src", "value": "hw"}]),
+        (1, "bob", "from kcat", [{"key": "src", "value": "kcat"}]),
+    ]
+    assert [r["timestamp"] for r in via_highwater] == [r["ts"] for r in via_kcat]
+
+
+def test_confluent_kafka_idempotent_producer_and_assigned_consumer(cluster: Cluster) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    create_topic(cluster, "ck-idem", partitions=3)
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka_bootstrap(cluster),
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": "lz4",
+            "linger.ms": 5,
+        }
+    )
+    acked: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    errors: list[str] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[msg.partition()].append(msg.offset())  # type: ignore[attr-defined]
+
+    for i in range(3000):
+        producer.produce(
+            "ck-idem",
+            key=b"k%d" % i,
+            value=b"v%d" % i,
+            partition=i % 3,
+            headers=[("n", str(i).encode())],
+            on_delivery=delivered,
+        )
+    assert producer.flush(DEADLINE_S) == 0
+    assert errors == []
+    assert {p: sorted(o) for p, o in acked.items()} == {p: list(range(1000)) for p in range(3)}
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap(cluster),
+            "group.id": "ck-assign",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition("ck-idem", 1), timeout=10) == (0, 1000)
+        consumer.assign([TopicPartition("ck-idem", p, 0) for p in range(3)])
+        got: dict[int, list[tuple[int, bytes, bytes]]] = {0: [], 1: [], 2: []}
+        deadline = time.monotonic() + DEADLINE_S
+        while sum(map(len, got.values())) < 3000 and time.monotonic() < deadline:
+            for m in consumer.consume(500, 1.0):
+                assert m.error() is None, m.error()
+                got[m.partition()].append((m.offset(), m.key(), m.value()))
+        for p in range(3):
+            assert [o for o, _, _ in got[p]] == list(range(1000))
+            assert [v for _, _, v in got[p]] == [b"v%d" % i for i in range(p, 3000, 3)]
+        # seek back, and offsets_for_times / a memberless commit (OffsetCommit, OffsetFetch)
+        consumer.seek(TopicPartition("ck-idem", 0, 500))
+        (m,) = consumer.consume(1, 10)
+        assert (m.partition(), m.offset(), m.value()) == (0, 500, b"v1500")
+        (found,) = consumer.offsets_for_times([TopicPartition("ck-idem", 2, 0)], timeout=10)
+        assert found.offset == 0
+        consumer.commit(offsets=[TopicPartition("ck-idem", 1, 777)], asynchronous=False)
+        (committed,) = consumer.committed([TopicPartition("ck-idem", 1)], timeout=10)
+        assert committed.offset == 777
+    finally:
+        consumer.close()
+    described = cli(cluster, "groups", "describe", "ck-assign").stdout.decode()
+    assert "777" in described
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    header = struct.pack(">hhih", api_key, version, correlation_id, -1)  # client_id null
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _answer(sock: socket.socket) -> bytes | None:
+    decoder = FrameDecoder(1024 * 1024)
+    while True:
+        frame = decoder.next_frame()
+        if frame is not NEED_DATA:
+            assert isinstance(frame, bytes | bytearray)
+            return bytes(frame)
+        data = sock.recv(65536)
+        if not data:
+            return None
+        decoder.receive_data(data)
+
+
+def test_unsupported_versions_and_unknown_apis_get_kafkas_answers(cluster: Cluster) -> None:
+    port = cluster.brokers[1].port_of("KAFKA")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_frame(18, 99, 7))  # ApiVersions v99
+        answer = _answer(sock)
+        assert answer is not None
+        correlation_id, error_code = struct.unpack_from(">ih", answer)
+        assert (correlation_id, error_code) == (7, 35)  # UNSUPPORTED_VERSION, then the ranges
+        (count,) = struct.unpack_from(">i", answer, 6)
+        ranges = {struct.unpack_from(">hhh", answer, 10 + 6 * i)[0] for i in range(count)}
+        assert {0, 1, 2, 3, 18} <= ranges
+        # the connection stays usable: a good ApiVersions v0 now
+        sock.sendall(_frame(18, 0, 8))
+        answer = _answer(sock)
+        assert answer is not None and struct.unpack_from(">ih", answer) == (8, 0)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_frame(57, 0, 9))  # UpdateFeatures: not served, as on a Kafka listener
+        assert _answer(sock) is None  # closed, as Kafka closes it
+    wait_until(lambda: cluster.brokers[1].running or None, 5, "the broker still running")
