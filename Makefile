@@ -172,6 +172,7 @@ soak: venv zookeeper
 # make fuzz ARGS="--inputs 100000 --api produce"; `make test` runs a short pass of the same.
 fuzz: venv
 	$(BIN)/python -m tests.fuzz.run --inputs 1000000 --jobs 2 $(ARGS)
+	$(BIN)/python -m tests.fuzz.kafka_wire --inputs 1000000
 
 bench-replication: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.replication

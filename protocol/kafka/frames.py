@@ -90,6 +90,17 @@ def _body_writer(api_key: int, api_version: int) -> Any:
     return entity_writer(response_class(api_key, api_version))
 
 
+# What kio's readers raise on bytes that are not a valid message (KeyError: a tagged field
+# it does not know; Kafka would skip it, kio refuses it).
+_READ_ERRORS: Final = (
+    DecodeError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    struct.error,
+)
 _HEADER_V1_READER: Final = entity_reader(RequestHeaderV1)
 _HEADER_V2_READER: Final = entity_reader(RequestHeaderV2)
 
@@ -106,7 +117,7 @@ def decode_kafka_request(frame_body: bytes | bytearray) -> KafkaRequest:
     flexible = supported and is_flexible(api_key, api_version)
     try:
         raw, offset = (_HEADER_V2_READER if flexible else _HEADER_V1_READER)(frame_body, 0)
-    except (DecodeError, ValueError, UnicodeDecodeError) as exc:
+    except _READ_ERRORS as exc:
         raise KafkaDecodeError(f"bad request header: {exc}", ErrorCode.INVALID_REQUEST) from exc
     header = KafkaHeader(api_key, api_version, raw.correlation_id, raw.client_id)
     if versions is None:
@@ -122,7 +133,7 @@ def decode_kafka_request(frame_body: bytes | bytearray) -> KafkaRequest:
         )
     try:
         body, used = _body_reader(api_key, api_version)(frame_body, offset)
-    except (DecodeError, ValueError, TypeError, UnicodeDecodeError, OverflowError) as exc:
+    except _READ_ERRORS as exc:
         raise KafkaDecodeError(
             f"malformed api key {api_key} v{api_version} body: {exc}",
             ErrorCode.INVALID_REQUEST,
