@@ -36,6 +36,7 @@ from client.cli.produce_report import (
     retry_warning,
 )
 from client.cli.properties import PRODUCER_PROPERTIES, PropertyError, parse_properties
+from client.cli.topic_args import one_topic, resolve_topic
 from client.errors import (
     HighwaterClientError,
     HighwaterTimeoutError,
@@ -188,7 +189,7 @@ async def _send_records(
 
 @click.command()
 @bootstrap_option
-@click.argument("topic")
+@one_topic()
 @click.option(
     "-K",
     "key_separator",
@@ -216,7 +217,7 @@ async def _send_records(
     "-0", "--null-delimited", is_flag=True, help="Records end with a NUL byte (-D '\\0')."
 )
 @click.option(
-    "--partition", type=click.IntRange(min=0), help="Send every record to this partition."
+    "-p", "--partition", type=click.IntRange(min=0), help="Send every record to this partition."
 )
 @click.option(
     "--acks",
@@ -250,6 +251,7 @@ async def _send_records(
     "given, win).",
 )
 @click.option(
+    "-J",
     "--json",
     "json_input",
     is_flag=True,
@@ -261,11 +263,15 @@ async def _send_records(
     is_flag=True,
     help='Print {"partition","offset"} per acknowledged record, {"error"} per failed one.',
 )
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No summary after Ctrl-C (errors are still printed)."
+)
 @click.pass_context
 def produce(
     ctx: click.Context,
     bootstrap: str,
-    topic: str,
+    topic: str | None,
+    topic_option: str | None,
     key_separator: str | None,
     header_options: tuple[str, ...],
     delimiter: str,
@@ -277,12 +283,14 @@ def produce(
     json_input: bool,
     print_offsets: bool,
     no_idempotence: bool,
+    quiet: bool,
 ) -> None:
     """Produce one record per line of stdin to TOPIC; exit 1 if any record failed.
 
     The producer is idempotent (acks all, each record stored once even when a request is
     retried) unless --no-idempotence or --acks 0/1. Ctrl-C stops reading, waits up to 5 s for
     the records in flight and prints how many were acknowledged."""
+    topic = resolve_topic(topic, topic_option)
     if key_separator is not None and json_input:
         raise click.UsageError("-K and --json cannot be combined (the envelope holds the key)")
     if null_delimited and ctx.get_parameter_source("delimiter") is ParameterSource.COMMANDLINE:
@@ -305,7 +313,7 @@ def produce(
     outcome = run_client(
         bootstrap, _produce, bootstrap, options, settings, sys.stdin.buffer, timeout_s=None
     )
-    if outcome.interrupted:
+    if outcome.interrupted and not quiet:
         click.echo(outcome.summary(), err=True)
     if outcome.failed or outcome.unknown:
         fail(outcome.failure_line())
