@@ -349,6 +349,25 @@ def test_headers_with_h(cluster: Cluster) -> None:
     assert values(cluster, "cli-headers", "--format", "%h|%s\n") == ["trace=abc,src=cli|v"]
 
 
+def test_z_and_null_marker_produce_tombstones(cluster: Cluster) -> None:
+    """A null value is stored, and read back as null (not as an empty value)."""
+    create(cluster, "cli-tombstones")
+    done = cli(cluster, "produce", "cli-tombstones", "-K", ":", "-Z", stdin=b"a:\nb:v\n")
+    assert done.returncode == 0, done.stderr.decode()
+    marked = cli(
+        cluster, "produce", "-t", "cli-tombstones", "-K", ":", "--null-marker", "NULL",
+        stdin=b"c:NULL\nd:\n",
+    )  # fmt: skip
+    assert marked.returncode == 0, marked.stderr.decode()
+    records = [json.loads(line) for line in values(cluster, "cli-tombstones", "--json")]
+    assert [(r["key"], r["value"]) for r in records] == [
+        ("a", None),
+        ("b", "v"),
+        ("c", None),
+        ("d", ""),
+    ]
+
+
 async def _stored_codecs(bootstrap: str, topic: str) -> set[int]:
     """The compression codec of each batch in partition 0, from a raw Fetch."""
     metadata = ClusterMetadata(bootstrap)
