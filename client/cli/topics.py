@@ -24,6 +24,7 @@ from client.cli.topic_args import one_topic, optional_topic, resolve_topic
 __all__ = ["cluster", "describe_cluster_lines", "describe_topic_lines", "topics"]
 
 ADMIN_TIMEOUT_S = 60.0  # the whole command; the Admin bounds each request itself
+_BROKER_DEFAULT = -1  # CreateTopics' partitions or replication factor the broker chooses
 
 
 def _admin(bootstrap: str) -> Admin:
@@ -125,8 +126,16 @@ def topics() -> None:
 @topics.command("create")
 @bootstrap_option
 @one_topic("name", "NAME")
-@click.option("--partitions", type=click.IntRange(min=1), required=True)
-@click.option("--replication-factor", type=click.IntRange(min=1), required=True)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    help="Default: the broker's num.partitions.",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    help="Default: the broker's default.replication.factor.",
+)
 @click.option(
     "--config",
     "configs",
@@ -138,8 +147,8 @@ def topics_create(
     bootstrap: str,
     name: str | None,
     topic_option: str | None,
-    partitions: int,
-    replication_factor: int,
+    partitions: int | None,
+    replication_factor: int | None,
     configs: tuple[str, ...],
 ) -> None:
     """Create topic NAME; wait until every partition has a leader."""
@@ -148,7 +157,13 @@ def topics_create(
 
     async def create(name: str) -> None:
         async with _admin(bootstrap) as admin:
-            await admin.create_topic(name, partitions, replication_factor, config)
+            # -1: the broker's default, as kafka-topics --create sends it (KIP-464)
+            await admin.create_topic(
+                name,
+                _BROKER_DEFAULT if partitions is None else partitions,
+                _BROKER_DEFAULT if replication_factor is None else replication_factor,
+                config,
+            )
 
     run_client(bootstrap, create, name, timeout_s=ADMIN_TIMEOUT_S)
     click.echo(f"Created topic {name}.")

@@ -1,7 +1,7 @@
 """The `highwater` produce/consume commands as a user runs them: real processes against a real
-3-broker cluster. Ctrl-C mid-stream, a wrong bootstrap, every offset form, headers, every
-compression codec, the warning while a partition has no leader, `perf consume`, and the
-Python clients' example script.
+3-broker cluster. Ctrl-C mid-stream, a wrong bootstrap, every offset form, headers,
+tombstones, `topics create` with the brokers' defaults, every compression codec, the warning
+while a partition has no leader, `perf consume`, and the Python clients' example script.
 
 One cluster for the module; each test uses its own topics.
 """
@@ -46,6 +46,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 CLI = [sys.executable, "-m", "client.cli"]
 DEADLINE_S = 60  # for conditions a test waits for (never a fixed sleep)
+# Not Kafka's defaults (1 and 1), so that `topics create` can be seen to use them.
+OVERRIDES = {**FAST_REPLICATION, "num.partitions": "2", "default.replication.factor": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("cli-tools")
-    with running_cluster(zookeeper.port, directory, FAST_REPLICATION) as cluster:
+    with running_cluster(zookeeper.port, directory, OVERRIDES) as cluster:
         yield cluster
 
 
@@ -337,6 +339,25 @@ def test_offset_errors(
     assert message in done.stderr.decode()
     assert done.stdout == b""
     no_traceback(done.stderr)
+
+
+# -- topics create -------------------------------------------------------------------------
+
+
+def test_topics_create_without_counts_uses_the_brokers_defaults(cluster: Cluster) -> None:
+    """As kafka-topics --create: num.partitions and default.replication.factor (KIP-464's -1)."""
+    for topic, counts in (("cli-defaults", []), ("cli-three", ["--partitions", "3"])):
+        done = cli(cluster, "topics", "create", topic, *counts)
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode() == f"Created topic {topic}.\n"
+    described = cli(cluster, "topics", "describe", "--json")
+    assert described.returncode == 0, described.stderr.decode()
+    shapes = {
+        t["name"]: (len(t["partitions"]), {len(p["replicas"]) for p in t["partitions"]})
+        for t in json.loads(described.stdout)
+    }
+    assert shapes["cli-defaults"] == (2, {2})
+    assert shapes["cli-three"] == (3, {2})
 
 
 # -- headers and codecs ------------------------------------------------------------------------

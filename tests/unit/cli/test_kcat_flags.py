@@ -135,6 +135,18 @@ def test_topic_commands_take_the_topic_with_t_too(
     assert admin.calls == [call]
 
 
+def test_topics_create_without_counts_leaves_them_to_the_broker(admin: type[CallingAdmin]) -> None:
+    """-1 in CreateTopics: the broker's num.partitions and default.replication.factor (KIP-464),
+    as kafka-topics --create sends when they are not given."""
+    for args in ([], ["--partitions", "3"], ["--replication-factor", "2"]):
+        assert run(["topics", "create", "n", *args]).exit_code == 1
+    assert admin.calls == [
+        ("create_topic", ("n", -1, -1, {})),
+        ("create_topic", ("n", 3, -1, {})),
+        ("create_topic", ("n", -1, 2, {})),
+    ]
+
+
 def test_configs_take_the_topic_as_an_argument_too(admin: type[CallingAdmin]) -> None:
     for args in (["configs", "describe", "n"], ["configs", "describe", "--topic", "n"]):
         assert run(args).exit_code == 1
