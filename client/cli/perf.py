@@ -59,7 +59,8 @@ def perf_produce(
     no_idempotence: bool,
 ) -> None:
     """Send records and print records/s, MB/s and latency percentiles; then the build-only
-    rate of the same batches in this process, and the ratio. TOPIC must exist."""
+    rate of the same batches in this process, and the ratio (not with --throughput). TOPIC
+    must exist."""
     name = resolve_topic(topic, topic_option)
     result = run_client(
         bootstrap,
@@ -82,7 +83,8 @@ def perf_produce(
         perf_tools.producer_summary_line(result.latencies_ms, result.elapsed_s, result.bytes_total)
     )
     floor = perf_tools.build_only_rate(num_records, record_size, batch_size, compression)
-    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor):
+    capped = throughput > 0
+    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor, capped=capped):
         click.echo(line)
     if result.failed:
         fail(f"{result.failed} of {num_records} records failed; first: {result.first_error}")
