@@ -13,6 +13,10 @@ PORT ?=
 ZK_PORT ?=
 ARGS ?=
 DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_PORT)) $(ARGS)
+# setuptools' notices on every install of this project (pyproject's ext-modules table is
+# "experimental"; the editable-install banner), silenced by their exact text: any other warning,
+# and every error, still shows.
+QUIET_SETUPTOOLS := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignore:Editable installation'
 
 .PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kcat zookeeper openssl nftables faketime containers browser venv base-venv clean
 
@@ -21,17 +25,17 @@ $(BASE_STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e .
+	$(QUIET_SETUPTOOLS) $(BIN)/pip install -q -c constraints.txt -e .
 	touch $(BASE_STAMP)
 
 # Everything: the dev and spark extras too.
 $(STAMP): $(BASE_STAMP)
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
+	$(QUIET_SETUPTOOLS) $(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
 	touch $(STAMP)
 
 # The peer benchmark's clients (redis, hiredis, nats-py): only `make bench-peers` needs them.
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark,bench]'
+	$(QUIET_SETUPTOOLS) $(BIN)/pip install -q -c constraints.txt -e '.[dev,spark,bench]'
 	touch $(BENCH_STAMP)
 
 base-venv: $(BASE_STAMP)

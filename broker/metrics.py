@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -94,6 +94,12 @@ def new_registry(
     ctx: BrokerContext, server: BrokerServer
 ) -> tuple[CollectorRegistry, BrokerCollector]:
     registry = CollectorRegistry(auto_describe=False)
+    # The standard families every Prometheus client library exposes: process_* (CPU seconds,
+    # resident memory, open and maximum file descriptors, start time) and python_* (garbage
+    # collections, version), in this broker's registry rather than the library's global one.
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
     collector = BrokerCollector(ctx, server)
     registry.register(collector)
     return registry, collector
@@ -199,10 +205,10 @@ class BrokerCollector(Collector):
     def _partitions(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
         leo = GaugeMetricFamily(
-            PREFIX + "log_log_end_offset", "Log end offset of each replica here.", labels=labels
+            PREFIX + "log_end_offset", "Log end offset of each replica here.", labels=labels
         )
         start = GaugeMetricFamily(
-            PREFIX + "log_log_start_offset", "Log start offset of each replica here.", labels=labels
+            PREFIX + "log_start_offset", "Log start offset of each replica here.", labels=labels
         )
         size = GaugeMetricFamily(
             PREFIX + "log_size_bytes", "Bytes on disk of each replica's log.", labels=labels

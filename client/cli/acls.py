@@ -231,7 +231,7 @@ def remove(
 @bootstrap_option
 @click.option("--principal", "principals", multiple=True, metavar="User:NAME")
 @_resources
-@click.option("--json", "as_json", is_flag=True, help="One JSON array of bindings.")
+@click.option("-J", "--json", "as_json", is_flag=True, help="One JSON array of bindings.")
 def list_acls(
     bootstrap: str,
     principals: tuple[str, ...],

@@ -103,7 +103,12 @@ def bootstrap_option(func: F) -> F:
         "sasl.username, sasl.password or sasl.jaas.config, ssl.truststore.location, ...; "
         "for admin commands also request.timeout.ms, retry.backoff.ms, client.id).",
     )
-    return config(option(func))
+    decorated = config(option(func))
+    # Listed last in --help, after the command's own options: click lists parameters in the
+    # reverse order of their decorators' application, this one's being the list's last two.
+    params = getattr(decorated, "__click_params__", [])
+    params[:] = [*params[-1:], *params[-2:-1], *params[:-2]]
+    return decorated
 
 
 def _load_command_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

@@ -23,6 +23,7 @@ from client.admin import (
 )
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.format import format_table
+from client.cli.topic_args import one_topic, optional_topic
 from protocol.messages.common import ConfigResourceType
 from protocol.messages.incremental_alter_configs import AlterConfigOpType
 
@@ -123,7 +124,9 @@ def _value(value: str | None) -> str:
 def _resource(topic: str | None, broker: int | None, broker_defaults: bool) -> ConfigResource:
     given = [topic is not None, broker is not None, broker_defaults]
     if sum(given) != 1:
-        raise click.UsageError("give exactly one of --topic, --broker, --broker-defaults")
+        raise click.UsageError(
+            "give exactly one of TOPIC (or --topic), --broker, --broker-defaults"
+        )
     if topic is not None:
         return ConfigResource.topic(topic)
     return ConfigResource.broker(broker)
@@ -136,23 +139,24 @@ def configs() -> None:
 
 @configs.command("describe")
 @bootstrap_option
-@click.option("--topic", metavar="NAME", help="A topic's configs.")
+@one_topic()
 @click.option("--broker", type=click.IntRange(min=0), metavar="ID", help="A broker's settings.")
 @click.option(
     "--broker-defaults", is_flag=True, help="The cluster-wide dynamic broker defaults that are set."
 )
 @click.option("--synonyms", is_flag=True, help="Also every source each value could come from.")
-@click.option("--json", "json_output", is_flag=True, help="One JSON list of configs.")
+@click.option("-J", "--json", "json_output", is_flag=True, help="One JSON list of configs.")
 def configs_describe(
     bootstrap: str,
     topic: str | None,
+    topic_option: str | None,
     broker: int | None,
     broker_defaults: bool,
     synonyms: bool,
     json_output: bool,
 ) -> None:
-    """Every config of a topic (or every setting of a broker) with its value and source."""
-    resource = _resource(topic, broker, broker_defaults)
+    """Every config of TOPIC (or every setting of a broker) with its value and source."""
+    resource = _resource(optional_topic(topic, topic_option), broker, broker_defaults)
 
     async def describe() -> list[ConfigEntry]:
         async with Admin(bootstrap, **admin_settings()) as admin:
@@ -171,7 +175,7 @@ def configs_describe(
 
 @configs.command("alter")
 @bootstrap_option
-@click.option("--topic", metavar="NAME", help="Alter this topic's configs.")
+@one_topic()
 @click.option("--broker-defaults", is_flag=True, help="Alter the cluster-wide broker defaults.")
 @click.option(
     "--config",
@@ -191,14 +195,15 @@ def configs_describe(
 def configs_alter(
     bootstrap: str,
     topic: str | None,
+    topic_option: str | None,
     broker_defaults: bool,
     set_pairs: tuple[str, ...],
     delete_configs: tuple[str, ...],
     validate_only: bool,
 ) -> None:
-    """Set or delete configs of a topic or of the cluster-wide broker defaults; every broker
+    """Set or delete configs of TOPIC or of the cluster-wide broker defaults; every broker
     applies the change within seconds. Per-broker settings are not dynamic (server.properties)."""
-    resource = _resource(topic, None, broker_defaults)
+    resource = _resource(optional_topic(topic, topic_option), None, broker_defaults)
     set_configs = parse_config_pairs(set_pairs)
     if not set_configs and not delete_configs:
         fail("nothing to alter: give --config KEY=VALUE or --delete-config KEY", exit_code=2)

@@ -30,6 +30,7 @@ from client.cli.format import (
 from client.cli.interrupts import Interrupts
 from client.cli.offsets import OffsetSpec, parse_offsets, seek_start, stop_offsets
 from client.cli.properties import CONSUMER_PROPERTIES, PropertyError, parse_properties
+from client.cli.topic_args import resolve_topics, topics_option
 from client.consumer import Consumer, ConsumerRecord, TopicPartition
 from client.errors import CorruptBatchError, HighwaterClientError, UnknownTopicError
 
@@ -195,8 +196,11 @@ async def _poll_and_print(
 @click.command()
 @bootstrap_option
 @click.argument("topics", nargs=-1)
+@topics_option
 @click.option("--pattern", help="Consume every topic whose whole name matches this regex.")
-@click.option("--partition", type=click.IntRange(min=0), help="Only this partition (one topic).")
+@click.option(
+    "-p", "--partition", type=click.IntRange(min=0), help="Only this partition (one topic)."
+)
 @click.option(
     "--group",
     help="Consume as a member of this consumer group: the group assigns the partitions, "
@@ -222,8 +226,9 @@ async def _poll_and_print(
 @click.option(
     "-e", "--exit-at-end", is_flag=True, help="Exit once the end offsets at start are reached."
 )
-@click.option("--max-messages", type=click.IntRange(min=1), help="Exit after N records.")
+@click.option("-c", "--max-messages", type=click.IntRange(min=1), help="Exit after N records.")
 @click.option(
+    "-f",
     "--format",
     "fmt",
     help="kcat format: %t topic, %p partition, %o offset, %k key, %s value, %T timestamp, "
@@ -231,6 +236,7 @@ async def _poll_and_print(
     "Default: %s\\n.",
 )
 @click.option(
+    "-J",
     "--json",
     "json_output",
     is_flag=True,
@@ -246,9 +252,16 @@ async def _poll_and_print(
     help="Any consumer setting by Kafka's name, e.g. -X fetch.max.wait.ms=100 or -X "
     "auto.offset.reset=earliest (then an offset out of range resets instead of failing).",
 )
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No summary on stderr (errors and warnings are still printed).",
+)
 def consume(
     bootstrap: str,
     topics: tuple[str, ...],
+    topic_options: tuple[str, ...],
     pattern: str | None,
     partition: int | None,
     group: str | None,
@@ -260,6 +273,7 @@ def consume(
     fmt: str | None,
     json_output: bool,
     properties: tuple[str, ...],
+    quiet: bool,
 ) -> None:
     """Print the records of TOPICS (all partitions unless --partition) to stdout; the summary
     goes to stderr. Ctrl-C ends it with the summary, exit 0."""
@@ -269,7 +283,7 @@ def consume(
         raise click.BadParameter(str(exc), param_hint="-X") from exc
     group = group or settings.pop("group_id", None)
     options = _options(
-        topics,
+        resolve_topics(topics, topic_options),
         pattern,
         partition,
         offset_values,
@@ -305,8 +319,9 @@ def consume(
     out = sys.stdout.buffer
 
     def summary() -> None:
-        click.echo(f"Processed a total of {progress.count} messages", err=True)
-        group_summary(progress.group)
+        if not quiet:
+            click.echo(f"Processed a total of {progress.count} messages", err=True)
+        group_summary(progress.group, quiet=quiet)
 
     # A reader that goes away (`| head`) raises BrokenPipeError out of here: the CLI's entry
     # point (client/cli/main.py) ends the command quietly, without the summary.
@@ -331,8 +346,8 @@ _KAFKA_NAMES = {argument: name for name, (argument, _) in CONSUMER_PROPERTIES.it
 _SHOWN_COMMITS = 10
 
 
-def group_summary(group: GroupProgress | None) -> None:
-    """The group's committed offsets (stderr), or why the last commit failed."""
+def group_summary(group: GroupProgress | None, *, quiet: bool = False) -> None:
+    """The group's committed offsets (stderr; not when quiet), or why the last commit failed."""
     if group is None:
         return
     if group.commit_error is not None:
@@ -341,6 +356,8 @@ def group_summary(group: GroupProgress | None) -> None:
             f"{group.commit_error}; a new run prints those records again",
             err=True,
         )
+        return
+    if quiet:
         return
     if not group.commit:
         click.echo(f"Group {group.group}: nothing committed (enable.auto.commit=false)", err=True)

@@ -13,6 +13,7 @@ import click
 
 from client.admin import Admin, ElectionResult
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
+from client.cli.topic_args import one_topic, optional_topic
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
 
@@ -57,17 +58,23 @@ def election_lines(election_type: ElectionType, results: Sequence[ElectionResult
     help="preferred: move leadership back to each partition's first replica if it is live and "
     "in the ISR. unclean: elect any live replica of a leaderless partition (may lose data).",
 )
-@click.option("--topic", help="The topic of the partition to elect (with --partition).")
-@click.option("--partition", type=click.IntRange(min=0), help="The partition (with --topic).")
+@one_topic()
+@click.option(
+    "-p", "--partition", type=click.IntRange(min=0), help="The partition (with the topic)."
+)
 @click.option("--all-topic-partitions", is_flag=True, help="Every partition of every topic.")
 def elect_leaders(
     bootstrap: str,
     election_type: str,
     topic: str | None,
+    topic_option: str | None,
     partition: int | None,
     all_topic_partitions: bool,
 ) -> None:
-    """Elect leaders now (Kafka's kafka-leader-election)."""
+    """Elect leaders now (Kafka's kafka-leader-election).
+
+    For TOPIC's partition --partition, or --all-topic-partitions."""
+    topic = optional_topic(topic, topic_option)
     if all_topic_partitions == (topic is not None or partition is not None):
         fail("give either --topic T --partition P or --all-topic-partitions", exit_code=2)
     if not all_topic_partitions and (topic is None or partition is None):

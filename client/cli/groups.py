@@ -33,6 +33,7 @@ from client.cli.reset_plan import (
     parse_topic_partitions,
     plan_resets,
 )
+from client.cli.topic_args import resolve_topics
 from client.errors import UnknownTopicError
 from client.metadata import list_offsets
 from protocol.errors import ErrorCode
@@ -74,7 +75,7 @@ def groups() -> None:
 @groups.command("list")
 @bootstrap_option
 @click.option("--state", "show_state", is_flag=True, help="Also print each group's state.")
-@click.option("--json", "json_output", is_flag=True, help="A JSON list of {group, state}.")
+@click.option("-J", "--json", "json_output", is_flag=True, help="A JSON list of {group, state}.")
 def groups_list(bootstrap: str, show_state: bool, json_output: bool) -> None:
     """Every consumer group of the cluster, one per line."""
 
@@ -120,7 +121,9 @@ async def _describe(admin: Admin, group_id: str) -> tuple[GroupDescription, list
 @click.option("--members", is_flag=True, help="One row per member instead of per partition.")
 @click.option("--state", "show_state", is_flag=True, help="The group's state and coordinator.")
 @click.option("--verbose", is_flag=True, help="With --members or --state: more columns.")
-@click.option("--json", "json_output", is_flag=True, help="One JSON document per group (a list).")
+@click.option(
+    "-J", "--json", "json_output", is_flag=True, help="One JSON document per group (a list)."
+)
 def groups_describe(
     bootstrap: str,
     group_ids: tuple[str, ...],
@@ -290,7 +293,9 @@ async def _plan(
 @groups.command("reset-offsets")
 @bootstrap_option
 @click.argument("group_id", metavar="GROUP")
+@click.argument("topic_arguments", metavar="[TOPIC[:P,P...]]...", nargs=-1)
 @click.option(
+    "-t",
     "--topic",
     "topics",
     multiple=True,
@@ -314,10 +319,11 @@ async def _plan(
 )
 @click.option("--execute", is_flag=True, help="Apply the plan (without it: a dry run).")
 @click.option("--dry-run", is_flag=True, help="Only print the plan (the default).")
-@click.option("--json", "json_output", is_flag=True, help="The plan as JSON.")
+@click.option("-J", "--json", "json_output", is_flag=True, help="The plan as JSON.")
 def groups_reset_offsets(
     bootstrap: str,
     group_id: str,
+    topic_arguments: tuple[str, ...],
     topics: tuple[str, ...],
     all_topics: bool,
     to_earliest: bool,
@@ -332,8 +338,11 @@ def groups_reset_offsets(
 ) -> None:
     """Move the committed offsets of GROUP, which must have no active members. Prints the
     plan; only --execute changes anything. Offsets outside a partition's range are clamped."""
+    topics = resolve_topics(topic_arguments, topics)
     if bool(topics) == all_topics:
-        raise click.UsageError("give --topic TOPIC (repeatable) or --all-topics (one of them)")
+        raise click.UsageError(
+            "give TOPIC or --topic TOPIC (repeatable) or --all-topics (one of them)"
+        )
     if execute and dry_run:
         raise click.UsageError("--execute and --dry-run cannot be combined")
     for text in topics:
@@ -409,17 +418,23 @@ def groups_delete(bootstrap: str, group_ids: tuple[str, ...]) -> None:
 @groups.command("delete-offsets")
 @bootstrap_option
 @click.argument("group_id", metavar="GROUP")
+@click.argument("topic_arguments", metavar="[TOPIC[:P,P...]]...", nargs=-1)
 @click.option(
+    "-t",
     "--topic",
     "topics",
     multiple=True,
-    required=True,
     metavar="TOPIC[:P,P...]",
     help="The topic's partitions (all the group has offsets for, or those listed); repeatable.",
 )
-def groups_delete_offsets(bootstrap: str, group_id: str, topics: tuple[str, ...]) -> None:
+def groups_delete_offsets(
+    bootstrap: str, group_id: str, topic_arguments: tuple[str, ...], topics: tuple[str, ...]
+) -> None:
     """Forget GROUP's committed offsets of these topics (none of its members may subscribe to
     them); works for deleted topics too."""
+    topics = resolve_topics(topic_arguments, topics)
+    if not topics:
+        raise click.UsageError("give the topics: TOPIC or --topic TOPIC (repeatable)")
     wanted: list[tuple[str, tuple[int, ...] | None]] = []
     for text in topics:
         try:

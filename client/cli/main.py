@@ -115,9 +115,17 @@ class _Commands(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            raise _hinted(exc) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:  # a command's, or a group's, own parsing
+            raise _hinted(exc) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BaseException as exc:
@@ -143,6 +151,12 @@ class _Commands(click.Group):
             sys.exit(1)
 
 
+def _hinted(error: click.NoSuchOption) -> click.NoSuchOption:
+    from client.cli.flag_hints import hinted  # only on this error: not for every command
+
+    return hinted(error)
+
+
 def _stop_writing_stdout() -> None:
     """The reader of our stdout went away (`| head`): what is left unwritten goes nowhere,
     so Python's flush of stdout at exit does not fail on the same broken pipe. The command
@@ -150,7 +164,8 @@ def _stop_writing_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-@click.group(cls=_Commands)
+# -h as well as --help, for every command and group (kcat's and Kafka tools' habit).
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="highwater")
 def main() -> None:
     """Highwater: a small Kafka-like replicated log.

@@ -7,6 +7,7 @@ import click
 from client.cli import perf_tools
 from client.cli.common import bootstrap_option, fail, run_client
 from client.cli.produce import ACKS
+from client.cli.topic_args import one_topic, resolve_topic
 from protocol.compression import CODECS
 
 __all__ = ["perf"]
@@ -19,7 +20,7 @@ def perf() -> None:
 
 @perf.command("produce")
 @bootstrap_option
-@click.option("--topic", required=True, help="Topic to produce to (must exist).")
+@one_topic()
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
 @click.option("--record-size", type=click.IntRange(min=0), default=100, show_default=True)
 @click.option("--acks", type=click.Choice(list(ACKS)), default="1", show_default=True)
@@ -46,7 +47,8 @@ def perf() -> None:
 )
 def perf_produce(
     bootstrap: str,
-    topic: str,
+    topic: str | None,
+    topic_option: str | None,
     num_records: int,
     record_size: int,
     acks: str,
@@ -57,12 +59,14 @@ def perf_produce(
     no_idempotence: bool,
 ) -> None:
     """Send records and print records/s, MB/s and latency percentiles; then the build-only
-    rate of the same batches in this process, and the ratio."""
+    rate of the same batches in this process, and the ratio (not with --throughput). TOPIC
+    must exist."""
+    name = resolve_topic(topic, topic_option)
     result = run_client(
         bootstrap,
         lambda: perf_tools.run_produce_perf(
             bootstrap,
-            topic,
+            name,
             num_records=num_records,
             record_size=record_size,
             acks=ACKS[acks],
@@ -79,7 +83,8 @@ def perf_produce(
         perf_tools.producer_summary_line(result.latencies_ms, result.elapsed_s, result.bytes_total)
     )
     floor = perf_tools.build_only_rate(num_records, record_size, batch_size, compression)
-    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor):
+    capped = throughput > 0
+    for line in perf_tools.format_ratio("end-to-end", result.rate, "build", floor, capped=capped):
         click.echo(line)
     if result.failed:
         fail(f"{result.failed} of {num_records} records failed; first: {result.first_error}")
@@ -87,7 +92,7 @@ def perf_produce(
 
 @perf.command("consume")
 @bootstrap_option
-@click.option("--topic", required=True)
+@one_topic()
 @click.option("--messages", type=click.IntRange(min=1), required=True, help="Records to read.")
 @click.option(
     "--timeout",
@@ -97,13 +102,16 @@ def perf_produce(
     show_default=True,
     help="Give up after this many ms without a record.",
 )
-def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> None:
+def perf_consume(
+    bootstrap: str, topic: str | None, topic_option: str | None, messages: int, timeout_ms: int
+) -> None:
     """Read records from the beginning and print Kafka's consumer-perf line; then the
     decode-only rate of the same batches in this process, and the ratio."""
+    name = resolve_topic(topic, topic_option)
     result = run_client(
         bootstrap,
         lambda: perf_tools.run_consume_perf(
-            bootstrap, topic, messages=messages, timeout_ms=timeout_ms
+            bootstrap, name, messages=messages, timeout_ms=timeout_ms
         ),
         timeout_s=None,
     )
@@ -113,7 +121,7 @@ def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> 
         click.echo(line)
     buffers = run_client(
         bootstrap,
-        lambda: perf_tools.fetch_raw_batches(bootstrap, topic, result.ranges),
+        lambda: perf_tools.fetch_raw_batches(bootstrap, name, result.ranges),
         timeout_s=120,
     )
     floor = perf_tools.decode_only_rate(buffers)
@@ -123,7 +131,7 @@ def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> 
 
 @perf.command("end-to-end")
 @bootstrap_option
-@click.option("--topic", required=True, help="Topic to use (partition 0; must exist).")
+@one_topic()
 @click.option("--num-records", type=click.IntRange(min=1), default=50_000, show_default=True)
 @click.option("--record-size", type=click.IntRange(min=8), default=100, show_default=True)
 @click.option("--throughput", type=click.FloatRange(min=1), default=10_000, show_default=True)
@@ -139,7 +147,8 @@ def perf_consume(bootstrap: str, topic: str, messages: int, timeout_ms: int) -> 
 @click.option("--no-idempotence", "no_idempotence", is_flag=True, help="Plain producer.")
 def perf_end_to_end(
     bootstrap: str,
-    topic: str,
+    topic: str | None,
+    topic_option: str | None,
     num_records: int,
     record_size: int,
     throughput: float,
@@ -148,12 +157,14 @@ def perf_end_to_end(
     no_idempotence: bool,
 ) -> None:
     """Produce at a fixed rate while consuming, and print produce-to-consume latency
-    percentiles (Kafka's EndToEndLatency, without its one-record-at-a-time lockstep)."""
+    percentiles (Kafka's EndToEndLatency, without its one-record-at-a-time lockstep). TOPIC
+    must exist; partition 0 is used."""
+    name = resolve_topic(topic, topic_option)
     latencies = run_client(
         bootstrap,
         lambda: perf_tools.run_end_to_end_perf(
             bootstrap,
-            topic,
+            name,
             num_records=num_records,
             record_size=record_size,
             throughput=throughput,

@@ -161,12 +161,16 @@ def consumer_lines(
     ]
 
 
-def format_ratio(what: str, rate: float, yardstick: str, floor_rate: float) -> list[str]:
-    """The yardstick lines: the ceiling's rate and the end-to-end / ceiling ratio."""
+def format_ratio(
+    what: str, rate: float, yardstick: str, floor_rate: float, *, capped: bool = False
+) -> list[str]:
+    """The yardstick lines: the ceiling's rate and the end-to-end / ceiling ratio; for a rate
+    `capped` by --throughput, no ratio (it would measure the cap, not the client)."""
     ratio = rate / floor_rate if floor_rate > 0 else 0.0
     return [
         f"{yardstick} only (same process, same batches): {floor_rate:.1f} records/sec",
-        f"{what} / {yardstick}-only ratio: {ratio:.2f}",
+        f"{what} / {yardstick}-only ratio: "
+        + ("not meaningful under --throughput (the rate was capped)" if capped else f"{ratio:.2f}"),
     ]
 
 

@@ -36,6 +36,7 @@ from client.cli.produce_report import (
     retry_warning,
 )
 from client.cli.properties import PRODUCER_PROPERTIES, PropertyError, parse_properties
+from client.cli.topic_args import one_topic, resolve_topic
 from client.errors import (
     HighwaterClientError,
     HighwaterTimeoutError,
@@ -68,6 +69,7 @@ class _Options:
     headers: tuple[tuple[str, bytes | None], ...]
     delimiter: bytes
     max_line_bytes: int
+    null_values: frozenset[bytes] = frozenset()  # a value equal to one is sent as null
 
 
 def _parse_line(line: bytes, options: _Options) -> ProducerInput:
@@ -77,6 +79,8 @@ def _parse_line(line: bytes, options: _Options) -> ProducerInput:
         record = split_key(line, options.key_separator)
     else:
         record = ProducerInput(value=line)
+    if record.value in options.null_values:  # a tombstone (kcat -Z, null.marker)
+        record = ProducerInput(None, record.key, record.headers, record.timestamp_ms)
     if options.headers:
         record = ProducerInput(
             record.value, record.key, options.headers + record.headers, record.timestamp_ms
@@ -188,7 +192,7 @@ async def _send_records(
 
 @click.command()
 @bootstrap_option
-@click.argument("topic")
+@one_topic()
 @click.option(
     "-K",
     "key_separator",
@@ -216,7 +220,7 @@ async def _send_records(
     "-0", "--null-delimited", is_flag=True, help="Records end with a NUL byte (-D '\\0')."
 )
 @click.option(
-    "--partition", type=click.IntRange(min=0), help="Send every record to this partition."
+    "-p", "--partition", type=click.IntRange(min=0), help="Send every record to this partition."
 )
 @click.option(
     "--acks",
@@ -250,6 +254,7 @@ async def _send_records(
     "given, win).",
 )
 @click.option(
+    "-J",
     "--json",
     "json_input",
     is_flag=True,
@@ -261,11 +266,26 @@ async def _send_records(
     is_flag=True,
     help='Print {"partition","offset"} per acknowledged record, {"error"} per failed one.',
 )
+@click.option(
+    "-Z",
+    "--null-empty",
+    is_flag=True,
+    help="Send an empty value as null, a tombstone (kcat's -Z).",
+)
+@click.option(
+    "--null-marker",
+    metavar="STR",
+    help="Send a value equal to STR as null, a tombstone (the console producer's null.marker).",
+)
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No summary after Ctrl-C (errors are still printed)."
+)
 @click.pass_context
 def produce(
     ctx: click.Context,
     bootstrap: str,
-    topic: str,
+    topic: str | None,
+    topic_option: str | None,
     key_separator: str | None,
     header_options: tuple[str, ...],
     delimiter: str,
@@ -277,14 +297,20 @@ def produce(
     json_input: bool,
     print_offsets: bool,
     no_idempotence: bool,
+    null_empty: bool,
+    null_marker: str | None,
+    quiet: bool,
 ) -> None:
     """Produce one record per line of stdin to TOPIC; exit 1 if any record failed.
 
     The producer is idempotent (acks all, each record stored once even when a request is
     retried) unless --no-idempotence or --acks 0/1. Ctrl-C stops reading, waits up to 5 s for
     the records in flight and prints how many were acknowledged."""
+    topic = resolve_topic(topic, topic_option)
     if key_separator is not None and json_input:
         raise click.UsageError("-K and --json cannot be combined (the envelope holds the key)")
+    if json_input and (null_empty or null_marker is not None):
+        raise click.UsageError("-Z and --null-marker cannot be combined with --json (its null)")
     if null_delimited and ctx.get_parameter_source("delimiter") is ParameterSource.COMMANDLINE:
         raise click.UsageError("-D and --null-delimited cannot be combined")
     separator = _escaped(key_separator, "-K") if key_separator is not None else None
@@ -301,11 +327,15 @@ def produce(
         headers=tuple(_header(h) for h in header_options),
         delimiter=record_delimiter,
         max_line_bytes=max_line_bytes * (_JSON_LINE_FACTOR if json_input else 1),
+        null_values=frozenset(
+            ([b""] if null_empty else [])
+            + ([null_marker.encode()] if null_marker is not None else [])
+        ),
     )
     outcome = run_client(
         bootstrap, _produce, bootstrap, options, settings, sys.stdin.buffer, timeout_s=None
     )
-    if outcome.interrupted:
+    if outcome.interrupted and not quiet:
         click.echo(outcome.summary(), err=True)
     if outcome.failed or outcome.unknown:
         fail(outcome.failure_line())

@@ -19,10 +19,12 @@ from client.admin import (
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.configs import alter_config_lines, alter_configs, topic_overrides
 from client.cli.format import format_table
+from client.cli.topic_args import one_topic, optional_topic, resolve_topic
 
 __all__ = ["cluster", "describe_cluster_lines", "describe_topic_lines", "topics"]
 
 ADMIN_TIMEOUT_S = 60.0  # the whole command; the Admin bounds each request itself
+_BROKER_DEFAULT = -1  # CreateTopics' partitions or replication factor the broker chooses
 
 
 def _admin(bootstrap: str) -> Admin:
@@ -123,9 +125,17 @@ def topics() -> None:
 
 @topics.command("create")
 @bootstrap_option
-@click.argument("name")
-@click.option("--partitions", type=click.IntRange(min=1), required=True)
-@click.option("--replication-factor", type=click.IntRange(min=1), required=True)
+@one_topic("name", "NAME")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    help="Default: the broker's num.partitions.",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    help="Default: the broker's default.replication.factor.",
+)
 @click.option(
     "--config",
     "configs",
@@ -134,16 +144,28 @@ def topics() -> None:
     help="A topic config such as retention.ms=60000 (repeatable).",
 )
 def topics_create(
-    bootstrap: str, name: str, partitions: int, replication_factor: int, configs: tuple[str, ...]
+    bootstrap: str,
+    name: str | None,
+    topic_option: str | None,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
 ) -> None:
     """Create topic NAME; wait until every partition has a leader."""
+    name = resolve_topic(name, topic_option)
     config = _parse_configs(configs)
 
-    async def create() -> None:
+    async def create(name: str) -> None:
         async with _admin(bootstrap) as admin:
-            await admin.create_topic(name, partitions, replication_factor, config)
+            # -1: the broker's default, as kafka-topics --create sends it (KIP-464)
+            await admin.create_topic(
+                name,
+                _BROKER_DEFAULT if partitions is None else partitions,
+                _BROKER_DEFAULT if replication_factor is None else replication_factor,
+                config,
+            )
 
-    run_client(bootstrap, create, timeout_s=ADMIN_TIMEOUT_S)
+    run_client(bootstrap, create, name, timeout_s=ADMIN_TIMEOUT_S)
     click.echo(f"Created topic {name}.")
 
 
@@ -162,11 +184,17 @@ def topics_list(bootstrap: str) -> None:
 
 @topics.command("describe")
 @bootstrap_option
-@click.argument("name", required=False)
-@click.option("--json", "json_output", is_flag=True, help="One JSON document (a list of topics).")
-def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None:
+@one_topic("name", "NAME")
+@click.option(
+    "-J", "--json", "json_output", is_flag=True, help="One JSON document (a list of topics)."
+)
+def topics_describe(
+    bootstrap: str, name: str | None, topic_option: str | None, json_output: bool
+) -> None:
     """Per partition: leader, leader epoch, replicas, ISR, offline replicas, high watermark and
-    each replica's log end offset (run it again to watch followers catch up)."""
+    each replica's log end offset (run it again to watch followers catch up). Without NAME:
+    every topic."""
+    name = optional_topic(name, topic_option)
 
     async def describe() -> tuple[list[TopicDescription], dict[str, dict[str, str]]]:
         async with _admin(bootstrap) as admin:
@@ -187,7 +215,7 @@ def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None
 
 @topics.command("alter")
 @bootstrap_option
-@click.argument("name")
+@one_topic("name", "NAME")
 @click.option(
     "--partitions",
     type=click.IntRange(min=1),
@@ -209,7 +237,8 @@ def topics_describe(bootstrap: str, name: str | None, json_output: bool) -> None
 )
 def topics_alter(
     bootstrap: str,
-    name: str,
+    name: str | None,
+    topic_option: str | None,
     partitions: int | None,
     set_pairs: tuple[str, ...],
     delete_configs: tuple[str, ...],
@@ -217,6 +246,7 @@ def topics_alter(
     """Change topic NAME's configs (every broker applies them within seconds) or add
     partitions (waiting until the new ones have leaders; keys hash to other partitions from
     then on: per-key order holds only within each period)."""
+    name = resolve_topic(name, topic_option)
     set_configs = _parse_configs(set_pairs)
     if partitions is None and not set_configs and not delete_configs:
         fail("nothing to alter: give --partitions, --config or --delete-config", exit_code=2)
@@ -228,25 +258,26 @@ def topics_alter(
     if partitions is None:
         return
 
-    async def alter() -> None:
+    async def alter(name: str) -> None:
         async with _admin(bootstrap) as admin:
             await admin.create_partitions(name, partitions)
 
-    run_client(bootstrap, alter, timeout_s=ADMIN_TIMEOUT_S)
+    run_client(bootstrap, alter, name, timeout_s=ADMIN_TIMEOUT_S)
     click.echo(f"Topic {name} now has {partitions} partitions.")
 
 
 @topics.command("delete")
 @bootstrap_option
-@click.argument("name")
-def topics_delete(bootstrap: str, name: str) -> None:
+@one_topic("name", "NAME")
+def topics_delete(bootstrap: str, name: str | None, topic_option: str | None) -> None:
     """Delete topic NAME and its data."""
+    name = resolve_topic(name, topic_option)
 
-    async def delete() -> None:
+    async def delete(name: str) -> None:
         async with _admin(bootstrap) as admin:
             await admin.delete_topic(name)
 
-    run_client(bootstrap, delete, timeout_s=ADMIN_TIMEOUT_S)
+    run_client(bootstrap, delete, name, timeout_s=ADMIN_TIMEOUT_S)
     click.echo(f"Deleted topic {name}.")
 
 
@@ -260,7 +291,7 @@ def cluster() -> None:
 
 @cluster.command("describe")
 @bootstrap_option
-@click.option("--json", "json_output", is_flag=True)
+@click.option("-J", "--json", "json_output", is_flag=True)
 def cluster_describe(bootstrap: str, json_output: bool) -> None:
     """Brokers, controller id and controller epoch."""
 

@@ -84,7 +84,7 @@ def delete(bootstrap: str, name: str, mechanisms: tuple[str, ...]) -> None:
 
 @users.command("list")
 @bootstrap_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: user -> mechanisms.")
+@click.option("-J", "--json", "as_json", is_flag=True, help="One JSON object: user -> mechanisms.")
 def list_users(bootstrap: str, as_json: bool) -> None:
     """Users with credentials, and their mechanisms (never the credentials)."""
 

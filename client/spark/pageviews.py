@@ -128,7 +128,12 @@ def start_query(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m client.spark.pageviews", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m client.spark.pageviews",
+        description=__doc__,
+        # The example commands print one per line, as written, not run into a paragraph.
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "-b", "--bootstrap-server", default=os.environ.get("HIGHWATER_BOOTSTRAP", "127.0.0.1:9092")
     )

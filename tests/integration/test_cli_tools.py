@@ -1,7 +1,7 @@
 """The `highwater` produce/consume commands as a user runs them: real processes against a real
-3-broker cluster. Ctrl-C mid-stream, a wrong bootstrap, every offset form, headers, every
-compression codec, the warning while a partition has no leader, `perf consume`, and the
-Python clients' example script.
+3-broker cluster. Ctrl-C mid-stream, a wrong bootstrap, every offset form, headers,
+tombstones, `topics create` with the brokers' defaults, every compression codec, the warning
+while a partition has no leader, `perf consume`, and the Python clients' example script.
 
 One cluster for the module; each test uses its own topics.
 """
@@ -46,6 +46,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 CLI = [sys.executable, "-m", "client.cli"]
 DEADLINE_S = 60  # for conditions a test waits for (never a fixed sleep)
+# Not Kafka's defaults (1 and 1), so that `topics create` can be seen to use them.
+OVERRIDES = {**FAST_REPLICATION, "num.partitions": "2", "default.replication.factor": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("cli-tools")
-    with running_cluster(zookeeper.port, directory, FAST_REPLICATION) as cluster:
+    with running_cluster(zookeeper.port, directory, OVERRIDES) as cluster:
         yield cluster
 
 
@@ -339,6 +341,25 @@ def test_offset_errors(
     no_traceback(done.stderr)
 
 
+# -- topics create -------------------------------------------------------------------------
+
+
+def test_topics_create_without_counts_uses_the_brokers_defaults(cluster: Cluster) -> None:
+    """As kafka-topics --create: num.partitions and default.replication.factor (KIP-464's -1)."""
+    for topic, counts in (("cli-defaults", []), ("cli-three", ["--partitions", "3"])):
+        done = cli(cluster, "topics", "create", topic, *counts)
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode() == f"Created topic {topic}.\n"
+    described = cli(cluster, "topics", "describe", "--json")
+    assert described.returncode == 0, described.stderr.decode()
+    shapes = {
+        t["name"]: (len(t["partitions"]), {len(p["replicas"]) for p in t["partitions"]})
+        for t in json.loads(described.stdout)
+    }
+    assert shapes["cli-defaults"] == (2, {2})
+    assert shapes["cli-three"] == (3, {2})
+
+
 # -- headers and codecs ------------------------------------------------------------------------
 
 
@@ -347,6 +368,25 @@ def test_headers_with_h(cluster: Cluster) -> None:
     done = cli(cluster, "produce", "cli-headers", "-H", "trace=abc", "-H", "src=cli", stdin=b"v\n")
     assert done.returncode == 0, done.stderr.decode()
     assert values(cluster, "cli-headers", "--format", "%h|%s\n") == ["trace=abc,src=cli|v"]
+
+
+def test_z_and_null_marker_produce_tombstones(cluster: Cluster) -> None:
+    """A null value is stored, and read back as null (not as an empty value)."""
+    create(cluster, "cli-tombstones")
+    done = cli(cluster, "produce", "cli-tombstones", "-K", ":", "-Z", stdin=b"a:\nb:v\n")
+    assert done.returncode == 0, done.stderr.decode()
+    marked = cli(
+        cluster, "produce", "-t", "cli-tombstones", "-K", ":", "--null-marker", "NULL",
+        stdin=b"c:NULL\nd:\n",
+    )  # fmt: skip
+    assert marked.returncode == 0, marked.stderr.decode()
+    records = [json.loads(line) for line in values(cluster, "cli-tombstones", "--json")]
+    assert [(r["key"], r["value"]) for r in records] == [
+        ("a", None),
+        ("b", "v"),
+        ("c", None),
+        ("d", ""),
+    ]
 
 
 async def _stored_codecs(bootstrap: str, topic: str) -> set[int]:

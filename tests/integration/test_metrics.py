@@ -102,6 +102,17 @@ async def active_controller(cluster: Cluster) -> tuple[int, float] | None:
     return broker_id, value(figures, EPOCH)
 
 
+async def test_every_broker_exposes_its_process_figures(cluster: Cluster) -> None:
+    """prometheus-client's process_* and python_* families, per broker process."""
+    found = await scrapes(cluster)
+    assert len(found) == 3
+    for figures in found.values():
+        assert value(figures, "process_resident_memory_bytes") > 1 << 20
+        assert value(figures, "process_open_fds") > 0
+        names = {name for name, _ in figures}
+        assert {"python_gc_collections_total", "python_info"} <= names
+
+
 async def test_under_replicated_partitions_follow_a_killed_follower(cluster: Cluster) -> None:
     controller, _ = await eventually(lambda: active_controller(cluster), 30, "one controller")
     victim = next(b for b in sorted(cluster.brokers) if b != controller)

@@ -105,9 +105,11 @@ def test_replica_manager_figures_follow_the_partitions(ctx: BrokerContext) -> No
     assert value(families[rmx + "under_min_isr_partitions"], rmx + "under_min_isr_partitions") == 1
     assert value(families[rmx + "at_min_isr_partitions"], rmx + "at_min_isr_partitions") == 1
     assert value(families[rmx + "leader_count"], rmx + "leader_count") == 3
-    leo = families["highwater_log_log_end_offset"]
-    assert value(leo, "highwater_log_log_end_offset", topic="a", partition="0") == 5
-    assert value(leo, "highwater_log_log_end_offset", topic="b", partition="0") == 0
+    leo = families["highwater_log_end_offset"]
+    assert value(leo, "highwater_log_end_offset", topic="a", partition="0") == 5
+    assert value(leo, "highwater_log_end_offset", topic="b", partition="0") == 0
+    start = families["highwater_log_start_offset"]
+    assert value(start, "highwater_log_start_offset", topic="a", partition="0") == 0
     under = families["highwater_partition_under_replicated"]
     assert value(under, "highwater_partition_under_replicated", topic="a", partition="1") == 1
     records_in = families["highwater_broker_topic_records_in"]
@@ -257,6 +259,17 @@ async def test_time_in_the_purgatory_is_the_requests_remote_time() -> None:
     assert clock.remote_s >= 0.04
 
 
+def test_the_process_and_python_families_are_exposed(ctx: BrokerContext) -> None:
+    """prometheus-client's standard collectors, as every Prometheus target has them."""
+    families = scrape(ctx)
+    rss = value(families["process_resident_memory_bytes"], "process_resident_memory_bytes")
+    assert rss > 1 << 20  # this Python process holds more than 1 MiB
+    assert value(families["process_open_fds"], "process_open_fds") > 0
+    assert value(families["process_cpu_seconds"], "process_cpu_seconds_total") > 0
+    assert "python_gc_collections" in families
+    assert "python_info" in families
+
+
 def test_group_lag_hook_feeds_the_family(ctx: BrokerContext) -> None:
     server = BrokerServer(ctx, "127.0.0.1", 0, 1 << 20)
     registry, collector = new_registry(ctx, server)
@@ -280,12 +293,15 @@ def test_every_metric_is_documented(ctx: BrokerContext) -> None:
     server = BrokerServer(ctx, "127.0.0.1", 0, 1 << 20, request_stats=RequestStats())
     registry, _ = new_registry(ctx, server)
     exposition = generate_latest(registry).decode()
-    exposed = set(re.findall(r"^# TYPE (\S+) ", exposition, flags=re.MULTILINE))
+    exposed = set(re.findall(r"^# TYPE (highwater_\S+) ", exposition, flags=re.MULTILINE))
+    standard = set(re.findall(r"^# TYPE ((?!highwater_)\S+) ", exposition, flags=re.MULTILINE))
+    assert {n.split("_", 1)[0] for n in standard} == {"process", "python"}
     exposed |= {"highwater_http_connections", "highwater_http_connections_closed_by_limit_total"}
     text = OPERATIONS_MD.read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `(highwater_[a-z_]+)`", text, flags=re.MULTILINE))
     assert exposed - documented == set(), "document these in docs/operations.md"
     assert documented - exposed == set(), "no longer exposed"
+    assert "`process_*`" in text and "`python_*`" in text  # the standard families, in one line
 
 
 def test_every_apis_response_has_an_error_walker() -> None:

@@ -110,7 +110,6 @@ def test_produce_unknown_topic_is_one_line(producer: type[FakeProducer]) -> None
         (["consume", "t", "--json", "--format", "%s"], "cannot be combined"),
         (["consume", "t", "--max-messages", "0"], "0 is not in the range"),
         (["topics", "create", "t", "--partitions", "0", "--replication-factor", "1"], "range"),
-        (["topics", "create", "t", "--partitions", "1"], "--replication-factor"),
         (
             [
                 "topics",

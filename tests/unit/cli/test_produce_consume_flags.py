@@ -149,3 +149,23 @@ def test_a_record_send_refuses_is_reported_with_its_error_name(
     assert result.exit_code == 1
     assert result.stdout.splitlines()[0] == '{"error":"MESSAGE_TOO_LARGE","line":1}'
     assert "Error: 1 of 2 records failed (MESSAGE_TOO_LARGE: 1)" in result.stderr
+
+
+def test_z_sends_an_empty_value_as_a_tombstone(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "t", "-K", ":", "-Z"], b"alice:\nbob:v\n\n")
+    assert result.exit_code == 1  # the last line has no key separator
+    sent = [(s["key"], s["value"]) for s in producer.instances[0].sent]
+    assert sent == [(b"alice", None), (b"bob", b"v")]
+    result = run(["produce", "t", "-Z"], b"\nx\n")
+    assert result.exit_code == 0, result.output
+    assert [s["value"] for s in producer.instances[1].sent] == [None, b"x"]
+
+
+def test_null_marker_sends_that_value_as_a_tombstone(producer: type[FakeProducer]) -> None:
+    result = run(["produce", "t", "-K", ":", "--null-marker", "NULL"], b"a:NULL\nb:\nc:NULLx\n")
+    assert result.exit_code == 0, result.output
+    sent = [(s["key"], s["value"]) for s in producer.instances[0].sent]
+    assert sent == [(b"a", None), (b"b", b""), (b"c", b"NULLx")]
+    result = run(["produce", "t", "--json", "-Z"], b'{"value":""}\n')
+    assert result.exit_code == 2
+    assert "cannot be combined with --json" in result.stderr
