@@ -11,6 +11,7 @@ Anything else is a crash. Hypothesis draws from a fixed seed, so a run repeats e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import struct
 import sys
@@ -119,17 +120,13 @@ def _drive(strategy: Any, target: Any, count: int, key: int) -> None:
 
 
 def _decode(frame: bytes) -> None:
-    try:
+    with contextlib.suppress(RequestDecodeError):
         KAFKA_WIRE.decode(frame)
-    except RequestDecodeError:
-        pass
 
 
 def _convert(records: bytes) -> None:
-    try:
+    with contextlib.suppress(HighwaterError):
         from_kafka_batches(records, max_decompressed_bytes=1 << 20)
-    except HighwaterError:
-        pass
 
 
 def fuzz_requests(count: int, key: int = 0) -> None:
