@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+from kazoo.client import KazooClient
 
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
@@ -24,6 +25,8 @@ from protocol.messages.fetch import (
     FetchResponse,
     FetchTopic,
 )
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.topic_partition import OFFSETS_TOPIC
 from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
 from tests.integration.secure_cluster import (
     BROKER_PASSWORD,
@@ -157,3 +160,42 @@ async def test_fetch_sessions_are_random_and_only_their_owner_may_use_or_close_t
     finally:
         for conn in (admin, mallory, admin_internal):
             await conn.aclose()
+
+
+def _topic_in_zookeeper(cluster: Cluster, topic: str) -> bool:
+    zk = KazooClient(hosts=cluster.zookeeper_connect, timeout=5.0)
+    zk.start(timeout=10)
+    try:
+        return zk.exists(f"/brokers/topics/{topic}") is not None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+async def _find_coordinator(conn: BrokerConnection, group: str) -> FindCoordinatorResponse:
+    response: FindCoordinatorResponse = await conn.request(FindCoordinatorRequest((group,)))
+    return response
+
+
+async def test_an_unauthorized_find_coordinator_creates_no_offsets_topic(
+    cluster: Cluster, pki: Pki
+) -> None:
+    assert not _topic_in_zookeeper(cluster, OFFSETS_TOPIC)
+    mallory = await _connect(cluster, _mallory(pki), "EXTERNAL")
+    try:
+        refused = await _find_coordinator(mallory, "payroll-app")
+    finally:
+        await mallory.aclose()
+    assert refused.coordinators[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    assert not _topic_in_zookeeper(cluster, OFFSETS_TOPIC)
+    # The same request from a principal allowed to describe the group creates it.
+    admin = await _connect(cluster, security(pki), "EXTERNAL")
+    try:
+        allowed = await _find_coordinator(admin, "payroll-app")
+    finally:
+        await admin.aclose()
+    assert allowed.coordinators[0].error_code in (
+        ErrorCode.NONE,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,  # created, leaders not elected yet
+    )
+    assert _topic_in_zookeeper(cluster, OFFSETS_TOPIC)
