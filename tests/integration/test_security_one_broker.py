@@ -26,8 +26,9 @@ from protocol.messages.fetch import (
     FetchTopic,
 )
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.topic_partition import OFFSETS_TOPIC
-from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
+from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata, wait_until
 from tests.integration.secure_cluster import (
     BROKER_PASSWORD,
     Pki,
@@ -199,3 +200,30 @@ async def test_an_unauthorized_find_coordinator_creates_no_offsets_topic(
         ErrorCode.COORDINATOR_NOT_AVAILABLE,  # created, leaders not elected yet
     )
     assert _topic_in_zookeeper(cluster, OFFSETS_TOPIC)
+
+
+async def test_metadata_logs_a_denial_only_for_a_topic_named(cluster: Cluster, pki: Pki) -> None:
+    """Hiding a topic from "all topics" is no denial (Kafka asks with logIfDenied = false);
+    refusing one asked for by name is logged."""
+    marks = cluster.log_marks()
+    mallory = await _connect(cluster, _mallory(pki), "EXTERNAL")
+    try:
+        for _ in range(3):
+            everything: MetadataResponse = await mallory.request(MetadataRequest(None))
+            assert TOPIC not in {t.name for t in everything.topics}
+        named: MetadataResponse = await mallory.request(MetadataRequest([TOPIC]))
+        assert named.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        await mallory.aclose()
+
+    def denials() -> int:
+        return sum(
+            '"event": "denied"' in line
+            and '"principal": "User:mallory"' in line
+            and f'"resource": "TOPIC:{TOPIC}"' in line
+            for line in cluster.logs(tail_chars=1 << 20, since=marks).splitlines()
+        )
+
+    # Lines are written in order: once the named refusal is there, the others would be too.
+    wait_until(denials, 10, "the named refusal in the broker's log")
+    assert denials() == 1, cluster.logs(since=marks)
