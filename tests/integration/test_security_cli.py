@@ -30,9 +30,13 @@ class SecureDev:
     printed: str  # what `dev up --secure` printed
 
     def run(
-        self, *args: str, config: Path | None = None, stdin: str | None = None
+        self,
+        *args: str,
+        config: Path | None = None,
+        stdin: str | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "HIGHWATER_BOOTSTRAP": self.bootstrap}
+        env = {**os.environ, "HIGHWATER_BOOTSTRAP": self.bootstrap, **(extra_env or {})}
         env.pop("HIGHWATER_COMMAND_CONFIG", None)
         if config is not None:
             env["HIGHWATER_COMMAND_CONFIG"] = str(config)
@@ -134,7 +138,11 @@ def test_users_acls_produce_and_consume_on_a_secured_local_cluster(dev: SecureDe
     printed = admin.read_text()
     assert "security.protocol=SASL_SSL" in printed and "sasl.username=admin" in printed
 
-    added = dev.run("users", "add", "alice", "--password", "alice-secret", config=admin)
+    # The password from the environment, as documented (not on the command line, where the
+    # process list shows it).
+    added = dev.run(
+        "users", "add", "alice", config=admin, extra_env={"HIGHWATER_USER_PASSWORD": "alice-secret"}
+    )
     assert added.returncode == 0, added.stderr
     assert "Credentials of user alice set (SCRAM-SHA-256, SCRAM-SHA-512)." in added.stderr
     listed = dev.run("users", "list", "--json", config=admin)
