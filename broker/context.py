@@ -5,7 +5,6 @@ state (`broker.core.state.BrokerState`, what the decisions read and change) and 
 from __future__ import annotations
 
 import contextvars
-import random
 import time
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -129,8 +128,7 @@ class BrokerContext:
         isr = IsrCore(self.replica_manager.broker_id, settings, monotonic_ms())
         self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
         self.state.fetch_sessions = FetchSessionCache(
-            config.max_incremental_fetch_session_cache_slots,
-            random.randrange(1, 2**31 - 1),  # as Kafka: a restart rarely reuses an id
+            config.max_incremental_fetch_session_cache_slots
         )
         if config.authorizer_enabled:
             self._authorizer = AuthorizerSettings(

@@ -3,15 +3,18 @@ FetchManager): which partitions a Fetch reads, and which of them its answer name
 
 `open_fetch` runs once per request, before the long poll: it creates, updates, closes or
 refuses a session and returns the request to read (an incremental one reads every partition
-of its session). `answer_fetch` filters the final answer. docs/architecture.md ("Fetch
-sessions") has the rules.
+of its session). A session belongs to the principal and listener that opened it: to anyone
+else its id is unknown, so no one reads, advances or closes another's session. `answer_fetch`
+filters the final answer. docs/architecture.md ("Fetch sessions") has the rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import secrets
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from broker.core.principal import ANONYMOUS, Principal
 from protocol.errors import ErrorCode
 from protocol.fetch_session import fetch_topics, next_epoch
 from protocol.messages.fetch import (
@@ -30,13 +33,16 @@ from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "EVICTION_MS",
+    "IN_PROCESS",
     "MAX_SESSION_PARTITIONS",
     "CachedPartition",
     "FetchContext",
     "FetchSession",
     "FetchSessionCache",
+    "SessionOwner",
     "answer_fetch",
     "open_fetch",
+    "random_session_id",
 ]
 
 # Kafka's min.incremental.fetch.session.eviction.ms: a session unused this long may make way
@@ -44,6 +50,23 @@ __all__ = [
 EVICTION_MS = 120_000
 MAX_SESSION_PARTITIONS = MAX_ITEMS_DEFAULT
 _MAX_SESSION_ID = 2**31 - 1
+
+
+def random_session_id() -> int:
+    """A new id, 1 to 2^31 - 1, from the system's secure random (Kafka draws from
+    ThreadLocalRandom): an id cannot be guessed from the ids a client was given."""
+    return 1 + secrets.randbelow(_MAX_SESSION_ID)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOwner:
+    """Who opened a session (the authenticated principal) and through which listener."""
+
+    principal: Principal = ANONYMOUS
+    listener: str | None = None
+
+
+IN_PROCESS = SessionOwner()  # the owner of requests made without a listener (tests, simulation)
 
 
 @dataclass(slots=True)
@@ -63,6 +86,7 @@ class FetchSession:
     epoch: int  # the epoch the next incremental request must carry
     last_used_ms: int
     partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
+    owner: SessionOwner = IN_PROCESS
 
     @property
     def privileged(self) -> bool:
@@ -71,16 +95,17 @@ class FetchSession:
 
 @dataclass(slots=True)
 class FetchSessionCache:
-    """The broker's sessions, least recently used first. `next_session_id` is where the ids
-    start (the shell picks it at random, as Kafka does, so a restarted broker rarely reuses
-    one; the simulation, from its seed)."""
+    """The broker's sessions, least recently used first. `new_id` draws an id, 1 to 2^31 - 1
+    (random_session_id; the simulation draws from its seed)."""
 
     max_slots: int
-    next_session_id: int = 1
+    new_id: Callable[[], int] = random_session_id
     sessions: dict[int, FetchSession] = field(default_factory=dict)
 
-    def get(self, session_id: int) -> FetchSession | None:
-        return self.sessions.get(session_id)
+    def get(self, session_id: int, owner: SessionOwner = IN_PROCESS) -> FetchSession | None:
+        """The session with this id, if `owner` opened it (to anyone else it does not exist)."""
+        session = self.sessions.get(session_id)
+        return session if session is not None and session.owner == owner else None
 
     def remove(self, session_id: int) -> None:
         self.sessions.pop(session_id, None)
@@ -90,13 +115,17 @@ class FetchSessionCache:
         self.sessions.pop(session.session_id, None)
         self.sessions[session.session_id] = session
 
-    def create(self, replica_id: int, size: int, now_ms: int) -> FetchSession | None:
+    def create(
+        self, replica_id: int, size: int, now_ms: int, owner: SessionOwner = IN_PROCESS
+    ) -> FetchSession | None:
         """A new session, or None when the cache is full and nothing may be evicted for it
-        (the client then fetches without one)."""
+        (the client then fetches without one). A follower's session (replica_id >= 0) is
+        privileged: the caller creates one only for a principal with CLUSTER_ACTION."""
         if len(self.sessions) >= self.max_slots and not self._evict_for(replica_id, size, now_ms):
             return None
         session_id = self._new_id()
-        session = FetchSession(session_id, replica_id, next_epoch(INITIAL_EPOCH), now_ms)
+        epoch = next_epoch(INITIAL_EPOCH)
+        session = FetchSession(session_id, replica_id, epoch, now_ms, owner=owner)
         self.sessions[session_id] = session
         return session
 
@@ -122,10 +151,11 @@ class FetchSessionCache:
         return True
 
     def _new_id(self) -> int:
+        """Kafka's FetchSessionCache.newSessionId: drawn until it is free."""
         while True:
-            session_id = self.next_session_id
-            self.next_session_id = 1 if session_id >= _MAX_SESSION_ID else session_id + 1
-            if session_id > INVALID_SESSION_ID and session_id not in self.sessions:
+            session_id = self.new_id()
+            free = session_id not in self.sessions
+            if INVALID_SESSION_ID < session_id <= _MAX_SESSION_ID and free:
                 return session_id
 
 
@@ -140,23 +170,30 @@ class FetchContext:
     incremental: bool = False
 
 
-def open_fetch(cache: FetchSessionCache, request: FetchRequest, now_ms: int) -> FetchContext:
-    """Kafka's FetchManager.newContext."""
+def open_fetch(
+    cache: FetchSessionCache,
+    request: FetchRequest,
+    now_ms: int,
+    owner: SessionOwner = IN_PROCESS,
+) -> FetchContext:
+    """Kafka's FetchManager.newContext, for the request of `owner` (who may use only the
+    sessions it opened). A follower's fetch (replica_id >= 0) must be authorized before
+    it gets here: it may open a privileged session."""
     session_id, epoch = request.session_id, request.session_epoch
     if epoch in (FINAL_EPOCH, INITIAL_EPOCH):  # a full request: it closes the session named
-        if session_id != INVALID_SESSION_ID:
+        if session_id != INVALID_SESSION_ID and cache.get(session_id, owner) is not None:
             cache.remove(session_id)
         if epoch == FINAL_EPOCH:
             return FetchContext(request)  # sessionless, as before KIP-227
         wanted = list(_partitions(request.topics))
         if len(wanted) > MAX_SESSION_PARTITIONS:
             return FetchContext(request)
-        session = cache.create(request.replica_id, len(wanted), now_ms)
+        session = cache.create(request.replica_id, len(wanted), now_ms, owner)
         if session is not None:
             for tp, fetch in wanted:
                 session.partitions[tp] = CachedPartition(fetch)
         return FetchContext(request, session=session)
-    session = cache.get(session_id)
+    session = cache.get(session_id, owner)
     if session is None or session.replica_id != request.replica_id:  # no one else's session
         return FetchContext(request, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     if session.epoch != epoch:

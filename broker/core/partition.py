@@ -26,7 +26,7 @@ from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 
 __all__ = ["FencedLeaderEpochError", "NotLeaderError", "Partition", "ReadResult"]
 
-DEBUG_REPLICA_ID = -2  # Kafka's debugging consumer: reads up to the LEO
+DEBUG_REPLICA_ID = -2  # Kafka's debugging consumer: lists the LEO, fetches below the HW
 
 
 class NotLeaderError(HighwaterError):
@@ -179,16 +179,16 @@ class Partition:
         return False
 
     def reads_to_log_end(self, replica_id: int) -> bool:
-        """Followers (assigned replicas) and the debug id see up to the LEO; anyone else is a
-        consumer and sees only committed records."""
-        if replica_id == DEBUG_REPLICA_ID:
-            return True
+        """Only followers (assigned replicas) fetch up to the LEO; anyone else is a consumer
+        and sees only committed records. The debug id (-2) is a consumer here: Kafka's
+        FetchIsolation.of gives LOG_END to followers alone, so no client reads records that
+        may yet be truncated away. (ListOffsets still answers -2 with the LEO.)"""
         return replica_id >= 0 and replica_id != self.broker_id and replica_id in self.replicas
 
     def read(
         self, fetch_offset: int, max_bytes: int, *, replica_id: int, min_one_batch: bool
     ) -> ReadResult:
-        """Consumers read below the HW; followers and the debug id read up to the LEO."""
+        """Consumers (the debug id too) read below the HW; followers read up to the LEO."""
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.index}")
         max_offset = None if self.reads_to_log_end(replica_id) else self.high_watermark

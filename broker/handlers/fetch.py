@@ -1,15 +1,17 @@
 """Fetch: open its session (broker.core.fetch_session), read (broker.core.fetch), and
 long-poll in the purgatory until enough bytes, an error to report, or `max_wait_ms` (Kafka's
-DelayedFetch); the session decides which partitions the answer names."""
+DelayedFetch); the session decides which partitions the answer names. A follower's fetch is
+authorized before its session opens; a session belongs to the principal and listener that
+opened it."""
 
 from __future__ import annotations
 
 import trio
 
-from broker.context import BrokerContext
+from broker.context import SESSION, BrokerContext
 from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
-from broker.core.fetch_session import answer_fetch, open_fetch
+from broker.core.fetch_session import FetchContext, SessionOwner, answer_fetch, open_fetch
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest, FetchResponse
@@ -20,11 +22,19 @@ __all__ = ["handle_fetch"]
 async def handle_fetch(
     ctx: BrokerContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
-    session = open_fetch(ctx.state.fetch_sessions, request, ctx.now_ms())
-    if session.error != ErrorCode.NONE:
-        return answer_fetch(session, FetchResponse(session.error, ()))
-    request = session.request  # an incremental fetch reads every partition of its session
-    denied = _denied(ctx, request) if ctx.authorizing else frozenset()
+    if request.replica_id >= 0 and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        # A follower's fetch without CLUSTER_ACTION (the hole behind CVE-2018-1288): every
+        # topic refused, and no session, which would be privileged in the cache.
+        session = FetchContext(request)
+        denied = frozenset(t.topic for t in request.topics)
+    else:
+        caller = SESSION.get()
+        owner = SessionOwner(caller.principal, caller.listener)
+        session = open_fetch(ctx.state.fetch_sessions, request, ctx.now_ms(), owner)
+        if session.error != ErrorCode.NONE:
+            return answer_fetch(session, FetchResponse(session.error, ()))
+        request = session.request  # an incremental fetch reads every partition of its session
+        denied = _denied(ctx, request) if ctx.authorizing else frozenset()
     deadline = trio.current_time() + max_wait_ms(request) / 1000
     keys = fetch_keys(request)
     while True:
@@ -39,12 +49,10 @@ async def handle_fetch(
 
 
 def _denied(ctx: BrokerContext, request: FetchRequest) -> frozenset[str]:
-    """A follower's fetch needs CLUSTER_ACTION (else every topic is refused, as Kafka's
-    handleFetchRequest: the hole behind CVE-2018-1288), a consumer's READ on each topic."""
-    topics = {t.topic for t in request.topics}
+    """A consumer's fetch needs READ on each topic (a follower's passed CLUSTER_ACTION)."""
     if request.replica_id >= 0:
-        allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
-        return frozenset() if allowed else frozenset(topics)
+        return frozenset()
+    topics = {t.topic for t in request.topics}
     return frozenset(
         t for t in topics if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t)
     )

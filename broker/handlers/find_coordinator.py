@@ -1,5 +1,6 @@
 """FindCoordinator: the broker leading a group's `__consumer_offsets` partition. The first
-ask creates the topic (Kafka's behaviour); until it has leaders: COORDINATOR_NOT_AVAILABLE."""
+authorized ask creates the topic (Kafka's behaviour); until it has leaders:
+COORDINATOR_NOT_AVAILABLE."""
 
 from __future__ import annotations
 
@@ -33,17 +34,23 @@ async def handle_find_coordinator(
                 for k in request.coordinator_keys
             )
         )
+    # Authorized first: only a key the principal may DESCRIBE creates the offsets topic (as
+    # Kafka's handleFindCoordinatorRequest, which looks the coordinator up after the check).
+    refused: dict[str, Coordinator] = {}
+    for key in request.coordinator_keys:
+        if not key:
+            refused[key] = failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty")
+        elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            refused[key] = failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized")
     metadata = ctx.state.metadata
-    if coordinator is not None and OFFSETS_TOPIC not in metadata.topics:
+    allowed = [k for k in request.coordinator_keys if k not in refused]
+    if allowed and coordinator is not None and OFFSETS_TOPIC not in metadata.topics:
         await coordinator.ensure_offsets_topic()
     reachable = metadata.brokers_on(SESSION.get().listener)
     found = []
     for key in request.coordinator_keys:
-        if not key:
-            found.append(failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty"))
-            continue
-        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
-            found.append(failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized"))
+        if key in refused:
+            found.append(refused[key])
             continue
         broker = coordinator_of(metadata, key)
         if broker is None:

@@ -69,9 +69,10 @@ def _one(
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and ctx.metadata.partition(topic, index):
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ListOffsetsPartitionResponse(index, code)
+    # Kafka's ListOffsets gives the debug id the LEO too (no isolation level but a client's).
     limit = (
         partition.log_end_offset
-        if partition.reads_to_log_end(replica_id)
+        if replica_id == DEBUG_REPLICA_ID or partition.reads_to_log_end(replica_id)
         else partition.high_watermark
     )
     if wanted.timestamp == EARLIEST_TIMESTAMP:

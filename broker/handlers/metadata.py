@@ -21,11 +21,16 @@ async def handle_metadata(
     topics = cache.topic_metadata(request.topics, listener)
     if ctx.authorizing:
         # Kafka: topics not describable are left out of "all topics" and refused by name.
-        def describable(name: str) -> bool:
-            return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        # Only a refusal by name is logged: leaving a topic out of "all topics" is no denial
+        # (Kafka's filterByAuthorized asks with logIfDenied = false), and would log one line
+        # per hidden topic per request.
+        def describable(name: str, *, log_denied: bool = True) -> bool:
+            return ctx.authorize(
+                AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=log_denied
+            )
 
         if request.topics is None:
-            topics = tuple(t for t in topics if describable(t.name))
+            topics = tuple(t for t in topics if describable(t.name, log_denied=False))
         else:
             topics = tuple(
                 t

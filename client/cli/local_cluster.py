@@ -280,10 +280,8 @@ def _set_up_admin(layout: ClusterLayout, echo: Echo) -> None:
         raise ClusterError(f"could not create the admin user: {exc}") from exc
     properties = local_security.write_client_properties(layout.root)
     echo("SASL_SSL on the client ports (SCRAM-SHA-256/512, PLAIN), ACLs on; a CA in")
-    echo(f"{layout.root / 'tls'}. The admin user (a super user) logs in with {properties}:")
-    echo("")
-    for line in properties.read_text().splitlines()[1:]:
-        echo(f"  {line}")
+    echo(f"{layout.root / 'tls'}. The admin user (a super user) logs in with the client")
+    echo(f"properties in {properties} (mode 0600: it holds the password).")
     echo("")
     echo("Try:")
     echo(f"  export HIGHWATER_BOOTSTRAP={layout.bootstrap}")
@@ -458,7 +456,8 @@ def _broker_spec(layout: ClusterLayout, broker_id: int) -> ProcessSpec:
 
     def start() -> int:
         (layout.broker_dir(broker_id) / "data").mkdir(parents=True, exist_ok=True)
-        config_path.write_text(broker_properties(layout, broker_id))
+        # 0600: with --secure it holds the broker super user's password (sasl.jaas.config).
+        local_security.write_private(config_path, broker_properties(layout, broker_id))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with log_path.open("ab") as log:
             # New session: Ctrl-C in the launching terminal must not reach the broker, and it

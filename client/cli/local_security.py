@@ -1,7 +1,7 @@
 """`highwater dev up --secure`: what makes the local cluster a secured one.
 
 A CA and a certificate for 127.0.0.1/localhost made with the `openssl` command in
-`<dir>/tls/`; a broker user with a random password in `<dir>/tls/broker.properties`; listeners
+`<dir>/tls/`; a broker user with a random password in `<dir>/tls/passwords.properties`; listeners
 CLIENT (SASL_SSL, the ports clients bootstrap from) and INTERNAL (SASL_PLAINTEXT, between
 brokers); ACLs on, with `User:broker` and `User:admin` as super users; and, once the brokers
 answer, the admin user and `<dir>/client.properties` (Kafka's client properties) for the CLI.
@@ -9,6 +9,7 @@ answer, the admin user and `<dir>/client.properties` (Kafka's client properties)
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ __all__ = [
     "client_properties_path",
     "ensure_secrets",
     "write_client_properties",
+    "write_private",
 ]
 
 BROKER_USER: Final = "broker"
@@ -38,6 +40,15 @@ _DAYS: Final = "825"
 
 class SecureSetupError(RuntimeError):
     """The certificates or secrets could not be made."""
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner may read or write (0600 whatever the umask): it holds a
+    password. A file already there is narrowed to 0600 before the text goes in."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        os.fchmod(file.fileno(), 0o600)
+        file.write(text)
 
 
 def _tls(root: Path) -> Path:
@@ -56,9 +67,9 @@ def ensure_secrets(root: Path) -> None:
         _make_certificates(tls)
     secrets_file = tls / "passwords.properties"
     if not secrets_file.exists():
-        secrets_file.touch(mode=0o600)
-        secrets_file.write_text(
-            f"broker={secrets.token_urlsafe(18)}\nadmin={secrets.token_urlsafe(18)}\n"
+        write_private(
+            secrets_file,
+            f"broker={secrets.token_urlsafe(18)}\nadmin={secrets.token_urlsafe(18)}\n",
         )
 
 
@@ -87,9 +98,7 @@ def _make_certificates(tls: Path) -> None:
         if done.returncode != 0:
             raise SecureSetupError(f"openssl failed: {done.stderr.strip()}")
     chain = (tls / "server.crt").read_text() + (tls / "server.key").read_text()
-    server = tls / "server.pem"
-    server.touch(mode=0o600)
-    server.write_text(chain)
+    write_private(tls / "server.pem", chain)
 
 
 def broker_settings(root: Path, client_listener: str, internal_listener: str) -> dict[str, str]:
@@ -133,13 +142,13 @@ def _security(root: Path, user: str) -> ClientSecurity:
 def write_client_properties(root: Path) -> Path:
     """Kafka's client properties for the admin user, for --command-config."""
     path = client_properties_path(root)
-    path.touch(mode=0o600)
-    path.write_text(
+    write_private(
+        path,
         "# Written by `highwater dev up --secure`: the admin user (a super user).\n"
         "security.protocol=SASL_SSL\n"
         "sasl.mechanism=SCRAM-SHA-512\n"
         f"sasl.username={ADMIN_USER}\n"
         f"sasl.password={_password(root, ADMIN_USER)}\n"
-        f"ssl.truststore.location={_tls(root) / 'ca.pem'}\n"
+        f"ssl.truststore.location={_tls(root) / 'ca.pem'}\n",
     )
     return path

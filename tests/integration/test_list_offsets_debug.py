@@ -1,9 +1,10 @@
-"""ListOffsets from the debug replica id (-2) on a follower, with the test playing the
-controller of one in-process broker (no ZooKeeper), as in test_broker_handlers.py.
+"""ListOffsets and Fetch from the debug replica id (-2), with the test playing the controller
+of one in-process broker (no ZooKeeper), as in test_broker_handlers.py.
 
-Kafka serves the debugging consumer from any replica (fetchOnlyFromLeader = replicaId !=
-DebuggingConsumerId): latest is that replica's log end offset, earliest its log start offset.
-Every other replica id still needs the leader.
+Kafka serves the debugging consumer's ListOffsets from any replica (fetchOnlyFromLeader =
+replicaId != DebuggingConsumerId): latest is that replica's log end offset, earliest its log
+start offset. Every other replica id still needs the leader. Its Fetch reads only below the
+high watermark, as any consumer's (FetchIsolation.of).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from client.network import BrokerConnection
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -85,6 +87,24 @@ async def test_the_leader_answers_the_debug_id_with_its_log_end_offset(tmp_path:
         assert answer.responses[0].partition_responses[0].error_code == 0
         assert (await list_offset(conn, LATEST_TIMESTAMP, CONSUMER)).offset == 0  # the HW
         assert (await list_offset(conn, LATEST_TIMESTAMP, DEBUG)).offset == 1  # the LEO
+
+
+async def test_the_debug_id_fetches_nothing_above_the_high_watermark(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as broker:
+        conn = broker.conn
+        await broker.lead("t", 0, isr=(ME, OTHER))  # OTHER never fetches: HW stays at 0
+        answer = await conn.request(produce(batch(b"uncommitted"), acks=1))
+        assert answer.responses[0].partition_responses[0].error_code == 0
+        assert (await list_offset(conn, LATEST_TIMESTAMP, DEBUG)).offset == 1  # the LEO
+        for replica_id in (DEBUG, CONSUMER):
+            fetched = await conn.request(
+                FetchRequest(
+                    replica_id, 0, 1, 1 << 20, (FetchTopic("t", (FetchPartition(0, 0, 1 << 20),)),)
+                )
+            )
+            data = fetched.responses[0].partitions[0]
+            assert (data.error_code, data.high_watermark) == (ErrorCode.NONE, 0)
+            assert data.records == b"", replica_id
 
 
 async def test_a_partition_not_hosted_here_is_refused_for_the_debug_id(tmp_path: Path) -> None:

@@ -27,11 +27,16 @@ class SecureDev:
     bootstrap: str
     admin: Path  # the client.properties `dev up --secure` wrote
     internal_port: int  # the SASL_PLAINTEXT inter-broker listener
+    printed: str  # what `dev up --secure` printed
 
     def run(
-        self, *args: str, config: Path | None = None, stdin: str | None = None
+        self,
+        *args: str,
+        config: Path | None = None,
+        stdin: str | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "HIGHWATER_BOOTSTRAP": self.bootstrap}
+        env = {**os.environ, "HIGHWATER_BOOTSTRAP": self.bootstrap, **(extra_env or {})}
         env.pop("HIGHWATER_COMMAND_CONFIG", None)
         if config is not None:
             env["HIGHWATER_COMMAND_CONFIG"] = str(config)
@@ -100,9 +105,32 @@ def dev(tmp_path: Path, zookeeper_available: None) -> Iterator[SecureDev]:
     )  # fmt: skip
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        yield SecureDev(root, f"127.0.0.1:{base}", root / "client.properties", base + 1)
+        yield SecureDev(
+            root, f"127.0.0.1:{base}", root / "client.properties", base + 1, up.stdout + up.stderr
+        )
     finally:
         _highwater("dev", "down", "--dir", str(root))
+
+
+def test_secrets_are_owner_only_files_and_never_printed(dev: SecureDev) -> None:
+    """The broker's server.properties holds its super user's password: 0600, as the other
+    secrets. `dev up` names the client properties file rather than print the password."""
+    passwords = (dev.root / "tls" / "passwords.properties").read_text()
+    admin_password = passwords.split("admin=", 1)[1].splitlines()[0]
+    broker_password = passwords.split("broker=", 1)[1].splitlines()[0]
+    assert (
+        f'password="{broker_password}"' in (dev.root / "broker-1" / "server.properties").read_text()
+    )
+    for secret in (
+        dev.root / "broker-1" / "server.properties",
+        dev.root / "client.properties",
+        dev.root / "tls" / "passwords.properties",
+        dev.root / "tls" / "server.pem",
+    ):
+        assert secret.stat().st_mode & 0o777 == 0o600, secret
+    assert admin_password not in dev.printed and broker_password not in dev.printed
+    assert str(dev.admin) in dev.printed, dev.printed
+    assert "sasl.password" not in dev.printed
 
 
 def test_users_acls_produce_and_consume_on_a_secured_local_cluster(dev: SecureDev) -> None:
@@ -110,7 +138,11 @@ def test_users_acls_produce_and_consume_on_a_secured_local_cluster(dev: SecureDe
     printed = admin.read_text()
     assert "security.protocol=SASL_SSL" in printed and "sasl.username=admin" in printed
 
-    added = dev.run("users", "add", "alice", "--password", "alice-secret", config=admin)
+    # The password from the environment, as documented (not on the command line, where the
+    # process list shows it).
+    added = dev.run(
+        "users", "add", "alice", config=admin, extra_env={"HIGHWATER_USER_PASSWORD": "alice-secret"}
+    )
     assert added.returncode == 0, added.stderr
     assert "Credentials of user alice set (SCRAM-SHA-256, SCRAM-SHA-512)." in added.stderr
     listed = dev.run("users", "list", "--json", config=admin)

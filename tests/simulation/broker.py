@@ -179,7 +179,9 @@ class SimBroker(SimProcess):
         # its own: the world's stream (network delays, faults) stays what the seed made it.
         sessions_rng = random.Random(world.seed * 1009 + self.broker_id * 31 + self.incarnation)
         slots = sessions_rng.choice((1, 2, 1000))  # Kafka's default is 1000
-        self.state.fetch_sessions = FetchSessionCache(slots, sessions_rng.randrange(1, 2**31 - 1))
+        self.state.fetch_sessions = FetchSessionCache(
+            slots, lambda: sessions_rng.randrange(1, 2**31 - 1)
+        )
         fetcher_settings = FetcherSettings(
             world.replica_fetch_max_bytes,
             config.replica_fetch_min_bytes,

@@ -3,6 +3,7 @@ handler (protocol.fetch_session), alone and talking to each other."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -11,11 +12,14 @@ import pytest
 from broker.core.fetch import read_fetch
 from broker.core.fetch_session import (
     EVICTION_MS,
+    IN_PROCESS,
     FetchSessionCache,
+    SessionOwner,
     answer_fetch,
     open_fetch,
 )
 from broker.core.follower import FetcherSettings, FetchRound, Follower
+from broker.core.principal import Principal
 from broker.core.replication_quota import ReplicationQuota
 from protocol.errors import ErrorCode
 from protocol.fetch_session import FetchSessionHandler, fetch_entry, next_epoch
@@ -85,7 +89,7 @@ def named(response: FetchResponse) -> set[TopicPartition]:
 
 
 def test_a_full_request_opens_a_session_and_names_every_partition() -> None:
-    cache = FetchSessionCache(10, next_session_id=7)
+    cache = FetchSessionCache(10, lambda: 7)
     context = open_fetch(cache, request({A0: fetch(A0), B0: fetch(B0)}), 0)
     answer = answer_fetch(context, read(context.request, {}))
     assert answer.session_id == 7 and named(answer) == {A0, B0}
@@ -177,6 +181,49 @@ def test_unknown_foreign_and_out_of_order_sessions_are_refused() -> None:
         answer = answer_fetch(context, FetchResponse(context.error, ()))
         assert answer.error_code == code and answer.responses == () and answer.session_id == 0
     assert cache.get(sid) is not None and cache.get(sid).epoch == 1  # type: ignore[union-attr]
+
+
+def test_session_ids_are_random_nonzero_int32s_and_never_reused_while_live() -> None:
+    """Drawn from `secrets`, not counted up: a client cannot guess the next one from its own."""
+    cache = FetchSessionCache(1000)
+    ids = [
+        answer_fetch(c, read(c.request, {})).session_id
+        for c in (open_fetch(cache, request({A0: fetch(A0)}), at) for at in range(50))
+    ]
+    assert all(0 < sid <= 2**31 - 1 for sid in ids) and len(set(ids)) == 50
+    assert not any(b - a == 1 for a, b in itertools.pairwise(ids))
+    draws = iter([0, 5, 2**31, 5, 6])  # invalid, taken and out-of-range draws are drawn again
+    drawing = FetchSessionCache(10, lambda: next(draws))
+    assert [
+        open_fetch(drawing, request({A0: fetch(A0)}), 0).session.session_id  # type: ignore[union-attr]
+        for _ in range(2)
+    ] == [5, 6]
+
+
+ALICE = SessionOwner(Principal("User", "alice"), "CLIENT")
+MALLORY = SessionOwner(Principal("User", "mallory"), "CLIENT")
+
+
+def test_only_the_principal_and_listener_that_opened_a_session_may_use_or_close_it() -> None:
+    cache = FetchSessionCache(10)
+    first = open_fetch(cache, request({A0: fetch(A0)}, replica_id=CONSUMER), 0, ALICE)
+    sid = answer_fetch(first, read(first.request, {})).session_id
+    elsewhere = SessionOwner(ALICE.principal, "INTERNAL")
+    for stranger in (MALLORY, elsewhere, IN_PROCESS):
+        refused = open_fetch(cache, request({}, sid, 1, replica_id=CONSUMER), 1, stranger)
+        assert refused.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        # A full request naming it (to close it) opens the stranger's own and leaves it be.
+        full = open_fetch(
+            cache, request({B0: fetch(B0)}, sid, INITIAL_EPOCH, CONSUMER), 1, stranger
+        )
+        assert full.session is not None and full.session.session_id != sid
+        open_fetch(cache, request({}, sid, FINAL_EPOCH, replica_id=CONSUMER), 1, stranger)
+    assert cache.get(sid) is None  # to a stranger (IN_PROCESS) it does not exist
+    mine = open_fetch(cache, request({}, sid, 1, replica_id=CONSUMER), 2, ALICE)
+    assert mine.error == ErrorCode.NONE and mine.incremental
+    assert named(answer_fetch(mine, read(mine.request, {A0: (0, b"x")}))) == {A0}
+    open_fetch(cache, request({}, sid, FINAL_EPOCH, replica_id=CONSUMER), 3, ALICE)
+    assert cache.get(sid, ALICE) is None
 
 
 def test_final_epoch_closes_the_session_and_fetches_without_one() -> None:

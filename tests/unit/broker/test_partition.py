@@ -258,11 +258,13 @@ def test_consumer_read_stops_at_the_high_watermark(log: Log) -> None:
     assert at_hw.data.read() == b""
 
 
-def test_debug_replica_reads_to_the_log_end(log: Log) -> None:
+def test_the_debug_replica_id_reads_only_below_the_high_watermark(log: Log) -> None:
+    """-2 is a consumer to Fetch (Kafka's FetchIsolation.of: LOG_END is for followers only)."""
     partition = _leader_with_uncommitted_tail(log)
     result = partition.read(0, 1 << 20, replica_id=-2, min_one_batch=True)
-    assert values(result.data.read()) == [b"a", b"b", b"c"]
-    assert result.high_watermark == 2
+    assert values(result.data.read()) == [b"a", b"b"]
+    assert result.high_watermark == 2 and result.log_end_offset == 3
+    assert partition.read(2, 1 << 20, replica_id=-2, min_one_batch=True).data.read() == b""
 
 
 def test_follower_reads_to_the_log_end(log: Log) -> None:
@@ -273,9 +275,9 @@ def test_follower_reads_to_the_log_end(log: Log) -> None:
 
 @pytest.mark.parametrize("replica_id", [99, -3])
 def test_unknown_replica_id_does_not_see_uncommitted_records(log: Log, replica_id: int) -> None:
-    """Only the partition's own replicas (and the debug id -2) may read past the HW, as in
-    Kafka's FetchIsolation; any other id reading to the LEO lets a consumer see records that
-    may yet be truncated away."""
+    """Only the partition's own replicas may read past the HW, as in Kafka's FetchIsolation;
+    any other id reading to the LEO lets a consumer see records that may yet be truncated
+    away."""
     partition = _leader_with_uncommitted_tail(log)
     try:
         result = partition.read(0, 1 << 20, replica_id=replica_id, min_one_batch=True)
