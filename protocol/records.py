@@ -172,8 +172,12 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int, header: BatchH
             f"batch at byte {pos}: CRC-32C {actual:#010x} != stored {header.crc:#010x}"
         )
     # A producer's batch is dense (record_count == last_offset_delta + 1); a cleaned one
-    # keeps its offsets and last_offset_delta with fewer records (Kafka's v2 batches too).
-    if not 0 < header.record_count <= header.last_offset_delta + 1:
+    # keeps its offsets and last_offset_delta with fewer records, none at all for a producer's
+    # last batch the cleaner emptied (Kafka's v2 batches too: BatchRetention.RETAIN_EMPTY).
+    # Every batch covers at least one offset.
+    if not (
+        header.last_offset_delta >= 0 and 0 <= header.record_count <= header.last_offset_delta + 1
+    ):
         raise InvalidRecordError(
             f"batch at byte {pos}: record_count {header.record_count} does not fit "
             f"last_offset_delta {header.last_offset_delta}"
@@ -221,7 +225,8 @@ def _coherent(fields: tuple[Any, ...], view: memoryview, pos: int, end: int) -> 
     record counts that agree, a matching CRC. When one fails, validate_batch names it."""
     return bool(
         fields[3] == MAGIC_V2
-        and 0 < fields[12] <= fields[6] + 1
+        and fields[6] >= 0
+        and 0 <= fields[12] <= fields[6] + 1
         and _crc(view[pos + CRC_START : end]) == fields[4]
     )
 
@@ -336,8 +341,9 @@ def build_batch_from_entries(
     one at a time (the producer's accumulator): each entry is
     `[timestamp - base_timestamp, index, key, value, headers]` with headers a sequence of
     (str, bytes | None) pairs. The bytes are identical to `build_batch` of the same records.
-    `last_offset_delta`: the log cleaner's, keeping a batch's offsets with fewer records."""
-    if not entries:
+    `last_offset_delta`: the log cleaner's, keeping a batch's offsets with fewer records, or
+    none (a producer's last batch, emptied: its header keeps the producer's sequence)."""
+    if not entries and last_offset_delta is None:
         raise ValueError("a batch holds at least one record")
     section = compress(compression, msgpack.packb(entries, use_bin_type=True))
     batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)

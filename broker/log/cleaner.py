@@ -5,9 +5,12 @@ them, so it can run in a worker process; the log swaps them in afterwards
 (`Log.replace_segments`). Offsets are kept: a batch loses the records a later offset of the
 same key supersedes, keyless records and tombstones older than delete.retention.ms, and keeps
 its base offset, last offset delta and producer fields (as Kafka's MemoryRecords.filterTo);
-a batch that keeps every record is copied as it is. Each producer's last batch is copied
-whole, so its idempotence state survives. Records are read as raw msgpack entries, not
-Record objects: this is the one place the broker looks at every record of a log.
+a batch that keeps every record is copied as it is. Each idempotent producer's last batch
+stays even when none of its records does: its header alone, with no records (Kafka's
+BatchRetention.RETAIN_EMPTY), so its producer id, epoch and sequence range survive for the
+producer state (a retry is still a duplicate, the next batch still follows). Records are read
+as raw msgpack entries, not Record objects: this is the one place the broker looks at every
+record of a log.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class CleaningTask:
     first_dirty_offset: int  # records below were cleaned before
     end_offset: int  # a segment boundary: nothing at or above is read or changed
     now_ms: int
-    # producer id -> the last offset of its last batch: that batch is kept whole.
+    # producer id -> the last offset of its last batch: that batch's header is kept.
     producer_last_offsets: Mapping[int, int] = field(default_factory=dict)
     max_map_keys: int = 1 << 20  # the key -> offset map's bound (log.cleaner.dedupe.buffer.size)
 
@@ -211,17 +214,16 @@ def _clean_group(
             for header, raw in _batches(task.directory, ref):
                 count = header.record_count
                 totals[2] += count
-                if task.producer_last_offsets.get(header.producer_id) == header.last_offset:
-                    kept = count  # a producer's last batch: whole
-                else:
-                    _, entries = decode_batch_entries(raw)
-                    retained = _retained(entries, header, offset_map, horizon_ms)
-                    kept = len(retained)
-                    if kept and kept < count:
-                        raw = _filtered(header, retained)
+                _, entries = decode_batch_entries(raw)
+                retained = _retained(entries, header, offset_map, horizon_ms)
+                kept = len(retained)
                 totals[3] += kept
-                if kept:
-                    out.append(raw, 0, read_header(raw), None)
+                last = task.producer_last_offsets.get(header.producer_id) == header.last_offset
+                if not kept and not last:
+                    continue  # nothing of it stays
+                if kept < count:
+                    raw = _filtered(header, retained) if kept else _emptied(header)
+                out.append(raw, 0, read_header(raw), None)
         out.flush()
         size = out.size
         totals[1] += size
@@ -240,6 +242,24 @@ def _filtered(header: BatchHeader, retained: list[Any]) -> bytes:
         base_timestamp=header.base_timestamp,
         max_timestamp=header.base_timestamp + max(e[0] for e in retained),
         compression=Compression(header.compression),
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta,
+    )
+
+
+def _emptied(header: BatchHeader) -> bytes:
+    """A producer's last batch without its records (Kafka's writeEmptyHeader): offsets,
+    producer id, epoch, base sequence and leader epoch as they were, so the sequence range
+    (base_sequence + last_offset_delta) is the same; both timestamps are its max timestamp,
+    no codec for an empty records section."""
+    return build_batch_from_entries(
+        (),
+        base_timestamp=header.max_timestamp,
+        max_timestamp=header.max_timestamp,
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,

@@ -380,6 +380,8 @@ class LogSegment:
             return None
         position, header = found
         batch = decode_batch(os.pread(self.fd, header.size, position))
+        if not batch.records:  # a producer's last batch the cleaner emptied: the record went,
+            return header.last_offset, header.max_timestamp  # the batch's last offset stands in
         best = max(batch.records, key=lambda r: r.timestamp_ms)  # the first of equals
         return best.offset, best.timestamp_ms
 

@@ -106,6 +106,11 @@ def check_producer_batch(position: int, header: BatchHeader) -> None:
         raise InvalidRecordError(
             f"batch at byte {position}: base offset {header.base_offset}, must be 0"
         )
+    if header.record_count <= 0:  # Kafka's LogValidator; only the cleaner empties a batch
+        raise InvalidRecordError(
+            f"batch at byte {position}: record_count {header.record_count}: a producer's "
+            "batch holds at least one record"
+        )
     if header.record_count != header.last_offset_delta + 1:  # Kafka's LogValidator: dense
         raise InvalidRecordError(
             f"batch at byte {position}: record_count {header.record_count} with "

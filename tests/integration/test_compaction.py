@@ -7,8 +7,10 @@ latest value, on every replica, and never an older value after a newer one for a
 from __future__ import annotations
 
 import functools
+import json
 import random
 import shutil
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,7 +22,7 @@ from client.consumer import Consumer
 from client.errors import HighwaterClientError
 from client.producer import Producer
 from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, decode_batches
+from protocol.records import BatchHeader, Record, build_batch, decode_batches
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually, wait_until
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
@@ -33,6 +35,7 @@ from tests.integration.replication_checks import (
     whole_cluster_around,
     zk_view,
 )
+from tests.integration.test_cli_tools import cli
 from tests.integration.wire import init_producer_id, produce_to
 
 pytestmark = [pytest.mark.integration]
@@ -263,10 +266,55 @@ async def _reads_latest(cluster: Cluster, topic: str, expected: Latest) -> bool:
         return False
 
 
+async def test_the_documented_demo_drops_old_values(cluster: Cluster) -> None:
+    """docs/operations.md "Compacted topics", as a user runs it with the `highwater` CLI:
+    five values of two keys in one produce call (one idempotent producer's only batch), a
+    tombstone for one key from a second call, a third call's write to roll past it; once
+    cleaned, a read from the beginning shows each key's latest value and the tombstone. (The
+    cleaner used to keep a producer's last batch whole, so nothing went.)"""
+    topic = "users-demo"
+    segment_ms = 5000
+    config = {
+        "cleanup.policy": "compact",
+        "segment.ms": str(segment_ms),
+        "min.cleanable.dirty.ratio": "0.01",
+    }
+    await create_topic(cluster, topic, [[1, 2, 3]], config)
+    marks = cluster.log_marks()
+    values = b"alice:v1\nbob:v1\nalice:v2\nalice:v3\nbob:v2\n"
+    calls = [
+        (values, ["-K", ":"]),
+        (b'{"key":"bob","value":null}\n', ["--json"]),
+        (b"carol:v1\n", ["-K", ":"]),
+    ]
+    written_s = 0.0
+    for i, (stdin, args) in enumerate(calls):
+        if i:  # this call's batch rolls the segment: segment.ms passed (by timestamps)
+            _wait_past(written_s + segment_ms / 1000 + 0.1)
+        done = cli(cluster, "produce", topic, *args, stdin=stdin)
+        assert done.returncode == 0, done.stderr.decode()
+        written_s = time.time()
+    leader = cluster.brokers[1]
+
+    def cleaned_below_carol() -> list[dict[str, object]]:
+        events = logged_events(leader, "log cleaned", since=marks[1], topic=topic, partition=0)
+        return [e for e in events if e["end_offset"] == 6]
+
+    wait_until(cleaned_below_carol, 60, "the leader cleaned below carol's segment")
+    consumed = cli(cluster, "consume", topic, "--from-beginning", "-e", "--format", "%o %k %s\n")
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    assert consumed.stdout.decode().splitlines() == ["3 alice v3", "5 bob ", "6 carol v1"]
+    as_json = cli(cluster, "consume", topic, "--from-beginning", "-e", "--json")
+    bob = [json.loads(line) for line in as_json.stdout.decode().splitlines()][1]
+    assert (bob["key"], bob["value"]) == ("bob", None), "the tombstone stays"
+
+
 async def test_idempotent_retries_are_deduplicated_across_a_cleaning(cluster: Cluster) -> None:
-    """An idempotent producer's last batch survives cleaning even when newer records of its
-    keys supersede it, so a replica rebuilt from the cleaned log still knows the producer:
-    a retry of that batch, sent to it as the new leader, gets the original offset."""
+    """An idempotent producer's last batch keeps its header when newer records of its keys
+    supersede all of its records (Kafka's BatchRetention.RETAIN_EMPTY), so a replica rebuilt
+    from the cleaned log still knows the producer: a retry of that batch, sent to it as the
+    new leader, gets the original offset, the producer's next batch follows, and a sequence
+    gap is refused."""
     topic = "compacted-idempotence"
     await create_topic(cluster, topic, [[1, 2, 3]], COMPACTED)
     leader = cluster.brokers[1]
@@ -285,6 +333,9 @@ async def test_idempotent_retries_are_deduplicated_across_a_cleaning(cluster: Cl
         plain = build_batch([Record(b"y" * 100, key=k) for k in keys])
         assert (await produce_to(leader, topic, plain)).error_code == ErrorCode.NONE
     wait_until(lambda: cleanings(leader, topic, marks[1]), 60, "the leader cleaned")
+    emptied = functools.partial(_emptied_batch, leader, topic, first_offset)
+    kept = wait_until(emptied, 60, "the producer's last batch emptied on the leader")
+    assert (kept.producer_id, kept.base_sequence, kept.last_sequence) == (pid, 297, 299)
 
     # Broker 3 loses its copy and copies the cleaned log from the leader.
     rebuilt = cluster.brokers[3]
@@ -305,6 +356,30 @@ async def test_idempotent_retries_are_deduplicated_across_a_cleaning(cluster: Cl
     answer = (ErrorCode(retry.error_code).name, retry.base_offset)
     assert answer == ("NONE", first_offset), "the rebuilt replica forgot the producer"
     assert await log_end_offset(rebuilt, topic, 0) == end, "a retry was written again"
+    # The producer goes on at sequence 300; one that skips a sequence is refused, which an
+    # unknown producer would not be (its first batch is taken at any sequence).
+    records = [Record(b"z", key=k) for k in keys]
+    gap = build_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=304)
+    refused = await produce_to(rebuilt, topic, gap)
+    assert ErrorCode(refused.error_code) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    following = build_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=300)
+    accepted = await produce_to(rebuilt, topic, following)
+    assert (ErrorCode(accepted.error_code), accepted.base_offset) == (ErrorCode.NONE, end)
+    headers = [h for h in rebuilt.batch_headers(topic, 0) if h.producer_id == pid]
+    assert any(h.record_count == 0 for h in headers), "the rebuilt replica got the empty batch"
+
+
+def _wait_past(wall_clock_s: float) -> None:
+    """Until the wall clock passes `wall_clock_s` (a record timestamp's roll condition)."""
+    wait_until(lambda: time.time() > wall_clock_s, wall_clock_s - time.time() + 5, "the time")
+
+
+def _emptied_batch(broker: BrokerProcess, topic: str, base_offset: int) -> BatchHeader | None:
+    """The batch at `base_offset` on the broker's disk if it holds no records any more."""
+    for header in broker.batch_headers(topic, 0):
+        if header.base_offset == base_offset and header.record_count == 0:
+            return header
+    return None
 
 
 async def test_switching_a_topic_to_compact_starts_cleaning_it(cluster: Cluster) -> None:

@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
-from protocol.records import Record, build_batch, crc32c
+from protocol.records import Record, build_batch, build_batch_from_entries, crc32c, read_header
 from tests.unit.client.fake_broker import FakeCluster
 
 T0 = 1_700_000_000_000
@@ -71,6 +71,45 @@ async def test_reads_everything_in_offset_order_per_partition(cluster3: FakeClus
             assert [r.value for r in records if r.partition == p] == [b"%d" % i for i in range(50)]
             assert await consumer.position(("t", p)) == 50
             assert consumer.highwater(("t", p)) == 50
+
+
+async def test_a_cleaned_partition_reads_past_gaps_and_emptied_batches(
+    cluster: FakeCluster,
+) -> None:
+    """A compacted partition as the log cleaner leaves it: a batch with gaps, and producers'
+    last batches with no records left (Kafka's BatchRetention.RETAIN_EMPTY), one of them the
+    last batch of the partition. The consumer reads the records there are and its position
+    moves past the empty batches to the log end."""
+    cluster.create_topic("t")
+    part = cluster.topics["t"][0]
+    gapped = [(0, 1, b"a", b"1", ()), (0, 3, b"b", b"2", ())]
+    emptied = {"producer_id": 8, "producer_epoch": 0, "partition_leader_epoch": 0}
+    stored = [
+        build_batch_from_entries(
+            gapped, base_timestamp=T0, max_timestamp=T0, base_offset=0, last_offset_delta=3
+        ),
+        build_batch_from_entries(
+            (), base_timestamp=T0, max_timestamp=T0, base_offset=4, last_offset_delta=2,
+            base_sequence=0, **emptied,
+        ),
+        build_batch([Record(b"3", key=b"c")], base_offset=7, now_ms=T0),
+        build_batch_from_entries(
+            (), base_timestamp=T0, max_timestamp=T0, base_offset=8, last_offset_delta=1,
+            base_sequence=3, **emptied,
+        ),
+    ]  # fmt: skip
+    for data in stored:
+        part.batches.append((read_header(data).base_offset, data))
+    part.log_end_offset = 10
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        records = await poll_until(consumer, 3)
+        assert [(r.offset, r.value) for r in records] == [(1, b"1"), (3, b"2"), (7, b"3")]
+        with trio.fail_after(5):
+            while await consumer.position(("t", 0)) < 10:
+                assert await consumer.poll(timeout_ms=100) == []
+        consumer.seek(("t", 0), 5)  # inside an emptied batch
+        assert [r.offset for r in await poll_until(consumer, 1)] == [7]
 
 
 async def test_max_records_limits_a_poll(cluster: FakeCluster) -> None:

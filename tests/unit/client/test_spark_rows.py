@@ -175,6 +175,31 @@ def test_a_cleaned_batch_keeps_its_offsets_and_a_range_cuts_it() -> None:
     assert [t.timestamp() * 1000 for t in out["timestamp"]] == [103, 104, 108]
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_emptied_batch_adds_no_rows_and_is_read_past(compiled: bool) -> None:
+    """A producer's last batch the log cleaner emptied (Kafka's RETAIN_EMPTY): record_count 0,
+    its offsets kept. It adds no row, the range read goes past it, and a range inside it
+    alone is empty; with the compiled decoder or without."""
+    emptied = build_batch_from_entries(
+        (), base_timestamp=100, max_timestamp=100, producer_id=8, producer_epoch=0,
+        base_sequence=0, base_offset=10, last_offset_delta=3,
+    )  # fmt: skip
+    stored = (
+        build_batch([Record(b"a")], base_offset=9, now_ms=0)
+        + emptied
+        + build_batch([Record(b"b"), Record(b"c")], base_offset=14, now_ms=0)
+    )
+    decoder = columns._decode_section if compiled else None
+    with mock.patch.object(columns, "_decode_section", decoder):
+        builder = ColumnBuilder("t", 0, include_headers=True)
+        assert builder.add(stored, 9, 20) == (3, 16)
+        out = builder.flush().to_pydict()
+        assert out["offset"] == [9, 14, 15]
+        assert out["value"] == [b"a", b"b", b"c"]
+        assert builder.add(emptied, 11, 13) == (1, 14)
+        assert builder.flush().num_rows == 0
+
+
 def test_a_partial_batch_at_the_end_is_left_for_the_next_fetch() -> None:
     whole = build_batch([Record(b"a")], base_offset=0, now_ms=0)
     cut = build_batch([Record(b"b")], base_offset=1, now_ms=0)[:-3]

@@ -17,7 +17,7 @@ from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.log import Log
 from protocol.compression import Compression
-from protocol.errors import CorruptRecordError, InvalidRecordError
+from protocol.errors import CorruptRecordError, InvalidRecordError, OutOfOrderSequenceError
 from protocol.records import Record, build_batch, build_batch_from_entries, decode_batches
 from tests.unit.log.helpers import T0
 
@@ -145,19 +145,103 @@ def test_superseded_records_go_and_offsets_stay(tmp_path: Path) -> None:
     reopened.close()
 
 
-def test_each_producers_last_batch_is_kept_whole(tmp_path: Path) -> None:
+def _producers(log: Log) -> dict[int, tuple[int, int, list[tuple[int, int, int, int]]]]:
+    """Producer id -> (epoch, last sequence, its cached batches as (first seq, last seq,
+    first offset, last offset))."""
+    return {
+        pid: (
+            e.producer_epoch,
+            e.last_seq,
+            [(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in e.batches],
+        )
+        for pid, e in log.producer_state.producers.items()
+    }
+
+
+def test_a_producers_last_batch_keeps_its_header_and_loses_superseded_records(
+    tmp_path: Path,
+) -> None:
+    """Kafka's BatchRetention.RETAIN_EMPTY: each idempotent producer's last batch stays, as
+    its header alone when every record of it was superseded, with only its latest records
+    otherwise; its producer id, epoch, sequence range and offsets are those it was written
+    with, so the producer state rebuilt from the cleaned log is the same."""
     log = Log.open(tmp_path / "t-0", COMPACT, now_ms=T0)
     produce(log, Record(b"a", key=KEYS[0]), Record(b"b", key=KEYS[1]), producer=(7, 0, 0))
     produce(log, Record(b"c", key=KEYS[0]), producer=(8, 0, 0))
-    produce(log, Record(b"d", key=KEYS[1]), producer=(8, 0, 1))  # 8's last batch
+    # 8's last batch: both records superseded below by 7's last batch.
+    produce(log, Record(b"d", key=KEYS[1]), Record(b"d2", key=KEYS[0]), producer=(8, 0, 1))
+    # 9's last batch (one record): k2 stays, k1 and k0 are superseded.
+    produce(
+        log,
+        Record(b"g", key=KEYS[2]), Record(b"g1", key=KEYS[1]), Record(b"g0", key=KEYS[0]),
+        producer=(9, 3, 40),
+    )  # fmt: skip
     produce(log, Record(b"e", key=KEYS[0]), Record(b"f", key=KEYS[1]), producer=(7, 0, 2))
     log.roll(T0)
-    clean_below_active(log, 0, T0)
-    batches = []
-    for h in log.iter_batch_headers():
-        batches.append((h.producer_id, h.base_offset, h.record_count, h.base_sequence))
-    # Producer 8's last batch stays although its record was superseded by 7's last batch.
-    assert batches == [(8, 3, 1, 1), (7, 4, 2, 2)]
+    state_before = _producers(log)
+    result = clean_below_active(log, 0, T0)
+    batches = [
+        (h.producer_id, h.producer_epoch, h.base_offset, h.last_offset, h.record_count,
+         h.base_sequence, h.last_sequence)
+        for h in log.iter_batch_headers()
+    ]  # fmt: skip
+    assert batches == [
+        (8, 0, 3, 4, 0, 1, 2),  # emptied: offsets and sequences as written, no records
+        (9, 3, 5, 7, 1, 40, 42),  # filtered: only k2's record
+        (7, 0, 8, 9, 2, 2, 3),  # all latest: as it was
+    ]
+    assert [(r.offset, r.key, r.value) for r in records_of(log)] == [
+        (5, KEYS[2], b"g"),
+        (8, KEYS[0], b"e"),
+        (9, KEYS[1], b"f"),
+    ]
+    assert (result.records_read, result.records_kept) == (10, 3)
+    assert log.log_end_offset == 10
+    log.close()
+
+    # Rebuilt from the cleaned log alone (no snapshot): the same producer state.
+    for snapshot in (tmp_path / "t-0").glob("*.snapshot"):
+        snapshot.unlink()
+    reopened = Log.open(tmp_path / "t-0", COMPACT, now_ms=T0, clean_shutdown=False)
+    try:
+        rebuilt = _producers(reopened)
+        assert {p: s[:2] for p, s in rebuilt.items()} == {p: s[:2] for p, s in state_before.items()}
+        assert rebuilt[8][2][-1] == state_before[8][2][-1] == (1, 2, 3, 4)
+        # Producer 8 goes on where it left off; a retry of its emptied batch is a duplicate.
+        retry = build_batch(
+            [Record(b"d", key=KEYS[1]), Record(b"d2", key=KEYS[0])],
+            producer_id=8, producer_epoch=0, base_sequence=1, now_ms=T0,
+        )  # fmt: skip
+        duplicate = reopened.append_as_leader(retry, 0, T0)
+        assert (duplicate.duplicate, duplicate.first_offset, duplicate.last_offset) == (
+            True, 3, 4,
+        )  # fmt: skip
+        produce(reopened, Record(b"h", key=KEYS[3]), producer=(8, 0, 3))
+        with pytest.raises(OutOfOrderSequenceError):
+            produce(reopened, Record(b"i", key=KEYS[3]), producer=(8, 0, 5))
+        assert reopened.log_end_offset == 11
+    finally:
+        reopened.close()
+
+
+def test_an_emptied_batch_goes_once_it_is_no_longer_its_producers_last(tmp_path: Path) -> None:
+    """Kafka's cleaner keeps an empty batch only while it is its producer's last; cleaned
+    again after the producer wrote more, it goes, and its offsets become a gap."""
+    log = Log.open(tmp_path / "t-0", COMPACT, now_ms=T0)
+    produce(log, Record(b"a", key=KEYS[0]), producer=(8, 0, 0))
+    produce(log, Record(b"b", key=KEYS[0]))
+    log.roll(T0)
+    first = clean_below_active(log, 0, T0)
+    assert [(h.producer_id, h.record_count) for h in log.iter_batch_headers()] == [
+        (8, 0), (-1, 1),
+    ]  # fmt: skip
+    produce(log, Record(b"c", key=KEYS[1]), producer=(8, 0, 1))
+    log.roll(T0)
+    clean_below_active(log, first.end_offset, T0)
+    assert [(h.producer_id, h.base_offset, h.record_count) for h in log.iter_batch_headers()] == [
+        (-1, 1, 1), (8, 2, 1),
+    ]  # fmt: skip
+    assert [r.offset for r in records_of(log)] == [1, 2]
     log.close()
 
 
@@ -264,3 +348,19 @@ def test_a_swap_interrupted_anywhere_recovers_old_or_new(
         assert debris == []
     finally:
         reopened.close()
+
+
+def test_timestamp_lookups_pass_over_an_emptied_batch(tmp_path: Path) -> None:
+    """An emptied batch keeps its max timestamp (Kafka's writeEmptyHeader): ListOffsets
+    by timestamp skips it, and KIP-734's max timestamp answers with its last offset, the
+    record that had that timestamp being gone."""
+    log = Log.open(tmp_path / "t-0", COMPACT, now_ms=T0)
+    produce(log, Record(b"a", key=KEYS[0], timestamp_ms=T0 + 10), producer=(8, 0, 0))
+    produce(log, Record(b"b", key=KEYS[0], timestamp_ms=T0), Record(b"c", key=KEYS[1]))
+    produce(log, Record(b"d", key=KEYS[2], timestamp_ms=T0 + 5))
+    log.roll(T0)
+    clean_below_active(log, 0, T0)
+    assert [h.record_count for h in log.iter_batch_headers()] == [0, 2, 1]
+    assert log.fetch_offset_of_max_timestamp(log.log_end_offset) == (0, T0 + 10)
+    assert log.fetch_offset_by_timestamp(T0 + 1) == (3, T0 + 5)
+    log.close()

@@ -82,6 +82,8 @@ BAD_BATCHES = {
         lambda: rewrite_header(rewrite_header(make_batch(1), "i", 57, 0), "i", 23, -1),
         ErrorCode.INVALID_RECORD,
     ),
+    "emptied": (lambda: _emptied_batch(0, producer_id=-1), ErrorCode.INVALID_RECORD),
+    "emptied-idempotent": (lambda: _emptied_batch(0), ErrorCode.INVALID_RECORD),
     "truncated": (lambda: make_batch(2)[:-3], ErrorCode.CORRUPT_MESSAGE),
     "short-header": (lambda: make_batch(2)[:40], ErrorCode.CORRUPT_MESSAGE),
     "bad-magic": (lambda: rewrite_header(make_batch(1), "b", 16, 1), ErrorCode.CORRUPT_MESSAGE),
@@ -294,6 +296,37 @@ def _gapped_batch(base_offset: int) -> bytes:
         entries, base_timestamp=T0, max_timestamp=T0, base_offset=base_offset,
         partition_leader_epoch=4, last_offset_delta=2,
     )  # fmt: skip
+
+
+def _emptied_batch(base_offset: int, producer_id: int = 8) -> bytes:
+    """A producer's last batch the cleaner emptied: two offsets, sequences 5-6, no records."""
+    return build_batch_from_entries(
+        (), base_timestamp=T0, max_timestamp=T0, base_offset=base_offset,
+        producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=5 if producer_id >= 0 else -1, partition_leader_epoch=4,
+        last_offset_delta=1,
+    )  # fmt: skip
+
+
+def test_an_emptied_batch_is_a_followers_not_a_producers(tmp_path: Path) -> None:
+    """Kafka's BatchRetention.RETAIN_EMPTY: the leader's cleaner keeps a producer's last batch
+    with no records; a follower takes it (offsets, producer state), reads and recovers past
+    it. A producer's batch with no records is refused (the BAD_BATCHES cases "emptied")."""
+    follower = open_log(tmp_path / "t-0")
+    follower.append_as_follower(_gapped_batch(0) + _emptied_batch(3), T0)
+    follower.append_as_follower(make_batch(1, base_offset=5, partition_leader_epoch=4), T0)
+    assert follower.log_end_offset == 6
+    entry = follower.producer_state.producers[8]
+    assert (entry.last_seq, entry.last_offset) == (6, 4)
+    batches = list(decode_batches(follower.read(0, 1 << 20).read()))
+    assert [(b.header.base_offset, len(b.records)) for b in batches] == [(0, 2), (3, 0), (5, 1)]
+    assert [read_header(b).base_offset for b in consume_all(follower, 4)] == [3, 5]
+    follower.close()
+    reopened = open_log(tmp_path / "t-0", clean_shutdown=False)  # recovery re-validates all
+    assert reopened.log_end_offset == 6
+    assert [h.record_count for h in reopened.iter_batch_headers()] == [2, 0, 1]
+    assert reopened.producer_state.producers[8].last_seq == 6
+    reopened.close()
 
 
 def test_a_cleaned_batch_with_gaps_is_a_followers_not_a_producers(tmp_path: Path) -> None:

@@ -312,7 +312,7 @@ def test_batch_length_too_small_for_a_header_is_corrupt(batch_length: int) -> No
 
 @pytest.mark.parametrize(
     ("last_offset_delta", "record_count"),
-    [(2, 4), (1, 3), (-1, 0), (0, 0), (2, -3), (2**31 - 1, -(2**31))],
+    [(2, 4), (1, 3), (-1, 0), (-2, 0), (2, -3), (2**31 - 1, -(2**31))],
 )
 def test_record_count_inconsistent_with_last_offset_delta_is_invalid(
     last_offset_delta: int, record_count: int
@@ -352,6 +352,26 @@ def test_a_cleaned_batch_has_gaps_and_keeps_its_offsets() -> None:
     )
     with pytest.raises(CorruptRecordError, match="not above the previous"):
         decode_batch(bad)
+
+
+def test_an_emptied_batch_keeps_its_offsets_and_producer_fields_without_records() -> None:
+    """Kafka's BatchRetention.RETAIN_EMPTY: the cleaner keeps a producer's last batch as its
+    header alone, record_count 0 with its last_offset_delta; every reader takes it, the
+    good path (iter_plain_sections) as the checked one, and yields no record."""
+    empty = build_batch_from_entries(
+        (), base_timestamp=T, max_timestamp=T, producer_id=8, producer_epoch=2,
+        base_sequence=40, base_offset=10, partition_leader_epoch=3, last_offset_delta=4,
+    )  # fmt: skip
+    header = read_header(empty)
+    validate_batch(empty, 0, header)
+    assert (header.record_count, header.next_offset, header.last_sequence) == (0, 15, 44)
+    assert decode_batch(empty).records == ()
+    buf = _batch(1, base_offset=9) + empty + _batch(2, base_offset=15)
+    assert [h.next_offset for _, h in iter_batch_headers(buf)] == [10, 15, 17]
+    assert [len(b.records) for b in decode_batches(buf)] == [1, 0, 2]
+    assert _entries_fast(buf) == _entries_one_by_one(buf)
+    assert [len(entries) for _, entries in _entries_fast(buf)] == [1, 0, 2]
+    assert next_offset_after_whole_batches(buf[: len(buf) - 1]) == 15
 
 
 def test_header_counts_that_agree_but_differ_from_the_records_section_are_corrupt() -> None:
