@@ -23,6 +23,9 @@ from protocol.kafka.mapping import convert
 from protocol.kafka.records import from_kafka_batches, to_kafka_batches
 from protocol.kafka.versions import ADVERTISED
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+from protocol.messages.delete_acls import DeleteAclsRequest
+from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
+from protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.metadata import MetadataRequest
@@ -180,6 +183,43 @@ def _produce_response(translated: Translated, response: ProduceResponse) -> Prod
     )
 
 
+def _acl_filter(kafka_filter: Any) -> AclFilterSpec:
+    """DescribeAcls' and DeleteAcls' filter: Kafka's `*_filter` names, flat."""
+    return AclFilterSpec(
+        resource_type=kafka_filter.resource_type_filter,
+        resource_name=kafka_filter.resource_name_filter,
+        pattern_type=getattr(kafka_filter, "pattern_type_filter", 3),  # v0: LITERAL (3)
+        principal=kafka_filter.principal_filter,
+        host=kafka_filter.host_filter,
+        operation=kafka_filter.operation,
+        permission_type=kafka_filter.permission_type,
+    )
+
+
+def _describe_acls(kafka: KafkaRequest) -> Translated:
+    return Translated(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest(_acl_filter(kafka.body)), kafka)
+
+
+def _delete_acls(kafka: KafkaRequest) -> Translated:
+    filters = tuple(map(_acl_filter, kafka.body.filters))
+    return Translated(ApiKey.DELETE_ACLS, DeleteAclsRequest(filters), kafka)
+
+
+def _elect_leaders(kafka: KafkaRequest) -> Translated:
+    body = kafka.body
+    partitions = None
+    if body.topic_partitions is not None:
+        partitions = tuple(
+            TopicPartitions(t.topic, tuple(t.partitions)) for t in body.topic_partitions
+        )
+    request = ElectLeadersRequest(
+        getattr(body, "election_type", 0),  # v0: preferred elections only
+        partitions,
+        int(body.timeout.total_seconds() * 1000),
+    )
+    return Translated(ApiKey.ELECT_LEADERS, request, kafka)
+
+
 def _api_versions_response(translated: Translated, response: Any) -> Any:
     return advertised_versions()
 
@@ -198,6 +238,9 @@ _REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
     ApiKey.METADATA: _metadata,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.LIST_OFFSETS: _forced_client(ApiKey.LIST_OFFSETS),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _forced_client(ApiKey.OFFSET_FOR_LEADER_EPOCH),
 }

@@ -5,7 +5,7 @@ header (v0, or v1 for a flexible response other than ApiVersions: KIP-511).
 Only the (api key, version) pairs in `versions.DECODED` are decoded; anything else is a
 `KafkaDecodeError`, with the header when it could be read so that ApiVersions can answer
 UNSUPPORTED_VERSION as Kafka does. Every length kio reads is checked against the bytes left
-before anything is allocated (a `BufferUnderflow`), and a frame must be consumed exactly.
+before anything is allocated (a `BufferUnderflow`).
 """
 
 from __future__ import annotations
@@ -132,19 +132,15 @@ def decode_kafka_request(frame_body: bytes | bytearray) -> KafkaRequest:
             header,
         )
     try:
-        body, used = _body_reader(api_key, api_version)(frame_body, offset)
+        body, _ = _body_reader(api_key, api_version)(frame_body, offset)
     except _READ_ERRORS as exc:
         raise KafkaDecodeError(
             f"malformed api key {api_key} v{api_version} body: {exc}",
             ErrorCode.INVALID_REQUEST,
             header,
         ) from exc
-    if offset + used != len(frame_body):
-        raise KafkaDecodeError(
-            f"{len(frame_body) - offset - used} trailing bytes after the body",
-            ErrorCode.INVALID_REQUEST,
-            header,
-        )
+    # Bytes after the body are ignored, as Kafka's RequestContext.parseRequest does: librdkafka
+    # 2.1x sends three after a Metadata v12 request for every topic.
     return KafkaRequest(header, body)
 
 

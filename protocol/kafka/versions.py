@@ -25,8 +25,26 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     9: (1, 7),  # OffsetFetch
     10: (0, 3),  # FindCoordinator
     18: (0, 3),  # ApiVersions
-    22: (0, 4),  # InitProducerId
+    16: (0, 4),  # ListGroups
+    17: (1, 1),  # SaslHandshake (v0's unframed tokens are not offered)
+    19: (2, 7),  # CreateTopics
+    20: (1, 5),  # DeleteTopics (6 names topics by ID)
+    22: (0, 4),  # InitProducerId (non-transactional)
     23: (2, 4),  # OffsetForLeaderEpoch
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
+    32: (1, 4),  # DescribeConfigs
+    36: (0, 2),  # SaslAuthenticate (session_lifetime_ms 0: no KIP-368 re-authentication)
+    37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders
+    44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 0),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
+    47: (0, 0),  # OffsetDelete
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 
 # api key -> (min, max) version this listener decodes (kio has no Produce below 3).

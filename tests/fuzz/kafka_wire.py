@@ -52,6 +52,8 @@ def _empty_body(cls: Any) -> Any:
             values[f.name] = ()
         elif isinstance(hint, type) and issubclass(hint, str):
             values[f.name] = ""
+        elif hint is bytes:
+            values[f.name] = b""
         elif hint is bool:
             values[f.name] = False
         elif hint is uuid.UUID:
