@@ -58,6 +58,10 @@ class GroupCoordinator:
             offsets_retention_ms=config.offsets_retention_minutes * 60_000,
         )
         self.core = GroupCoordinatorCore(self.settings, lambda: str(uuid.uuid4()))
+        # (group, member) -> the assignment a classic member (JoinGroup/SyncGroup, a Kafka
+        # client) was last given, for its Heartbeat's REBALANCE_IN_PROGRESS
+        # (broker.core.group.classic); lost with the coordinator, which only makes it rejoin.
+        self.classic_synced: dict[tuple[str, str], frozenset[TopicPartition]] = {}
         self._nursery: trio.Nursery | None = None
         self._timers_changed = trio.Event()
         self._creating = False

@@ -8,6 +8,13 @@ from typing import Any
 from broker.context import BrokerContext
 from broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from broker.handlers.api_versions import handle_api_versions
+from broker.handlers.classic_groups import (
+    handle_describe_groups,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_sync_group,
+)
 from broker.handlers.consumer_group_describe import handle_consumer_group_describe
 from broker.handlers.consumer_group_heartbeat import handle_consumer_group_heartbeat
 from broker.handlers.controlled_shutdown import handle_controlled_shutdown
@@ -43,6 +50,7 @@ from broker.handlers.user_scram_credentials import (
 )
 from protocol.apis import ApiKey
 from protocol.codec import RequestHeader
+from protocol.kafka.versions import KafkaOnlyApi
 
 __all__ = ["HANDLERS", "Handler"]
 
@@ -83,4 +91,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    # Only on a Kafka listener (broker.kafka): their requests are kio's classes.
+    KafkaOnlyApi.JOIN_GROUP: handle_join_group,
+    KafkaOnlyApi.SYNC_GROUP: handle_sync_group,
+    KafkaOnlyApi.HEARTBEAT: handle_heartbeat,
+    KafkaOnlyApi.LEAVE_GROUP: handle_leave_group,
+    KafkaOnlyApi.DESCRIBE_GROUPS: handle_describe_groups,
 }

@@ -16,12 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from broker.core.group.classic import heartbeat_error
 from protocol.apis import ApiKey, api_spec
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.kafka.frames import KafkaRequest, response_class
 from protocol.kafka.mapping import convert
 from protocol.kafka.records import from_kafka_batches, to_kafka_batches
-from protocol.kafka.versions import ADVERTISED
+from protocol.kafka.versions import ADVERTISED, KafkaOnlyApi
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
 from protocol.messages.delete_acls import DeleteAclsRequest
 from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
@@ -62,6 +63,8 @@ def advertised_versions() -> ApiVersionsResponse:
 
 def request_to_highwater(kafka: KafkaRequest) -> Translated:
     key = kafka.header.api_key
+    if key in _KAFKA_ONLY:
+        return Translated(key, kafka.body, kafka)  # their handlers take kio's classes
     special = _REQUESTS.get(key)
     if special is not None:
         return special(kafka)
@@ -75,6 +78,24 @@ def response_to_kafka(translated: Translated, response: Any) -> Any:
     if special is not None:
         response = special(translated, response)
     return convert(response, target)
+
+
+_KAFKA_ONLY: Final = frozenset(KafkaOnlyApi)
+
+
+def _offset_commit_response(translated: Translated, response: Any) -> Any:
+    """A classic member's stale generation is ILLEGAL_GENERATION (broker.core.group.classic)."""
+    topics = tuple(
+        dataclasses.replace(
+            t,
+            partitions=tuple(
+                dataclasses.replace(p, error_code=heartbeat_error(p.error_code))
+                for p in t.partitions
+            ),
+        )
+        for t in response.topics
+    )
+    return dataclasses.replace(response, topics=topics)
 
 
 def _metadata(kafka: KafkaRequest) -> Translated:
@@ -250,4 +271,5 @@ _RESPONSES: Final[dict[int, Callable[[Translated, Any], Any]]] = {
     ApiKey.FETCH: _fetch_response,
     ApiKey.FIND_COORDINATOR: _find_coordinator_response,
     ApiKey.API_VERSIONS: _api_versions_response,
+    ApiKey.OFFSET_COMMIT: _offset_commit_response,
 }

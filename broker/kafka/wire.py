@@ -27,6 +27,7 @@ from protocol.kafka.frames import (
     response_class,
 )
 from protocol.kafka.mapping import convert
+from protocol.kafka.versions import KafkaOnlyApi
 from protocol.messages.api_versions import ApiVersionsResponse
 
 __all__ = ["KAFKA_WIRE", "NATIVE_WIRE", "WIRES", "Call", "Wire"]
@@ -97,7 +98,11 @@ class KafkaWire:
             ) from exc
         h = kafka.header
         key = translated.api_key
-        header = RequestHeader(key, api_spec(key).max_version, h.correlation_id, h.client_id)
+        # The handler's version: Highwater's newest for a shared API, Kafka's own otherwise.
+        version = (
+            h.api_version if key in KafkaOnlyApi._value2member_map_ else api_spec(key).max_version
+        )
+        header = RequestHeader(key, version, h.correlation_id, h.client_id)
         return Call(header, translated.body, translated)
 
     def encode(self, call: Call, response: Any) -> list[bytes]:

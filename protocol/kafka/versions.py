@@ -9,9 +9,22 @@ version. docs/kafka.md has the table with what each API does here.
 
 from __future__ import annotations
 
+import enum
 from typing import Final
 
-__all__ = ["ADVERTISED", "API_VERSIONS_KEY", "DECODED"]
+__all__ = ["ADVERTISED", "API_VERSIONS_KEY", "DECODED", "KafkaOnlyApi"]
+
+
+class KafkaOnlyApi(enum.IntEnum):
+    """APIs only the Kafka listener speaks: the classic group protocol, hosted in KIP-848
+    groups (broker.core.group.classic)."""
+
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+
 
 API_VERSIONS_KEY: Final = 18
 
@@ -24,6 +37,11 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     8: (2, 8),  # OffsetCommit
     9: (1, 7),  # OffsetFetch
     10: (0, 3),  # FindCoordinator
+    11: (0, 9),  # JoinGroup (protocol_type consumer)
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
     18: (0, 3),  # ApiVersions
     16: (0, 4),  # ListGroups
     17: (1, 1),  # SaslHandshake (v0's unframed tokens are not offered)
