@@ -113,7 +113,9 @@ class ClusterMetadata(MetadataView):
         request = MetadataRequest(topics=wanted)
         async with self._refresh_lock:
             errors: list[str] = []
-            response = await self._first_answer(self._refresh_candidates(), request, errors)
+            response: MetadataResponse | None = await self._first_answer(
+                self._refresh_candidates(), request, METADATA_VERSION, errors
+            )
             if response is None:
                 self.last_refresh_ms = now_ms()  # back off before the next attempt
                 raise NoBrokersAvailable(
@@ -122,20 +124,46 @@ class ClusterMetadata(MetadataView):
             self._merge(response, wanted)
             return response
 
+    async def ask_any(self, request: object, *, prefer: int | None = None) -> Any:
+        """The answer to `request`, a read any broker answers (so it may be asked of two), from
+        broker `prefer` if it answers in time, else from the others, as a refresh asks them.
+        NoBrokersAvailable if none answers."""
+        preferred = self.brokers.get(prefer) if prefer is not None else None
+        candidates = self._refresh_candidates()
+        if preferred is not None and (preferred.host, preferred.port) not in self._silent:
+            address = (preferred.host, preferred.port)
+            candidates = [address, *(a for a in candidates if a != address)]
+        errors: list[str] = []
+        answer = await self._first_answer(candidates, request, None, errors)
+        if answer is None:
+            raise NoBrokersAvailable("no broker answered: " + "; ".join(errors[-3:]))
+        return answer
+
+    def mark_silent(self, node_id: int) -> None:
+        """Broker `node_id` let a request wait past its time: ask_any and refresh ask it last,
+        until it answers one of theirs."""
+        broker = self.brokers.get(node_id)
+        if broker is not None:
+            self._silent.add((broker.host, broker.port))
+
     async def _first_answer(
-        self, candidates: Sequence[tuple[str, int]], request: MetadataRequest, errors: list[str]
-    ) -> MetadataResponse | None:
+        self,
+        candidates: Sequence[tuple[str, int]],
+        request: object,
+        api_version: int | None,
+        errors: list[str],
+    ) -> Any:
         """The first answer to `request` from `candidates`, asked in order: the next when the
         last one asked failed or has been silent for metadata_attempt_timeout_ms (it stays
         asked, until request.timeout.ms); the rest are cancelled at the first answer. None if
         none answered; why each failed is appended to `errors`."""
-        answers: list[MetadataResponse] = []
+        answers: list[Any] = []
 
         async def ask(address: tuple[str, int], failed: trio.Event, done: trio.CancelScope) -> None:
             try:
                 conn = await self._connection_to(address)
-                response: MetadataResponse = await conn.request(
-                    request, METADATA_VERSION, timeout_ms=self.request_timeout_ms
+                response = await conn.request(
+                    request, api_version, timeout_ms=self.request_timeout_ms
                 )
             except BrokerConnectionError as exc:
                 self._drop(address)

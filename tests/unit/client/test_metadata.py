@@ -170,6 +170,27 @@ async def test_any_connection_avoids_a_hung_bootstrap_broker(cluster3: FakeClust
         await metadata.aclose()
 
 
+async def test_ask_any_goes_past_a_hung_preferred_broker(cluster3: FakeCluster) -> None:
+    """A read any broker answers (DescribeConfigs of a topic) prefers the controller; a hung
+    one costs metadata_attempt_timeout_ms, then is not preferred again."""
+    metadata = ClusterMetadata(cluster3.bootstrap, metadata_attempt_timeout_ms=300)
+    try:
+        await metadata.refresh(all_topics=True)
+        cluster3.stalled.add((1, ApiKey.METADATA))
+        with trio.fail_after(10):
+            started = trio.current_time()
+            answer = await metadata.ask_any(MetadataRequest(topics=None), prefer=1)
+            first_s = trio.current_time() - started
+            started = trio.current_time()
+            await metadata.ask_any(MetadataRequest(topics=None), prefer=1)
+            second_s = trio.current_time() - started
+    finally:
+        await metadata.aclose()
+    assert isinstance(answer, MetadataResponse)
+    assert 0.3 <= first_s < 5, first_s
+    assert second_s < 0.3, second_s
+
+
 async def test_bootstrap_skips_dead_addresses(cluster: FakeCluster) -> None:
     metadata = ClusterMetadata(f"127.0.0.1:1,{cluster.bootstrap}", retry_backoff_ms=1)
     try:
