@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 import trio
 
@@ -29,6 +29,7 @@ from client.errors import (
     error_for_code,
 )
 from client.metadata_view import (
+    METADATA_ATTEMPT_TIMEOUT_MS,
     METADATA_VERSION,
     AskLeader,
     BrokerInfo,
@@ -51,12 +52,6 @@ __all__ = [
     "list_offsets",
     "parse_bootstrap",
 ]
-
-# How long a Metadata request waits for one broker, connecting included, before the next
-# candidate is asked as well (Highwater's; Kafka's clients wait request.timeout.ms for a broker
-# that accepts a connection but never answers). The first stays asked, so a slow cluster still
-# answers; a hung broker costs this much, not request.timeout.ms.
-METADATA_ATTEMPT_TIMEOUT_MS: Final = 1_000
 
 
 class ClusterMetadata(MetadataView):
