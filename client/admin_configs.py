@@ -181,7 +181,13 @@ class ConfigAdmin:
                 include_synonyms,
                 include_documentation,
             )
-            response: DescribeConfigsResponse = await self._to_config_target(target, request)
+            response: DescribeConfigsResponse = (
+                await self._to_config_target(target, request)
+                if target is not None
+                # A read any broker answers: a hung controller (stopped, its ZooKeeper session
+                # not yet expired) costs metadata_attempt_timeout_ms, not two request timeouts.
+                else await self.metadata.ask_any(request, prefer=self.metadata.controller_id)
+            )
             for result in response.results:
                 resource = ConfigResource(
                     ConfigResourceType(result.resource_type), result.resource_name

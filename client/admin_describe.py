@@ -4,7 +4,9 @@ watermark and every replica's log end offset.
 
 The offsets come from ListOffsets "latest": as a consumer from each leader (the HW) and with
 the debug replica id -2 from each live replica's broker (its LEO), one request per broker and
-kind, concurrently, each bounded by offsets_timeout_ms; a missing answer is None.
+kind, concurrently, each bounded by offsets_timeout_ms; a missing answer is None. A broker still
+silent DESCRIBE_STRAGGLER_MS after the last answer came is not waited for: a hung broker (stopped,
+not dead) would otherwise cost the whole offsets_timeout_ms.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from protocol.messages.list_offsets import (
 __all__ = [
     "DEBUG_REPLICA_ID",
     "DESCRIBE_OFFSETS_TIMEOUT_MS",
+    "DESCRIBE_STRAGGLER_MS",
     "PartitionDescription",
     "TopicDescribeAdmin",
     "TopicDescription",
@@ -41,6 +44,9 @@ __all__ = [
 DEBUG_REPLICA_ID: Final = -2
 # How long describe_topics waits for one broker's offsets before showing them as unknown.
 DESCRIBE_OFFSETS_TIMEOUT_MS: Final = 5_000
+# ... and at most this long after the last answer from another broker: the others answer within
+# milliseconds of each other, a hung one never.
+DESCRIBE_STRAGGLER_MS: Final = 1_000
 
 TopicPartitionKey = tuple[str, int]
 
@@ -112,7 +118,9 @@ class TopicDescribeAdmin:
     ) -> tuple[dict[TopicPartitionKey, int], dict[tuple[TopicPartitionKey, int], int]]:
         """(high watermark by partition, log end offset by (partition, replica)): ListOffsets
         latest to each leader as a consumer and to each live replica's broker with the debug
-        id, concurrently; what does not come back within timeout_ms is left out."""
+        id, concurrently; what does not come back within timeout_ms, or within
+        DESCRIBE_STRAGGLER_MS of the last answer, is left out (and its broker asked last by
+        the metadata's next questions)."""
         leaders: dict[int, list[PartitionInfo]] = {}
         hosts: dict[int, list[PartitionInfo]] = {}
         for info in infos:
@@ -123,19 +131,31 @@ class TopicDescribeAdmin:
                     hosts.setdefault(replica, []).append(info)
         hws: dict[TopicPartitionKey, int] = {}
         leos: dict[tuple[TopicPartitionKey, int], int] = {}
+        waiting = {*(("hw", b) for b in leaders), *(("leo", b) for b in hosts)}
+        deadline = trio.current_time() + timeout_ms / 1000
+        fan_out = trio.CancelScope(deadline=deadline)
+
+        def answered(kind: str, broker: int) -> None:
+            waiting.discard((kind, broker))
+            fan_out.deadline = min(deadline, trio.current_time() + DESCRIBE_STRAGGLER_MS / 1000)
 
         async def high_watermarks(broker: int, parts: list[PartitionInfo]) -> None:
             hws.update(await self._latest_offsets(broker, parts, CONSUMER_REPLICA_ID, timeout_ms))
+            answered("hw", broker)
 
         async def log_end_offsets(broker: int, parts: list[PartitionInfo]) -> None:
             found = await self._latest_offsets(broker, parts, DEBUG_REPLICA_ID, timeout_ms)
             leos.update(((tp, broker), offset) for tp, offset in found.items())
+            answered("leo", broker)
 
-        async with trio.open_nursery() as nursery:
-            for broker, parts in leaders.items():
-                nursery.start_soon(high_watermarks, broker, parts)
-            for broker, parts in hosts.items():
-                nursery.start_soon(log_end_offsets, broker, parts)
+        with fan_out:
+            async with trio.open_nursery() as nursery:
+                for broker, parts in leaders.items():
+                    nursery.start_soon(high_watermarks, broker, parts)
+                for broker, parts in hosts.items():
+                    nursery.start_soon(log_end_offsets, broker, parts)
+        for _, broker in waiting:
+            self.metadata.mark_silent(broker)
         return hws, leos
 
     async def _latest_offsets(

@@ -2,7 +2,11 @@
 
 `ClusterMetadata` bootstraps from a "host:port,host:port" list, refreshes with Metadata v1 and
 keeps one `client.network.BrokerConnection` per broker address (pipelined, shared by every task
-of its client). What the answers mean (leaders, epochs, the KIP-320 merge) is the IO-free
+of its client). A refresh asks one broker at a time, but a broker that has not answered within
+`metadata_attempt_timeout_ms` (connecting included) no longer holds it up: the next is asked
+too, and the first answer wins. A broker that is hung (stopped, not dead) accepts connections
+and reads requests but never answers, so without this it would cost request.timeout.ms.
+What the answers mean (leaders, epochs, the KIP-320 merge) is the IO-free
 `client.metadata_view.MetadataView` it extends.
 
 Not thread-safe: one instance belongs to one trio run (one producer, consumer or admin).
@@ -25,6 +29,7 @@ from client.errors import (
     error_for_code,
 )
 from client.metadata_view import (
+    METADATA_ATTEMPT_TIMEOUT_MS,
     METADATA_VERSION,
     AskLeader,
     BrokerInfo,
@@ -40,6 +45,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = [
+    "METADATA_ATTEMPT_TIMEOUT_MS",
     "BrokerInfo",
     "ClusterMetadata",
     "PartitionInfo",
@@ -59,10 +65,13 @@ class ClusterMetadata(MetadataView):
         retry_backoff_ms: int = 100,
         reconnect_backoff_max_ms: int = 1_000,
         metadata_max_age_ms: int = 300_000,
+        metadata_attempt_timeout_ms: int = METADATA_ATTEMPT_TIMEOUT_MS,
         security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:
-        """`security`: how to secure and authenticate connections (None: PLAINTEXT); a
-        mapping holds Kafka's client properties (security.protocol, sasl.*, ssl.*)."""
+        """`connect_timeout_ms`: Kafka's socket.connection.setup.timeout.ms (TCP, TLS and SASL);
+        `metadata_attempt_timeout_ms`: METADATA_ATTEMPT_TIMEOUT_MS; `security`: how to secure
+        and authenticate connections (None: PLAINTEXT); a mapping holds Kafka's client
+        properties (security.protocol, sasl.*, ssl.*)."""
         super().__init__(
             bootstrap, retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms
         )
@@ -70,10 +79,14 @@ class ClusterMetadata(MetadataView):
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
+        self.metadata_attempt_timeout_ms = metadata_attempt_timeout_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._connect_locks: dict[tuple[str, int], trio.Lock] = {}
         self._failures: dict[tuple[str, int], tuple[int, float]] = {}  # (count, last at ms)
+        # Addresses that let a Metadata request wait past metadata_attempt_timeout_ms: asked
+        # last, until one answers.
+        self._silent: set[tuple[str, int]] = set()
         self._refresh_lock = trio.Lock()
         self._closed = False
 
@@ -85,7 +98,8 @@ class ClusterMetadata(MetadataView):
         """One Metadata round trip to some broker, merged into this view.
 
         `topics` None: the topics of interest (`add_topics`); `all_topics`: every topic.
-        Tries known brokers, then the bootstrap list; NoBrokersAvailable if none answers.
+        Tries known brokers, then the bootstrap list, the next as soon as one fails or has
+        not answered within metadata_attempt_timeout_ms; NoBrokersAvailable if none answers.
         """
         if all_topics:
             wanted: tuple[str, ...] | None = None
@@ -94,22 +108,76 @@ class ClusterMetadata(MetadataView):
         request = MetadataRequest(topics=wanted)
         async with self._refresh_lock:
             errors: list[str] = []
-            for address in self._refresh_candidates():
-                try:
-                    conn = await self._connection_to(address)
-                    response: MetadataResponse = await conn.request(
-                        request, METADATA_VERSION, timeout_ms=self.request_timeout_ms
-                    )
-                except BrokerConnectionError as exc:
-                    self._drop(address)
-                    errors.append(str(exc))
-                    continue
-                self._merge(response, wanted)
-                return response
-            self.last_refresh_ms = now_ms()  # back off before the next attempt
-            raise NoBrokersAvailable(
-                "no broker answered a metadata request: " + "; ".join(errors[-3:])
+            response: MetadataResponse | None = await self._first_answer(
+                self._refresh_candidates(), request, METADATA_VERSION, errors
             )
+            if response is None:
+                self.last_refresh_ms = now_ms()  # back off before the next attempt
+                raise NoBrokersAvailable(
+                    "no broker answered a metadata request: " + "; ".join(errors[-3:])
+                )
+            self._merge(response, wanted)
+            return response
+
+    async def ask_any(self, request: object, *, prefer: int | None = None) -> Any:
+        """The answer to `request`, a read any broker answers (so it may be asked of two), from
+        broker `prefer` if it answers in time, else from the others, as a refresh asks them.
+        NoBrokersAvailable if none answers."""
+        preferred = self.brokers.get(prefer) if prefer is not None else None
+        candidates = self._refresh_candidates()
+        if preferred is not None and (preferred.host, preferred.port) not in self._silent:
+            address = (preferred.host, preferred.port)
+            candidates = [address, *(a for a in candidates if a != address)]
+        errors: list[str] = []
+        answer = await self._first_answer(candidates, request, None, errors)
+        if answer is None:
+            raise NoBrokersAvailable("no broker answered: " + "; ".join(errors[-3:]))
+        return answer
+
+    def mark_silent(self, node_id: int) -> None:
+        """Broker `node_id` let a request wait past its time: ask_any and refresh ask it last,
+        until it answers one of theirs."""
+        broker = self.brokers.get(node_id)
+        if broker is not None:
+            self._silent.add((broker.host, broker.port))
+
+    async def _first_answer(
+        self,
+        candidates: Sequence[tuple[str, int]],
+        request: object,
+        api_version: int | None,
+        errors: list[str],
+    ) -> Any:
+        """The first answer to `request` from `candidates`, asked in order: the next when the
+        last one asked failed or has been silent for metadata_attempt_timeout_ms (it stays
+        asked, until request.timeout.ms); the rest are cancelled at the first answer. None if
+        none answered; why each failed is appended to `errors`."""
+        answers: list[Any] = []
+
+        async def ask(address: tuple[str, int], failed: trio.Event, done: trio.CancelScope) -> None:
+            try:
+                conn = await self._connection_to(address)
+                response = await conn.request(
+                    request, api_version, timeout_ms=self.request_timeout_ms
+                )
+            except BrokerConnectionError as exc:
+                self._drop(address)
+                errors.append(str(exc))
+                failed.set()
+                return
+            self._silent.discard(address)
+            answers.append(response)
+            done.cancel()
+
+        async with trio.open_nursery() as nursery:
+            for address in candidates:
+                failed = trio.Event()
+                nursery.start_soon(ask, address, failed, nursery.cancel_scope)
+                with trio.move_on_after(self.metadata_attempt_timeout_ms / 1000) as attempt:
+                    await failed.wait()
+                if attempt.cancelled_caught:
+                    self._silent.add(address)
+        return answers[0] if answers else None
 
     async def maybe_refresh(self) -> None:
         """Refresh if due; swallow NoBrokersAvailable (the caller retries on its own schedule)."""
@@ -164,8 +232,8 @@ class ClusterMetadata(MetadataView):
         )
 
     def _refresh_candidates(self) -> list[tuple[str, int]]:
-        """Known brokers (connected first, then random order; a suspect last), then the
-        bootstrap list."""
+        """Known brokers (connected first, then random order), then the bootstrap list; those
+        silent to the last Metadata request asked of them, then a suspect, last."""
         suspect = self.brokers.get(self._suspect) if self._suspect is not None else None
         avoid = (suspect.host, suspect.port) if suspect is not None else None
         known = [(b.host, b.port) for b in self.brokers.values()]
@@ -177,6 +245,7 @@ class ClusterMetadata(MetadataView):
             if address not in seen and address != avoid:
                 seen.add(address)
                 ordered.append(address)
+        ordered.sort(key=lambda a: a in self._silent)  # stable: the order above otherwise
         return [*ordered, avoid] if avoid is not None else ordered
 
     def _merge(self, response: MetadataResponse, wanted: tuple[str, ...] | None) -> None:
@@ -196,7 +265,12 @@ class ClusterMetadata(MetadataView):
         return await self._connection_to((broker.host, broker.port))
 
     async def any_connection(self) -> BrokerConnection:
-        """A connection to some broker (known ones first, then bootstrap), for admin requests."""
+        """A connection to some broker (known ones first, then bootstrap), for admin requests.
+        Before any metadata, a refresh first: a hung broker first in the bootstrap list would
+        accept the connection and never answer what is sent on it."""
+        if not self.brokers:
+            with contextlib.suppress(NoBrokersAvailable):
+                await self.refresh()
         errors = []
         for address in self._refresh_candidates():
             try:

@@ -31,6 +31,7 @@ from protocol.messages.list_offsets import (
 from protocol.messages.metadata import MetadataResponse
 
 __all__ = [
+    "METADATA_ATTEMPT_TIMEOUT_MS",
     "METADATA_VERSION",
     "AskLeader",
     "Backoff",
@@ -46,6 +47,12 @@ __all__ = [
 ]
 
 METADATA_VERSION = 1
+# How long a Metadata request waits for one broker, connecting included, before the next
+# candidate is asked as well (Highwater's; Kafka's clients wait request.timeout.ms for a broker
+# that accepts a connection but never answers). The trio clients keep the first asked, so a
+# slow cluster still answers; the Spark driver's blocking refresh asks each for this long, then
+# each again for request.timeout.ms. A hung broker costs this much, not request.timeout.ms.
+METADATA_ATTEMPT_TIMEOUT_MS = 1_000
 
 TopicPartitionKey = tuple[str, int]
 

@@ -18,9 +18,15 @@ from protocol.codec import RequestHeader, decode_response, encode_request
 from protocol.errors import FrameError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, NeedData
 
-__all__ = ["ClientProtocol", "InFlight", "ReceivedResponse"]
+__all__ = ["HTTP_ANSWER_HINT", "ClientProtocol", "InFlight", "ReceivedResponse"]
 
 _MAX_CORRELATION_ID = (1 << 31) - 1
+# An HTTP server dialled by mistake (the metrics and status port) answers "HTTP/1.1 400 ...",
+# whose first four bytes read as a length prefix of 1213486160.
+_HTTP_PREFIX = b"HTTP"
+HTTP_ANSWER_HINT = (
+    "the server answered in HTTP: is this the metrics/status port rather than a broker listener?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,7 @@ class ClientProtocol:
         self._next_correlation_id = 0
         self._in_flight: deque[InFlight] = deque()
         self._decoder = FrameDecoder(max_frame_bytes)
+        self._first_bytes = b""  # the stream's first length prefix, for FrameError's message
 
     @property
     def in_flight(self) -> int:
@@ -67,6 +74,8 @@ class ClientProtocol:
         return correlation_id, data
 
     def receive_data(self, data: bytes | bytearray) -> None:
+        if len(self._first_bytes) < len(_HTTP_PREFIX):
+            self._first_bytes += bytes(data[: len(_HTTP_PREFIX) - len(self._first_bytes)])
         self._decoder.receive_data(data)
 
     def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None:
@@ -78,7 +87,12 @@ class ClientProtocol:
         self._decoder.body_received(count)
 
     def next_response(self) -> ReceivedResponse | NeedData:
-        frame_body = self._decoder.next_frame()
+        try:
+            frame_body = self._decoder.next_frame()
+        except FrameError as exc:
+            if self._first_bytes == _HTTP_PREFIX:
+                raise FrameError(HTTP_ANSWER_HINT) from exc
+            raise
         if frame_body is NEED_DATA:
             return NEED_DATA
         assert isinstance(frame_body, bytes | bytearray)

@@ -20,6 +20,7 @@ from client.errors import (
     NoBrokersAvailable,
 )
 from client.metadata_view import (
+    METADATA_ATTEMPT_TIMEOUT_MS,
     METADATA_VERSION,
     AskLeader,
     MetadataView,
@@ -35,7 +36,7 @@ from protocol.messages.metadata import MetadataRequest, MetadataResponse
 __all__ = ["OffsetSnapshot", "commit_for_lag", "offsets_for_timestamp", "snapshot"]
 
 REQUEST_TIMEOUT_MS = 30_000
-CONNECT_TIMEOUT_MS = 10_000
+CONNECT_TIMEOUT_MS = 10_000  # Kafka's socket.connection.setup.timeout.ms
 LAG_COMMIT_TIMEOUT_MS = 10_000  # a lag report never holds a micro-batch up for long
 
 
@@ -106,22 +107,31 @@ class _DriverCluster:
 
     def refresh(self, topics: Iterable[str] | None) -> None:
         """One Metadata answer from some broker (known ones first, then the bootstrap list);
-        `topics` None: every topic. NoBrokersAvailable if none answers."""
+        `topics` None: every topic. NoBrokersAvailable if none answers.
+
+        Each is given METADATA_ATTEMPT_TIMEOUT_MS (connecting included) first, so a hung broker
+        (stopped, not dead: it accepts the connection and never answers) costs that; only if
+        none answers in it are they asked again with the full timeouts (a slow cluster)."""
         wanted = None if topics is None else tuple(sorted(topics))
         request = MetadataRequest(topics=wanted)
         known = [(b.host, b.port) for b in self.view.brokers.values()]
         errors: list[str] = []
-        for address in dict.fromkeys([*known, *self.view.bootstrap]):
-            try:
-                response: MetadataResponse = self._connection(address).request(
-                    request, METADATA_VERSION, timeout_ms=REQUEST_TIMEOUT_MS
-                )
-            except BrokerConnectionError as exc:
-                self._drop(address)
-                errors.append(str(exc))
-                continue
-            self.view.merge(response, wanted, time.monotonic() * 1000)
-            return
+        candidates = list(dict.fromkeys([*known, *self.view.bootstrap]))
+        for connect_ms, request_ms in (
+            (METADATA_ATTEMPT_TIMEOUT_MS, METADATA_ATTEMPT_TIMEOUT_MS),
+            (CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS),
+        ):
+            for address in candidates:
+                try:
+                    response: MetadataResponse = self._connection(address, connect_ms).request(
+                        request, METADATA_VERSION, timeout_ms=request_ms
+                    )
+                except BrokerConnectionError as exc:
+                    self._drop(address)
+                    errors.append(str(exc))
+                    continue
+                self.view.merge(response, wanted, time.monotonic() * 1000)
+                return
         raise NoBrokersAvailable("no broker answered a metadata request: " + "; ".join(errors[-3:]))
 
     def offsets(self, partitions: Iterable[TopicPartition], timestamp: int) -> PartitionOffsets:
@@ -159,13 +169,15 @@ class _DriverCluster:
             results: dict[tuple[str, int], tuple[int, int]] = done.value
         return {TopicPartition(*tp): offset for tp, (offset, _) in results.items()}
 
-    def _connection(self, address: tuple[str, int]) -> SyncBrokerConnection:
+    def _connection(
+        self, address: tuple[str, int], connect_ms: int = CONNECT_TIMEOUT_MS
+    ) -> SyncBrokerConnection:
         connection = self._connections.get(address)
         if connection is None or connection.broken:
             connection = connect_sync(
                 *address,
                 client_id="highwater-spark",
-                timeout_ms=CONNECT_TIMEOUT_MS,
+                timeout_ms=connect_ms,
                 security=self.security,
             )
             self._connections[address] = connection

@@ -346,8 +346,8 @@ class Cluster:
 
     @property
     def live_bootstrap(self) -> str:
-        """The running, unpaused brokers: a client bootstrapping from a paused broker would
-        wait out its request timeout before trying the next."""
+        """The running, unpaused brokers: a client bootstrapping from a paused broker waits
+        for it a second (metadata_attempt_timeout_ms) before trying the next."""
         return ",".join(f"{b.host}:{b.port}" for b in self.running_brokers())
 
     def start(self) -> None:

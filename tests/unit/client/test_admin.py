@@ -6,6 +6,7 @@ import pytest
 import trio
 
 from client.admin import Admin
+from client.admin_describe import DESCRIBE_STRAGGLER_MS
 from client.errors import HighwaterClientError, UnknownTopicError
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -124,6 +125,27 @@ async def test_describe_offline_or_silent_replicas_show_no_offset(cluster3: Fake
     assert (p.high_watermark, p.log_end_offset) == (4, 4)
     assert elapsed < 5  # bounded by offsets_timeout_ms, not the request timeout
     assert not any(b == 3 for b, _ in cluster3.requests)
+
+
+async def test_describe_waits_for_a_hung_replica_only_briefly_after_the_others(
+    cluster3: FakeCluster,
+) -> None:
+    """A broker that reads requests and never answers (stopped, its ZooKeeper session not yet
+    expired, so still in the metadata) costs DESCRIBE_STRAGGLER_MS after the others' answers,
+    not the whole offsets_timeout_ms; it shows as unknown and is asked last afterwards."""
+    cluster3.create_topic("t", 1, leaders=[1], replication_factor=3)
+    cluster3.topics["t"][0].log_end_offset = 4
+    cluster3.stalled.add((2, ApiKey.LIST_OFFSETS))
+    async with Admin(cluster3.bootstrap) as admin:
+        start = trio.current_time()
+        (topic,) = await admin.describe_topics(["t"], offsets_timeout_ms=20_000)
+        elapsed = trio.current_time() - start
+        hung = admin.metadata.brokers[2]
+        assert admin.metadata._refresh_candidates()[-1] == (hung.host, hung.port)
+    (p,) = topic.partitions
+    assert p.replica_log_end_offsets == {1: 4, 2: None, 3: 4}
+    assert (p.high_watermark, p.log_end_offset) == (4, 4)
+    assert DESCRIBE_STRAGGLER_MS / 1000 <= elapsed < DESCRIBE_STRAGGLER_MS / 1000 + 3, elapsed
 
 
 async def test_unreachable_bootstrap_fails_fast() -> None:

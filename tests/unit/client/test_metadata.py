@@ -13,7 +13,12 @@ from client.metadata import ClusterMetadata, parse_bootstrap
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
-from protocol.messages.metadata import MetadataPartition, MetadataResponse, MetadataTopic
+from protocol.messages.metadata import (
+    MetadataPartition,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataTopic,
+)
 from tests.unit.client.fake_broker import FakeCluster
 
 
@@ -107,6 +112,83 @@ async def test_a_broker_that_timed_out_is_asked_last(cluster3: FakeCluster) -> N
         assert metadata._suspect is None  # an answer clears it
     finally:
         await metadata.aclose()
+
+
+async def test_a_hung_broker_first_in_the_bootstrap_list_costs_one_attempt_timeout(
+    cluster3: FakeCluster,
+) -> None:
+    """A broker that accepts the connection and reads the request but never answers (a stopped
+    process) holds a refresh up for metadata_attempt_timeout_ms, not request.timeout.ms; the
+    next refresh asks it last and does not wait for it at all."""
+    cluster3.stalled.add((1, ApiKey.METADATA))
+    metadata = ClusterMetadata(
+        cluster3.bootstrap, request_timeout_ms=60_000, metadata_attempt_timeout_ms=300
+    )
+    try:
+        with trio.fail_after(10):
+            started = trio.current_time()
+            await metadata.refresh(all_topics=True)
+            first_s = trio.current_time() - started
+            started = trio.current_time()
+            await metadata.refresh(all_topics=True)
+            second_s = trio.current_time() - started
+        hung = metadata.brokers[1]
+        assert metadata._refresh_candidates()[-1] == (hung.host, hung.port)
+    finally:
+        await metadata.aclose()
+    assert 0.3 <= first_s < 5, first_s
+    assert second_s < 0.3, second_s
+    asked = [b for b, body in cluster3.requests if isinstance(body, MetadataRequest)]
+    assert asked.count(1) == 1 and len(asked) == 3, asked
+
+
+async def test_a_slow_cluster_still_answers_a_refresh(cluster3: FakeCluster) -> None:
+    """Every broker slower than metadata_attempt_timeout_ms: each is asked in turn and the
+    first answer still counts (a silent broker's request is not given up)."""
+    cluster3.delay_ms[ApiKey.METADATA] = 400
+    metadata = ClusterMetadata(cluster3.bootstrap, metadata_attempt_timeout_ms=150)
+    try:
+        with trio.fail_after(10):
+            await metadata.refresh(all_topics=True)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+    finally:
+        await metadata.aclose()
+    asked = [b for b, body in cluster3.requests if isinstance(body, MetadataRequest)]
+    assert asked[0] == 1 and len(asked) >= 2, asked
+
+
+async def test_any_connection_avoids_a_hung_bootstrap_broker(cluster3: FakeCluster) -> None:
+    """Before any metadata, the first bootstrap address would do, and a hung broker would take
+    the request (InitProducerId, FindCoordinator) and never answer: a refresh comes first."""
+    cluster3.stalled.add((1, ApiKey.METADATA))
+    metadata = ClusterMetadata(cluster3.bootstrap, metadata_attempt_timeout_ms=300)
+    try:
+        with trio.fail_after(10):
+            conn = await metadata.any_connection()
+        assert conn.address != f"127.0.0.1:{cluster3.ports[1]}"
+    finally:
+        await metadata.aclose()
+
+
+async def test_ask_any_goes_past_a_hung_preferred_broker(cluster3: FakeCluster) -> None:
+    """A read any broker answers (DescribeConfigs of a topic) prefers the controller; a hung
+    one costs metadata_attempt_timeout_ms, then is not preferred again."""
+    metadata = ClusterMetadata(cluster3.bootstrap, metadata_attempt_timeout_ms=300)
+    try:
+        await metadata.refresh(all_topics=True)
+        cluster3.stalled.add((1, ApiKey.METADATA))
+        with trio.fail_after(10):
+            started = trio.current_time()
+            answer = await metadata.ask_any(MetadataRequest(topics=None), prefer=1)
+            first_s = trio.current_time() - started
+            started = trio.current_time()
+            await metadata.ask_any(MetadataRequest(topics=None), prefer=1)
+            second_s = trio.current_time() - started
+    finally:
+        await metadata.aclose()
+    assert isinstance(answer, MetadataResponse)
+    assert 0.3 <= first_s < 5, first_s
+    assert second_s < 0.3, second_s
 
 
 async def test_bootstrap_skips_dead_addresses(cluster: FakeCluster) -> None:

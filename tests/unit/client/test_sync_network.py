@@ -85,3 +85,25 @@ def test_an_answer_to_another_request_is_a_bad_response(
     with pytest.raises(BrokerConnectionError, match=r"h:1: bad response: .*correlation id 7"):
         connection.request(MetadataRequest(topics=None), 1, timeout_ms=1_000)
     assert connection.broken
+
+
+def test_an_http_answer_is_named_as_such(pair: tuple[SyncBrokerConnection, socket.socket]) -> None:
+    # What the metrics/status port answers a broker request with: its first four bytes would
+    # otherwise be read as a frame length of 1213486160.
+    connection, broker = pair
+    broker.sendall(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+    with pytest.raises(BrokerConnectionError) as caught:
+        connection.request(MetadataRequest(topics=None), 1, timeout_ms=1_000)
+    assert str(caught.value) == (
+        "h:1: bad response: the server answered in HTTP: is this the metrics/status port "
+        "rather than a broker listener?"
+    )
+
+
+def test_a_bad_length_that_is_not_http_keeps_the_frame_error(
+    pair: tuple[SyncBrokerConnection, socket.socket],
+) -> None:
+    connection, broker = pair
+    broker.sendall(b"HTTX/1.1 400 Bad Request\r\n\r\n")
+    with pytest.raises(BrokerConnectionError, match=r"bad response: frame length 1213486168 "):
+        connection.request(MetadataRequest(topics=None), 1, timeout_ms=1_000)
