@@ -4,12 +4,8 @@ Debian's kcat and confluent-kafka (both librdkafka), and raw frames for the refu
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -18,19 +14,20 @@ import pytest
 from client.cli.zookeeper_server import ZooKeeperServer
 from protocol.framing import NEED_DATA, FrameDecoder
 from tests.integration.cluster_harness import Cluster, wait_until
-from tests.integration.replication_checks import (
-    FAST_REPLICATION,
-    prepare_cluster,
-    whole_cluster_around,
+from tests.integration.kafka_wire_cluster import (
+    DEADLINE_S,
+    cli,
+    create_topic,
+    kafka_bootstrap,
+    kafka_cluster,
+    kcat,
 )
+from tests.integration.replication_checks import whole_cluster_around
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-CLI = [sys.executable, "-m", "client.cli"]
-DEADLINE_S = 60
-KCAT = shutil.which("kcat")
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -38,70 +35,13 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 def cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    if KCAT is None:
-        pytest.fail("kcat is not installed (make kcat)")  # make test installs it: never skip
-    cluster = Cluster(
-        zookeeper.port,
-        tmp_path_factory.mktemp("kafka-clients"),
-        3,
-        {**FAST_REPLICATION, "listener.wire.protocol.map": "KAFKA:kafka"},
-        listeners={"PLAINTEXT": "PLAINTEXT", "KAFKA": "PLAINTEXT"},
-    )
-    cluster.start()
-    try:
-        prepare_cluster(cluster, timeout_s=60)
+    with kafka_cluster(zookeeper.port, tmp_path_factory.mktemp("kafka-clients")) as cluster:
         yield cluster
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(autouse=True)
 def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
     yield from whole_cluster_around(cluster, request)
-
-
-def kafka_bootstrap(cluster: Cluster) -> str:
-    return cluster.bootstrap_on("KAFKA")
-
-
-def cli(cluster: Cluster, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "HIGHWATER_DEBUG"}
-    env["HIGHWATER_BOOTSTRAP"] = cluster.bootstrap
-    result = subprocess.run(
-        [*CLI, *args], input=stdin, capture_output=True, env=env, timeout=DEADLINE_S
-    )
-    assert result.returncode == 0, result.stderr.decode()
-    return result
-
-
-def kcat(cluster: Cluster, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    assert KCAT is not None
-    result = subprocess.run(
-        [KCAT, "-b", kafka_bootstrap(cluster), *args],
-        input=stdin,
-        capture_output=True,
-        timeout=DEADLINE_S,
-    )
-    assert result.returncode == 0, result.stderr.decode()
-    return result
-
-
-def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> None:
-    cli(
-        cluster,
-        "topics",
-        "create",
-        name,
-        "--partitions",
-        str(partitions),
-        "--replication-factor",
-        "3",
-        "--config",
-        "min.insync.replicas=2",
-    )
 
 
 def test_kcat_metadata_agrees_with_topics_describe(cluster: Cluster) -> None:
