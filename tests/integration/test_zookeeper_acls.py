@@ -205,6 +205,10 @@ async def test_the_migration_secures_a_cluster_made_without_acls_and_unsecure_re
         broker.overrides.update(zookeeper_acl_settings())
         broker.restart()
         await _whole(cluster, "EXTERNAL", as_broker)
+        with _zk(cluster) as zk:  # zookeeper.set.acl alone leaves existing znodes open
+            zk.set("/config/users/admin", credential)
+            acls, _ = zk.get_acls("/brokers/topics/before/partitions/0/state")
+            assert [(a.perms, a.id.scheme) for a in acls] == [(ALL, "world")]
         done = _migrate(broker.config_path, "secure")
         assert done.returncode == 0, done.stderr
         assert "set to secure" in done.stdout
