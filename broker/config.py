@@ -149,6 +149,11 @@ class BrokerConfig:
     broker_rack: str | None = _optional_str("broker.rack")
     zookeeper_session_timeout_ms: int = _int("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int = _int("zookeeper.connection.timeout.ms")
+    zookeeper_set_acl: bool = _bool("zookeeper.set.acl")
+    zookeeper_digest_username: str | None = _optional_str("zookeeper.digest.username")
+    zookeeper_digest_password: str | None = field(
+        default=None, metadata={"key": "zookeeper.digest.password"}, repr=False
+    )
     log_dirs: tuple[Path, ...] = _paths("log.dirs")
     num_partitions: int = _int("num.partitions")
     default_replication_factor: int = _int("default.replication.factor")
@@ -240,6 +245,13 @@ class BrokerConfig:
         )
 
     @property
+    def zookeeper_digest(self) -> tuple[str, str] | None:
+        """The ZooKeeper login (user, password), if any (checked together by load_config)."""
+        if self.zookeeper_digest_username is None or self.zookeeper_digest_password is None:
+            return None
+        return self.zookeeper_digest_username, self.zookeeper_digest_password
+
+    @property
     def inter_broker_listener(self) -> Listener:
         return next(x for x in self.all_listeners() if x.name == self.inter_broker_listener_name)
 
@@ -293,7 +305,9 @@ def describe(config: BrokerConfig) -> list[tuple[str, str]]:
     ]
 
 
-SECRET_KEYS: Final = frozenset({"ssl.key.password", "sasl.jaas.config"})
+SECRET_KEYS: Final = frozenset(
+    {"ssl.key.password", "sasl.jaas.config", "zookeeper.digest.password"}
+)
 _SECRETS = SECRET_KEYS
 _COMPUTED: Final = frozenset(
     {
@@ -420,6 +434,7 @@ def _build(given: _Given) -> BrokerConfig:
     jaas = given.value("sasl.jaas.config")
     values["inter_broker_login"] = parse_jaas_login(str(jaas)) if jaas else None
     _check_security(given, listeners, inter_broker, values)
+    _check_zookeeper_login(given, values)
     if values["replica_fetch_wait_max_ms"] > values["replica_lag_time_max_ms"]:
         # Kafka's rule: a follower parked longer than the lag time would drop out of the ISR.
         raise given.fail(
@@ -473,6 +488,22 @@ def _inter_broker_listener(given: _Given, listeners: tuple[Listener, ...]) -> Li
             return listener
     hint = "" if key == "inter.broker.listener.name" else " (or set inter.broker.listener.name)"
     raise given.fail(key, f"the name of one of the listeners ({names}){hint}")
+
+
+def _check_zookeeper_login(given: _Given, values: dict[str, Any]) -> None:
+    """A digest login needs both halves; ACLs need a login (Kafka refuses zookeeper.set.acl
+    without a SASL or TLS identity too: CREATOR_ALL would have no creator)."""
+    user, password = values["zookeeper_digest_username"], values["zookeeper_digest_password"]
+    if (user is None) != (password is None):
+        missing = "zookeeper.digest.password" if password is None else "zookeeper.digest.username"
+        raise given.fail(missing, "set together with the other half of the ZooKeeper login")
+    if user is not None and (not user or ":" in user):
+        raise given.fail("zookeeper.digest.username", "a non-empty name without ':'")
+    if values["zookeeper_set_acl"] and user is None:
+        raise given.fail(
+            "zookeeper.digest.username",
+            "the brokers' ZooKeeper login when zookeeper.set.acl is true",
+        )
 
 
 def _check_security(

@@ -130,6 +130,8 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
                             config.zookeeper_connect,
                             config.zookeeper_session_timeout_ms,
                             timeout_ms=config.zookeeper_connection_timeout_ms,
+                            digest=config.zookeeper_digest,
+                            set_acl=config.zookeeper_set_acl,
                         )
                         await _start(nursery, ctx, zk, server, log_manager, candidacy)
                     except (ZkError, BrokerIdInUseError) as exc:

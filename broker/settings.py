@@ -227,6 +227,25 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             minimum=1,
             fallback=Fallback("zookeeper.session.timeout.ms"),
         ),
+        boolean(
+            "zookeeper.set.acl",
+            False,
+            "Give every znode a broker creates ACLs: only the brokers' ZooKeeper login may "
+            "change it, and only it may read credentials (/config/users) and broker configs; "
+            "needs zookeeper.digest.username and .password. Secure an existing tree with "
+            "`highwater zookeeper-security-migration --zookeeper.acl secure`.",
+        ),
+        string(
+            "zookeeper.digest.username",
+            None,
+            "Highwater only (Kafka: the Client section of its JAAS file, DigestLoginModule): "
+            "the brokers' ZooKeeper login (digest scheme), the same on every broker.",
+        ),
+        string(
+            "zookeeper.digest.password",
+            None,
+            "Highwater only: the password of zookeeper.digest.username (never shown).",
+        ),
     ),
     *_section(
         "Topics",

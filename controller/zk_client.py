@@ -5,6 +5,8 @@ Every call runs in a worker thread (`trio.to_thread.run_sync`), bounded by
 one-shot: `watch=True` on a read yields one `WatchEvent` at the next change; kazoo drops its
 watches while suspended, so subscribers re-read after a CONNECTED `SessionEvent`. Watch and
 session events reach trio through `TrioToken.run_sync_soon` and every `subscribe()` channel.
+With `digest` the session logs in (ZooKeeper's digest scheme); with `set_acl` every znode it
+creates gets the ACLs of controller/zk_security.py (Kafka's `zookeeper.set.acl`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, Id
 
 from controller.zk_script import ZkScript, start, step
+from controller.zk_security import Perm, ZnodeAcl, default_acls
 from controller.zk_types import (
     BadVersionError,
     CheckOp,
@@ -69,6 +73,7 @@ __all__ = [
     "ZkConnectionError",
     "ZkError",
     "ZkEvent",
+    "ZnodeAcl",
     "ZnodeStat",
     "run_each",
 ]
@@ -93,6 +98,8 @@ def _translate(exc: BaseException, path: str | None, op_index: int | None = None
         return BadVersionError(message, path=path, op_index=op_index)
     if isinstance(exc, kz.NotEmptyError):
         return NotEmptyError(message, path=path, op_index=op_index)
+    if isinstance(exc, kz.NoAuthError):
+        return ZkError(f"{message}: not allowed by the znode's ACL", path=path, op_index=op_index)
     if isinstance(exc, kz.ConnectionLoss | kz.SessionExpiredError | KazooTimeoutError):
         return ZkConnectionError(message, path=path, op_index=op_index)
     return ZkError(f"{message}: {exc}", path=path, op_index=op_index)
@@ -132,9 +139,12 @@ class ZkClient:
         session_timeout_ms: int,
         request_timeout_ms: int,
         token: trio.lowlevel.TrioToken,
+        *,
+        set_acl: bool = False,
     ) -> None:
         self._kazoo = kazoo
         self.hosts = hosts
+        self.set_acl = set_acl
         self.session_timeout_ms = session_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self._token = token
@@ -157,20 +167,31 @@ class ZkClient:
         *,
         timeout_ms: int | None = None,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        digest: tuple[str, str] | None = None,
+        set_acl: bool = False,
     ) -> ZkClient:
         """Connect within `timeout_ms` (None: the session timeout, Kafka's default for
         zookeeper.connection.timeout.ms); a chroot suffix ("h:p/chroot") is created first if
-        missing, as Kafka does."""
+        missing, as Kafka does. `digest` (user, password): the session's login; `set_acl`:
+        znodes created get controller/zk_security.py's ACLs (it needs the login)."""
         if timeout_ms is None:
             timeout_ms = session_timeout_ms
+        if set_acl and digest is None:
+            raise ZkError("ZooKeeper ACLs (zookeeper.set.acl) need a digest login")
+        auth = _auth_data(digest)
         base_hosts, slash, chroot = hosts.partition("/")
         if slash and chroot.strip("/"):
             await _ensure_chroot(
-                base_hosts, "/" + chroot.strip("/"), session_timeout_ms, timeout_ms
+                base_hosts, "/" + chroot.strip("/"), session_timeout_ms, timeout_ms, auth, set_acl
             )
-        kazoo = _kazoo_client(hosts, session_timeout_ms)
+        kazoo = _kazoo_client(hosts, session_timeout_ms, auth_data=auth)
         client = cls(
-            kazoo, hosts, session_timeout_ms, request_timeout_ms, trio.lowlevel.current_trio_token()
+            kazoo,
+            hosts,
+            session_timeout_ms,
+            request_timeout_ms,
+            trio.lowlevel.current_trio_token(),
+            set_acl=set_acl,
         )
         kazoo.add_listener(client._on_state_change)
         try:
@@ -281,13 +302,18 @@ class ZkClient:
         makepath: bool = False,
     ) -> str:
         """Create a node; returns its path (with the sequence suffix if any)."""
-        created = await self._run(
-            lambda: self._kazoo.create(
-                path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
-            ),
-            path,
-        )
-        return str(created)
+        acl = self._acl_for(path)
+
+        def call() -> str:
+            if makepath and acl is not None:
+                self._ensure_parents(path)  # each with its own ACL, not the child's
+            return str(
+                self._kazoo.create(
+                    path, data, acl=acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+                )
+            )
+
+        return await self._run(call, path)
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
         stat = await self._run(lambda: self._kazoo.set(path, data, version=version), path)
@@ -312,7 +338,13 @@ class ZkClient:
                 if isinstance(op, CheckOp):
                     tx.check(op.path, op.version)
                 elif isinstance(op, CreateOp):
-                    tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+                    tx.create(
+                        op.path,
+                        op.data,
+                        acl=self._acl_for(op.path),
+                        ephemeral=op.ephemeral,
+                        sequence=op.sequence,
+                    )
                 elif isinstance(op, SetOp):
                     tx.set_data(op.path, op.data, version=op.version)
                 else:
@@ -334,6 +366,38 @@ class ZkClient:
             else:
                 out.append(None)
         return out
+
+    # --- ACLs ---------------------------------------------------------------------------
+
+    async def get_acls(self, path: str) -> tuple[list[ZnodeAcl], ZnodeStat]:
+        acls, stat = await self._run(lambda: self._kazoo.get_acls(path), path)
+        return [_znode_acl(acl) for acl in acls], _stat(stat)
+
+    async def set_acls(self, path: str, acls: Sequence[ZnodeAcl], version: int = -1) -> ZnodeStat:
+        """Replace the node's ACLs (scheme "auth": this session's login)."""
+        kazoo_acls = [_kazoo_acl(acl) for acl in acls]
+        stat = await self._run(
+            lambda: self._kazoo.set_acls(path, kazoo_acls, version=version), path
+        )
+        return _stat(stat)
+
+    def _acl_for(self, path: str) -> list[ACL] | None:
+        """The ACLs a node created at `path` gets; None: kazoo's default, world ALL."""
+        if not self.set_acl:
+            return None
+        return [_kazoo_acl(acl) for acl in default_acls(path, secure=True)]
+
+    def _ensure_parents(self, path: str) -> None:
+        """Blocking (in a worker thread): create the missing ancestors of `path`, each with
+        the ACLs of its own path (kazoo's makepath would give them the child's: a sensitive
+        child would hide its non-sensitive parents)."""
+        parts = path.strip("/").split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            parent = "/" + "/".join(parts[:depth])
+            if self._kazoo.exists(parent) is not None:
+                continue
+            with contextlib.suppress(kz.NodeExistsError):
+                self._kazoo.create(parent, b"", acl=self._acl_for(parent))
 
     # --- scripts ------------------------------------------------------------------------
 
@@ -430,6 +494,18 @@ class ZkClient:
         self._post(event)
 
 
+def _auth_data(digest: tuple[str, str] | None) -> list[tuple[str, str]] | None:
+    return None if digest is None else [("digest", f"{digest[0]}:{digest[1]}")]
+
+
+def _kazoo_acl(acl: ZnodeAcl) -> ACL:
+    return ACL(int(acl.perms), Id(acl.scheme, acl.id))
+
+
+def _znode_acl(acl: Any) -> ZnodeAcl:
+    return ZnodeAcl(Perm(acl.perms), acl.id.scheme, acl.id.id)
+
+
 def _kazoo_client(hosts: str, session_timeout_ms: int, **kwargs: Any) -> KazooClient:
     return KazooClient(
         hosts=hosts,
@@ -446,13 +522,21 @@ def _stop_quietly(kazoo: KazooClient) -> None:
 
 
 async def _ensure_chroot(
-    base_hosts: str, chroot: str, session_timeout_ms: int, timeout_ms: int
+    base_hosts: str,
+    chroot: str,
+    session_timeout_ms: int,
+    timeout_ms: int,
+    auth_data: list[tuple[str, str]] | None,
+    set_acl: bool,
 ) -> None:
+    # Kafka's createChrootIfNecessary: the chroot gets the default ACLs of a non-sensitive path.
+    acl = [_kazoo_acl(a) for a in default_acls(chroot, secure=True)] if set_acl else None
+
     def call() -> None:
-        kazoo = _kazoo_client(base_hosts, session_timeout_ms)
+        kazoo = _kazoo_client(base_hosts, session_timeout_ms, auth_data=auth_data)
         try:
             kazoo.start(timeout=timeout_ms / 1000)
-            kazoo.ensure_path(chroot)
+            kazoo.ensure_path(chroot, acl=acl)
         finally:
             _stop_quietly(kazoo)
 

@@ -63,6 +63,7 @@ __all__ = [
     "down",
     "fetch_metadata",
     "load_layout",
+    "migration_command",
     "probe",
     "status",
     "up",
@@ -242,7 +243,10 @@ def up(
     specs = cluster_specs(layout, timeout_s)
     _check_ports_free(layout, specs)
     (root / LAYOUT_FILE).write_text(layout.to_json())
-    for spec in specs:
+    zookeeper, *brokers_specs = specs
+    ensure_started(zookeeper, echo)
+    _match_zookeeper_acls(layout, echo)
+    for spec in brokers_specs:
         ensure_started(spec, echo)
     _wait_cluster_ready(layout, specs, timeout_s)
     echo(f"ZooKeeper: {layout.zk_connect}; {layout.brokers} broker(s): {layout.bootstrap}")
@@ -265,6 +269,40 @@ def up(
     return layout
 
 
+def migration_command(config_path: Path, acl: str) -> list[str]:
+    """Kafka's zookeeper-security-migration, as `up` runs it (this interpreter's CLI)."""
+    return [
+        sys.executable, "-m", "client.cli", "zookeeper-security-migration",
+        "--zookeeper.acl", acl, "--config", str(config_path),
+    ]  # fmt: skip
+
+
+def _match_zookeeper_acls(layout: ClusterLayout, echo: Echo) -> None:
+    """Before the brokers start: a secured cluster's znodes get ZooKeeper ACLs, also those an
+    earlier `up` without --secure made; a directory secured before is opened again for an
+    `up` without it (its brokers have no ZooKeeper login). Both are idempotent."""
+    properties = local_security.zookeeper_properties_path(layout.root)
+    if layout.secure:
+        local_security.write_zookeeper_properties(layout.root, layout.zk_connect)
+    elif not properties.exists():
+        return
+    acl = "secure" if layout.secure else "unsecure"
+    done = subprocess.run(
+        migration_command(properties, acl),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=START_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        raise ClusterError(
+            f"could not set the ZooKeeper ACLs ({acl}): {(done.stderr or done.stdout).strip()}"
+        )
+    echo(f"ZooKeeper ACLs: {done.stdout.strip()}")
+    if not layout.secure:
+        properties.unlink()
+
+
 def _set_up_admin(layout: ClusterLayout, echo: Echo) -> None:
     """The admin user (created as the brokers' own super user), and the client settings."""
 
@@ -282,6 +320,8 @@ def _set_up_admin(layout: ClusterLayout, echo: Echo) -> None:
     echo("SASL_SSL on the client ports (SCRAM-SHA-256/512, PLAIN), ACLs on; a CA in")
     echo(f"{layout.root / 'tls'}. The admin user (a super user) logs in with the client")
     echo(f"properties in {properties} (mode 0600: it holds the password).")
+    echo("ZooKeeper: only the brokers' login may change the cluster's znodes or read")
+    echo(f"credentials (zookeeper.set.acl; the login is in {layout.root / 'tls'}).")
     echo("")
     echo("Try:")
     echo(f"  export HIGHWATER_BOOTSTRAP={layout.bootstrap}")

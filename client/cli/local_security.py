@@ -3,8 +3,11 @@
 A CA and a certificate for 127.0.0.1/localhost made with the `openssl` command in
 `<dir>/tls/`; a broker user with a random password in `<dir>/tls/passwords.properties`; listeners
 CLIENT (SASL_SSL, the ports clients bootstrap from) and INTERNAL (SASL_PLAINTEXT, between
-brokers); ACLs on, with `User:broker` and `User:admin` as super users; and, once the brokers
-answer, the admin user and `<dir>/client.properties` (Kafka's client properties) for the CLI.
+brokers); ACLs on, with `User:broker` and `User:admin` as super users; ZooKeeper ACLs
+(`zookeeper.set.acl`) with the brokers' digest login, whose password is in the same file and,
+with `zookeeper.connect`, in `<dir>/tls/zookeeper.properties` (what
+`highwater zookeeper-security-migration --config` reads); and, once the brokers answer, the
+admin user and `<dir>/client.properties` (Kafka's client properties) for the CLI.
 """
 
 from __future__ import annotations
@@ -30,10 +33,15 @@ __all__ = [
     "ensure_secrets",
     "write_client_properties",
     "write_private",
+    "write_zookeeper_properties",
+    "zookeeper_properties_path",
 ]
 
 BROKER_USER: Final = "broker"
 ADMIN_USER: Final = "admin"
+# The brokers' ZooKeeper digest login: its name, and its key in passwords.properties.
+ZOOKEEPER_USER: Final = "broker"
+_ZOOKEEPER_KEY: Final = "zookeeper"
 _SCRAM: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _DAYS: Final = "825"
 
@@ -59,18 +67,24 @@ def client_properties_path(root: Path) -> Path:
     return root / "client.properties"
 
 
+def zookeeper_properties_path(root: Path) -> Path:
+    return _tls(root) / "zookeeper.properties"
+
+
 def ensure_secrets(root: Path) -> None:
-    """The CA, the brokers' certificate and the two passwords (made once, kept after)."""
+    """The CA, the brokers' certificate and the three passwords (made once, kept after; a
+    directory from before ZooKeeper ACLs gets its ZooKeeper password added)."""
     tls = _tls(root)
     tls.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not (tls / "server.pem").exists():
         _make_certificates(tls)
     secrets_file = tls / "passwords.properties"
-    if not secrets_file.exists():
-        write_private(
-            secrets_file,
-            f"broker={secrets.token_urlsafe(18)}\nadmin={secrets.token_urlsafe(18)}\n",
-        )
+    passwords = read_properties_file(secrets_file) if secrets_file.exists() else {}
+    wanted = (BROKER_USER, ADMIN_USER, _ZOOKEEPER_KEY)
+    if any(key not in passwords for key in wanted):
+        for key in wanted:
+            passwords.setdefault(key, secrets.token_urlsafe(18))
+        write_private(secrets_file, "".join(f"{k}={v}\n" for k, v in passwords.items()))
 
 
 def _password(root: Path, user: str) -> str:
@@ -117,7 +131,28 @@ def broker_settings(root: Path, client_listener: str, internal_listener: str) ->
         "ssl.truststore.location": str(tls / "ca.pem"),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
+        **_zookeeper_login(root),
+        "zookeeper.set.acl": "true",
     }
+
+
+def _zookeeper_login(root: Path) -> dict[str, str]:
+    return {
+        "zookeeper.digest.username": ZOOKEEPER_USER,
+        "zookeeper.digest.password": _password(root, _ZOOKEEPER_KEY),
+    }
+
+
+def write_zookeeper_properties(root: Path, zookeeper_connect: str) -> Path:
+    """The brokers' ZooKeeper login, for `highwater zookeeper-security-migration --config`."""
+    path = zookeeper_properties_path(root)
+    lines = [
+        "# Written by `highwater dev up --secure`: the brokers' ZooKeeper login.",
+        f"zookeeper.connect={zookeeper_connect}",
+        *(f"{key}={value}" for key, value in _zookeeper_login(root).items()),
+    ]
+    write_private(path, "\n".join(lines) + "\n")
+    return path
 
 
 def broker_security(root: Path) -> ClientSecurity:

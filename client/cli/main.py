@@ -2,9 +2,9 @@
 
 Client commands (topics, configs, produce, consume, groups, cluster describe, elect-leaders,
 reassign, perf) live in the other modules of client/cli/; `dev` (the local cluster) in
-client/cli/dev.py. `broker` is here because this is the one client-side module allowed to import
-the broker (see pyproject's import contracts). An unexpected error prints one line and a hint;
-with HIGHWATER_DEBUG=1 its traceback.
+client/cli/dev.py. `broker` and `zookeeper-security-migration` are here because this is the one
+client-side module allowed to import the broker (see pyproject's import contracts). An
+unexpected error prints one line and a hint; with HIGHWATER_DEBUG=1 its traceback.
 """
 
 from __future__ import annotations
@@ -205,6 +205,19 @@ def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
     with readable_client_errors():
         status = trio.run(run_broker, config)
     sys.exit(status)
+
+
+@main.command(
+    "zookeeper-security-migration",
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def zookeeper_security_migration(args: tuple[str, ...]) -> None:
+    """Set (secure) or remove (unsecure) the ACLs of the cluster's znodes in ZooKeeper."""
+    from broker.zk_security_migration import main as migrate
+
+    sys.exit(migrate(args, prog="highwater zookeeper-security-migration"))
 
 
 @main.command("dump-log")

@@ -1,7 +1,8 @@
 """A secured cluster for integration tests: a CA and certificates made on the fly (trustme;
 none committed), brokers with an INTERNAL SASL_PLAINTEXT inter-broker listener and an
 EXTERNAL SASL_SSL one, SCRAM users and the ACL authorizer with `User:broker` and
-`User:admin` as super users."""
+`User:admin` as super users; optionally ZooKeeper ACLs (`zookeeper.set.acl`) with the brokers'
+digest login."""
 
 from __future__ import annotations
 
@@ -14,13 +15,22 @@ import trustme
 from client.security import ClientSecurity
 from tests.integration.cluster_harness import Cluster
 
-__all__ = ["BROKER_PASSWORD", "Pki", "make_pki", "secure_cluster", "security"]
+__all__ = [
+    "BROKER_PASSWORD",
+    "ZOOKEEPER_LOGIN",
+    "Pki",
+    "make_pki",
+    "secure_cluster",
+    "security",
+    "zookeeper_acl_settings",
+]
 
 BROKER_USER = "broker"
 BROKER_PASSWORD = "broker-secret"
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-secret"
 _SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+ZOOKEEPER_LOGIN = ("zk-broker", "zk-broker-secret")  # the brokers' digest login
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,18 @@ def make_pki(directory: Path) -> Pki:
     return paths
 
 
-def secure_cluster(zookeeper_port: int, directory: Path, size: int, pki: Pki) -> Cluster:
+def zookeeper_acl_settings() -> dict[str, str]:
+    """Broker settings for ZooKeeper ACLs with ZOOKEEPER_LOGIN."""
+    return {
+        "zookeeper.set.acl": "true",
+        "zookeeper.digest.username": ZOOKEEPER_LOGIN[0],
+        "zookeeper.digest.password": ZOOKEEPER_LOGIN[1],
+    }
+
+
+def secure_cluster(
+    zookeeper_port: int, directory: Path, size: int, pki: Pki, *, zookeeper_acl: bool = False
+) -> Cluster:
     overrides = {
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
@@ -78,6 +99,7 @@ def secure_cluster(zookeeper_port: int, directory: Path, size: int, pki: Pki) ->
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
         "offsets.topic.replication.factor": "1",
+        **(zookeeper_acl_settings() if zookeeper_acl else {}),
     }
     return Cluster(
         zookeeper_port,

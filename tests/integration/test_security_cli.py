@@ -1,6 +1,6 @@
 """The secured local cluster as a person uses it: `highwater dev up --secure` (one broker), then
 `highwater users`, `highwater acls`, produce and consume with client properties files, each
-refusal one line on stderr."""
+refusal one line on stderr; its ZooKeeper is closed to anyone but the brokers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from client.cli.zookeeper_server import free_port
 
@@ -28,6 +30,7 @@ class SecureDev:
     admin: Path  # the client.properties `dev up --secure` wrote
     internal_port: int  # the SASL_PLAINTEXT inter-broker listener
     printed: str  # what `dev up --secure` printed
+    zookeeper: str  # its ZooKeeper's host:port
 
     def run(
         self,
@@ -98,15 +101,20 @@ def _one_line_error(done: subprocess.CompletedProcess[str], *expected: str) -> N
 @pytest.fixture
 def dev(tmp_path: Path, zookeeper_available: None) -> Iterator[SecureDev]:
     root = tmp_path / "cluster"
-    base = _two_free_ports()
+    base, zk_port = _two_free_ports(), free_port()
     up = _highwater(
         "dev", "up", "--secure", "--dir", str(root), "--brokers", "1",
-        "--base-port", str(base), "--zk-port", str(free_port()),
+        "--base-port", str(base), "--zk-port", str(zk_port),
     )  # fmt: skip
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         yield SecureDev(
-            root, f"127.0.0.1:{base}", root / "client.properties", base + 1, up.stdout + up.stderr
+            root,
+            f"127.0.0.1:{base}",
+            root / "client.properties",
+            base + 1,
+            up.stdout + up.stderr,
+            f"127.0.0.1:{zk_port}",
         )
     finally:
         _highwater("dev", "down", "--dir", str(root))
@@ -118,6 +126,7 @@ def test_secrets_are_owner_only_files_and_never_printed(dev: SecureDev) -> None:
     passwords = (dev.root / "tls" / "passwords.properties").read_text()
     admin_password = passwords.split("admin=", 1)[1].splitlines()[0]
     broker_password = passwords.split("broker=", 1)[1].splitlines()[0]
+    zookeeper_password = passwords.split("zookeeper=", 1)[1].splitlines()[0]
     assert (
         f'password="{broker_password}"' in (dev.root / "broker-1" / "server.properties").read_text()
     )
@@ -126,11 +135,35 @@ def test_secrets_are_owner_only_files_and_never_printed(dev: SecureDev) -> None:
         dev.root / "client.properties",
         dev.root / "tls" / "passwords.properties",
         dev.root / "tls" / "server.pem",
+        dev.root / "tls" / "zookeeper.properties",
     ):
         assert secret.stat().st_mode & 0o777 == 0o600, secret
     assert admin_password not in dev.printed and broker_password not in dev.printed
+    assert zookeeper_password not in dev.printed
+    assert zookeeper_password not in (dev.root / "broker-1" / "broker.log").read_text()
     assert str(dev.admin) in dev.printed, dev.printed
     assert "sasl.password" not in dev.printed
+
+
+def test_only_the_brokers_may_change_the_secured_local_clusters_zookeeper(
+    dev: SecureDev,
+) -> None:
+    """The review's probe 20: an anonymous ZooKeeper client overwrote the admin's credential.
+    `dev up --secure` sets zookeeper.set.acl: refused, and the credential is unreadable."""
+    zk = KazooClient(hosts=dev.zookeeper, timeout=5.0)
+    zk.start(timeout=10)
+    try:
+        with pytest.raises(NoAuthError):
+            zk.set("/config/users/admin", b'{"SCRAM-SHA-512":"planted"}')
+        with pytest.raises(NoAuthError):
+            zk.get("/config/users/admin")
+        with pytest.raises(NoAuthError):
+            zk.set("/controller", b'{"brokerid":99}')
+    finally:
+        zk.stop()
+        zk.close()
+    assert "ZooKeeper ACLs:" in dev.printed and "set to secure" in dev.printed
+    assert dev.run("topics", "list", config=dev.admin).returncode == 0
 
 
 def test_users_acls_produce_and_consume_on_a_secured_local_cluster(dev: SecureDev) -> None:

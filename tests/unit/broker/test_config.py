@@ -736,8 +736,38 @@ def test_secrets_are_not_described() -> None:
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
         'username="broker" password="s3cret";',
         "ssl.key.password=k3y",
+        "zookeeper.digest.username=zk-broker",
+        "zookeeper.digest.password=zk-s3cret",
     )
     described = dict(describe(config))
     assert described["sasl.jaas.config"] == "[hidden]"
     assert described["ssl.key.password"] == "[hidden]"
+    assert described["zookeeper.digest.password"] == "[hidden]"
     assert "s3cret" not in repr(config) and "k3y" not in repr(config)
+    assert config.zookeeper_digest == ("zk-broker", "zk-s3cret")
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        (["zookeeper.set.acl=true"], "zookeeper.digest.username"),
+        (["zookeeper.digest.username=zk"], "zookeeper.digest.password"),
+        (["zookeeper.digest.password=p"], "zookeeper.digest.username"),
+        (
+            ["zookeeper.digest.username=a:b", "zookeeper.digest.password=p"],
+            "zookeeper.digest.username",
+        ),
+    ],
+)
+def test_zookeeper_acls_need_a_whole_digest_login(settings: list[str], key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(*settings)
+    assert raised.value.key == key
+
+
+def test_zookeeper_acls_with_a_login_load() -> None:
+    config = load(
+        "zookeeper.set.acl=true", "zookeeper.digest.username=zk", "zookeeper.digest.password=p"
+    )
+    assert config.zookeeper_set_acl and config.zookeeper_digest == ("zk", "p")
+    assert not load().zookeeper_set_acl and load().zookeeper_digest is None
