@@ -25,7 +25,7 @@ from broker.core.authorizer import (
 from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
-from broker.core.principal import ANONYMOUS, Principal
+from broker.core.principal import ANONYMOUS, Principal, parse_principal
 from broker.core.replica_manager import ReplicaManager
 from broker.core.scram import ScramCredential
 from broker.core.state import METADATA_KEY, BrokerState, ElectedController
@@ -222,6 +222,21 @@ class BrokerContext:
         session = SESSION.get()
         return authorize_any(
             self.acls, settings, session.principal, session.client_host, operation, resource_type
+        )
+
+    def may_describe_as(self, principal: str, host: str, topic: str) -> bool:
+        """May `principal` (as recorded, "User:alice"; unparsable: ANONYMOUS) from `host`
+        DESCRIBE `topic`? For decisions made for a client outside its own request (a group
+        member's regex, resolved again on another member's heartbeat). Not logged."""
+        settings = self._authorizer
+        if settings is None:
+            return True
+        try:
+            who = parse_principal(principal)
+        except ValueError:
+            who = ANONYMOUS
+        return authorize(
+            self.acls, settings, who, host, AclOperation.DESCRIBE, ResourceType.TOPIC, topic
         )
 
     @property
