@@ -125,6 +125,9 @@ class BrokerConfig:
     # Every listener, the inter-broker one included (empty: only that one, PLAINTEXT, as above).
     listeners: tuple[Listener, ...] = ()
     inter_broker_listener_name: str = SecurityProtocol.PLAINTEXT.value
+    # control.plane.listener.name (KIP-291); None: the inter-broker listener takes the
+    # controller's requests.
+    control_plane_listener_name: str | None = _optional_str("control.plane.listener.name")
     ssl_keystore_location: str | None = _optional_str("ssl.keystore.location")
     ssl_key_password: str | None = field(
         default=None, metadata={"key": "ssl.key.password"}, repr=False
@@ -254,6 +257,26 @@ class BrokerConfig:
     @property
     def inter_broker_listener(self) -> Listener:
         return next(x for x in self.all_listeners() if x.name == self.inter_broker_listener_name)
+
+    @property
+    def control_plane_listener(self) -> Listener:
+        """Where the controller's requests come in: control.plane.listener.name, else the
+        inter-broker listener."""
+        name = self.control_plane_listener_name or self.inter_broker_listener_name
+        return next(x for x in self.all_listeners() if x.name == name)
+
+    def takes_controller_requests(self, listener: str | None) -> bool:
+        """Whether requests meant for brokers only (LeaderAndIsr, StopReplica, UpdateMetadata,
+        ControlledShutdown) may come in on `listener` (None: in-process, not a listener)."""
+        return listener is None or listener == self.control_plane_listener.name
+
+    def takes_follower_fetches(self, listener: str | None) -> bool:
+        """Whether a follower's fetch (replica_id >= 0) may come in on `listener`: the
+        inter-broker listener, where followers connect, or the control-plane listener."""
+        return listener is None or listener in (
+            self.inter_broker_listener_name,
+            self.control_plane_listener.name,
+        )
 
     def log_config(self) -> LogConfig:
         """The broker-wide defaults for every log (topic configs may override them)."""
@@ -431,6 +454,7 @@ def _build(given: _Given) -> BrokerConfig:
         authorizer_enabled=given.value("authorizer.class.name") == ACL_AUTHORIZER,
         super_users=parse_super_users(str(given.value("super.users") or "")),
     )
+    values["control_plane_listener_name"] = _control_plane_listener(given, listeners, inter_broker)
     jaas = given.value("sasl.jaas.config")
     values["inter_broker_login"] = parse_jaas_login(str(jaas)) if jaas else None
     _check_security(given, listeners, inter_broker, values)
@@ -504,6 +528,27 @@ def _check_zookeeper_login(given: _Given, values: dict[str, Any]) -> None:
             "zookeeper.digest.username",
             "the brokers' ZooKeeper login when zookeeper.set.acl is true",
         )
+
+
+def _control_plane_listener(
+    given: _Given, listeners: tuple[Listener, ...], inter_broker: Listener
+) -> str | None:
+    """control.plane.listener.name: one of the listeners, speaking highwater, not the
+    inter-broker one (Kafka's rules, KIP-291)."""
+    key = "control.plane.listener.name"
+    if not given.is_set(key):
+        return None
+    name = given.text(key).upper()
+    names = ", ".join(x.name for x in listeners if x.name != inter_broker.name)
+    for listener in listeners:
+        if listener.name == name and name != inter_broker.name:
+            if listener.wire != "highwater":
+                raise given.fail(
+                    "listener.wire.protocol.map",
+                    f"highwater for the control-plane listener {name} (brokers speak it)",
+                )
+            return name
+    raise given.fail(key, f"the name of a listener other than the inter-broker one ({names})")
 
 
 def _check_security(

@@ -25,13 +25,16 @@ from broker.core.authorizer import (
 from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
-from broker.core.principal import ANONYMOUS, Principal
+from broker.core.principal import ANONYMOUS, Principal, parse_principal
 from broker.core.replica_manager import ReplicaManager
 from broker.core.scram import ScramCredential
-from broker.core.state import METADATA_KEY, BrokerState
-from broker.inter_broker import inter_broker_security
+from broker.core.state import METADATA_KEY, BrokerState, ElectedController
+from broker.inter_broker import control_plane_security, inter_broker_security
 from broker.purgatory import Purgatory
 from client.security import ClientSecurity
+from controller.zk_data import ZkDataError
+from controller.zk_election import read_elected_controller
+from controller.zk_types import ZkError
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -75,6 +78,13 @@ SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar(
 
 
 _authorizer_log = structlog.get_logger("highwater.authorizer")
+_log = structlog.get_logger(__name__)
+
+# A controller request whose (id, epoch) ZooKeeper does not confirm is read again this many
+# times, this far apart, before it is refused: the ZooKeeper server this broker reads from
+# may lag the one the new controller wrote its election through by a few milliseconds.
+_ELECTION_READS = 5
+_ELECTION_READ_INTERVAL_S = 0.1
 
 
 def wall_clock_ms() -> int:
@@ -117,6 +127,31 @@ class BrokerContext:
     def inter_broker_security(self) -> ClientSecurity | None:
         """How this broker connects to others (their inter-broker listener)."""
         return inter_broker_security(self.config)
+
+    @property
+    def control_plane_security(self) -> ClientSecurity | None:
+        """How this broker reaches others' control-plane listener (the controller's requests,
+        ControlledShutdown)."""
+        return control_plane_security(self.config)
+
+    def on_control_plane(self) -> bool:
+        """Whether the request being handled, one meant for brokers only, came in on the
+        listener that takes them (control.plane.listener.name, else the inter-broker one);
+        a refusal is logged."""
+        if self.config.takes_controller_requests(SESSION.get().listener):
+            return True
+        self.log_refused("controller request refused: not the control-plane listener")
+        return False
+
+    def log_refused(self, event: str) -> None:
+        """Log a request refused for where or from whom it came (not an ACL denial)."""
+        session = SESSION.get()
+        _log.warning(
+            event,
+            listener=session.listener,
+            principal=str(session.principal),
+            host=session.client_host,
+        )
 
     def __post_init__(self) -> None:
         config = self.config
@@ -189,6 +224,21 @@ class BrokerContext:
             self.acls, settings, session.principal, session.client_host, operation, resource_type
         )
 
+    def may_describe_as(self, principal: str, host: str, topic: str) -> bool:
+        """May `principal` (as recorded, "User:alice"; unparsable: ANONYMOUS) from `host`
+        DESCRIBE `topic`? For decisions made for a client outside its own request (a group
+        member's regex, resolved again on another member's heartbeat). Not logged."""
+        settings = self._authorizer
+        if settings is None:
+            return True
+        try:
+            who = parse_principal(principal)
+        except ValueError:
+            who = ANONYMOUS
+        return authorize(
+            self.acls, settings, who, host, AclOperation.DESCRIBE, ResourceType.TOPIC, topic
+        )
+
     @property
     def metadata(self) -> MetadataCache:
         return self.state.metadata
@@ -219,15 +269,61 @@ class BrokerContext:
         self.state.broker_epoch = broker_epoch
         self._registered.set()
 
-    async def admit_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+    async def admit_controller_request(
+        self, controller_id: int, controller_epoch: int, broker_epoch: int
+    ) -> ErrorCode:
         """Wait (bounded) until this process has registered, then fence the request (see
-        `BrokerState.admit_controller_request`). Kafka processes requests only once it has
-        registered: until then the controller may still address a previous, crashed process
-        of this broker id, and a request held here, not refused, is not lost."""
+        `BrokerState.admit_controller_request`) against the controller ZooKeeper names. Kafka
+        processes requests only once it has registered: until then the controller may still
+        address a previous, crashed process of this broker id, and a request held here, not
+        refused, is not lost."""
         if self.state.broker_epoch < 0:
             with trio.move_on_after(self.config.request_timeout_ms / 1000):
                 await self._registered.wait()
-        return self.state.admit_controller_request(controller_epoch, broker_epoch)
+        elected = await self._elected_controller(controller_id, controller_epoch)
+        refused = self.state.admit_controller_request(
+            controller_epoch, broker_epoch, controller_id=controller_id, elected=elected
+        )
+        if refused != ErrorCode.NONE:
+            session = SESSION.get()
+            _log.warning(
+                "controller request refused",
+                error=refused.name,
+                controller_id=controller_id,
+                controller_epoch=controller_epoch,
+                elected=None if elected is None else (elected.broker_id, elected.epoch),
+                principal=str(session.principal),
+                host=session.client_host,
+                listener=session.listener,
+            )
+        return refused
+
+    async def _elected_controller(
+        self, controller_id: int, controller_epoch: int
+    ) -> ElectedController | None:
+        """The controller ZooKeeper names: as this broker's controller candidate last saw it
+        (it watches /controller), else read afresh when that does not match the request (a
+        new controller's first requests may come before the watch fires). None without
+        ZooKeeper (in-process brokers): nothing to check against."""
+        if self.zk is None:
+            return None
+        candidate = self.controller
+        if candidate is not None:
+            seen = ElectedController(candidate.controller_id, candidate.controller_epoch)
+            if seen.sent(controller_id, controller_epoch):
+                return seen
+        elected = ElectedController(-1, -1)
+        for attempt in range(_ELECTION_READS):
+            if attempt:
+                await trio.sleep(_ELECTION_READ_INTERVAL_S)
+            try:
+                elected = ElectedController(*await self.zk.run(read_elected_controller()))
+            except (ZkError, ZkDataError) as exc:
+                _log.warning("cannot read the elected controller", error=str(exc))
+                return ElectedController(-1, -1)  # unconfirmed: refused, never adopted
+            if elected.sent(controller_id, controller_epoch) or elected.epoch > controller_epoch:
+                break  # confirmed, or ZooKeeper is past the request (no lag to wait out)
+        return elected
 
     # -- carrying out what the core decided ------------------------------------------------
 

@@ -167,12 +167,16 @@ async def _ask(ctx: BrokerContext, zk: ZkClient, step: Ask) -> _Answer:
         return _Answer(controller_id, code, list(remaining))
     if registration is None:
         raise _NoAnswer(f"controller {controller_id} is not registered (it is stopping)")
+    host, port = registration.host, registration.port
+    for endpoint in registration.endpoints:  # KIP-291: to its control-plane listener, if named
+        if endpoint.listener == ctx.config.control_plane_listener_name:
+            host, port = endpoint.host, endpoint.port
     connection = await connect(
-        registration.host,
-        registration.port,
+        host,
+        port,
         client_id=f"broker-{ctx.broker_id}-shutdown",
         timeout_ms=step.connect_timeout_ms,
-        security=ctx.inter_broker_security,
+        security=ctx.control_plane_security,
     )
     try:
         response: ControlledShutdownResponse = await connection.request(

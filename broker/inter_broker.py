@@ -7,15 +7,26 @@ from __future__ import annotations
 import functools
 
 from broker.config import BrokerConfig
+from broker.listeners import SecurityProtocol
 from client.security import ClientSecurity
 
-__all__ = ["inter_broker_security"]
+__all__ = ["control_plane_security", "inter_broker_security"]
 
 
 @functools.cache
 def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
     """None for a PLAINTEXT inter-broker listener. Cached: one TLS context per config."""
-    protocol = config.inter_broker_listener.security_protocol
+    return _security(config, config.inter_broker_listener.security_protocol)
+
+
+@functools.cache
+def control_plane_security(config: BrokerConfig) -> ClientSecurity | None:
+    """How the controller's requests and ControlledShutdown reach the control-plane listener
+    (KIP-291; the inter-broker one when control.plane.listener.name is unset)."""
+    return _security(config, config.control_plane_listener.security_protocol)
+
+
+def _security(config: BrokerConfig, protocol: SecurityProtocol) -> ClientSecurity | None:
     if not protocol.uses_tls and not protocol.uses_sasl:
         return None
     login = config.inter_broker_login

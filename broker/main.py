@@ -232,7 +232,8 @@ async def _start(
             leader_imbalance_check_interval_seconds=(
                 config.leader_imbalance_check_interval_seconds
             ),
-            security=ctx.inter_broker_security,
+            security=ctx.control_plane_security,
+            listener_name=config.control_plane_listener_name,
         )
     )
     if config.log_cleaner_enable:

@@ -178,6 +178,16 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             attr=None,  # BrokerConfig.inter_broker_listener_name
         ),
         string(
+            "control.plane.listener.name",
+            None,
+            "The listener (KIP-291) on which this broker takes the controller's requests "
+            "(LeaderAndIsr, StopReplica, UpdateMetadata) and, at the controller, "
+            "ControlledShutdown; the controller and brokers connect to it. Unset: the "
+            "inter-broker listener takes them. Set it the same on every broker; it must not "
+            "be the inter-broker listener.",
+            syntax="a listener name",
+        ),
+        string(
             "security.inter.broker.protocol",
             "PLAINTEXT",
             "Names the inter-broker listener when inter.broker.listener.name is unset (Kafka's).",

@@ -46,10 +46,14 @@ class ControllerChannel:
         connect_timeout_ms: int = 5_000,
         backoff_ms: tuple[int, int] = (50, 2_000),
         security: ClientSecurity | None = None,
+        listener_name: str | None = None,
     ) -> None:
-        """`security`: how to reach brokers' inter-broker listeners (None: PLAINTEXT)."""
+        """`listener_name`: the brokers' listener to reach (control.plane.listener.name; None:
+        the inter-broker one, each broker's registered host and port); `security`: how (None:
+        PLAINTEXT)."""
         self._nursery = nursery
         self._security = security
+        self._listener_name = listener_name
         self._client_id = f"controller-{controller_id}"
         self._request_timeout_ms = request_timeout_ms
         self._connect_timeout_ms = connect_timeout_ms
@@ -78,6 +82,14 @@ class ControllerChannel:
     def close(self) -> None:
         for broker_id in list(self._senders):
             self._stop(broker_id)
+
+    def _address(self, broker: LiveBroker) -> tuple[str, int]:
+        """The broker's control-plane listener if one is named and registered, else its
+        inter-broker listener (a broker that has none refuses the requests, and says so)."""
+        for endpoint in broker.endpoints:
+            if endpoint.listener == self._listener_name:
+                return endpoint.host, endpoint.port
+        return broker.host, broker.port
 
     def _start(self, broker: LiveBroker) -> None:
         send, receive = trio.open_memory_channel[ControllerRequest](math.inf)
@@ -119,9 +131,10 @@ class ControllerChannel:
         while True:
             try:
                 if connection is None or connection.broken:
+                    host, port = self._address(broker)
                     connection = await connect(
-                        broker.host,
-                        broker.port,
+                        host,
+                        port,
                         client_id=self._client_id,
                         timeout_ms=self._connect_timeout_ms,
                         security=self._security,

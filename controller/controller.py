@@ -100,9 +100,13 @@ class Controller:
             "leader.imbalance.check.interval.seconds"
         ),
         security: ClientSecurity | None = None,
+        listener_name: str | None = None,
     ):
         self.zk = zk
-        self.security = security  # towards the brokers' inter-broker listeners
+        # How to reach brokers: the listener named (control.plane.listener.name; None: the
+        # inter-broker one each registered as its host and port), with this security.
+        self.security = security
+        self.listener_name = listener_name
         self.broker_id = broker_id
         self.request_timeout_ms = request_timeout_ms
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
@@ -261,6 +265,7 @@ class Controller:
                     controller_id=self.broker_id,
                     request_timeout_ms=self.request_timeout_ms,
                     security=self.security,
+                    listener_name=self.listener_name,
                 )
                 nursery.start_soon(_forward, events, inbox)
                 if self.auto_leader_rebalance_enable:
@@ -423,6 +428,7 @@ async def run_controller(
         "leader.imbalance.check.interval.seconds"
     ),
     security: ClientSecurity | None = None,
+    listener_name: str | None = None,
     task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run this broker's controller candidate until cancelled. `await nursery.start(...)`
@@ -436,5 +442,6 @@ async def run_controller(
         leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
         leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
         security=security,
+        listener_name=listener_name,
     )
     await controller.run(task_status=task_status)

@@ -27,6 +27,7 @@ __all__ = [
     "delete_own_controller_znode",
     "read_controller_epoch",
     "read_controller_id",
+    "read_elected_controller",
     "try_elect",
 ]
 
@@ -96,6 +97,14 @@ def read_controller_id(*, watch: bool = False) -> ZkScript[int]:
     if found is None:
         return -1
     return zk_data.ControllerZnode.decode(found[0]).broker_id
+
+
+def read_elected_controller() -> ZkScript[tuple[int, int]]:
+    """(controller broker id, controller epoch) as ZooKeeper has them, read only: -1 for an
+    id or epoch not there (a broker checking a controller request creates nothing)."""
+    controller_id = yield from read_controller_id()
+    found = yield from get_data(zk_data.CONTROLLER_EPOCH_PATH)
+    return controller_id, -1 if found is None else zk_data.decode_controller_epoch(found[0])
 
 
 def controller_registration() -> ZkScript[tuple[int, zk_data.BrokerRegistration | None] | None]:

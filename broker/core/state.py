@@ -12,10 +12,26 @@ from broker.core.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["METADATA_KEY", "BrokerState"]
+__all__ = ["METADATA_KEY", "BrokerState", "ElectedController"]
 
 # Purgatory key woken whenever the metadata changes (CreateTopics/DeleteTopics wait on it).
 METADATA_KEY = ("__metadata__",)
+
+
+@dataclass(frozen=True, slots=True)
+class ElectedController:
+    """The controller as ZooKeeper names it: `/controller`'s broker id (-1: none elected) and
+    `/controller_epoch`."""
+
+    broker_id: int
+    epoch: int
+
+    def sent(self, controller_id: int, controller_epoch: int) -> bool:
+        """Whether a request claiming this controller id and epoch is from this controller."""
+        return self.broker_id >= 0 and (controller_id, controller_epoch) == (
+            self.broker_id,
+            self.epoch,
+        )
 
 
 @dataclass(slots=True)
@@ -35,17 +51,29 @@ class BrokerState:
     def broker_id(self) -> int:
         return self.replica_manager.broker_id
 
-    def admit_controller_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+    def admit_controller_request(
+        self,
+        controller_epoch: int,
+        broker_epoch: int,
+        *,
+        controller_id: int = -1,
+        elected: ElectedController | None = None,
+    ) -> ErrorCode:
         """Fence a controller request (the shell first waits, bounded, for registration:
         before it, the controller may still address a previous process of this broker id).
-        STALE_CONTROLLER_EPOCH from an older controller; STALE_BROKER_EPOCH for a request
-        meant for an earlier registration (-1: not checked) or before registration."""
+        STALE_CONTROLLER_EPOCH from an older controller, and from anyone but the controller
+        ZooKeeper names (`elected`; None: no ZooKeeper to ask): an epoch above ZooKeeper's is
+        never adopted, so one forged request cannot make the broker refuse the real controller
+        until restart. STALE_BROKER_EPOCH for a request meant for an earlier registration
+        (-1: not checked) or before registration."""
         if self.broker_epoch < 0:
             return ErrorCode.STALE_BROKER_EPOCH
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if broker_epoch != -1 and broker_epoch < self.broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH
+        if elected is not None and not elected.sent(controller_id, controller_epoch):
+            return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
         return ErrorCode.NONE
 

@@ -23,9 +23,31 @@ async def handle_consumer_group_describe(
     groups = tuple(
         DescribedGroup(g, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)
-        else coordinator.core.describe(g)
+        else _visible(ctx, coordinator.core.describe(g))
         if coordinator is not None
         else DescribedGroup(g, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         for g in dict.fromkeys(request.group_ids)
     )
     return ConsumerGroupDescribeResponse(groups)
+
+
+def _visible(ctx: BrokerContext, group: DescribedGroup) -> DescribedGroup:
+    """Kafka's rule (KafkaApis.handleConsumerGroupDescribe): a group whose members subscribe
+    to, own or are to own a topic the caller may not DESCRIBE is answered with
+    TOPIC_AUTHORIZATION_FAILED and no members, so its topics stay hidden."""
+    topics = {
+        t
+        for m in group.members
+        for t in (
+            *m.subscribed_topic_names,
+            *(a.topic for a in m.assignment),
+            *(a.topic for a in m.target_assignment),
+        )
+    }
+    if all(ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in sorted(topics)):
+        return group
+    return DescribedGroup(
+        group.group_id,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        "The group has described topic(s) that the client is not authorized to describe.",
+    )

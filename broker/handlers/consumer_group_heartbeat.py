@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from broker.context import CLIENT_HOST, BrokerContext
+from broker.context import CLIENT_HOST, SESSION, BrokerContext
 from broker.core.authorizer import AclOperation, ResourceType
+from broker.core.group.membership import MayDescribe
+from broker.core.group.model import Member
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
@@ -36,7 +38,19 @@ async def handle_consumer_group_heartbeat(
         return ConsumerGroupHeartbeatResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not request.client_id and header.client_id:
         request = replace(request, client_id=header.client_id)
+    may_describe: MayDescribe | None = None
+    if ctx.authorizing:
+
+        def may_describe(member: Member, topic: str) -> bool:
+            return ctx.may_describe_as(member.principal, member.client_host, topic)
+
     decision = coordinator.core.heartbeat(
-        request, coordinator.topics(), ctx.now_ms(), CLIENT_HOST.get(), wall_ms=ctx.wall_ms()
+        request,
+        coordinator.topics(),
+        ctx.now_ms(),
+        CLIENT_HOST.get(),
+        wall_ms=ctx.wall_ms(),
+        principal=str(SESSION.get().principal),
+        may_describe=may_describe,
     )
     return await coordinator.write(decision)

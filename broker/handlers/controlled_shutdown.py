@@ -23,7 +23,8 @@ __all__ = ["handle_controlled_shutdown"]
 async def handle_controlled_shutdown(
     ctx: BrokerContext, header: RequestHeader, request: ControlledShutdownRequest
 ) -> ControlledShutdownResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # brokers only
+    # Brokers only: on the control-plane listener (KIP-291), with CLUSTER_ACTION.
+    if not ctx.on_control_plane() or not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return ControlledShutdownResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = ctx.controller
     if controller is None or not controller.is_active:

@@ -22,9 +22,10 @@ __all__ = ["handle_fetch"]
 async def handle_fetch(
     ctx: BrokerContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
-    if request.replica_id >= 0 and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        # A follower's fetch without CLUSTER_ACTION (the hole behind CVE-2018-1288): every
-        # topic refused, and no session, which would be privileged in the cache.
+    if request.replica_id >= 0 and not _may_follow(ctx):
+        # A follower's fetch from the wrong listener or without CLUSTER_ACTION (the hole
+        # behind CVE-2018-1288): every topic refused, and no session, which would be
+        # privileged in the cache.
         session = FetchContext(request)
         denied = frozenset(t.topic for t in request.topics)
     else:
@@ -46,6 +47,17 @@ async def handle_fetch(
             break
     count_sent(ctx.state, request, read.response)
     return answer_fetch(session, read.response)
+
+
+def _may_follow(ctx: BrokerContext) -> bool:
+    """A fetch as a follower (replica_id >= 0) moves the HW and the ISR, so it is taken only
+    where followers connect, the inter-broker (or control-plane) listener, even without an
+    authorizer (Kafka takes it on any listener), and with CLUSTER_ACTION. The leader then
+    counts it only from an assigned replica (Partition.update_follower_fetch)."""
+    if not ctx.config.takes_follower_fetches(SESSION.get().listener):
+        ctx.log_refused("follower fetch refused: not the inter-broker listener")
+        return False
+    return ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
 
 
 def _denied(ctx: BrokerContext, request: FetchRequest) -> frozenset[str]:

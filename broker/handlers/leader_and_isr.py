@@ -18,9 +18,12 @@ __all__ = ["handle_leader_and_isr"]
 async def handle_leader_and_isr(
     ctx: BrokerContext, header: RequestHeader, request: LeaderAndIsrRequest
 ) -> LeaderAndIsrResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # controllers only
+    # Brokers only: on the control-plane listener (KIP-291), with CLUSTER_ACTION.
+    if not ctx.on_control_plane() or not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return LeaderAndIsrResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
+    refused = await ctx.admit_controller_request(
+        request.controller_id, request.controller_epoch, request.broker_epoch
+    )
     if refused != ErrorCode.NONE:
         return LeaderAndIsrResponse(refused)
     topic_configs: dict[str, dict[str, str]] = {}

@@ -16,9 +16,12 @@ __all__ = ["handle_stop_replica"]
 async def handle_stop_replica(
     ctx: BrokerContext, header: RequestHeader, request: StopReplicaRequest
 ) -> StopReplicaResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # controllers only
+    # Brokers only: on the control-plane listener (KIP-291), with CLUSTER_ACTION.
+    if not ctx.on_control_plane() or not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return StopReplicaResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
+    refused = await ctx.admit_controller_request(
+        request.controller_id, request.controller_epoch, request.broker_epoch
+    )
     if refused != ErrorCode.NONE:
         return StopReplicaResponse(refused)
     outcome = apply_stop_replica(ctx.state, request)

@@ -16,9 +16,12 @@ __all__ = ["handle_update_metadata"]
 async def handle_update_metadata(
     ctx: BrokerContext, header: RequestHeader, request: UpdateMetadataRequest
 ) -> UpdateMetadataResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # controllers only
+    # Brokers only: on the control-plane listener (KIP-291), with CLUSTER_ACTION.
+    if not ctx.on_control_plane() or not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return UpdateMetadataResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    refused = await ctx.admit_controller_request(request.controller_epoch, request.broker_epoch)
+    refused = await ctx.admit_controller_request(
+        request.controller_id, request.controller_epoch, request.broker_epoch
+    )
     if refused != ErrorCode.NONE:
         return UpdateMetadataResponse(refused)
     outcome = apply_update_metadata(ctx.state, request)

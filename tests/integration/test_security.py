@@ -626,3 +626,90 @@ async def test_consumer_group_requests_need_the_group_and_topic_acls(
     offsets = await request(port, security(pki), OffsetFetchRequest(group))
     assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
             for t in offsets.topics] == [("invoices", [(0, 3)])]  # fmt: skip
+
+
+async def test_group_apis_do_not_name_topics_the_member_may_not_describe(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """The security review's probe: gina (READ on her group, DESCRIBE on one topic) joined
+    with the regex `.*` and was assigned the admin's topic, and ConsumerGroupDescribe showed
+    it. Her regex now resolves only over topics she may describe, and describing a group that
+    uses a topic she may not is TOPIC_AUTHORIZATION_FAILED, with no members."""
+    await _topic(cluster, pki, "secret-payroll", partitions=2)
+    await _topic(cluster, pki, "gina-public")
+    async with Admin(external(cluster), security=security(pki)) as admin:
+        await upsert_user(admin, "gina", "gina-secret")
+    await _grant(
+        cluster,
+        pki,
+        [
+            _allow("User:gina", "READ", "GROUP", "g-gina"),
+            _allow("User:gina", "DESCRIBE", "GROUP", "payroll-app"),
+            _allow("User:gina", "DESCRIBE", "TOPIC", "gina-public"),
+        ],
+    )
+    await _wait_allowed(cluster, pki, "gina", "gina-public")
+    gina, admin_login = security(pki, "gina", "gina-secret"), security(pki)
+
+    async def request(port: int, as_user: ClientSecurity, body: object) -> Any:
+        conn = await connect("127.0.0.1", port, security=as_user)
+        try:
+            return await conn.request(body)
+        finally:
+            await conn.aclose()
+
+    async def coordinator_port(group: str) -> int:
+        async def found() -> int | None:
+            asked = cluster.brokers[1].port_of("EXTERNAL")
+            answer = await request(asked, admin_login, FindCoordinatorRequest((group,)))
+            (coordinator,) = answer.coordinators
+            return coordinator.port if coordinator.error_code == ErrorCode.NONE else None
+
+        return await eventually(found, 60, f"the coordinator of {group}")
+
+    def joining(group: str, **subscription: Any) -> ConsumerGroupHeartbeatRequest:
+        return ConsumerGroupHeartbeatRequest(
+            group, "", 0, rebalance_timeout_ms=60_000, topic_partitions=(), **subscription
+        )
+
+    payroll_port = await coordinator_port("payroll-app")
+    admins: ConsumerGroupHeartbeatResponse = await request(
+        payroll_port,
+        admin_login,
+        joining("payroll-app", subscribed_topic_names=("secret-payroll",)),
+    )
+    assert admins.error_code == ErrorCode.NONE, admins
+    gina_port = await coordinator_port("g-gina")
+    joins: list[ConsumerGroupHeartbeatResponse] = []
+
+    async def gina_joined() -> bool:
+        answer: ConsumerGroupHeartbeatResponse = await request(
+            gina_port, gina, joining("g-gina", subscribed_topic_regex=".*")
+        )
+        if answer.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+            return False  # her group ACL has not reached the coordinator yet
+        joins.append(answer)
+        return True
+
+    await eventually(gina_joined, 30, "gina's group ACL on the coordinator")
+    (joined,) = joins
+    assert joined.error_code == ErrorCode.NONE and joined.assignment is not None, joined
+    assert {t.topic for t in joined.assignment.topic_partitions} == {"gina-public"}
+    own: ConsumerGroupDescribeResponse = await request(
+        gina_port, gina, ConsumerGroupDescribeRequest(("g-gina",))
+    )
+    (described,) = own.groups
+    assert described.error_code == ErrorCode.NONE, described
+    seen = {a.topic for m in described.members for a in (*m.assignment, *m.target_assignment)}
+    assert seen == {"gina-public"}
+    theirs: ConsumerGroupDescribeResponse = await request(
+        payroll_port, gina, ConsumerGroupDescribeRequest(("payroll-app",))
+    )
+    (hidden,) = theirs.groups
+    assert hidden.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED, hidden
+    assert hidden.members == () and "secret-payroll" not in repr(hidden)
+    as_admin: ConsumerGroupDescribeResponse = await request(
+        payroll_port, admin_login, ConsumerGroupDescribeRequest(("payroll-app",))
+    )
+    assert as_admin.groups[0].error_code == ErrorCode.NONE
+    assert as_admin.groups[0].members[0].subscribed_topic_names == ("secret-payroll",)

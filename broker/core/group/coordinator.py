@@ -17,7 +17,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-from broker.core.group.membership import HeartbeatRefused, apply_heartbeat, assignor_of, remove
+from broker.core.group.membership import (
+    HeartbeatRefused,
+    MayDescribe,
+    apply_heartbeat,
+    assignor_of,
+    remove,
+)
 from broker.core.group.model import Group, GroupState, MemberState, OffsetValue, by_topic
 from broker.core.group.records import (
     OFFSET_KEY,
@@ -216,9 +222,12 @@ class GroupCoordinatorCore:
         client_host: str = "",
         *,
         wall_ms: int,
+        principal: str = "",
+        may_describe: MayDescribe | None = None,
     ) -> Decision[ConsumerGroupHeartbeatResponse]:
         """`now_ms` (monotonic) restarts the member's session timer; `wall_ms` (the wall
-        clock) goes into the records."""
+        clock) goes into the records. `principal` sent it; `may_describe` filters what
+        members' regexes resolve to (membership.MayDescribe)."""
         partition = self.partition_of(request.group_id)
 
         def refused(code: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
@@ -237,6 +246,8 @@ class GroupCoordinatorCore:
                 client_host=client_host,
                 new_member_id=self._new_member_id,
                 max_group_size=self.settings.max_group_size,
+                principal=principal,
+                may_describe=may_describe,
             )
         except HeartbeatRefused as exc:
             return Decision(partition, refused(exc.code, str(exc)), refused)

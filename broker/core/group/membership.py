@@ -25,6 +25,7 @@ from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
 
 __all__ = [
     "HeartbeatRefused",
+    "MayDescribe",
     "MemberUpdate",
     "apply_heartbeat",
     "assignor_of",
@@ -40,6 +41,12 @@ MAX_SUBSCRIBED_TOPICS: Final = 1000
 # no pattern can make the coordinator backtrack for ever; RE2's syntax is Kafka's.
 _RE2_OPTIONS: Final = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered, not logged
+
+
+# Whether a member's principal may DESCRIBE a topic (the shell asks the authorizer; None:
+# anyone may, no authorizer). A regex subscription resolves only over such topics (Kafka's
+# KIP-848 regexes; the member learns nothing of the others).
+MayDescribe = Callable[[Member, str], bool]
 
 
 class HeartbeatRefused(Exception):
@@ -64,9 +71,12 @@ def apply_heartbeat(
     client_host: str,
     new_member_id: Callable[[], str],
     max_group_size: int,
+    principal: str = "",
+    may_describe: MayDescribe | None = None,
 ) -> MemberUpdate:
     """The group after this heartbeat; HeartbeatRefused with Kafka's error otherwise.
-    `topics`: topic -> partition count, as the broker's metadata has them."""
+    `topics`: topic -> partition count, as the broker's metadata has them; `principal` sent
+    the heartbeat."""
     _check_fields(request)
     epoch = request.member_epoch
     if epoch == JOIN_EPOCH:
@@ -76,15 +86,17 @@ def apply_heartbeat(
     else:
         member = _known(group, request)
     updated = _with_request_fields(member, request, client_host)
+    if principal:
+        updated = replace(updated, principal=principal)
     group = _put(group, updated)
-    metadata = subscription_metadata(group, topics)
+    metadata = subscription_metadata(group, topics, may_describe)
     if (
         epoch == JOIN_EPOCH
         or _subscription(updated) != _subscription(member)
         or metadata != group.subscription_metadata
     ):  # one new group epoch per heartbeat, whatever changed
         group = replace(group, subscription_metadata=metadata, group_epoch=group.group_epoch + 1)
-    group = with_target(group)
+    group = with_target(group, may_describe)
     reported = _reported(request)
     others = {tp for m in group.members.values() if m.member_id != updated.member_id
               for tp in m.owns()}  # fmt: skip
@@ -113,21 +125,25 @@ def remove(group: Group, member_id: str, wall_ms: int) -> Group:
     )
 
 
-def subscription_metadata(group: Group, topics: Mapping[str, int]) -> dict[str, int]:
+def subscription_metadata(
+    group: Group, topics: Mapping[str, int], may_describe: MayDescribe | None = None
+) -> dict[str, int]:
     """topic -> partition count, over the existing topics any member subscribes to."""
     out: dict[str, int] = {}
     for member in group.members.values():
-        for topic in _topics_of(member, topics):
+        for topic in _topics_of(member, topics, may_describe):
             out[topic] = topics[topic]
     return out
 
 
-def with_target(group: Group) -> Group:
+def with_target(group: Group, may_describe: MayDescribe | None = None) -> Group:
     """A new target assignment if the group epoch moved past the assignment epoch."""
     if group.group_epoch <= group.assignment_epoch and group.target.keys() == group.members.keys():
         return group
     counts = group.subscription_metadata
-    subscriptions = {m.member_id: frozenset(_topics_of(m, counts)) for m in group.members.values()}
+    subscriptions = {
+        m.member_id: frozenset(_topics_of(m, counts, may_describe)) for m in group.members.values()
+    }
     target = assign(assignor_of(group), subscriptions, counts, group.target)
     return replace(group, target=target, assignment_epoch=group.group_epoch)
 
@@ -292,13 +308,18 @@ def _subscription(member: Member) -> tuple[object, ...]:
     return (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
 
 
-def _topics_of(member: Member, topics: Mapping[str, int]) -> list[str]:
+def _topics_of(
+    member: Member, topics: Mapping[str, int], may_describe: MayDescribe | None
+) -> list[str]:
+    """The existing topics the member subscribes to: those it names (the handler checked
+    DESCRIBE on each), and those its regex matches that its principal may describe."""
     found = [t for t in member.subscribed_topic_names if t in topics]
     if member.subscribed_topic_regex:
         pattern = _compiled(member.subscribed_topic_regex)
         found += [
             t for t in topics
             if t not in INTERNAL_TOPICS and t not in found and pattern.fullmatch(t)
+            and (may_describe is None or may_describe(member, t))
         ]  # fmt: skip
     return found
 

@@ -54,6 +54,9 @@ class Member:
     assigned: Assignment = frozenset()
     pending_revocation: Assignment = frozenset()  # assigned before, to be let go of
     left_static: bool = False  # a static member gone for now (epoch -2): its assignment waits
+    # Who sent its last heartbeat (a Kafka principal, "User:alice"; "" before one was
+    # recorded): its regex resolves only over topics this principal may DESCRIBE.
+    principal: str = ""
 
     def owns(self) -> Assignment:
         """What no other member may be given: what it has and what it is still letting go."""

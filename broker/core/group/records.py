@@ -145,6 +145,7 @@ def _member(m: Member) -> dict[str, Any]:
         "assigned": _partitions(m.assigned),
         "pending_revocation": _partitions(m.pending_revocation),
         "left_static": m.left_static,
+        "principal": m.principal,
     }
 
 
@@ -167,6 +168,7 @@ def _group(group_id: str, body: Any) -> Group:
                 assigned=_assignment(plain["assigned"]),
                 pending_revocation=_assignment(plain["pending_revocation"]),
                 left_static=plain["left_static"],
+                principal=plain.get("principal", ""),  # absent from older records
             )
             members[member.member_id] = member
         target: Mapping[str, Assignment] = {m: _assignment(a) for m, a in body["target"].items()}

@@ -771,3 +771,26 @@ def test_zookeeper_acls_with_a_login_load() -> None:
     )
     assert config.zookeeper_set_acl and config.zookeeper_digest == ("zk", "p")
     assert not load().zookeeper_set_acl and load().zookeeper_digest is None
+
+
+def test_control_plane_listener_takes_controller_requests_followers_fetch_inter_broker() -> None:
+    three = (
+        "listeners=INTERNAL://:9092,CONTROL://:9093,CLIENT://:9094",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,CONTROL:PLAINTEXT,CLIENT:PLAINTEXT",
+        "inter.broker.listener.name=INTERNAL",
+    )
+    unset = load(*three)
+    assert unset.control_plane_listener_name is None
+    assert value_of(unset, "control.plane.listener.name") is None
+    assert unset.control_plane_listener.name == "INTERNAL"
+    names = ("INTERNAL", "CONTROL", "CLIENT", None)
+    assert [unset.takes_controller_requests(x) for x in names] == [True, False, False, True]
+    config = load(*three, "control.plane.listener.name=control")
+    assert config.control_plane_listener_name == "CONTROL"
+    assert value_of(config, "control.plane.listener.name") == "CONTROL"
+    assert [config.takes_controller_requests(x) for x in names] == [False, True, False, True]
+    assert [config.takes_follower_fetches(x) for x in names] == [True, True, False, True]
+    for wrong in ("INTERNAL", "ELSEWHERE"):
+        with pytest.raises(ConfigError) as raised:
+            load(*three, f"control.plane.listener.name={wrong}")
+        assert_names(raised.value, "control.plane.listener.name", wrong, "(CONTROL, CLIENT)")

@@ -5,9 +5,13 @@ timeouts, deletion, and state that is exactly the replay of the records written.
 from __future__ import annotations
 
 from broker.core.group.coordinator import java_string_hash, partition_for
-from broker.core.group.model import GroupState
+from broker.core.group.model import GroupState, Member
 from protocol.errors import ErrorCode
-from protocol.messages.consumer_group_heartbeat import LEAVE_EPOCH, ConsumerGroupHeartbeatRequest
+from protocol.messages.consumer_group_heartbeat import (
+    LEAVE_EPOCH,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.messages.offset_commit import (
     OffsetCommitPartition,
     OffsetCommitRequest,
@@ -218,6 +222,39 @@ def test_regex_subscriptions_are_re2_and_cannot_stall_the_coordinator() -> None:
     bad = shell.heartbeat("k", "", 0, subscribed_topic_names=None, subscribed_topic_regex="(?<=a)b")
     assert bad.error_code == ErrorCode.INVALID_REQUEST
     assert "RE2" in (bad.error_message or "")
+
+
+def test_a_regex_resolves_only_over_topics_the_members_principal_may_describe() -> None:
+    """Each member's regex resolves with its own principal's DESCRIBE, also when another
+    member's heartbeat resolves it again; the principal is kept in the group's record."""
+    shell = Shell()
+    shell.topics = {"payroll": 2, "public": 1}
+    allowed = {"User:admin": {"payroll", "public"}, "User:gina": {"public"}}
+
+    def may_describe(member: Member, topic: str) -> bool:
+        return topic in allowed.get(member.principal, set())
+
+    def join(principal: str) -> ConsumerGroupHeartbeatResponse:
+        request = ConsumerGroupHeartbeatRequest(
+            "g", "", 0, rebalance_timeout_ms=60_000, subscribed_topic_regex=".*",
+            topic_partitions=(),
+        )  # fmt: skip
+        decision = shell.core.heartbeat(
+            request, shell.topics, 0, wall_ms=0, principal=principal, may_describe=may_describe
+        )
+        return shell.run(decision)
+
+    gina = join("User:gina")
+    assert {tp.topic for tp in assigned(gina) or ()} == {"public"}
+    join("User:admin")
+    group = shell.core.groups["g"]
+    assert dict(group.subscription_metadata) == {"payroll": 2, "public": 1}
+    targets = {m.principal: {tp.topic for tp in group.target[m.member_id]}
+               for m in group.members.values()}  # fmt: skip
+    assert targets["User:gina"] <= {"public"} and targets["User:admin"] <= {"payroll", "public"}
+    assert {tp.topic for a in group.target.values() for tp in a} == {"payroll", "public"}
+    rebuilt = shell.rebuilt().groups["g"]
+    assert {m.principal for m in rebuilt.members.values()} == {"User:gina", "User:admin"}
 
 
 def test_offset_fetch_sees_a_commit_once_it_is_committed_and_never_an_older_one() -> None:
