@@ -109,6 +109,10 @@ def decode_kafka_request(frame_body: bytes | bytearray) -> KafkaRequest:
     """One frame body (no length prefix) as a typed request."""
     if len(frame_body) < _API_AND_VERSION.size + _CORRELATION_ID.size:
         raise KafkaDecodeError("request shorter than its header", ErrorCode.INVALID_REQUEST)
+    if not isinstance(frame_body, bytes):
+        # A large request is read into a buffer of its own (broker.server); kio's reader
+        # takes only read-only buffers, which a view gives without a copy.
+        frame_body = memoryview(frame_body).toreadonly()  # type: ignore[assignment]
     api_key, api_version = _API_AND_VERSION.unpack_from(frame_body)
     versions = DECODED.get(api_key)
     supported = versions is not None and versions[0] <= api_version <= versions[1]

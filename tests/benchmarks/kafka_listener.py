@@ -1,0 +1,184 @@
+"""The Kafka listener against the native one, on one 3-broker cluster in one run:
+`python -m tests.benchmarks.kafka_listener [--records N] [--runs R]` (docs/performance.md,
+"The Kafka listener").
+
+Per run, alternating the two: produce N records of 100 bytes to an RF=3 topic with acks=all
+(librdkafka through the Kafka listener: confluent-kafka, idempotent, its default linger; the
+native: `highwater perf produce --acks all`), then read them back (confluent-kafka assigned to
+every partition; `highwater perf consume`). Prints records/s, the Kafka/native ratio, and the
+three brokers' CPU per record (from /proc) for each. The goals (issue text): Kafka-listener
+throughput at least 0.8 of native, broker CPU per record at most 1.25x native.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.benchmarks.proc_cpu import broker_pids, total_cpu_seconds
+
+CLI = [sys.executable, "-m", "client.cli"]
+BASE_PORT = 19600
+ZK_PORT = 19681
+PARTITIONS = 3
+VALUE = b"x" * 100
+
+
+def _cli(*args: str, env: dict[str, str]) -> str:
+    result = subprocess.run([*CLI, *args], capture_output=True, env=env, timeout=600)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {result.stderr.decode()}")
+    return result.stdout.decode() + result.stderr.decode()
+
+
+def _rate(output: str) -> float:
+    match = re.search(r"([0-9.]+) records/sec", output)
+    if match is None:
+        raise RuntimeError(f"no records/sec in {output!r}")
+    return float(match.group(1))
+
+
+def _kafka_produce(bootstrap: str, topic: str, records: int) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    started = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("records left unsent")
+    return records / (time.perf_counter() - started)
+
+
+def _kafka_consume(bootstrap: str, topic: str, records: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    started = time.perf_counter()
+    read = 0
+    deadline = time.monotonic() + 300
+    while read < records and time.monotonic() < deadline:
+        read += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    if read < records:
+        raise RuntimeError(f"read {read} of {records}")
+    return records / elapsed
+
+
+def _measured(pids: list[int], work: Callable[[], float], records: int) -> tuple[float, float]:
+    """(records/s, brokers' CPU µs per record) of one piece of work."""
+    before = total_cpu_seconds(pids)
+    rate = work()
+    return rate, (total_cpu_seconds(pids) - before) * 1e6 / records
+
+
+def _steps(
+    kafka: str, native: str, via_kafka: str, records: int, env: dict[str, str]
+) -> list[tuple[str, Callable[[], float]]]:
+    count = str(records)
+    return [
+        (
+            "native produce",
+            lambda: _rate(
+                _cli(
+                    "perf",
+                    "produce",
+                    "--topic",
+                    native,
+                    "--num-records",
+                    count,
+                    "--acks",
+                    "all",
+                    env=env,
+                )
+            ),
+        ),
+        ("kafka produce", lambda: _kafka_produce(kafka, via_kafka, records)),
+        (
+            "native consume",
+            lambda: _rate(_cli("perf", "consume", "--topic", native, "--messages", count, env=env)),
+        ),
+        ("kafka consume", lambda: _kafka_consume(kafka, via_kafka, records)),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="kafka-listener-bench-"))
+    env = {k: v for k, v in os.environ.items() if k != "HIGHWATER_DEBUG"}
+    env["HIGHWATER_BOOTSTRAP"] = f"127.0.0.1:{BASE_PORT}"
+    kafka = f"127.0.0.1:{BASE_PORT + 100}"
+    _cli(
+        "dev",
+        "up",
+        "--dir",
+        str(root),
+        "--base-port",
+        str(BASE_PORT),
+        "--zk-port",
+        str(ZK_PORT),
+        env=env,
+    )
+    figures: dict[str, list[tuple[float, float]]] = {}
+    try:
+        pids = list(broker_pids(root).values())
+        for run in range(args.runs):
+            native, via_kafka = f"native-{run}", f"kafka-{run}"
+            for topic in (native, via_kafka):
+                _cli(
+                    "topics",
+                    "create",
+                    topic,
+                    "--partitions",
+                    str(PARTITIONS),
+                    "--replication-factor",
+                    "3",
+                    "--config",
+                    "min.insync.replicas=2",
+                    env=env,
+                )
+            steps = _steps(kafka, native, via_kafka, args.records, env)
+            for name, work in steps:
+                rate, cpu_us = _measured(pids, work, args.records)
+                figures.setdefault(name, []).append((rate, cpu_us))
+                shown = f"{rate:,.0f} records/s, brokers {cpu_us:.1f} µs CPU/record"
+                print(f"  run {run + 1}, {name}: {shown}", flush=True)
+    finally:
+        _cli("dev", "down", "--dir", str(root), env=env)
+    print(f"\n{args.records:,} records of 100 B, RF=3, acks=all; medians of {args.runs} runs")
+    print(f"{'':16} {'native':>14} {'kafka':>14} {'kafka/native':>13}")
+    for what in ("produce", "consume"):
+        native_runs, kafka_runs = figures[f"native {what}"], figures[f"kafka {what}"]
+        n_rate = statistics.median(r for r, _ in native_runs)
+        k_rate = statistics.median(r for r, _ in kafka_runs)
+        n_cpu = statistics.median(c for _, c in native_runs)
+        k_cpu = statistics.median(c for _, c in kafka_runs)
+        print(f"{what + ' rec/s':16} {n_rate:>14,.0f} {k_rate:>14,.0f} {k_rate / n_rate:>13.2f}")
+        print(f"{what + ' µs/rec':16} {n_cpu:>14.1f} {k_cpu:>14.1f} {k_cpu / n_cpu:>13.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
