@@ -23,7 +23,10 @@ def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[
 
 
 def _option_lines(help_text: str) -> list[str]:
-    """The first flag of each option line of the help's Options section."""
+    """The first flag of each option line of the help's Options section (none for a command
+    that hands its arguments to an argparse tool, as zookeeper-security-migration does)."""
+    if "\nOptions:\n" not in help_text:
+        return []
     section = help_text.split("\nOptions:\n", 1)[1]
     return [line.split()[0].rstrip(",") for line in section.splitlines() if line[2:3] == "-"]
 
