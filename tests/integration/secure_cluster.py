@@ -14,7 +14,7 @@ import trustme
 from client.security import ClientSecurity
 from tests.integration.cluster_harness import Cluster
 
-__all__ = ["BROKER_PASSWORD", "Pki", "make_pki", "secure_cluster", "security"]
+__all__ = ["ADMIN_PASSWORD", "BROKER_PASSWORD", "Pki", "make_pki", "secure_cluster", "security"]
 
 BROKER_USER = "broker"
 BROKER_PASSWORD = "broker-secret"
