@@ -4,7 +4,10 @@ the broker's authorizer, as for a request on a Kafka listener.
 
 PBKDF2 costs 5-25 ms per check, so it runs in a worker thread (hashlib releases the GIL), at
 most `PASSWORD_CHECK_THREADS` at a time: a flood of logins queues there instead of stalling
-the event loop that serves the Kafka listeners.
+the event loop that serves the Kafka listeners. One thread leaves the loop a core of its own
+on a two-core machine (with two, a flood of 16384-iteration guesses slowed Metadata's 90th
+percentile almost tenfold; with one, two- to threefold); a page polling once a second needs
+one check a second.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["METRICS_LISTENER_NAME", "PASSWORD_CHECK_THREADS", "HttpAccess"]
 
-PASSWORD_CHECK_THREADS: Final = 2
+PASSWORD_CHECK_THREADS: Final = 1
 METRICS_LISTENER_NAME: Final = "METRICS"  # the Session's listener, in logs of denials
 
 _log = logging.getLogger("highwater.http")

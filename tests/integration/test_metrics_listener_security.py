@@ -2,17 +2,20 @@
 SASL_PLAINTEXT between brokers, SASL_SSL for clients, ACLs): https with the test CA, HTTP basic
 authentication against the SCRAM users, /api/cluster filtered by the user's DESCRIBE ACLs,
 /metrics for cluster DESCRIBE only, peers reached with the inter-broker security (shown up, not
-unreachable), and a broker that refuses to start with an unauthenticated listener that others
-could reach."""
+unreachable), password checks that do not stall the Kafka listener, and a broker that refuses
+to start with an unauthenticated listener that others could reach."""
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from client.network import connect
 from client.security_admin import Acl, create_acls, upsert_user
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.metadata import MetadataRequest
 from protocol.messages.offset_commit import (
     OffsetCommitPartition,
     OffsetCommitRequest,
@@ -40,12 +44,14 @@ from tests.integration.secure_cluster import (
     secure_cluster,
     security,
 )
+from tests.integration.test_metrics_http import assert_not_slowed
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 MINE = "alice-orders"  # alice may describe it (READ implies DESCRIBE)
 SECRET = "payroll"  # only the super users may
 HttpAnswer = tuple[int, bytes, Mapping[str, str]]
+GUESSERS = 6  # clients guessing passwords at once
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +98,8 @@ async def _set_up(cluster: Cluster, pki: Pki) -> None:
     async with Admin(bootstrap, security=as_broker) as admin:
         for user in ("admin", "alice", "mallory"):
             await upsert_user(admin, user, f"{user}-secret")
+        # The costliest credential Kafka allows: 16384 PBKDF2 iterations per check.
+        await upsert_user(admin, "slow", "slow-secret", iterations=16384)
         for topic in (MINE, SECRET):
             await admin.create_topic(topic, partitions=2, replication_factor=2)
         await create_acls(
@@ -288,3 +296,55 @@ def test_a_broker_refuses_an_unauthenticated_listener_others_can_reach(
         assert wait_until(served, 60, "the allowed open listener") == 200
     finally:
         allowed.stop()
+
+
+async def test_password_checks_do_not_stall_the_kafka_listener(cluster: Cluster, pki: Pki) -> None:
+    """A flood of wrong passwords (each a PBKDF2 run) on kept-alive https connections while a
+    Kafka client's Metadata round trips are timed, against the same broker's without it."""
+    port = cluster.brokers[1].port_of("EXTERNAL")
+    conn = await connect("127.0.0.1", port, security=security(pki))
+
+    async def latencies(duration_s: float) -> list[float]:
+        out: list[float] = []
+        end = trio.current_time() + duration_s
+        while trio.current_time() < end:
+            started = trio.current_time()
+            await conn.request(MetadataRequest(None), timeout_ms=5000)
+            out.append(trio.current_time() - started)
+            await trio.sleep(0.02)  # a pace, not a synchronisation
+        return out
+
+    http_port = cluster.brokers[1].overrides["metrics.listener"].rpartition(":")[2]
+    token = base64.b64encode(b"slow:wrong").decode()
+    url = _url(cluster, 1, "/api/cluster")
+    wait_until(lambda: get(url, pki, "slow", "slow-secret")[0] == 200, 30, "slow's credential")
+    refused = 0
+
+    def guess(stop: threading.Event) -> None:
+        nonlocal refused
+        client = http.client.HTTPSConnection("127.0.0.1", int(http_port), context=_trusting(pki))
+        try:
+            while not stop.is_set():
+                client.request("GET", "/api/cluster", headers={"Authorization": f"Basic {token}"})
+                answer = client.getresponse()
+                answer.read()
+                assert answer.status == 401
+                refused += 1
+        finally:
+            client.close()
+
+    try:
+        quiet = await latencies(2.0)
+        stop = threading.Event()
+        async with trio.open_nursery() as nursery:
+            for _ in range(GUESSERS):
+                nursery.start_soon(partial(trio.to_thread.run_sync, guess, stop))
+            try:
+                abused = await latencies(3.0)
+            finally:
+                stop.set()
+    finally:
+        await conn.aclose()
+    print(f"{refused} wrong passwords refused in 3 s")
+    assert refused >= 10  # the flood did reach the password check
+    assert_not_slowed(quiet, abused)
