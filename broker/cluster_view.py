@@ -8,9 +8,11 @@ Topics, partitions, leaders, epochs, replicas and ISRs come from this broker's m
 (what the controller last sent); the HW from each partition's leader (ListOffsets latest as a
 consumer) and every replica's LEO from the broker hosting it (ListOffsets with the debug
 replica id -2, as `highwater topics describe` does); this broker's own replicas are read
-directly. One request of each kind per broker, concurrently, each bounded by
-`OFFSETS_TIMEOUT_S`; a broker that does not answer shows as unreachable and its figures as
-null. A snapshot is reused for `SNAPSHOT_MAX_AGE_S`, so many open pages cost what one does.
+directly. Other brokers are asked on their inter-broker listener with this broker's
+inter-broker security (its TLS files and SASL login), as its replica fetchers are. One
+request of each kind per broker, concurrently, each bounded by `OFFSETS_TIMEOUT_S`; a broker
+that does not answer shows as unreachable and its figures as null. A snapshot is reused for
+`SNAPSHOT_MAX_AGE_S`, so many open pages cost what one does.
 """
 
 from __future__ import annotations
@@ -306,6 +308,9 @@ class ClusterView:
                         endpoint.port,
                         client_id=f"status-page-{self._ctx.broker_id}",
                         timeout_ms=int(OFFSETS_TIMEOUT_S * 1000),
+                        # The inter-broker listener's address, so its security (TLS, the
+                        # broker's own SASL login), as replica fetchers connect.
+                        security=self._ctx.inter_broker_security,
                     )
                     self._connections[broker_id] = conn
                 response = await conn.request(request, timeout_ms=int(OFFSETS_TIMEOUT_S * 1000))

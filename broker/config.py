@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from broker.config_def import InvalidValue, Value, format_value
+from broker.config_def import (
+    InvalidValue,
+    Value,
+    format_value,
+    is_loopback,
+    metrics_listener_uses_tls,
+    parse_metrics_listener,
+)
 from broker.core.principal import Principal, parse_super_users
 from broker.listeners import (
     Listener,
@@ -224,6 +231,10 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms")
     group_consumer_max_size: int = _int("group.consumer.max.size")
     metrics_listener: str | None = _optional_str("metrics.listener")
+    metrics_listener_authentication_method: str = field(
+        default="none", metadata={"key": "metrics.listener.authentication.method"}
+    )
+    metrics_listener_allow_unauthenticated: bool = _bool("metrics.listener.allow.unauthenticated")
     metrics_max_connections: int = _int("metrics.max.connections")
     metrics_max_header_bytes: int = _int("metrics.max.header.bytes")
     metrics_read_timeout_ms: int = _int("metrics.read.timeout.ms")
@@ -459,6 +470,7 @@ def _build(given: _Given) -> BrokerConfig:
     values["inter_broker_login"] = parse_jaas_login(str(jaas)) if jaas else None
     _check_security(given, listeners, inter_broker, values)
     _check_zookeeper_login(given, values)
+    _check_metrics_listener(given, values)
     if values["replica_fetch_wait_max_ms"] > values["replica_lag_time_max_ms"]:
         # Kafka's rule: a follower parked longer than the lag time would drop out of the ISR.
         raise given.fail(
@@ -549,6 +561,40 @@ def _control_plane_listener(
                 )
             return name
     raise given.fail(key, f"the name of a listener other than the inter-broker one ({names})")
+
+
+def _check_metrics_listener(given: _Given, values: dict[str, Any]) -> None:
+    """An https:// listener needs the broker's certificate; with an authorizer, a listener that
+    others can reach must authenticate (it would show every topic and group to anyone), and a
+    password is never sent in clear beyond this host."""
+    text = values["metrics_listener"]
+    if not text:
+        return
+    tls = metrics_listener_uses_tls(text)
+    if tls and not values["ssl_keystore_location"]:
+        raise given.fail(
+            "ssl.keystore.location",
+            "a PEM file with the certificate and key for the https:// metrics.listener",
+        )
+    host, _ = parse_metrics_listener(text)
+    if is_loopback(host):
+        return
+    basic = values["metrics_listener_authentication_method"] == "basic"
+    if basic and not tls:
+        raise given.fail(
+            "metrics.listener",
+            "https:// on an address other than loopback when "
+            "metrics.listener.authentication.method=basic (passwords are never sent in clear)",
+        )
+    open_to_all = not basic and not values["metrics_listener_allow_unauthenticated"]
+    if values["authorizer_enabled"] and open_to_all:
+        raise given.fail(
+            "metrics.listener",
+            "a loopback address (127.0.0.1, ::1, localhost) with authorizer.class.name set, "
+            "unless metrics.listener.authentication.method=basic, or "
+            "metrics.listener.allow.unauthenticated=true to serve every topic and group "
+            "to anyone who can reach it",
+        )
 
 
 def _check_security(

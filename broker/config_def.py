@@ -8,6 +8,7 @@ comes from. A bad value raises `InvalidValue` with what was expected; callers na
 from __future__ import annotations
 
 import enum
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ __all__ = [
     "check_zookeeper_connect",
     "double",
     "format_value",
+    "is_loopback",
+    "metrics_listener_uses_tls",
     "number",
     "parse_metrics_listener",
     "string",
@@ -180,20 +183,42 @@ def format_value(value: Value | None) -> str:
 # --- value syntaxes checked beyond their type ---------------------------------------------------
 
 _HTTP_LISTENER: Final = re.compile(
-    r"http://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*)):(?P<port>[0-9]{1,5})/?"
+    r"(?P<scheme>https?)://(?:\[(?P<ipv6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[A-Za-z0-9.\-_]*)):(?P<port>[0-9]{1,5})/?"
 )
 
 
 def parse_metrics_listener(text: str) -> tuple[str, int]:
-    """(host, port) of an http://host:port listener; host "" binds every interface."""
+    """(host, port) of an http(s)://host:port listener; host "" binds every interface."""
+    match = _metrics_listener(text)
+    host = match["ipv6"] if match["ipv6"] is not None else match["host"]
+    return host, int(match["port"])
+
+
+def metrics_listener_uses_tls(text: str) -> bool:
+    """Whether the listener is https://."""
+    return _metrics_listener(text)["scheme"] == "https"
+
+
+def _metrics_listener(text: str) -> re.Match[str]:
     match = _HTTP_LISTENER.fullmatch(text.strip())
     if match is None or int(match["port"]) > 65535:
         raise InvalidValue(
-            "http://host:port (host may be empty for every interface, IPv6 in brackets; "
-            "port 0 picks a free port)"
+            "http://host:port or https://host:port (host may be empty for every interface, "
+            "IPv6 in brackets; port 0 picks a free port)"
         )
-    host = match["ipv6"] if match["ipv6"] is not None else match["host"]
-    return host, int(match["port"])
+    return match
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listener bound to `host` is reachable only from this machine: a loopback
+    address or `localhost`. Other names count as reachable (they may resolve anywhere), and
+    "" binds every interface."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.partition("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def check_metrics_listener(value: Value) -> None:

@@ -6,11 +6,16 @@ at most `metrics.max.connections` connections (more are closed when accepted), r
 up to `metrics.max.header.bytes` (larger: 431), a client silent mid-request for
 `metrics.read.timeout.ms` is dropped, idle keep-alives after 5 s, no request bodies (every
 route is GET, read-only), and on shutdown every connection is closed, however stuck.
+
+`https://` wraps each connection in TLS (broker/tls.py's `https_context`); with basic
+authentication (broker/http_auth.py) every route needs a SCRAM user's password and shows what
+that user may DESCRIBE.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from functools import partial
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -28,9 +33,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from broker.cluster_view import ClusterView
+from broker.core.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from broker.core.http_basic import REALM
+from broker.core.principal import Principal
+from broker.core.visible_cluster import visible_snapshot
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.http_auth import HttpAccess
 
 __all__ = ["HttpListener", "build_app"]
 
@@ -41,19 +51,64 @@ def _page() -> str:
     return resources.files("broker").joinpath("ui/status.html").read_text(encoding="utf-8")
 
 
-def build_app(registry: CollectorRegistry, view: ClusterView) -> Starlette:
+def build_app(
+    registry: CollectorRegistry, view: ClusterView, access: HttpAccess | None = None
+) -> Starlette:
+    """The routes; with `access` (basic authentication), each request needs a user's
+    password (else 401), /metrics needs DESCRIBE on the cluster (else 403), and /api/cluster
+    shows only the topics and groups the user may DESCRIBE."""
     page = _page()
 
+    async def caller(request: Request) -> tuple[Principal, str] | Response | None:
+        """(principal, host); None on an open listener; a 401 to send back."""
+        if access is None:
+            return None
+        host = request.client.host if request.client else ""
+        principal = await access.authenticate(request.headers.get("authorization"), host)
+        if principal is None:
+            return Response(
+                "authentication required\n",
+                status_code=401,
+                headers={"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
+            )
+        return principal, host
+
     async def metrics(request: Request) -> Response:
+        who = await caller(request)
+        if isinstance(who, Response):
+            return who
+        if who is not None and access is not None:
+            principal, host = who
+            # Figures of every topic and group: for those who may describe the cluster.
+            if not access.may(
+                principal, host, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+            ):
+                return Response("DESCRIBE on the cluster required\n", status_code=403)
         # The groups this broker coordinates need their partitions' HWs from the leaders.
         await view.refresh_group_high_watermarks()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     async def status_page(request: Request) -> Response:
+        who = await caller(request)
+        if isinstance(who, Response):
+            return who
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def cluster(request: Request) -> Response:
-        return JSONResponse(await view.snapshot(), headers={"Cache-Control": "no-store"})
+        who = await caller(request)
+        if isinstance(who, Response):
+            return who
+        snapshot = await view.snapshot()
+        if who is not None and access is not None:
+            principal, host = who
+            snapshot = visible_snapshot(
+                snapshot,
+                # Filtering, not refusing: no denial logged per hidden topic (Metadata's way).
+                lambda kind, name: access.may(
+                    principal, host, AclOperation.DESCRIBE, kind, name, log_denied=False
+                ),
+            )
+        return JSONResponse(snapshot, headers={"Cache-Control": "no-store"})
 
     return Starlette(
         routes=[
@@ -67,9 +122,18 @@ def build_app(registry: CollectorRegistry, view: ClusterView) -> Starlette:
 class HttpListener:
     """Serves `app` on (host, port) until cancelled; `port` is the bound one once started."""
 
-    def __init__(self, app: Starlette, config: BrokerConfig, host: str, port: int) -> None:
+    def __init__(
+        self,
+        app: Starlette,
+        config: BrokerConfig,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        """`tls`: serve https with this context (None: http)."""
         self.host = host
         self.port = port
+        self._tls = tls
         self.max_connections = config.metrics_max_connections
         self.closed_by_limit = 0
         self._streams: set[trio.SocketStream] = set()
@@ -78,6 +142,8 @@ class HttpListener:
         hc.h2_max_header_list_size = config.metrics_max_header_bytes
         hc.h2_max_concurrent_streams = 8
         hc.read_timeout = max(1, config.metrics_read_timeout_ms // 1000)
+        # A client that stalls its TLS handshake is dropped as one silent mid-request is.
+        hc.ssl_handshake_timeout = hc.read_timeout
         hc.keep_alive_timeout = KEEP_ALIVE_TIMEOUT_S
         hc.accesslog = None
         hc.errorlog = logging.getLogger("highwater.http")
@@ -100,7 +166,8 @@ class HttpListener:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._close_all_when_cancelled)
                 task_status.started(self.port)
-                self._log.info("metrics listener on http://%s:%d", self.host, self.port)
+                scheme = "https" if self._tls is not None else "http"
+                self._log.info("metrics listener on %s://%s:%d", scheme, self.host, self.port)
                 await trio.serve_listeners(
                     partial(self._serve, serve), listeners, handler_nursery=nursery
                 )
@@ -115,7 +182,12 @@ class HttpListener:
             return
         self._streams.add(stream)
         try:
-            await serve(ConnectionState({}), stream)
+            if self._tls is None:
+                await serve(ConnectionState({}), stream)
+            else:
+                # hypercorn's TCPServer does the handshake (bounded) and reads the ALPN choice.
+                tls = trio.SSLStream(stream, self._tls, server_side=True, https_compatible=True)
+                await serve(ConnectionState({}), tls)
         finally:
             self._streams.discard(stream)
 

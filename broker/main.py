@@ -26,7 +26,7 @@ import trio
 from broker.acl_changes import AclChangeListener
 from broker.config import BrokerConfig, describe
 from broker.config_changes import ConfigChangeListener
-from broker.config_def import parse_metrics_listener
+from broker.config_def import metrics_listener_uses_tls, parse_metrics_listener
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.replica_manager import ReplicaManager
@@ -44,7 +44,7 @@ from broker.registration import BrokerIdInUseError, maintain_registration
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.request_stats import RequestStats
 from broker.server import BrokerServer, ServedListener
-from broker.tls import server_context
+from broker.tls import https_context, server_context
 from client import clock
 from client.lifecycle import exception_leaves
 from client.runtime import tune_garbage_collector
@@ -258,15 +258,28 @@ async def _serve_http(
     """The metrics listener: /metrics, the status page and its /api/cluster."""
     # Imported here: a broker without the listener never loads starlette or hypercorn.
     from broker.cluster_view import ClusterView
+    from broker.http_auth import HttpAccess
     from broker.http_listener import HttpListener, build_app
     from broker.metrics import new_registry
 
-    assert ctx.config.metrics_listener is not None
-    host, port = parse_metrics_listener(ctx.config.metrics_listener)
+    config = ctx.config
+    assert config.metrics_listener is not None
+    host, port = parse_metrics_listener(config.metrics_listener)
+    tls = None
+    if metrics_listener_uses_tls(config.metrics_listener):
+        try:
+            tls = https_context(config)
+        except (OSError, ssl.SSLError) as exc:
+            raise StartupError(
+                f"cannot use ssl.keystore.location={config.ssl_keystore_location} for "
+                f"metrics.listener={config.metrics_listener}: {exc}"
+            ) from exc
+    basic = config.metrics_listener_authentication_method == "basic"
     registry, collector = new_registry(ctx, server)
     view = ClusterView(ctx)
     collector.group_lag = view.group_lag
-    listener = HttpListener(build_app(registry, view), ctx.config, host, port)
+    app = build_app(registry, view, HttpAccess(ctx) if basic else None)
+    listener = HttpListener(app, config, host, port, tls)
     collector.http = listener
     try:
         await listener.run(task_status=task_status)

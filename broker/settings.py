@@ -114,7 +114,7 @@ def _section(title: str, *settings: Setting) -> tuple[Setting, ...]:
 
 
 INT, LONG = Type.INT, Type.LONG
-_METRICS_SYNTAX: Final = "http://host:port"
+_METRICS_SYNTAX: Final = "http://host:port or https://host:port"
 _DIRECTORIES: Final = "comma-separated directories"
 _NO_EFFECT: Final = "Accepted for compatibility, no effect: one trio event loop serves all."
 
@@ -840,9 +840,24 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         string(
             "metrics.listener",
             None,
-            "HTTP listener for /metrics (Prometheus) and the status page; unset: none (off).",
+            "HTTP listener for /metrics (Prometheus) and the status page; unset: none (off). "
+            "https:// serves TLS with ssl.keystore.location, ssl.key.password and "
+            "ssl.enabled.protocols (no client certificates asked for).",
             syntax=_METRICS_SYNTAX,
             check=check_metrics_listener,
+        ),
+        string(
+            "metrics.listener.authentication.method",
+            "none",
+            "basic: every request needs HTTP basic authentication with a SCRAM user's name and "
+            "password, and sees only what that user may DESCRIBE; none: no authentication.",
+            choices=("none", "basic"),
+        ),
+        boolean(
+            "metrics.listener.allow.unauthenticated",
+            False,
+            "With an authorizer: allow a metrics.listener without authentication on an address "
+            "other than loopback (it shows every topic, group and committed offset).",
         ),
         number(
             INT,

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from broker.config import BrokerConfig
 
-__all__ = ["certificate_subject", "server_context"]
+__all__ = ["certificate_subject", "https_context", "server_context"]
 
 _VERSIONS: Final = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH: Final = {
@@ -46,6 +46,17 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext:
             context.load_verify_locations(cafile=config.ssl_truststore_location)
         else:
             context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    return context
+
+
+def https_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The context of an https:// `metrics.listener`: the broker's certificate and TLS
+    versions; no client certificate asked for (HTTP basic authentication says who asks)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _limit_versions(context, config.ssl_enabled_protocols)
+    assert config.ssl_keystore_location is not None
+    context.load_cert_chain(config.ssl_keystore_location, password=config.ssl_key_password)
+    context.set_alpn_protocols(["h2", "http/1.1"])
     return context
 
 

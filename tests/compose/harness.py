@@ -45,7 +45,7 @@ COMPOSE_FILES = (
 BROKERS = ("broker-1", "broker-2", "broker-3")
 PUBLISHED_PORTS = {"broker-1": 19092, "broker-2": 19093, "broker-3": 19094}
 # The brokers' EXTERNAL listeners advertise 127.0.0.1:1909N: a host client needs no names.
-METRICS_PORTS = {"broker-1": 9644, "broker-2": 9645, "broker-3": 9646}  # published too
+METRICS_PORTS = {"broker-1": 9644, "broker-2": 9645, "broker-3": 9646}  # on 127.0.0.1
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 T = TypeVar("T")

@@ -16,6 +16,7 @@ from client.security import ClientSecurity
 from tests.integration.cluster_harness import Cluster
 
 __all__ = [
+    "ADMIN_PASSWORD",
     "BROKER_PASSWORD",
     "ZOOKEEPER_LOGIN",
     "Pki",

@@ -97,7 +97,7 @@ def compose(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     if busy:
         pytest.fail(
             f"host ports {', '.join(busy)} are in use; docker-compose.yml publishes 19092-19094 "
-            "and the metrics listeners' 9644-9646 "
+            "and the metrics listeners' 9644-9646 (on 127.0.0.1) "
             "(is `make up`'s cluster or another compose cluster running?)",
             pytrace=False,
         )

@@ -794,3 +794,76 @@ def test_control_plane_listener_takes_controller_requests_followers_fetch_inter_
         with pytest.raises(ConfigError) as raised:
             load(*three, f"control.plane.listener.name={wrong}")
         assert_names(raised.value, "control.plane.listener.name", wrong, "(CONTROL, CLIENT)")
+
+
+# --- the metrics listener's exposure -----------------------------------------------------------
+
+ACLS = "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"
+KEYSTORE = "ssl.keystore.location=/etc/highwater/server.pem"
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "expected"),
+    [
+        # Every interface, or an address others reach, with ACLs on and no authentication.
+        ([ACLS, "metrics.listener=http://0.0.0.0:9644"], "metrics.listener", "loopback"),
+        ([ACLS, "metrics.listener=http://:9644"], "metrics.listener", "allow.unauthenticated"),
+        ([ACLS, "metrics.listener=http://10.1.2.3:9644"], "metrics.listener", "method=basic"),
+        ([ACLS, "metrics.listener=http://broker-1:9644"], "metrics.listener", "loopback"),
+        ([ACLS, KEYSTORE, "metrics.listener=https://[::]:9644"], "metrics.listener", "loopback"),
+        # A password in clear beyond this host.
+        (
+            [
+                "metrics.listener=http://0.0.0.0:9644",
+                "metrics.listener.authentication.method=basic",
+            ],
+            "metrics.listener",
+            "https://",
+        ),
+        (["metrics.listener=https://127.0.0.1:9644"], "ssl.keystore.location", "https://"),
+        (["metrics.listener=ftp://127.0.0.1:9644"], "metrics.listener", "https://host:port"),
+        (
+            ["metrics.listener.authentication.method=digest"],
+            "metrics.listener.authentication.method",
+            "basic",
+        ),
+    ],
+)
+def test_a_metrics_listener_open_to_others_is_refused(
+    settings: list[str], key: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(*settings)
+    assert raised.value.key == key
+    assert expected in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        [ACLS, "metrics.listener=http://127.0.0.1:9644"],
+        [ACLS, "metrics.listener=http://[::1]:9644"],
+        [ACLS, "metrics.listener=http://localhost:9644"],
+        [
+            ACLS,
+            "metrics.listener=http://0.0.0.0:9644",
+            "metrics.listener.allow.unauthenticated=true",
+        ],
+        [
+            ACLS,
+            KEYSTORE,
+            "metrics.listener=https://0.0.0.0:9644",
+            "metrics.listener.authentication.method=basic",
+        ],
+        ["metrics.listener=http://0.0.0.0:9644"],  # no authorizer: nothing is protected anyway
+        ["metrics.listener=http://127.0.0.1:9644", "metrics.listener.authentication.method=basic"],
+    ],
+)
+def test_a_metrics_listener_on_loopback_or_authenticated_or_allowed_is_accepted(
+    settings: list[str],
+) -> None:
+    config = load(*settings)
+    given = dict(s.split("=", 1) for s in settings)
+    assert config.metrics_listener == given["metrics.listener"]
+    method = given.get("metrics.listener.authentication.method", "none")
+    assert config.metrics_listener_authentication_method == method
