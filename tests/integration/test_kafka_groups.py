@@ -54,10 +54,20 @@ def produce(cluster: Cluster, topic: str, partitions: int, per_partition: int, s
 
 
 def describe(cluster: Cluster, group: str) -> dict[str, Any]:
-    """`groups describe --json`: the members with their assignments, and committed offsets."""
-    described: dict[str, Any] = json.loads(
-        cli(cluster, "groups", "describe", group, "--json").stdout
-    )[0]
+    """`groups describe --json`: the members with their assignments, and committed offsets
+    (none of either before the first member has joined)."""
+    env = {k: v for k, v in os.environ.items() if k != "HIGHWATER_DEBUG"}
+    env["HIGHWATER_BOOTSTRAP"] = cluster.bootstrap
+    result = subprocess.run(
+        [*CLI, "groups", "describe", group, "--json"],
+        capture_output=True,
+        env=env,
+        timeout=DEADLINE_S,
+    )
+    if result.returncode != 0 and b"does not exist" in result.stderr:
+        return {"state": "Dead", "members": [], "offsets": []}
+    assert result.returncode == 0, result.stderr.decode()
+    described: dict[str, Any] = json.loads(result.stdout)[0]
     return described
 
 
