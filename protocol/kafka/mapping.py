@@ -94,9 +94,11 @@ def _filler(hint: Any) -> Any:
         return ZERO_UUID  # no topic IDs (KIP-516) on this wire
     if _is_timedelta(hint):
         return datetime.timedelta(0)
+    if _is_tuple(_strip_optional(hint)[0]):
+        return ()  # an empty list, never null: the Java clients read some without a null check
     if type(None) in args:
         return None
-    return () if _is_tuple(hint) else _NO_FILLER
+    return _NO_FILLER
 
 
 def _is_timedelta(hint: Any) -> bool:

@@ -226,3 +226,82 @@ def test_unsupported_versions_and_unknown_apis_get_kafkas_answers(cluster: Clust
         sock.sendall(_frame(57, 0, 9))  # UpdateFeatures: not served, as on a Kafka listener
         assert _answer(sock) is None  # closed, as Kafka closes it
     wait_until(lambda: cluster.brokers[1].running or None, 5, "the broker still running")
+
+
+def test_kafka_python_produces_consumes_and_joins_a_group(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # kafka-python
+
+    create_topic(cluster, "kp-all", partitions=3)
+    producer = KafkaProducer(
+        bootstrap_servers=kafka_bootstrap(cluster), acks="all", compression_type="gzip"
+    )
+    sent = [
+        producer.send("kp-all", key=b"k%d" % i, value=b"v%d" % i, partition=i % 3)
+        for i in range(300)
+    ]
+    producer.flush()
+    assert sorted(f.get(timeout=DEADLINE_S).offset for f in sent) == sorted(
+        o for o in range(100) for _ in range(3)
+    )
+    producer.close()
+    reader = KafkaConsumer(bootstrap_servers=kafka_bootstrap(cluster), consumer_timeout_ms=5000)
+    partitions = [TopicPartition("kp-all", p) for p in range(3)]
+    reader.assign(partitions)
+    assert reader.end_offsets(partitions) == dict.fromkeys(partitions, 100)
+    reader.seek_to_beginning()
+    assert {(m.partition, m.offset, m.value) for m in reader} == {
+        (i % 3, i // 3, b"v%d" % i) for i in range(300)
+    }
+    reader.close()
+    member = KafkaConsumer(
+        "kp-all",
+        bootstrap_servers=kafka_bootstrap(cluster),
+        group_id="kp-group",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
+    assert sum(1 for _ in member) == 300
+    member.commit()
+    member.close()
+    offsets = json.loads(cli(cluster, "groups", "describe", "kp-group", "--json").stdout)[0]
+    assert {o["partition"]: o["current_offset"] for o in offsets["offsets"]} == dict.fromkeys(
+        range(3), 100
+    )
+
+
+async def _aiokafka_round_trip(bootstrap: str) -> tuple[int, int]:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, compression_type="zstd"
+    )
+    await producer.start()
+    try:
+        for i in range(300):
+            await producer.send("ak-all", key=b"a%d" % i, value=b"x%d" % i, partition=i % 3)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(
+        "ak-all", bootstrap_servers=bootstrap, group_id="ak-group", auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    read = 0
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while read < 300 and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=1000)
+            read += sum(len(records) for records in batches.values())
+        await consumer.commit()
+        committed = await consumer.committed(TopicPartition("ak-all", 0))
+    finally:
+        await consumer.stop()
+    return read, committed or -1
+
+
+def test_aiokafka_idempotent_producer_and_group_consumer(cluster: Cluster) -> None:
+    import asyncio
+
+    create_topic(cluster, "ak-all", partitions=3)
+    assert asyncio.run(_aiokafka_round_trip(kafka_bootstrap(cluster))) == (300, 100)
