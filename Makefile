@@ -99,7 +99,7 @@ peer-servers:
 
 # Apache Kafka 3.9's broker jars for the peer benchmark and its setup test
 # (tests/benchmarks/kafka/pom.xml): Maven copies them once into ~/.cache/highwater/kafka-3.9
-# (57 jars, 46 MB; 51 s here the first time on a machine with an empty ~/.m2, 3 s from a warm
+# (57 jars, 46 MB; 40-51 s here the first time on a machine with an empty ~/.m2, 3 s from a warm
 # ~/.m2), and after that this is a check of a stamp file (0.05 s). Maven from apt where missing.
 kafka-jars: venv
 	@if ! command -v mvn >/dev/null 2>&1; then \
