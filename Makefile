@@ -18,7 +18,7 @@ DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_
 # and every error, still shows.
 QUIET_SETUPTOOLS := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignore:Editable installation'
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kcat zookeeper openssl nftables faketime containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kafka-jars kcat zookeeper openssl nftables faketime containers browser venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -97,6 +97,18 @@ peer-servers:
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q redis-server nats-server; \
 	fi
 
+# Apache Kafka 3.9's broker jars for the peer benchmark and its setup test
+# (tests/benchmarks/kafka/pom.xml): Maven copies them once into ~/.cache/highwater/kafka-3.9
+# (57 jars, 46 MB; 40-51 s here the first time on a machine with an empty ~/.m2, 3 s from a warm
+# ~/.m2), and after that this is a check of a stamp file (0.05 s). Maven from apt where missing.
+kafka-jars: venv
+	@if ! command -v mvn >/dev/null 2>&1; then \
+		echo "installing maven from apt"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q maven; \
+	fi
+	$(BIN)/python -m tests.benchmarks.kafka.jars
+
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
 # from apt, installed only where missing; then the local stand-ins for the compose file's base
 # images (tests/compose/images.py: about two minutes the first time on a machine, kept in
@@ -148,11 +160,11 @@ unit: venv
 INTEGRATION_WORKERS ?= 2
 INTEGRATION_ARGS = $(if $(filter 0,$(INTEGRATION_WORKERS)),,-n $(INTEGRATION_WORKERS) --dist loadfile)
 
-integration: venv zookeeper openssl nftables faketime containers browser kcat
+integration: venv zookeeper openssl nftables faketime containers browser kcat kafka-jars
 	$(BIN)/pytest $(INTEGRATION_ARGS) tests/integration
 
 # Unit tests and the simulation are CPU-bound and share nothing: one worker per core.
-test: venv zookeeper openssl nftables faketime containers browser kcat lint typecheck imports
+test: venv zookeeper openssl nftables faketime containers browser kcat kafka-jars lint typecheck imports
 	$(BIN)/pytest -n auto tests/unit tests/simulation tests/fuzz
 	$(BIN)/pytest $(INTEGRATION_ARGS) tests/integration
 
@@ -208,9 +220,10 @@ bench-spark: venv zookeeper
 bench-groups: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.groups
 
-# Highwater beside NATS JetStream and Redis Streams, 3 nodes each, one system at a time (about
-# 5 minutes with 3 runs here), e.g. make bench-peers ARGS="--runs 1" or ARGS="--quick --json".
-bench-peers: venv zookeeper peer-servers $(BENCH_STAMP)
+# Highwater (its own clients, then confluent-kafka's on its Kafka listener) beside Apache Kafka
+# 3.9, NATS JetStream and Redis Streams, 3 nodes each, one system at a time, e.g.
+# make bench-peers ARGS="--runs 1" or ARGS="--quick --json" or ARGS="--systems highwater,kafka".
+bench-peers: venv zookeeper peer-servers kafka-jars $(BENCH_STAMP)
 	$(BIN)/python -m tests.benchmarks.peers $(ARGS)
 
 clean:

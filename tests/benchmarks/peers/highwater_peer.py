@@ -1,22 +1,26 @@
 """Highwater: ZooKeeper and 3 brokers (Kafka's default settings), a topic per measure with
-1 partition, RF=3, min.insync.replicas=2, led by broker 1; the clients of `highwater perf`."""
+1 partition, RF=3, min.insync.replicas=2, led by broker 1; the clients of `highwater perf`,
+or (`HighwaterKafkaWirePeer`) confluent-kafka's through the brokers' Kafka listener, the same
+clients and settings that drive Apache Kafka (kafka_peer.py)."""
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import trio
 
 from client.cli import perf_tools
 from client.cli.zookeeper_server import ZooKeeperServer, free_port
+from tests.benchmarks.peers import confluent_client
 from tests.benchmarks.peers.common import Workload
 from tests.integration.cluster_harness import Cluster
 from tests.integration.replication_checks import create_topic, prepare_cluster
 
 ACKS_ALL = -1
+KAFKA_LISTENER = "KAFKA"
 
 
 class HighwaterPeer:
@@ -76,19 +80,49 @@ class HighwaterPeer:
         )
 
 
+class HighwaterKafkaWirePeer(HighwaterPeer):
+    name = "Highwater (Kafka wire)"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.cluster.bootstrap_on(KAFKA_LISTENER)
+
+    def produce(self, run: int, workload: Workload) -> float:
+        topic = f"produce-{run}"
+        return confluent_client.produce(self.name, self.kafka_bootstrap, topic, workload)
+
+    def consume(self, run: int, workload: Workload) -> float:
+        topic = f"produce-{run}"
+        return confluent_client.consume(self.name, self.kafka_bootstrap, topic, workload)
+
+    def end_to_end(self, run: int, workload: Workload) -> list[float]:
+        topic = f"e2e-{run}"
+        return confluent_client.end_to_end(self.name, self.kafka_bootstrap, topic, workload)
+
+
+def running_kafka_wire() -> AbstractContextManager[HighwaterPeer]:
+    return running(kafka_wire=True)
+
+
 @contextmanager
-def running() -> Iterator[HighwaterPeer]:
+def running(kafka_wire: bool = False) -> Iterator[HighwaterPeer]:
     with tempfile.TemporaryDirectory(prefix="hw-bench-peers-") as root:
         zookeeper = ZooKeeperServer(Path(root) / "zookeeper", free_port())
         zookeeper.start()
         # Leaders stay where they were created (broker 1), as Redis's primary and a stream's
         # JetStream leader stay put.
         overrides = {"auto.leader.rebalance.enable": "false"}
-        cluster = Cluster(zookeeper.port, Path(root) / "brokers", 3, overrides)
+        listeners = None
+        if kafka_wire:
+            # As tests/integration/test_kafka_clients.py starts it: the inter-broker listener
+            # first, then one speaking Kafka's protocol.
+            overrides["listener.wire.protocol.map"] = f"{KAFKA_LISTENER}:kafka"
+            listeners = {"PLAINTEXT": "PLAINTEXT", KAFKA_LISTENER: "PLAINTEXT"}
+        cluster = Cluster(zookeeper.port, Path(root) / "brokers", 3, overrides, None, listeners)
         try:
             cluster.start()
             prepare_cluster(cluster, timeout_s=60)
-            yield HighwaterPeer(zookeeper, cluster)
+            yield (HighwaterKafkaWirePeer if kafka_wire else HighwaterPeer)(zookeeper, cluster)
         finally:
             cluster.stop()
             zookeeper.stop()

@@ -1,5 +1,6 @@
 """`python -m tests.benchmarks.peers`: each system in turn (never two clusters at once), its
-measures `--runs` times, then one table; progress on stderr, the table (or --json) on stdout."""
+measures `--runs` times, then one table; progress on stderr, the table (or --json) on stdout.
+Kafka needs its jars first: `make kafka-jars` (what `make bench-peers` runs)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,19 @@ from tests.benchmarks.peers import table
 from tests.benchmarks.peers.common import Peer, Workload
 from tests.benchmarks.proc_cpu import total_cpu_seconds
 
+# Highwater with its own clients, then with confluent-kafka's through its Kafka listener, then
+# Apache Kafka with the same confluent-kafka clients, then the other peers.
+SYSTEMS = ("highwater", "highwater-kafka", "kafka", "nats", "redis")
+
 
 def _systems() -> dict[str, Callable[[], AbstractContextManager[Peer]]]:
     # Imported here: each module needs its own client library (the `bench` extra).
-    from tests.benchmarks.peers import highwater_peer, nats_peer, redis_peer
+    from tests.benchmarks.peers import highwater_peer, kafka_peer, nats_peer, redis_peer
 
     return {
         "highwater": highwater_peer.running,
+        "highwater-kafka": highwater_peer.running_kafka_wire,
+        "kafka": kafka_peer.running,
         "nats": nats_peer.running,
         "redis": redis_peer.running,
     }
@@ -67,11 +74,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="A short validation: 1 run, small.")
     parser.add_argument("--json", action="store_true", help="Every run's figures, as JSON.")
     parser.add_argument(
-        "--systems", default="highwater,nats,redis", help="Comma-separated, in this order."
+        "--systems", default=",".join(SYSTEMS), help="Comma-separated, in this order."
     )
     args = parser.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = set(systems) - {"highwater", "nats", "redis"}
+    unknown = set(systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     workload = Workload(records=20_000, duration_s=3) if args.quick else Workload()

@@ -1,5 +1,6 @@
 """Pure: one run's figures from raw measurements, medians and ranges over runs, the table with
-the Highwater / best-peer ratio per row, and the issue's goal checked against it."""
+the Highwater / best-peer ratio per row and each Highwater column's ratio to Kafka, and the
+issue's goal checked against it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from dataclasses import dataclass
 from client.cli.perf_tools import percentile
 
 HIGHWATER = "Highwater"
+KAFKA = "Kafka"
+
+
+def is_highwater(system: str) -> bool:
+    """Highwater with its own clients, or with another's ("Highwater (Kafka wire)")."""
+    return system.startswith(HIGHWATER)
 
 
 @dataclass(frozen=True)
@@ -52,8 +59,8 @@ class Spread:
 
 
 def best_peer(row: Row, medians: Mapping[str, float]) -> tuple[str, float] | None:
-    """The peer (not Highwater) with the best median on this row."""
-    peers = [(name, value) for name, value in medians.items() if name != HIGHWATER]
+    """The peer (not Highwater, whatever its client) with the best median on this row."""
+    peers = [(name, value) for name, value in medians.items() if not is_highwater(name)]
     if not peers:
         return None
     pick = max if row.higher_is_better else min
@@ -89,13 +96,19 @@ def cell(spread: Spread, unit: str, runs: int) -> str:
     return text
 
 
+def _quotient(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def render(runs: Mapping[str, Sequence[Mapping[str, float]]]) -> str:
-    """The table: one row per figure, one column per system (median, range in brackets), and
-    Highwater / the best peer's median with that peer's name."""
+    """The table: one row per figure, one column per system (median, range in brackets),
+    Highwater / the best peer's median with that peer's name, and, with Kafka in the race,
+    each Highwater column's median / Kafka's (the same clients for "Highwater (Kafka wire)")."""
     table = spreads(runs)
     systems = list(table)
     count = max((len(r) for r in runs.values()), default=0)
-    header = ["", *systems, "Highwater / best peer"]
+    against_kafka = [s for s in systems if is_highwater(s)] if KAFKA in systems else []
+    header = ["", *systems, "Highwater / best peer", *(f"{s} / {KAFKA}" for s in against_kafka)]
     lines = [header]
     for row in ROWS:
         medians = {s: table[s][row.key].median for s in systems}
@@ -103,7 +116,8 @@ def render(runs: Mapping[str, Sequence[Mapping[str, float]]]) -> str:
         quotient = ratio(medians[HIGHWATER], best[1]) if best and HIGHWATER in medians else None
         versus = f"{quotient:.2f} ({best[0]})" if quotient is not None and best else "-"
         cells = [cell(table[s][row.key], row.unit, len(runs[s])) for s in systems]
-        lines.append([f"{row.label} ({row.unit})", *cells, versus])
+        kafka = [_quotient(ratio(medians[s], medians[KAFKA])) for s in against_kafka]
+        lines.append([f"{row.label} ({row.unit})", *cells, versus, *kafka])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
     text.append(f"medians of {count} runs, ranges in brackets" if count > 1 else "one run")

@@ -109,3 +109,39 @@ def test_a_peer_whose_runs_stalled_still_wins_on_its_best_run() -> None:
     verdict = table.goal(runs)
     assert verdict["p99"] is True  # the medians: 17.0 against 298.0
     assert verdict["p99 best run"] is False  # the best runs: 14.4 against 8.8
+
+
+def test_with_kafka_each_highwater_column_has_its_ratio_to_kafka() -> None:
+    runs = {
+        "Highwater": [run(200_000, 400_000, 2.0, 9.0)],
+        "Highwater (Kafka wire)": [run(50_000, 300_000, 3.0, 12.0)],
+        "Kafka": [run(100_000, 200_000, 4.0, 6.0)],
+        "Redis": [run(80_000, 100_000, 1.0, 3.0)],
+    }
+    lines = table.render(runs).splitlines()
+    assert lines[0].endswith(
+        "Highwater / best peer  Highwater / Kafka  Highwater (Kafka wire) / Kafka"
+    )
+    produce = next(line for line in lines if line.startswith("produce"))
+    assert produce.split()[-4:] == ["2.00", "(Kafka)", "2.00", "0.50"]
+    p99 = next(line for line in lines if line.startswith("end-to-end p99 "))
+    assert p99.split()[-4:] == ["3.00", "(Redis)", "1.50", "2.00"]  # 9/3; 9/6 and 12/6
+    # Each row has both ratios.
+    assert all(len(line.split()) >= 4 for line in lines[1:-1])
+
+
+def test_highwater_through_another_client_is_no_peer() -> None:
+    produce = next(r for r in table.ROWS if r.key == "produce")
+    medians = {"Highwater": 1.0, "Highwater (Kafka wire)": 9.0, "Kafka": 2.0}
+    assert table.best_peer(produce, medians) == ("Kafka", 2.0)
+    runs = {
+        "Highwater": [run(3.0, 3.0, 1.0, 1.0)],
+        "Highwater (Kafka wire)": [run(1.0, 1.0, 9.0, 9.0)],
+        "Kafka": [run(2.0, 2.0, 2.0, 2.0)],
+    }
+    assert all(table.goal(runs).values())
+
+
+def test_without_kafka_there_is_no_kafka_column() -> None:
+    text = table.render({"Highwater": [run(1, 2, 3, 4)], "Redis": [run(1, 1, 1, 1)]})
+    assert "/ Kafka" not in text.splitlines()[0]
