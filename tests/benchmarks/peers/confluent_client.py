@@ -23,21 +23,16 @@ QUIET = logging.getLogger("tests.benchmarks.peers.confluent_client")
 QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
 PARTITION = 0
-BATCH_SIZE = 16384
 POLL_EVERY = 1000  # records between the producer's polls for delivery reports
 
 
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
-    """acks=all, idempotent and `batch.size` 16384, as `highwater perf produce`'s producer and
-    Kafka's Java producer (librdkafka's own default is 1,000,000 bytes; Highwater's Kafka
-    listener closes the connection on a Produce that large, docs/performance.md "Peers");
-    librdkafka's default `linger.ms` (5 ms, as Kafka 4.0's and Highwater's producer's) and
-    everything else."""
+    """acks=all and idempotent; librdkafka's defaults for the rest (`batch.size` 1,000,000
+    bytes, `linger.ms` 5 ms as Kafka 4.0's and Highwater's producer's)."""
     return {
         "bootstrap.servers": bootstrap,
         "acks": "all",
         "enable.idempotence": True,
-        "batch.size": BATCH_SIZE,
         "logger": QUIET,
         **overrides,
     }
