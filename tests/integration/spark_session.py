@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import pytest
 import trio
 
+from tests.benchmarks.kafka.jars import spark_kafka_jars
+
 __all__ = [
     "blocking",
     "memory_rows",
@@ -60,13 +62,16 @@ def spark() -> Iterator[Any]:
     # read when the session's JVM starts, so set before the builder runs.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("highwater-integration-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
     )
+    kafka_jars = spark_kafka_jars()  # Spark's own format("kafka"), where make kafka-jars ran
+    if kafka_jars:
+        builder = builder.config("spark.jars", kafka_jars)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     try:
