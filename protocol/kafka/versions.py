@@ -44,7 +44,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     15: (0, 5),  # DescribeGroups
     18: (0, 3),  # ApiVersions
     16: (0, 4),  # ListGroups
-    17: (1, 1),  # SaslHandshake (v0's unframed tokens are not offered)
+    17: (0, 1),  # SaslHandshake (librdkafka needs 0 listed; v0 then sends raw tokens: unserved)
     19: (2, 7),  # CreateTopics
     20: (1, 5),  # DeleteTopics (6 names topics by ID)
     22: (0, 4),  # InitProducerId (non-transactional)

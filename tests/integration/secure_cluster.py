@@ -87,8 +87,16 @@ def zookeeper_acl_settings() -> dict[str, str]:
 
 
 def secure_cluster(
-    zookeeper_port: int, directory: Path, size: int, pki: Pki, *, zookeeper_acl: bool = False
+    zookeeper_port: int,
+    directory: Path,
+    size: int,
+    pki: Pki,
+    *,
+    zookeeper_acl: bool = False,
+    kafka_listener: bool = False,
 ) -> Cluster:
+    """`kafka_listener`: a third listener, KAFKA, SASL_SSL speaking Kafka's wire
+    (docs/kafka.md)."""
     overrides = {
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
@@ -102,13 +110,11 @@ def secure_cluster(
         "offsets.topic.replication.factor": "1",
         **(zookeeper_acl_settings() if zookeeper_acl else {}),
     }
-    return Cluster(
-        zookeeper_port,
-        directory,
-        size,
-        overrides,
-        listeners={"INTERNAL": "SASL_PLAINTEXT", "EXTERNAL": "SASL_SSL"},
-    )
+    listeners = {"INTERNAL": "SASL_PLAINTEXT", "EXTERNAL": "SASL_SSL"}
+    if kafka_listener:
+        listeners["KAFKA"] = "SASL_SSL"
+        overrides["listener.wire.protocol.map"] = "KAFKA:kafka"
+    return Cluster(zookeeper_port, directory, size, overrides, listeners=listeners)
 
 
 def security(

@@ -1,0 +1,165 @@
+"""SASL and TLS on a Kafka listener, driven by kcat and confluent-kafka (librdkafka): PLAIN
+(kcat) and SCRAM-SHA-256/512 (confluent-kafka) over SASL_SSL, a wrong password refused at
+authentication, ACLs applied to a Kafka client as to Highwater's own (docs/kafka.md)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from client.admin import Admin
+from client.cli.zookeeper_server import ZooKeeperServer
+from client.security_admin import upsert_user
+from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
+from tests.integration.kafka_wire_cluster import DEADLINE_S, KCAT
+from tests.integration.secure_cluster import (
+    BROKER_PASSWORD,
+    Pki,
+    make_pki,
+    secure_cluster,
+    security,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, pki: Pki
+) -> Iterator[Cluster]:
+    if KCAT is None:
+        pytest.fail("kcat is not installed (make kcat)")
+    cluster = secure_cluster(
+        zookeeper.port, tmp_path_factory.mktemp("kafka-sasl"), 1, pki, kafka_listener=True
+    )
+    cluster.start()
+    try:
+        trio.run(_set_up, cluster, pki)
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+async def _set_up(cluster: Cluster, pki: Pki) -> None:
+    port = cluster.brokers[1].port_of("EXTERNAL")
+    as_broker = security(pki, "broker", BROKER_PASSWORD)
+
+    async def up() -> bool:
+        meta = await fetch_metadata(port, timeout_ms=5000, security=as_broker)
+        return meta is not None and meta.controller_id >= 0
+
+    await eventually(up, 60, "the secured broker")
+    async with Admin(cluster.bootstrap_on("EXTERNAL"), security=as_broker) as admin:
+        for user in ("admin", "nobody"):
+            await upsert_user(admin, user, f"{user}-secret")
+        await admin.create_topic("sasl-topic", partitions=1, replication_factor=1)
+
+
+def kcat(cluster: Cluster, pki: Pki, user: str, password: str, mechanism: str, *args: str,
+         stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:  # fmt: skip
+    assert KCAT is not None
+    return subprocess.run(
+        [
+            KCAT, "-b", cluster.bootstrap_on("KAFKA"),
+            "-X", "security.protocol=SASL_SSL", "-X", f"sasl.mechanisms={mechanism}",
+            "-X", f"sasl.username={user}", "-X", f"sasl.password={password}",
+            "-X", f"ssl.ca.location={pki.ca}", *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        timeout=DEADLINE_S,
+    )  # fmt: skip
+
+
+def test_kcat_logs_in_with_plain_over_tls_and_produces_and_consumes(
+    cluster: Cluster, pki: Pki
+) -> None:
+    # SCRAM from kcat is not among these: Debian's kcat 1.7.1 (librdkafka 2.0.2) sends its
+    # client nonce twice in the client-final message and is refused ("server nonce doesn't
+    # match"); librdkafka 2.16 (below) logs in with SCRAM (docs/kafka.md, "Not yet").
+    lines = b"one PLAIN\ntwo PLAIN\n"
+    produced = kcat(cluster, pki, "admin", "admin-secret", "PLAIN", "-P", "-t", "sasl-topic",
+                    stdin=lines)  # fmt: skip
+    assert produced.returncode == 0, produced.stderr.decode()
+    consumed = kcat(cluster, pki, "admin", "admin-secret", "PLAIN", "-C", "-t", "sasl-topic",
+                    "-o", "-2", "-e")  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    assert consumed.stdout.decode().splitlines() == ["one PLAIN", "two PLAIN"]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_confluent_kafka_logs_in_with_scram_and_produces_and_consumes(
+    cluster: Cluster, pki: Pki, mechanism: str
+) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    login = {
+        "bootstrap.servers": cluster.bootstrap_on("KAFKA"),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": mechanism,
+        "sasl.username": "admin",
+        "sasl.password": "admin-secret",
+        "ssl.ca.location": str(pki.ca),
+    }
+    producer = Producer({**login, "acks": "all"})
+    producer.produce("sasl-topic", value=mechanism.encode())
+    assert producer.flush(DEADLINE_S) == 0
+    consumer = Consumer({**login, "group.id": f"g-{mechanism}"})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition("sasl-topic", 0), timeout=10)
+        consumer.assign([TopicPartition("sasl-topic", 0, high - 1)])
+        values = []
+        for _ in range(20):
+            values += [m.value() for m in consumer.consume(10, 0.5) if m.error() is None]
+            if values:
+                break
+        assert values == [mechanism.encode()]
+    finally:
+        consumer.close()
+
+
+def test_a_wrong_password_fails_authentication(cluster: Cluster, pki: Pki) -> None:
+    result = kcat(cluster, pki, "admin", "not-the-password", "PLAIN", "-L")
+    assert result.returncode != 0
+    assert b"Authentication failed" in result.stderr or b"SASL" in result.stderr
+
+
+def test_acls_apply_to_a_kafka_client(cluster: Cluster, pki: Pki) -> None:
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_on("KAFKA"),
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "nobody",
+            "sasl.password": "nobody-secret",
+            "ssl.ca.location": str(pki.ca),
+            "group.id": "nobody-group",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("sasl-topic", 0, 0)])
+        errors = []
+        for _ in range(20):
+            for message in consumer.consume(10, 0.5):
+                if message.error() is not None:
+                    errors.append(message.error().code())
+            if errors:
+                break
+        # its committed offsets (GROUP_...) or the records (TOPIC_...): refused either way
+        refused = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
+        assert refused & set(errors), errors
+    finally:
+        consumer.close()
