@@ -8,6 +8,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -305,3 +306,57 @@ def test_aiokafka_idempotent_producer_and_group_consumer(cluster: Cluster) -> No
 
     create_topic(cluster, "ak-all", partitions=3)
     assert asyncio.run(_aiokafka_round_trip(kafka_bootstrap(cluster))) == (300, 100)
+
+
+def test_an_idempotent_producer_survives_its_leader_killed(cluster: Cluster) -> None:
+    import threading
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    create_topic(cluster, "ck-kill", partitions=1)
+    described = json.loads(cli(cluster, "topics", "describe", "ck-kill", "--json").stdout)[0]
+    leader = described["partitions"][0]["leader"]
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka_bootstrap(cluster),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+            "message.timeout.ms": 120_000,
+        }
+    )
+    acked: list[int] = []
+    failed: list[str] = []
+
+    def delivered(err: object, msg: Any) -> None:
+        if err is None:
+            acked.append(int(msg.value()))
+        else:
+            failed.append(str(err))
+
+    def send() -> None:
+        for i in range(20_000):
+            producer.produce("ck-kill", str(i).encode(), partition=0, on_delivery=delivered)
+            if i % 200 == 0:
+                producer.poll(0)
+                time.sleep(0.005)  # paces the producer over a few seconds; not a sync point
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    wait_until(lambda: len(acked) > 2000 or None, DEADLINE_S, "records acknowledged")
+    cluster.brokers[leader].kill()
+    sender.join(DEADLINE_S)
+    assert producer.flush(150) == 0
+    cluster.brokers[leader].start()
+    assert failed == []
+    assert acked == sorted(acked)  # acknowledged in order
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap(cluster), "group.id": "ck-kill"})
+    try:
+        consumer.assign([TopicPartition("ck-kill", 0, 0)])
+        read: list[int] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(read) < len(acked) and time.monotonic() < deadline:
+            read += [int(m.value()) for m in consumer.consume(1000, 1.0) if m.error() is None]
+    finally:
+        consumer.close()
+    assert read == list(range(20_000))  # every record once, in order: no loss, no duplicate
