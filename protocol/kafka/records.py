@@ -14,12 +14,14 @@ rather than trusted, and transactional, control and LogAppendTime batches are re
 from __future__ import annotations
 
 import struct
+from types import ModuleType
 from typing import Any, Final
 
+from aiokafka.codec import snappy_encode
 from aiokafka.errors import CorruptRecordException
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol.compression import MAX_DECOMPRESSED_BYTES, Compression, decompress
+from protocol.compression import MAX_DECOMPRESSED_BYTES, Compression, compress, decompress
 from protocol.errors import CorruptRecordError, InvalidRecordError
 from protocol.records import (
     BATCH_HEADER_BYTES,
@@ -35,7 +37,14 @@ from protocol.records import (
     crc32c,
     iter_plain_sections,
     read_header,
+    validate_batch,
 )
+
+_compiled: ModuleType | None
+try:  # the compiled transcoder (optional: where it could not be built, aiokafka's path)
+    from protocol.kafka import _transcode as _compiled
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _compiled = None
 
 __all__ = ["from_kafka_batches", "to_kafka_batches"]
 
@@ -84,7 +93,7 @@ def _from_kafka_batch(records: bytes, pos: int, header: BatchHeader, max_bytes: 
             entries.append(
                 [
                     record.timestamp - base,
-                    record.offset,
+                    record.offset - header.base_offset,  # aiokafka gives absolute offsets
                     record.key,
                     record.value,
                     [[name, value] for name, value in record.headers],
@@ -135,12 +144,47 @@ def _tail(header: BatchHeader, attributes: int, record_count: int) -> bytes:
 
 def to_kafka_batches(records: bytes) -> bytes:
     """Stored batches (a Fetch's records) as Kafka's; a partial batch at the end is dropped
-    (a fetch cut at max_bytes; Kafka clients skip it too)."""
+    (a fetch cut at max_bytes; Kafka clients skip it too). Each records section goes through
+    the compiled transcoder where it was built and the section has the usual shape, else
+    through aiokafka's codec (the reference: tests hold the two to the same bytes)."""
     out: list[bytes] = []
     for pos, header, section in iter_plain_sections(records):
+        if _compiled is not None:
+            if header is None:  # compressed, or not the fast path's shape: checked here
+                header = read_header(records, pos)
+                validate_batch(records, pos, header)
+                raw = memoryview(records)[pos + BATCH_HEADER_BYTES : pos + header.size]
+                section = memoryview(decompress(header.compression, bytes(raw)))
+            converted = _compiled_batch(header, section) if header.record_count else None
+            if converted is not None:
+                out.append(converted)
+                continue
         parsed, entries = batch_entries(records, pos, header, section)
         out.append(_to_kafka_batch(parsed, entries))
     return b"".join(out)
+
+
+def _compiled_batch(header: BatchHeader, section: Any) -> bytes | None:
+    assert _compiled is not None
+    kafka_section = _compiled.to_kafka_section(section, header.record_count)
+    if kafka_section is None:
+        return None
+    codec = header.compression
+    if codec == Compression.SNAPPY:
+        kafka_section = snappy_encode(kafka_section, xerial_compatible=True)  # Java reads it
+    elif codec != Compression.NONE:
+        kafka_section = compress(Compression(codec), kafka_section)
+    return _assembled(header, header.attributes, header.record_count, kafka_section)
+
+
+def _assembled(header: BatchHeader, attributes: int, count: int, section: bytes) -> bytes:
+    tail = _tail(header, attributes, count) + section
+    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
+    return (
+        BATCH_PREFIX.pack(header.base_offset, batch_length, header.partition_leader_epoch)
+        + _MAGIC_AND_CRC.pack(MAGIC_V2, crc32c(tail))
+        + tail
+    )
 
 
 def _to_kafka_batch(header: BatchHeader, entries: tuple[Any, ...]) -> bytes:
@@ -166,10 +210,4 @@ def _to_kafka_batch(header: BatchHeader, entries: tuple[Any, ...]) -> bytes:
     else:
         section = b""  # a batch the cleaner emptied keeps its header (RETAIN_EMPTY)
         attributes &= ~_COMPRESSION_MASK
-    tail = _tail(header, attributes, len(entries)) + section
-    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
-    return (
-        BATCH_PREFIX.pack(header.base_offset, batch_length, header.partition_leader_epoch)
-        + _MAGIC_AND_CRC.pack(MAGIC_V2, crc32c(tail))
-        + tail
-    )
+    return _assembled(header, attributes, len(entries), section)

@@ -1,0 +1,3 @@
+"""Types of the compiled Fetch transcoder (_transcode.c)."""
+
+def to_kafka_section(section: memoryview | bytes, count: int, /) -> bytes | None: ...
