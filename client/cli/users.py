@@ -9,11 +9,15 @@ import click
 
 from client.admin import Admin
 from client.cli.common import admin_settings, bootstrap_option, run_client
+from client.cli.refusals import Need, administering
 from client.security_admin import SCRAM_MECHANISMS, delete_user, describe_users, upsert_user
 
 __all__ = ["users"]
 
 _TIMEOUT_S = 60.0
+# AlterUserScramCredentials and DescribeUserScramCredentials: ALTER, DESCRIBE on the cluster.
+_ALTER = administering(Need("ALTER", "cluster"))
+_DESCRIBE = administering(Need("DESCRIBE", "cluster"))
 _MECHANISM = click.option(
     "--mechanism",
     "mechanisms",
@@ -61,7 +65,7 @@ def add(
         async with _admin(bootstrap) as admin:
             await upsert_user(admin, name, password, chosen, iterations)
 
-    run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_ALTER)
     click.echo(f"Credentials of user {name} set ({', '.join(chosen)}).", err=True)
 
 
@@ -78,7 +82,7 @@ def delete(bootstrap: str, name: str, mechanisms: tuple[str, ...]) -> None:
             have = [m for m, _ in found.get(name, [])]
             await delete_user(admin, name, mechanisms or have)
 
-    run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_ALTER)
     click.echo(f"Credentials of user {name} deleted.", err=True)
 
 
@@ -92,7 +96,7 @@ def list_users(bootstrap: str, as_json: bool) -> None:
         async with _admin(bootstrap) as admin:
             return await describe_users(admin)
 
-    found = run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    found = run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_DESCRIBE)
     if as_json:
         shaped = {u: [{"mechanism": m, "iterations": i} for m, i in ms] for u, ms in found.items()}
         click.echo(json.dumps(shaped, sort_keys=True))
