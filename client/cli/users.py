@@ -4,12 +4,15 @@ users --alter --add-config 'SCRAM-SHA-256=[password=...]'`), through any broker.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
 from client.admin import Admin
-from client.cli.common import admin_settings, bootstrap_option, run_client
+from client.cli.common import admin_settings, bootstrap_option, cli_security, fail, run_client
+from client.cli.local_security import write_private
 from client.cli.refusals import Need, administering
+from client.cli.user_properties import user_client_properties
 from client.security_admin import SCRAM_MECHANISMS, delete_user, describe_users, upsert_user
 
 __all__ = ["users"]
@@ -55,11 +58,32 @@ def users() -> None:
     show_default=True,
     help="PBKDF2 iterations of the salted password.",
 )
+@click.option(
+    "--write-client-properties",
+    "properties_path",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    metavar="FILE",
+    help="Also write NAME's client properties to FILE (mode 0600) for its --command-config: "
+    "the --command-config's security.protocol, sasl.mechanism and ssl.truststore.location "
+    "with NAME's username and password.",
+)
 def add(
-    bootstrap: str, name: str, password: str, mechanisms: tuple[str, ...], iterations: int
+    bootstrap: str,
+    name: str,
+    password: str,
+    mechanisms: tuple[str, ...],
+    iterations: int,
+    properties_path: Path | None,
 ) -> None:
     """Add user NAME, or replace its password."""
     chosen = mechanisms or tuple(SCRAM_MECHANISMS)
+    security = cli_security()
+    if properties_path is not None and (security is None or not security.uses_sasl):
+        fail(
+            "--write-client-properties copies the connection settings of a SASL "
+            "--command-config (security.protocol SASL_SSL or SASL_PLAINTEXT); there is none",
+            exit_code=2,
+        )
 
     async def run() -> None:
         async with _admin(bootstrap) as admin:
@@ -67,6 +91,12 @@ def add(
 
     run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_ALTER)
     click.echo(f"Credentials of user {name} set ({', '.join(chosen)}).", err=True)
+    if properties_path is not None and security is not None:
+        try:
+            write_private(properties_path, user_client_properties(security, name, password, chosen))
+        except OSError as exc:
+            fail(f"credentials set, but {properties_path} was not written: {exc}")
+        click.echo(f"Client properties of user {name} written to {properties_path} (mode 0600).")
 
 
 @users.command("delete")
