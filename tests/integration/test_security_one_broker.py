@@ -28,6 +28,13 @@ from protocol.messages.fetch import (
 )
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.produce import (
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicData,
+)
+from protocol.records import Record, build_batch
 from protocol.topic_partition import OFFSETS_TOPIC
 from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata, wait_until
 from tests.integration.secure_cluster import (
@@ -235,6 +242,17 @@ async def test_a_refusal_names_the_principal_the_operation_and_the_resource(
         "CLUSTER_AUTHORIZATION_FAILED: list ACLs "
         "(User:mallory may not DESCRIBE cluster kafka-cluster)",
     ]
+    mallory = await _connect(cluster, _mallory(pki), "EXTERNAL")
+    try:
+        batch = build_batch([Record(b"forged")], now_ms=1000)
+        written: ProduceResponse = await mallory.request(
+            ProduceRequest(1, 5000, (ProduceTopicData(TOPIC, (ProducePartitionData(0, batch),)),))
+        )
+    finally:
+        await mallory.aclose()
+    answer = written.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert answer.error_message == f"User:mallory may not WRITE topic {TOPIC}"
 
 
 async def test_metadata_logs_a_denial_only_for_a_topic_named(cluster: Cluster, pki: Pki) -> None:
