@@ -87,6 +87,8 @@ async def handle_alter_user_scram_credentials(
     )
     if not _may_alter_credentials(ctx):
         denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
+        if not ctx.authorizing:  # no ACL would help: say what does
+            denied += ": without an authorizer, only super.users may change credentials"
         return _all(users, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     if ctx.zk is None:
         return _all(users, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")

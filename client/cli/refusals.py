@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 CLUSTER = "kafka-cluster"  # Kafka's one cluster resource name
+# A broker without an authorizer refuses credential changes to all but super.users, and says
+# so: there no ACL would help, so the broker's words are kept.
+_NOT_AN_ACL = "only super.users"
 ANONYMOUS = "User:ANONYMOUS"
 _REFUSED_TYPE = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "topic",
@@ -107,7 +110,7 @@ def refusal_line(
     the attempt cannot explain: the caller keeps the error's own message)."""
     refused_type = _REFUSED_TYPE.get(error.code) if error.code is not None else None
     refused = [n for n in attempt.needs if n.resource_type == refused_type]
-    if principal is None or error.code is None or not refused:
+    if principal is None or error.code is None or not refused or _NOT_AN_ACL in str(error):
         return None
     first = refused[0]
     others = [

@@ -79,6 +79,15 @@ def test_what_the_attempt_cannot_explain_keeps_its_own_message() -> None:
     )
     assert refusal_line(_refused(GROUP_REFUSED), "User:a", producing("t")) is None
     assert refusal_line(_refused(TOPIC_REFUSED), None, producing("t")) is None
+    # A broker without an authorizer lets only super.users change credentials: no ACL helps.
+    no_authorizer = error_for_code(
+        CLUSTER_REFUSED,
+        "change the credentials of carol",
+        "User:ANONYMOUS may not ALTER cluster kafka-cluster: without an authorizer, "
+        "only super.users may change credentials",
+    )
+    alter = administering(Need("ALTER", "cluster"))
+    assert refusal_line(no_authorizer, "User:ANONYMOUS", alter) is None
 
 
 def test_consume_in_a_group_refused_a_fetch_prints_the_grant(
