@@ -211,6 +211,16 @@ class BrokerContext:
             )
         return allowed
 
+    def denied(self, operation: AclOperation, resource_type: ResourceType, *names: str) -> str:
+        """A refusal's error_message: who may not do what on which resource (Kafka's only
+        says "Not authorized to access topics: [sec]"), so a client can tell which grant
+        is missing."""
+        kind = resource_type.name.lower()
+        what = f"{kind} {CLUSTER_NAME}" if resource_type is ResourceType.CLUSTER else kind
+        if resource_type is not ResourceType.CLUSTER:
+            what = f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}"
+        return f"{SESSION.get().principal} may not {operation.name} {what}"
+
     def authorize_cluster(self, operation: AclOperation, *, log_denied: bool = True) -> bool:
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 

@@ -8,6 +8,7 @@ min.insync.replicas members (Kafka's checkEnoughReplicasReachOffset).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.core.state import BrokerState
@@ -50,12 +51,13 @@ def append_produce(
     wall_ms: int,
     *,
     internal: bool = False,
-    denied: frozenset[str] = frozenset(),
+    denied: Mapping[str, str] | None = None,
 ) -> ProduceAppend:
     """`wall_ms`: the wall clock, for the log (segment times). `internal`: the broker's own
     write (the group coordinator's); clients may not append to internal topics (Kafka's
-    INVALID_TOPIC_EXCEPTION). `denied`: topics the principal may not write
-    (TOPIC_AUTHORIZATION_FAILED; nothing of them is appended)."""
+    INVALID_TOPIC_EXCEPTION). `denied`: topics the principal may not write, each with the
+    refusal's error_message (TOPIC_AUTHORIZATION_FAILED; nothing of them is appended)."""
+    denied = denied or {}
     if request.acks not in (-1, 0, 1):
         return ProduceAppend(_all(request, ErrorCode.INVALID_REQUIRED_ACKS))
     out = ProduceAppend({})
@@ -65,7 +67,9 @@ def append_produce(
             tp = TopicPartition(topic.name, data.index)
             if topic.name in denied:
                 out.results[tp] = ProducePartitionResponse(
-                    data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    data.index,
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=denied[topic.name],
                 )
                 continue
             if named_twice and tp in named_twice:

@@ -61,7 +61,8 @@ async def handle_create_acls(
         failed = AclCreationResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
         return CreateAclsResponse(tuple(failed for _ in request.creations))
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        failed = AclCreationResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
+        failed = AclCreationResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
         return CreateAclsResponse(tuple(failed for _ in request.creations))
     results = []
     for creation in request.creations:
@@ -81,7 +82,8 @@ async def handle_describe_acls(
     if not ctx.authorizing:
         return DescribeAclsResponse(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return DescribeAclsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+        return DescribeAclsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     try:
         wanted = _filter(request.filter)
     except ValueError as exc:
@@ -113,7 +115,8 @@ async def handle_delete_acls(
         failed = DeleteAclsFilterResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        failed = DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
+        failed = DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
     if ctx.zk is None:
         failed = DeleteAclsFilterResult(ErrorCode.NOT_CONTROLLER, "no ZooKeeper session")

@@ -21,7 +21,11 @@ async def handle_consumer_group_describe(
 ) -> ConsumerGroupDescribeResponse:
     coordinator = ctx.group_coordinator
     groups = tuple(
-        DescribedGroup(g, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        DescribedGroup(
+            g,
+            ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            ctx.denied(AclOperation.DESCRIBE, ResourceType.GROUP, g),
+        )
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)
         else _visible(ctx, coordinator.core.describe(g))
         if coordinator is not None

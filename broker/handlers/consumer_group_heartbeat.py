@@ -23,7 +23,8 @@ async def handle_consumer_group_heartbeat(
     ctx: BrokerContext, header: RequestHeader, request: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return ConsumerGroupHeartbeatResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        denied = ctx.denied(AclOperation.READ, ResourceType.GROUP, request.group_id)
+        return ConsumerGroupHeartbeatResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED, denied)
     hidden = [
         t
         for t in request.subscribed_topic_names or ()
@@ -31,7 +32,8 @@ async def handle_consumer_group_heartbeat(
     ]
     if hidden:  # Kafka: a subscription must name only topics the member may describe
         return ConsumerGroupHeartbeatResponse(
-            ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized: {', '.join(sorted(hidden))}"
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, *sorted(hidden)),
         )
     coordinator = ctx.group_coordinator
     if coordinator is None:

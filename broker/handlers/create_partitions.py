@@ -49,7 +49,8 @@ async def handle_create_partitions(
             continue
         seen.add(topic.name)
         if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
-            results.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized"))
+            denied = ctx.denied(AclOperation.ALTER, ResourceType.TOPIC, topic.name)
+            results.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, denied))
             continue
         result = await _create_one(ctx, topic, request.validate_only)
         results.append(result)

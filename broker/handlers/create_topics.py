@@ -63,7 +63,8 @@ async def handle_create_topics(
         if not ctx.authorize_cluster(AclOperation.CREATE, log_denied=False) and not ctx.authorize(
             AclOperation.CREATE, ResourceType.TOPIC, topic.name
         ):
-            results.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized"))
+            denied = ctx.denied(AclOperation.CREATE, ResourceType.TOPIC, topic.name)
+            results.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, denied))
             continue
         result = await _create_one(ctx, topic, request.validate_only)
         results.append(result)

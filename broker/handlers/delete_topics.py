@@ -32,7 +32,8 @@ async def handle_delete_topics(
     results: dict[str, DeletableTopicResult] = {}
     for name in request.topic_names:
         if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
-            results[name] = DeletableTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            denied = ctx.denied(AclOperation.DELETE, ResourceType.TOPIC, name)
+            results[name] = DeletableTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, denied)
         elif name not in ctx.metadata.topics:
             results[name] = DeletableTopicResult(
                 name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"

@@ -66,11 +66,13 @@ async def _describe_one(
     if resource.resource_type == ConfigResourceType.TOPIC and not ctx.authorize(
         AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name
     ):
-        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, []
+        denied = ctx.denied(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, denied, []
     if resource.resource_type == ConfigResourceType.BROKER and not ctx.authorize_cluster(
         AclOperation.DESCRIBE_CONFIGS
     ):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, []
+        denied = ctx.denied(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied, []
     if ctx.zk is None:
         return ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session", []
     if resource.resource_type == ConfigResourceType.TOPIC:

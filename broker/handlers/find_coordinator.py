@@ -41,7 +41,8 @@ async def handle_find_coordinator(
         if not key:
             refused[key] = failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty")
         elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
-            refused[key] = failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized")
+            denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.GROUP, key)
+            refused[key] = failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, denied)
     metadata = ctx.state.metadata
     allowed = [k for k in request.coordinator_keys if k not in refused]
     if allowed and coordinator is not None and OFFSETS_TOPIC not in metadata.topics:

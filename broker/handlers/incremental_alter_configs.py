@@ -65,11 +65,13 @@ async def _alter_one(
     if resource.resource_type == ConfigResourceType.TOPIC and not ctx.authorize(
         AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name
     ):
-        return _result(resource, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        denied = ctx.denied(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name)
+        return _result(resource, ErrorCode.TOPIC_AUTHORIZATION_FAILED, denied)
     if resource.resource_type == ConfigResourceType.BROKER and not ctx.authorize_cluster(
         AclOperation.ALTER_CONFIGS
     ):
-        return _result(resource, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        denied = ctx.denied(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
+        return _result(resource, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     if ctx.zk is None:
         return _result(resource, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     if resource.resource_type == ConfigResourceType.TOPIC:

@@ -12,7 +12,7 @@ themselves go on in the background; List shows what is still in progress. A thro
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation
+from broker.core.authorizer import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition_reassignments import (
@@ -43,7 +43,8 @@ async def handle_alter_partition_reassignments(
     ctx: BrokerContext, header: RequestHeader, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return AlterPartitionReassignmentsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
+        return AlterPartitionReassignmentsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     controller = ctx.controller
     if controller is None or not controller.is_active:
         return AlterPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
@@ -80,7 +81,8 @@ async def handle_list_partition_reassignments(
     ctx: BrokerContext, header: RequestHeader, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return ListPartitionReassignmentsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+        return ListPartitionReassignmentsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     controller = ctx.controller
     ongoing = None if controller is None else controller.list_reassignments()
     if ongoing is None:

@@ -23,13 +23,13 @@ __all__ = ["handle_produce"]
 async def handle_produce(
     ctx: BrokerContext, header: RequestHeader, request: ProduceRequest
 ) -> ProduceResponse | None:
-    denied: frozenset[str] = frozenset()
+    denied: dict[str, str] = {}
     if ctx.authorizing:
-        denied = frozenset(
-            t.name
+        denied = {
+            t.name: ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, t.name)
             for t in request.topic_data
             if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t.name)
-        )
+        }
     append = append_produce(ctx.state, request, ctx.wall_ms(), denied=denied)
     ctx.wake(append.wake)
     if request.acks == 0:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.context import SESSION, BrokerContext
-from broker.core.authorizer import AclOperation
+from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.scram import (
     MECHANISM_CODES,
     SCRAM_MECHANISMS,
@@ -48,7 +48,8 @@ async def handle_describe_user_scram_credentials(
     ctx: BrokerContext, header: RequestHeader, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return DescribeUserScramCredentialsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+        return DescribeUserScramCredentialsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     if ctx.zk is None:
         return DescribeUserScramCredentialsResponse(ErrorCode.NOT_CONTROLLER, "no ZooKeeper")
     names = request.users if request.users is not None else await ctx.zk.run(list_users())
@@ -85,7 +86,10 @@ async def handle_alter_user_scram_credentials(
         dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
     )
     if not _may_alter_credentials(ctx):
-        return _all(users, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
+        if not ctx.authorizing:  # no ACL would help: say what does
+            denied += ": without an authorizer, only super.users may change credentials"
+        return _all(users, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     if ctx.zk is None:
         return _all(users, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     results = []

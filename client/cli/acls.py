@@ -12,6 +12,7 @@ import click
 
 from client.admin import Admin
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
+from client.cli.refusals import Need, administering
 from client.security_admin import (
     OPERATIONS,
     Acl,
@@ -24,6 +25,9 @@ from client.security_admin import (
 __all__ = ["acls"]
 
 _TIMEOUT_S = 60.0
+# CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE.
+_ALTER = administering(Need("ALTER", "cluster"))
+_DESCRIBE = administering(Need("DESCRIBE", "cluster"))
 F = TypeVar("F", bound=Callable[..., Any])
 _CLUSTER = "kafka-cluster"
 _OPERATION_NAMES = {name.replace("_", "").lower(): name for name in OPERATIONS if name != "ANY"}
@@ -140,7 +144,7 @@ def add(
         async with _admin(bootstrap) as admin:
             await create_acls(admin, wanted)
 
-    run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_ALTER)
     for acl in sorted(set(wanted)):
         click.echo(f"Added: {acl}")
 
@@ -221,7 +225,7 @@ def remove(
         async with _admin(bootstrap) as admin:
             return await delete_acls(admin, queries)
 
-    removed = run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    removed = run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_ALTER)
     for acl in removed:
         click.echo(f"Removed: {acl}")
     click.echo(f"{len(removed)} ACLs removed", err=True)
@@ -251,7 +255,7 @@ def list_acls(
                 found.update(await describe_acls(admin, query))
             return sorted(found)
 
-    found = run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    found = run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_DESCRIBE)
     if as_json:
         click.echo(
             json.dumps([a.__dict__ if hasattr(a, "__dict__") else _as_dict(a) for a in found])

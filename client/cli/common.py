@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import trio
 
+from client.cli.refusals import Attempt, principal_of, refusal_line
 from client.errors import (
     HighwaterClientError,
     HighwaterTimeoutError,
@@ -169,8 +170,12 @@ def _describe(exc: BaseException) -> str:
 
 
 @contextmanager
-def readable_client_errors(bootstrap: str | None = None) -> Iterator[None]:
-    """Turn the client library's expected failures (also inside exception groups) into one line."""
+def readable_client_errors(
+    bootstrap: str | None = None, attempt: Attempt | None = None
+) -> Iterator[None]:
+    """Turn the client library's expected failures (also inside exception groups) into one line;
+    an authorization refusal of `attempt` into who may not do what and the grant that fixes it
+    (client/cli/refusals.py)."""
     try:
         yield
     except BaseException as exc:
@@ -180,6 +185,13 @@ def readable_client_errors(bootstrap: str | None = None) -> Iterator[None]:
                 raise leaf from None  # the reader of our stdout went away: the caller decides
         if not leaves or not all(isinstance(leaf, _USER_ERRORS) for leaf in leaves):
             raise
+        if attempt is not None:
+            principal = principal_of(cli_security())
+            for leaf in leaves:
+                if isinstance(leaf, HighwaterClientError):
+                    line = refusal_line(leaf, principal, attempt)
+                    if line is not None:
+                        fail(line)
         first = leaves[0]
         unreachable = not isinstance(first, HighwaterClientError) or isinstance(
             first, NoBrokersAvailable | HighwaterTimeoutError
@@ -214,8 +226,10 @@ def run_client(
     *args: Any,
     timeout_s: float | None,
     on_interrupt: Callable[[], None] | None = None,
+    attempt: Attempt | None = None,
 ) -> T:
-    """trio.run(async_fn, *args), bounded by timeout_s, with readable errors.
+    """trio.run(async_fn, *args), bounded by timeout_s, with readable errors (`attempt`: what
+    the command attempts, to explain an authorization refusal).
 
     Ctrl-C calls on_interrupt (if given) and exits with status 130. The garbage collector is
     tuned for the rest of the process, as a broker's (client.runtime).
@@ -228,7 +242,7 @@ def run_client(
             return await async_fn(*args)
 
     tune_garbage_collector()
-    with readable_client_errors(bootstrap):
+    with readable_client_errors(bootstrap, attempt):
         try:
             return trio.run(bounded)
         except BaseException as exc:

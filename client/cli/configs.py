@@ -23,6 +23,7 @@ from client.admin import (
 )
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.format import format_table
+from client.cli.refusals import Attempt, Need, administering
 from client.cli.topic_args import one_topic, optional_topic
 from protocol.messages.common import ConfigResourceType
 from protocol.messages.incremental_alter_configs import AlterConfigOpType
@@ -109,7 +110,19 @@ def alter_configs(
                 {resource: admin_ops(set_configs, delete_configs)}, validate_only=validate_only
             )
 
-    run_client(bootstrap, alter, timeout_s=ADMIN_TIMEOUT_S)
+    run_client(
+        bootstrap,
+        alter,
+        timeout_s=ADMIN_TIMEOUT_S,
+        attempt=config_attempt("ALTER_CONFIGS", resource),
+    )
+
+
+def config_attempt(operation: str, resource: ConfigResource) -> Attempt:
+    """`operation` on the topic, or, for a broker's settings, on the cluster (as Kafka)."""
+    if resource.type == ConfigResourceType.TOPIC:
+        return administering(Need(operation, "topic", (resource.name,)))
+    return administering(Need(operation, "cluster"))
 
 
 def admin_ops(set_configs: dict[str, str], delete_configs: Sequence[str]) -> list[AlterConfigOp]:
@@ -165,7 +178,8 @@ def configs_describe(
             )
             return found.get(resource, [])
 
-    entries = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S)
+    attempt = config_attempt("DESCRIBE_CONFIGS", resource)
+    entries = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S, attempt=attempt)
     if json_output:
         click.echo(json.dumps([_plain(e) for e in entries], indent=2))
         return

@@ -30,6 +30,7 @@ from client.cli.format import (
 from client.cli.interrupts import Interrupts
 from client.cli.offsets import OffsetSpec, parse_offsets, seek_start, stop_offsets
 from client.cli.properties import CONSUMER_PROPERTIES, PropertyError, parse_properties
+from client.cli.refusals import consuming
 from client.cli.topic_args import resolve_topics, topics_option
 from client.consumer import Consumer, ConsumerRecord, TopicPartition
 from client.errors import CorruptBatchError, HighwaterClientError, UnknownTopicError
@@ -336,6 +337,7 @@ def consume(
         progress,
         timeout_s=None,
         on_interrupt=summary,
+        attempt=consuming(tuple(options.topics), options.group),
     )
     summary()
     if progress.group is not None and progress.group.commit_error is not None:

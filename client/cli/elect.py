@@ -13,6 +13,7 @@ import click
 
 from client.admin import Admin, ElectionResult
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
+from client.cli.refusals import Need, administering
 from client.cli.topic_args import one_topic, optional_topic
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import ElectionType
@@ -88,7 +89,8 @@ def elect_leaders(
         async with Admin(bootstrap, **admin_settings()) as admin:
             return await admin.elect_leaders(kind, wanted)
 
-    results = run_client(bootstrap, elect, timeout_s=ADMIN_TIMEOUT_S)
+    attempt = administering(Need("ALTER", "cluster"))  # ElectLeaders: ALTER on the cluster
+    results = run_client(bootstrap, elect, timeout_s=ADMIN_TIMEOUT_S, attempt=attempt)
     for line in election_lines(kind, results):
         click.echo(line)
     failed = [

@@ -26,6 +26,7 @@ from client.cli.groups_view import (
     state_rows,
 )
 from client.cli.offsets import parse_timestamp
+from client.cli.refusals import Need, administering
 from client.cli.reset_plan import (
     PlannedReset,
     ResetSpec,
@@ -142,7 +143,8 @@ def groups_describe(
         async with _admin(bootstrap) as admin:
             return [await _describe(admin, g) for g in group_ids]
 
-    described = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S)
+    attempt = administering(Need("DESCRIBE", "group", group_ids))
+    described = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S, attempt=attempt)
     missing = [g.group_id for g, _ in described if not g.exists]
     if json_output:
         click.echo(json.dumps([group_document(g, o) for g, o in described if g.exists], indent=2))

@@ -36,6 +36,7 @@ from client.cli.produce_report import (
     retry_warning,
 )
 from client.cli.properties import PRODUCER_PROPERTIES, PropertyError, parse_properties
+from client.cli.refusals import principal_of, producing, refusal_line
 from client.cli.topic_args import one_topic, resolve_topic
 from client.errors import (
     HighwaterClientError,
@@ -45,6 +46,7 @@ from client.errors import (
 )
 from client.producer import Producer
 from protocol.compression import CODECS
+from protocol.errors import ErrorCode
 
 __all__ = ["ACKS", "produce"]
 
@@ -332,12 +334,25 @@ def produce(
             + ([null_marker.encode()] if null_marker is not None else [])
         ),
     )
+    attempt = producing(topic)
     outcome = run_client(
-        bootstrap, _produce, bootstrap, options, settings, sys.stdin.buffer, timeout_s=None
+        bootstrap,
+        _produce,
+        bootstrap,
+        options,
+        settings,
+        sys.stdin.buffer,
+        timeout_s=None,
+        attempt=attempt,
     )
     if outcome.interrupted and not quiet:
         click.echo(outcome.summary(), err=True)
     if outcome.failed or outcome.unknown:
+        refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if refused.name in outcome.errors:  # DESCRIBE, but no WRITE: each record refused
+            error = HighwaterClientError(refused.name, refused)
+            line = refusal_line(error, principal_of(cli_security()), attempt)
+            fail(f"{outcome.failure_line()}; {line}" if line else outcome.failure_line())
         fail(outcome.failure_line())
 
 

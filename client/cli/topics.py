@@ -19,6 +19,7 @@ from client.admin import (
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.configs import alter_config_lines, alter_configs, topic_overrides
 from client.cli.format import format_table
+from client.cli.refusals import Need, administering
 from client.cli.topic_args import one_topic, optional_topic, resolve_topic
 
 __all__ = ["cluster", "describe_cluster_lines", "describe_topic_lines", "topics"]
@@ -165,7 +166,13 @@ def topics_create(
                 config,
             )
 
-    run_client(bootstrap, create, name, timeout_s=ADMIN_TIMEOUT_S)
+    run_client(
+        bootstrap,
+        create,
+        name,
+        timeout_s=ADMIN_TIMEOUT_S,
+        attempt=administering(Need("CREATE", "topic", (name,))),
+    )
     click.echo(f"Created topic {name}.")
 
 
@@ -203,7 +210,11 @@ def topics_describe(
             overrides = {r.name: topic_overrides(entries) for r, entries in configs.items()}
             return sorted(found, key=lambda t: t.name), overrides
 
-    described, overrides = run_client(bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S)
+    # Without NAME, Metadata leaves out the topics the principal may not DESCRIBE: no refusal.
+    attempt = administering(Need("DESCRIBE", "topic", (name,))) if name is not None else None
+    described, overrides = run_client(
+        bootstrap, describe, timeout_s=ADMIN_TIMEOUT_S, attempt=attempt
+    )
     if json_output:
         topics_json = [{**_plain(t), "configs": overrides.get(t.name, {})} for t in described]
         click.echo(json.dumps(topics_json, indent=2))
@@ -262,7 +273,13 @@ def topics_alter(
         async with _admin(bootstrap) as admin:
             await admin.create_partitions(name, partitions)
 
-    run_client(bootstrap, alter, name, timeout_s=ADMIN_TIMEOUT_S)
+    run_client(
+        bootstrap,
+        alter,
+        name,
+        timeout_s=ADMIN_TIMEOUT_S,
+        attempt=administering(Need("ALTER", "topic", (name,))),
+    )
     click.echo(f"Topic {name} now has {partitions} partitions.")
 
 
@@ -277,7 +294,13 @@ def topics_delete(bootstrap: str, name: str | None, topic_option: str | None) ->
         async with _admin(bootstrap) as admin:
             await admin.delete_topic(name)
 
-    run_client(bootstrap, delete, name, timeout_s=ADMIN_TIMEOUT_S)
+    run_client(
+        bootstrap,
+        delete,
+        name,
+        timeout_s=ADMIN_TIMEOUT_S,
+        attempt=administering(Need("DELETE", "topic", (name,))),
+    )
     click.echo(f"Deleted topic {name}.")
 
 

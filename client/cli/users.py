@@ -4,16 +4,23 @@ users --alter --add-config 'SCRAM-SHA-256=[password=...]'`), through any broker.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
 from client.admin import Admin
-from client.cli.common import admin_settings, bootstrap_option, run_client
+from client.cli.common import admin_settings, bootstrap_option, cli_security, fail, run_client
+from client.cli.local_security import write_private
+from client.cli.refusals import Need, administering
+from client.cli.user_properties import user_client_properties
 from client.security_admin import SCRAM_MECHANISMS, delete_user, describe_users, upsert_user
 
 __all__ = ["users"]
 
 _TIMEOUT_S = 60.0
+# AlterUserScramCredentials and DescribeUserScramCredentials: ALTER, DESCRIBE on the cluster.
+_ALTER = administering(Need("ALTER", "cluster"))
+_DESCRIBE = administering(Need("DESCRIBE", "cluster"))
 _MECHANISM = click.option(
     "--mechanism",
     "mechanisms",
@@ -51,18 +58,45 @@ def users() -> None:
     show_default=True,
     help="PBKDF2 iterations of the salted password.",
 )
+@click.option(
+    "--write-client-properties",
+    "properties_path",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    metavar="FILE",
+    help="Also write NAME's client properties to FILE (mode 0600) for its --command-config: "
+    "the --command-config's security.protocol, sasl.mechanism and ssl.truststore.location "
+    "with NAME's username and password.",
+)
 def add(
-    bootstrap: str, name: str, password: str, mechanisms: tuple[str, ...], iterations: int
+    bootstrap: str,
+    name: str,
+    password: str,
+    mechanisms: tuple[str, ...],
+    iterations: int,
+    properties_path: Path | None,
 ) -> None:
     """Add user NAME, or replace its password."""
     chosen = mechanisms or tuple(SCRAM_MECHANISMS)
+    security = cli_security()
+    if properties_path is not None and (security is None or not security.uses_sasl):
+        fail(
+            "--write-client-properties copies the connection settings of a SASL "
+            "--command-config (security.protocol SASL_SSL or SASL_PLAINTEXT); there is none",
+            exit_code=2,
+        )
 
     async def run() -> None:
         async with _admin(bootstrap) as admin:
             await upsert_user(admin, name, password, chosen, iterations)
 
-    run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_ALTER)
     click.echo(f"Credentials of user {name} set ({', '.join(chosen)}).", err=True)
+    if properties_path is not None and security is not None:
+        try:
+            write_private(properties_path, user_client_properties(security, name, password, chosen))
+        except OSError as exc:
+            fail(f"credentials set, but {properties_path} was not written: {exc}")
+        click.echo(f"Client properties of user {name} written to {properties_path} (mode 0600).")
 
 
 @users.command("delete")
@@ -78,7 +112,7 @@ def delete(bootstrap: str, name: str, mechanisms: tuple[str, ...]) -> None:
             have = [m for m, _ in found.get(name, [])]
             await delete_user(admin, name, mechanisms or have)
 
-    run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_ALTER)
     click.echo(f"Credentials of user {name} deleted.", err=True)
 
 
@@ -92,7 +126,7 @@ def list_users(bootstrap: str, as_json: bool) -> None:
         async with _admin(bootstrap) as admin:
             return await describe_users(admin)
 
-    found = run_client(bootstrap, run, timeout_s=_TIMEOUT_S)
+    found = run_client(bootstrap, run, timeout_s=_TIMEOUT_S, attempt=_DESCRIBE)
     if as_json:
         shaped = {u: [{"mechanism": m, "iterations": i} for m, i in ms] for u, ms in found.items()}
         click.echo(json.dumps(shaped, sort_keys=True))

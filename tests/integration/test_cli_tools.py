@@ -232,6 +232,11 @@ def test_acls_on_a_cluster_without_an_authorizer_say_so(cluster: Cluster) -> Non
     no_traceback(added.stderr)
     (line,) = added.stderr.decode().splitlines()
     assert line.startswith("Error: CLUSTER_AUTHORIZATION_FAILED"), line
+    # No ACL would help here, so no `acls add` is suggested: the broker says what would.
+    assert line.endswith(
+        "(User:ANONYMOUS may not ALTER cluster kafka-cluster: without an authorizer, "
+        "only super.users may change credentials)"
+    ), line
     listed = cli(cluster, "users", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert "carol" not in json.loads(listed.stdout)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -196,7 +197,7 @@ def test_users_acls_produce_and_consume_on_a_secured_local_cluster(dev: SecureDe
 
     # No ACL yet: Metadata hides the topic from alice, and her producer says so at once.
     refused = dev.run("produce", "demo", config=alice, stdin="never\n")
-    _one_line_error(refused, "TOPIC_AUTHORIZATION_FAILED: topic 'demo'")
+    _one_line_error(refused, "User:alice may not WRITE topic demo (TOPIC_AUTHORIZATION_FAILED)")
 
     granted = dev.run(
         "acls", "add", "--allow-principal", "User:alice", "--producer", "--topic", "demo",
@@ -307,3 +308,63 @@ def test_users_acls_produce_and_consume_on_a_secured_local_cluster(dev: SecureDe
     final = dev.run("consume", "demo", "--from-beginning", "-e", config=admin).stdout.split()
     assert final[:2] == ["one", "two"] and final[-1] == "last"
     assert set(final[2:-1]) <= {"x"}
+
+
+def _printed_grant(refused: subprocess.CompletedProcess[str]) -> list[str]:
+    """The `highwater acls add ...` a refusal printed, as arguments for `dev.run`."""
+    command = shlex.split(refused.stderr.split("`")[1])
+    assert command[:3] == ["highwater", "acls", "add"], refused.stderr
+    return command[1:]
+
+
+def test_a_refused_user_is_told_the_grant_and_running_it_lets_her_in(dev: SecureDev) -> None:
+    """alice, with the client properties `users add` wrote for her, is refused: each refusal
+    names her, the operation and the resource, and the `acls add` that fixes it; that command,
+    run by the admin exactly as printed, lets her produce, then consume in a group."""
+    alice = dev.root.parent / "alice.properties"
+    added = dev.run(
+        "users", "add", "alice", "--write-client-properties", str(alice), config=dev.admin,
+        extra_env={"HIGHWATER_USER_PASSWORD": "alice-secret"},
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == f"Client properties of user alice written to {alice} (mode 0600).\n"
+    assert "alice-secret" not in added.stdout + added.stderr
+    assert alice.stat().st_mode & 0o777 == 0o600
+    created = dev.run(
+        "topics", "create", "sec", "--partitions", "1", "--replication-factor", "1",
+        config=dev.admin,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+
+    unwritten = dev.run("produce", "sec", config=alice, stdin="one\ntwo\n")
+    _one_line_error(
+        unwritten,
+        "Error: User:alice may not WRITE topic sec (TOPIC_AUTHORIZATION_FAILED): "
+        "`highwater acls add --allow-principal User:alice --producer --topic sec`",
+    )
+    assert dev.run(*_printed_grant(unwritten), config=dev.admin).returncode == 0
+    _until(
+        lambda: dev.run("produce", "sec", config=alice, stdin="one\ntwo\n").returncode == 0,
+        30,
+        "alice's WRITE to apply",
+    )
+
+    read_in_group = ("consume", "sec", "--group", "ag", "--from-beginning", "-e")
+    unread = dev.run(*read_in_group, config=alice)
+    _one_line_error(
+        unread,
+        "Error: User:alice may not READ group ag (and topic sec; GROUP_AUTHORIZATION_FAILED): "
+        "`highwater acls add --allow-principal User:alice --consumer --topic sec --group ag`",
+    )
+    assert unread.stdout == ""
+    granted = dev.run(*_printed_grant(unread), config=dev.admin)
+    assert granted.returncode == 0, granted.stderr
+    assert "Added: ALLOW User:alice READ from * on GROUP:LITERAL:ag" in granted.stdout
+    reads: list[subprocess.CompletedProcess[str]] = []
+
+    def alice_reads() -> bool:
+        reads.append(dev.run(*read_in_group, config=alice))
+        return reads[-1].returncode == 0
+
+    _until(alice_reads, 30, "alice's READ on the topic and the group to apply")
+    assert reads[-1].stdout.splitlines() == ["one", "two"], reads[-1].stderr

@@ -11,11 +11,12 @@ import pytest
 import trio
 from kazoo.client import KazooClient
 
-from client.admin import Admin
+from client.admin import Admin, ConfigResource
 from client.cli.zookeeper_server import ZooKeeperServer
+from client.errors import HighwaterClientError
 from client.network import BrokerConnection, connect
 from client.security import ClientSecurity
-from client.security_admin import upsert_user
+from client.security_admin import AclQuery, describe_acls, upsert_user
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import (
     FINAL_EPOCH,
@@ -27,6 +28,13 @@ from protocol.messages.fetch import (
 )
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.produce import (
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicData,
+)
+from protocol.records import Record, build_batch
 from protocol.topic_partition import OFFSETS_TOPIC
 from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata, wait_until
 from tests.integration.secure_cluster import (
@@ -188,6 +196,9 @@ async def test_an_unauthorized_find_coordinator_creates_no_offsets_topic(
     finally:
         await mallory.aclose()
     assert refused.coordinators[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    assert (
+        refused.coordinators[0].error_message == "User:mallory may not DESCRIBE group payroll-app"
+    )
     assert not _topic_in_zookeeper(cluster, OFFSETS_TOPIC)
     # The same request from a principal allowed to describe the group creates it.
     admin = await _connect(cluster, security(pki), "EXTERNAL")
@@ -200,6 +211,48 @@ async def test_an_unauthorized_find_coordinator_creates_no_offsets_topic(
         ErrorCode.COORDINATOR_NOT_AVAILABLE,  # created, leaders not elected yet
     )
     assert _topic_in_zookeeper(cluster, OFFSETS_TOPIC)
+
+
+async def test_a_refusal_names_the_principal_the_operation_and_the_resource(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """Where a response has an error_message, an authorization refusal says who may not do
+    what on which resource (Kafka's says only "Not authorized to access topics: [x]")."""
+    refusals = []
+    async with Admin(cluster.bootstrap_on("EXTERNAL"), security=_mallory(pki)) as admin:
+        for attempt in (
+            admin.create_topic("mallorys", partitions=1, replication_factor=1),
+            admin.delete_topic(TOPIC),
+            admin.describe_configs([ConfigResource.topic(TOPIC)]),
+            admin.describe_configs([ConfigResource.broker(1)]),
+            describe_acls(admin, AclQuery()),
+        ):
+            with pytest.raises(HighwaterClientError) as refused:
+                await attempt
+            refusals.append(str(refused.value))
+    assert refusals == [
+        "TOPIC_AUTHORIZATION_FAILED: create topic 'mallorys' "
+        "(User:mallory may not CREATE topic mallorys)",
+        f"TOPIC_AUTHORIZATION_FAILED: delete topic '{TOPIC}' "
+        f"(User:mallory may not DELETE topic {TOPIC})",
+        f"TOPIC_AUTHORIZATION_FAILED: describe configs of topic '{TOPIC}' "
+        f"(User:mallory may not DESCRIBE_CONFIGS topic {TOPIC})",
+        "CLUSTER_AUTHORIZATION_FAILED: describe configs of broker 1 "
+        "(User:mallory may not DESCRIBE_CONFIGS cluster kafka-cluster)",
+        "CLUSTER_AUTHORIZATION_FAILED: list ACLs "
+        "(User:mallory may not DESCRIBE cluster kafka-cluster)",
+    ]
+    mallory = await _connect(cluster, _mallory(pki), "EXTERNAL")
+    try:
+        batch = build_batch([Record(b"forged")], now_ms=1000)
+        written: ProduceResponse = await mallory.request(
+            ProduceRequest(1, 5000, (ProduceTopicData(TOPIC, (ProducePartitionData(0, batch),)),))
+        )
+    finally:
+        await mallory.aclose()
+    answer = written.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert answer.error_message == f"User:mallory may not WRITE topic {TOPIC}"
 
 
 async def test_metadata_logs_a_denial_only_for_a_topic_named(cluster: Cluster, pki: Pki) -> None:
