@@ -81,6 +81,11 @@ class SeriesRing(Generic[K]):
         self._series[key] = series
         return series
 
+    @property
+    def taken(self) -> int:
+        """Samples taken so far (the window holds the last `capacity`)."""
+        return self._taken
+
     def __len__(self) -> int:
         return len(self._series)
 

@@ -22,6 +22,7 @@ may DESCRIBE, a group's lag and a topic's records out only over those.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from broker.core.authorizer import ResourceType
@@ -53,6 +54,14 @@ def _everything(kind: ResourceType, name: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _Columns:
+    taken: int  # the samples taken when read out
+    times_ms: list[int]
+    topics: dict[str, tuple[list[float | None], list[int | None]]]  # records in/s, under-repl.
+    pairs: dict[tuple[str, str], tuple[list[int | None], list[float | None]]]  # lag, out/s
+
+
 class StatusHistory:
     def __init__(
         self,
@@ -64,6 +73,7 @@ class StatusHistory:
         self.interval_ms = interval_ms
         self.topics: SeriesRing[str] = SeriesRing(capacity, 2, max_topics)
         self.groups: SeriesRing[tuple[str, str]] = SeriesRing(capacity, 2, max_group_topics)
+        self._cache: _Columns | None = None
 
     def record(self, snapshot: dict[str, Any]) -> None:
         """One sample from a cluster snapshot (ClusterView.snapshot), at its time."""
@@ -85,40 +95,64 @@ class StatusHistory:
         self.groups.add(time_ms, pairs)
 
     def to_json(self, may_describe: MayDescribe = _everything) -> dict[str, Any]:
-        times = self.topics.times_ms()
-        topics = sorted(t for t in self.topics.names() if may_describe(ResourceType.TOPIC, t))
+        columns = self._columns()
+        times = columns.times_ms
+        topics = sorted(t for t in columns.topics if may_describe(ResourceType.TOPIC, t))
         visible_topics = set(topics)
         pairs = sorted(
             (g, t)
-            for g, t in self.groups.names()
+            for g, t in columns.pairs
             if t in visible_topics and may_describe(ResourceType.GROUP, g)
         )
         out_rates: dict[str, list[Sequence[float | None]]] = {}
         lags: dict[str, list[Sequence[int | None]]] = {}
-        for group, topic in pairs:
-            committed = self.groups.values((group, topic), _COMMITTED_SUM)
-            out_rates.setdefault(topic, []).append(rates_per_s(times, committed))
-            lags.setdefault(group, []).append(self.groups.values((group, topic), _LAG))
-        under = {t: self.topics.values(t, _UNDER_REPLICATED) for t in topics}
+        for pair in pairs:
+            lag, out = columns.pairs[pair]
+            out_rates.setdefault(pair[1], []).append(out)
+            lags.setdefault(pair[0], []).append(lag)
         return {
             "interval_ms": self.interval_ms,
             "capacity": self.topics.capacity,
             "times_ms": times,
-            "under_replicated": _sums(under.values(), len(times)),
+            "under_replicated": _sums((columns.topics[t][1] for t in topics), len(times)),
             "topics": [
                 {
                     "name": t,
-                    "records_in_per_s": rates_per_s(
-                        times, self.topics.values(t, _LOG_END_OFFSET_SUM)
-                    ),
+                    "records_in_per_s": columns.topics[t][0],
                     "records_out_per_s": _sums(out_rates.get(t, []), len(times)),
-                    "under_replicated": under[t],
+                    "under_replicated": columns.topics[t][1],
                 }
                 for t in topics
             ],
             "groups": [{"name": g, "lag": _sums(lags[g], len(times))} for g in sorted(lags)],
             "not_kept": {"topics": self.topics.refused, "group_topics": self.groups.refused},
         }
+
+    def _columns(self) -> _Columns:
+        """Every series read out, rates worked out: once a sample, however many pages ask
+        (reading 100 topics' hour takes tens of ms of the event loop)."""
+        if self._cache is not None and self._cache.taken == self.topics.taken:
+            return self._cache
+        times = self.topics.times_ms()
+        self._cache = _Columns(
+            self.topics.taken,
+            times,
+            {
+                t: (
+                    rates_per_s(times, self.topics.values(t, _LOG_END_OFFSET_SUM)),
+                    self.topics.values(t, _UNDER_REPLICATED),
+                )
+                for t in self.topics.names()
+            },
+            {
+                pair: (
+                    self.groups.values(pair, _LAG),
+                    rates_per_s(times, self.groups.values(pair, _COMMITTED_SUM)),
+                )
+                for pair in self.groups.names()
+            },
+        )
+        return self._cache
 
     def memory_bytes(self) -> int:
         return self.topics.memory_bytes() + self.groups.memory_bytes()

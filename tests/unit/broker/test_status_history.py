@@ -105,3 +105,13 @@ def test_memory_of_100_topics_and_20_groups_for_an_hour() -> None:
     # Each (topic or group-topic) series: 360 samples x 2 values x 8 bytes = 5,760 bytes.
     assert history.memory_bytes() == 2 * 8 * 360 + (100 + 20) * 2 * 8 * 360
     assert history.memory_bytes() < 700_000
+
+
+def test_a_new_sample_is_served_after_a_read() -> None:
+    history = StatusHistory()
+    history.record(_snapshot(0, {"t": 0}, {}))
+    assert history.to_json()["times_ms"] == [0]
+    history.record(_snapshot(10_000, {"t": 50}, {}))
+    found = history.to_json()
+    assert found["times_ms"] == [0, 10_000]
+    assert found["topics"][0]["records_in_per_s"] == [None, 5.0]
