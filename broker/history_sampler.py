@@ -13,6 +13,7 @@ import structlog
 import trio
 
 from broker.cluster_view import ClusterView
+from broker.context import wall_clock_ms
 from broker.core.status_history import StatusHistory
 from client import clock
 from client.network import BrokerConnectionError
@@ -31,6 +32,12 @@ async def sample_history(view: ClusterView, history: StatusHistory) -> None:
             history.record(await view.snapshot())
         except (BrokerConnectionError, HighwaterError, OSError) as exc:
             # A gap in the charts; the next interval tries again.
+            history.gap(wall_clock_ms())
             log.warning("status history sample failed", error=str(exc))
+        except Exception:
+            # Whatever else a snapshot meets (a request to /api/cluster would answer 500),
+            # the broker serves on: its charts are not worth its life.
+            history.gap(wall_clock_ms())
+            log.exception("status history sample failed")
         due_ms = max(due_ms + history.interval_ms, clock.now_ms())
         await trio.sleep_until(due_ms / 1000)

@@ -94,6 +94,12 @@ class StatusHistory:
                 ]
         self.groups.add(time_ms, pairs)
 
+    def gap(self, time_ms: int) -> None:
+        """A sample that could not be taken: every series has a gap there (a break in its
+        line, rather than a line drawn across the missing time)."""
+        self.topics.add(time_ms, {})
+        self.groups.add(time_ms, {})
+
     def to_json(self, may_describe: MayDescribe = _everything) -> dict[str, Any]:
         columns = self._columns()
         times = columns.times_ms
