@@ -200,7 +200,7 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
         )
         print(f"{to_shrink} ISRs shrunk by their leaders (the page's topic and the offsets')")
         if shot is not None:
-            time.sleep(3)  # for the picture: the charts show the drop
+            time.sleep(12)  # for the picture: a history sample (every 10 s) shows the drop
         target = tmp_path / "status-page.png"
         browser.save_screenshot(str(target))  # type: ignore[attr-defined]
         assert target.stat().st_size > 10_000
