@@ -1,4 +1,5 @@
-"""The broker's HTTP listener (`metrics.listener`): /metrics, the status page, /api/cluster.
+"""The broker's HTTP listener (`metrics.listener`): /metrics, the status page, /api/cluster
+and /api/history.
 
 A starlette app served by hypercorn's trio machinery inside the broker's nursery: h11/h2 parse
 HTTP, never this code. It shares the event loop with the Kafka listener, so it is bounded:
@@ -36,7 +37,8 @@ from broker.cluster_view import ClusterView
 from broker.core.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from broker.core.http_basic import REALM
 from broker.core.principal import Principal
-from broker.core.visible_cluster import visible_snapshot
+from broker.core.status_history import StatusHistory
+from broker.core.visible_cluster import MayDescribe, visible_snapshot
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -52,12 +54,16 @@ def _page() -> str:
 
 
 def build_app(
-    registry: CollectorRegistry, view: ClusterView, access: HttpAccess | None = None
+    registry: CollectorRegistry,
+    view: ClusterView,
+    access: HttpAccess | None = None,
+    history: StatusHistory | None = None,
 ) -> Starlette:
     """The routes; with `access` (basic authentication), each request needs a user's
     password (else 401), /metrics needs DESCRIBE on the cluster (else 403), and /api/cluster
-    shows only the topics and groups the user may DESCRIBE."""
+    and /api/history show only the topics and groups the user may DESCRIBE."""
     page = _page()
+    kept = history if history is not None else StatusHistory()
 
     async def caller(request: Request) -> tuple[Principal, str] | Response | None:
         """(principal, host); None on an open listener; a 401 to send back."""
@@ -94,27 +100,50 @@ def build_app(
             return who
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
+    def describable(who: tuple[Principal, str] | None) -> MayDescribe | None:
+        """What the caller may DESCRIBE; None: everything (an open listener)."""
+        if who is None or access is None:
+            return None
+        principal, host = who
+        # Filtering, not refusing: no denial logged per hidden topic (Metadata's way).
+        return lambda kind, name: access.may(
+            principal, host, AclOperation.DESCRIBE, kind, name, log_denied=False
+        )
+
     async def cluster(request: Request) -> Response:
         who = await caller(request)
         if isinstance(who, Response):
             return who
         snapshot = await view.snapshot()
-        if who is not None and access is not None:
-            principal, host = who
-            snapshot = visible_snapshot(
-                snapshot,
-                # Filtering, not refusing: no denial logged per hidden topic (Metadata's way).
-                lambda kind, name: access.may(
-                    principal, host, AclOperation.DESCRIBE, kind, name, log_denied=False
-                ),
-            )
+        may_describe = describable(who)
+        if may_describe is not None:
+            snapshot = visible_snapshot(snapshot, may_describe)
         return JSONResponse(snapshot, headers={"Cache-Control": "no-store"})
+
+    # The whole history as sent, by the samples taken: it changes once a sample, and
+    # encoding 100 topics' hour takes tens of ms of the event loop.
+    encoded: dict[int, bytes] = {}
+
+    async def history_json(request: Request) -> Response:
+        who = await caller(request)
+        if isinstance(who, Response):
+            return who
+        headers = {"Cache-Control": "no-store"}
+        may_describe = describable(who)
+        if may_describe is not None:
+            return JSONResponse(kept.to_json(may_describe), headers=headers)
+        taken = kept.topics.taken
+        if taken not in encoded:
+            encoded.clear()
+            encoded[taken] = bytes(JSONResponse(kept.to_json()).body)
+        return Response(encoded[taken], media_type="application/json", headers=headers)
 
     return Starlette(
         routes=[
             Route("/", status_page, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/api/cluster", cluster, methods=["GET"]),
+            Route("/api/history", history_json, methods=["GET"]),
         ]
     )
 

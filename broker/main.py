@@ -255,9 +255,12 @@ async def _serve_http(
     *,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The metrics listener: /metrics, the status page and its /api/cluster."""
+    """The metrics listener: /metrics, the status page, its /api/cluster and /api/history
+    (sampled by its own timer while the listener runs)."""
     # Imported here: a broker without the listener never loads starlette or hypercorn.
     from broker.cluster_view import ClusterView
+    from broker.core.status_history import StatusHistory
+    from broker.history_sampler import sample_history
     from broker.http_auth import HttpAccess
     from broker.http_listener import HttpListener, build_app
     from broker.metrics import new_registry
@@ -278,11 +281,15 @@ async def _serve_http(
     registry, collector = new_registry(ctx, server)
     view = ClusterView(ctx)
     collector.group_lag = view.group_lag
-    app = build_app(registry, view, HttpAccess(ctx) if basic else None)
+    history = StatusHistory()
+    app = build_app(registry, view, HttpAccess(ctx) if basic else None, history)
     listener = HttpListener(app, config, host, port, tls)
     collector.http = listener
     try:
-        await listener.run(task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(listener.run)
+            nursery.start_soon(sample_history, view, history)
+            task_status.started(listener.port)
     finally:
         await view.aclose()
 

@@ -1,9 +1,9 @@
 """The metrics listener on a secured 2-broker cluster (tests/integration/secure_cluster.py:
 SASL_PLAINTEXT between brokers, SASL_SSL for clients, ACLs): https with the test CA, HTTP basic
-authentication against the SCRAM users, /api/cluster filtered by the user's DESCRIBE ACLs,
-/metrics for cluster DESCRIBE only, peers reached with the inter-broker security (shown up, not
-unreachable), password checks that do not stall the Kafka listener, and a broker that refuses
-to start with an unauthenticated listener that others could reach."""
+authentication against the SCRAM users, /api/cluster and /api/history filtered by the user's
+DESCRIBE ACLs, /metrics for cluster DESCRIBE only, peers reached with the inter-broker security
+(shown up, not unreachable), password checks that do not stall the Kafka listener, and a broker
+that refuses to start with an unauthenticated listener that others could reach."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ def cluster_as(cluster: Cluster, pki: Pki, user: str, broker_id: int = 1) -> dic
 def test_without_or_with_wrong_credentials_every_path_answers_401(
     cluster: Cluster, pki: Pki
 ) -> None:
-    for path in ("/api/cluster", "/", "/metrics"):
+    for path in ("/api/cluster", "/api/history", "/", "/metrics"):
         url = _url(cluster, 1, path)
         for user, password in ((None, None), ("alice", "wrong"), ("nobody", "alice-secret")):
             status, body, headers = get(url, pki, user, password)
@@ -219,6 +219,36 @@ def test_a_user_sees_only_the_topics_and_groups_it_may_describe(cluster: Cluster
 
     everything = wait_until(admin_sees_all, 30, "both groups for the admin")
     assert {MINE, SECRET} <= {t["name"] for t in everything["topics"]}
+
+
+def history_as(cluster: Cluster, pki: Pki, user: str) -> dict[str, Any]:
+    status, body, _ = get(_url(cluster, 1, "/api/history"), pki, user, f"{user}-secret")
+    assert status == 200, (status, body[:200])
+    found: dict[str, Any] = json.loads(body)
+    return found
+
+
+def test_the_history_shows_only_the_topics_and_groups_a_user_may_describe(
+    cluster: Cluster, pki: Pki
+) -> None:
+    def admin_history_has_both() -> dict[str, Any] | None:
+        status, body, _ = get(_url(cluster, 1, "/api/history"), pki, "admin", ADMIN_PASSWORD)
+        assert status == 200
+        found: dict[str, Any] = json.loads(body)
+        groups = {g["name"] for g in found["groups"]}
+        return found if {"alice-app", "payroll-app"} <= groups else None
+
+    # Sampled every 10 s: both groups are in the history after at most two samples.
+    everything = wait_until(admin_history_has_both, 40, "both groups in the admin's history")
+    assert {MINE, SECRET} <= {t["name"] for t in everything["topics"]}
+    seen = history_as(cluster, pki, "alice")
+    assert [t["name"] for t in seen["topics"]] == [MINE]
+    assert [g["name"] for g in seen["groups"]] == ["alice-app"]
+    assert len(seen["times_ms"]) >= 1
+    assert SECRET.encode() not in json.dumps(seen).encode()
+    nothing = history_as(cluster, pki, "mallory")
+    assert (nothing["topics"], nothing["groups"]) == ([], [])
+    assert set(nothing["under_replicated"]) <= {None}  # no topic: no count, not the cluster's
 
 
 def test_metrics_need_describe_on_the_cluster(cluster: Cluster, pki: Pki) -> None:

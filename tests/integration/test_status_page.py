@@ -4,13 +4,15 @@ chromium-driver, against a real 3-broker cluster under load.
 It loads the page from one broker, finds the partition table, SIGKILLs a follower and sees its
 replica leave the ISR on the page within the lag time, restarts it and sees it return. A
 screenshot is saved (docs/status-page.png when HIGHWATER_UPDATE_SCREENSHOT=1, else in the
-test's temporary directory).
+test's temporary directory). It also builds a group's lag and reloads the page: the charts
+still show the broker's samples from before the reload, on a time axis with units.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -198,7 +200,7 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
         )
         print(f"{to_shrink} ISRs shrunk by their leaders (the page's topic and the offsets')")
         if shot is not None:
-            time.sleep(3)  # for the picture: the charts show the drop
+            time.sleep(12)  # for the picture: a history sample (every 10 s) shows the drop
         target = tmp_path / "status-page.png"
         browser.save_screenshot(str(target))  # type: ignore[attr-defined]
         assert target.stat().st_size > 10_000
@@ -212,6 +214,93 @@ def test_a_killed_follower_leaves_the_isr_on_the_page_and_returns(
                 30,
                 f"broker {victim} back in partition {p}'s ISR on the page",
             )
+    finally:
+        load.terminate()
+        load.wait(10)
+
+
+def _chart(driver: object, series: str) -> dict[str, Any] | None:
+    """The history chart of `series` on the page: its points, first sample time, largest
+    value, unit, and the labels of its time and value axes (None: not drawn)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        svg = driver.find_element(  # type: ignore[attr-defined]
+            By.CSS_SELECTOR, f'svg.history[data-series="{series}"]'
+        )
+
+        def texts(css: str) -> list[str]:
+            return [t.text for t in svg.find_elements(By.CSS_SELECTOR, css)]
+
+        first = svg.get_attribute("data-first-ms")
+        return {
+            "points": int(svg.get_attribute("data-points") or 0),
+            "first_ms": int(first) if first else None,
+            "max": float(svg.get_attribute("data-max") or 0),
+            "unit": texts("text.unit"),
+            "times": texts("text.xtick"),
+            "values": texts("text.ytick"),
+            "lines": len(svg.find_elements(By.CSS_SELECTOR, "polyline")),
+        }
+    except (NoSuchElementException, StaleElementReferenceException, ValueError):
+        return None
+
+
+def test_the_charts_keep_the_last_hour_across_a_reload(
+    cluster: Cluster, browser: object, tmp_path: Path
+) -> None:
+    topic, group = "history", "history-readers"
+    trio.run(create_topic, cluster, topic, [[1, 2], [2, 1]])
+    # A group that committed at the start and stopped: its lag grows with the load.
+    trio.run(commit_offsets, cluster, group, topic, {0: 0, 1: 0})
+    load = subprocess.Popen(
+        [
+            sys.executable, "-m", "client.cli", "perf", "produce",
+            "-b", cluster.bootstrap, "--topic", topic, "--num-records", "3000000",
+            "--record-size", "100", "--throughput", "1000", "--acks", "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{metrics_port(cluster.brokers[1])}/"
+        browser.get(url)  # type: ignore[attr-defined]
+        # The broker samples every 10 s: two samples with a lag take 10 to 20 s.
+
+        def lag_chart(points: int) -> dict[str, Any] | None:
+            chart = _chart(browser, f"lag:{group}")
+            return chart if chart and chart["points"] >= points and chart["max"] > 0 else None
+
+        before = wait_until(lambda: lag_chart(2), 45, f"two samples of {group}'s lag on the page")
+        reloaded_ms = int(time.time() * 1000)
+        browser.refresh()  # type: ignore[attr-defined]
+        # Right after the reload (well within one sample interval) the chart shows the
+        # samples taken before it: they come from the broker, not from this tab.
+        after = wait_until(
+            lambda: lag_chart(before["points"]), 5, f"{group}'s lag chart after the reload"
+        )
+        assert after["first_ms"] == before["first_ms"] < reloaded_ms - 5_000
+        assert after["max"] >= before["max"] > 0
+        assert after["lines"] >= 1
+        assert after["unit"] == ["records"]
+        assert after["times"] and all(re.fullmatch(r"\d\d:\d\d", t) for t in after["times"])
+        assert "0" in after["values"] and len(after["values"]) >= 2
+        # The topic's records/s (rates need two samples) and the cluster's partitions.
+        rates = wait_until(
+            lambda: _chart(browser, f"topic:{topic}"), 5, f"{topic}'s records/s chart"
+        )
+        assert rates["points"] >= 1 and rates["max"] > 0
+        assert rates["unit"] == ["records/s"] and rates["times"]
+        under = wait_until(
+            lambda: _chart(browser, "under-replicated"), 5, "the under-replicated chart"
+        )
+        assert under["unit"] == ["partitions"]
+        assert under["points"] >= before["points"]
+        target = tmp_path / "status-history.png"
+        browser.save_screenshot(str(target))  # type: ignore[attr-defined]
+        assert target.stat().st_size > 10_000
+        print(f"screenshot: {target}")
     finally:
         load.terminate()
         load.wait(10)
