@@ -10,6 +10,7 @@ NEED_DATA.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,10 +70,12 @@ class ClientProtocol:
     def receive_data(self, data: bytes | bytearray) -> None:
         self._decoder.receive_data(data)
 
-    def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None:
+    def body_buffer(
+        self, limit_bytes: int | None = None, ready_bytes: Callable[[], int] | None = None
+    ) -> memoryview | None:
         """Where the rest of a large response may be read in place (FrameDecoder.body_buffer);
         report what was read with `body_received`."""
-        return self._decoder.body_buffer(limit_bytes)
+        return self._decoder.body_buffer(limit_bytes, ready_bytes)
 
     def body_received(self, count: int) -> None:
         self._decoder.body_received(count)
