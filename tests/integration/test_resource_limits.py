@@ -80,11 +80,14 @@ def pid_of(broker: BrokerProcess) -> int:
 
 @contextmanager
 def lone_broker(
-    zookeeper_port: int, directory: Path, overrides: Mapping[str, str] | None = None
+    zookeeper_port: int,
+    directory: Path,
+    overrides: Mapping[str, str] | None = None,
+    listeners: dict[str, str] | None = None,
 ) -> Iterator[Cluster]:
-    """A 1-broker cluster; fails fast if the broker exits at start (e.g. on a setting it
-    does not know)."""
-    cluster = Cluster(zookeeper_port, directory, 1, dict(overrides or {}))
+    """A 1-broker cluster (`listeners`: name -> security protocol, the first the inter-broker
+    one); fails fast if the broker exits at start (e.g. on a setting it does not know)."""
+    cluster = Cluster(zookeeper_port, directory, 1, dict(overrides or {}), listeners=listeners)
     cluster.start()
     broker_process = cluster.brokers[1]
     try:
@@ -223,6 +226,52 @@ async def test_many_idle_connections_cost_little_and_others_are_served(
     )
     assert latency < SERVED_WITHIN_S
     assert growth < RSS_SLACK_KIB, f"{count} idle connections grew the broker by {growth} KiB"
+
+
+def unread_bytes(port: int) -> int:
+    """Bytes that clients sent to the broker listening on `port` and it has not read yet: the
+    receive queues of its accepted sockets (/proc/net/tcp, local port `port`)."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                if local_port == port and fields[3] == "01":  # ESTABLISHED
+                    total += int(fields[4].split(":")[1], 16)  # tx_queue:rx_queue
+    return total
+
+
+async def test_a_declared_length_alone_sets_no_memory_aside(limits_broker: BrokerProcess) -> None:
+    """100 connections each send a length prefix of 1 MiB and one byte of body, then stall:
+    the broker reads them all and grows by far less than the 100 MiB declared (it used to
+    make each frame's 1 MiB buffer at once); the frames' senders still get answers."""
+    pid, port = pid_of(limits_broker), limits_broker.port
+    count, declared = 100, MIB
+    await served(port)  # warm
+    fds_before = await settled_fds(pid)
+    rss_before = rss_kib(pid)
+    streams: list[trio.SocketStream] = []
+    try:
+        for _ in range(count):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            streams.append(stream)
+            await stream.send_all(struct.pack(">i", declared) + b"\x00")
+        await wait_for(lambda: open_fds(pid) >= fds_before + count, 10, "every accept")
+        await wait_for(lambda: unread_bytes(port) == 0, 10, "the broker to read every prefix")
+        rss_held = rss_kib(pid)
+        latency = await served(port)
+    finally:
+        for stream in streams:
+            await stream.aclose()
+    growth_kib = rss_held - rss_before
+    print(
+        f"\n{count} connections x 5 bytes declaring {declared // MIB} MiB each: broker RSS "
+        f"{rss_before // 1024} -> {rss_held // 1024} MiB (+{growth_kib / 1024:.1f} MiB); "
+        f"others served in {latency * 1000:.0f} ms"
+    )
+    assert latency < SERVED_WITHIN_S
+    assert growth_kib < 20 * 1024, f"{count} declared lengths grew the broker {growth_kib} KiB"
 
 
 # -- half a frame, then nothing -----------------------------------------------------------
