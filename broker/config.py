@@ -164,6 +164,9 @@ class BrokerConfig:
     max_connection_creation_rate: int = _int("max.connection.creation.rate")
     # listener.name.<name>.max.connections: (listener name, limit) for each one given.
     listener_max_connections: tuple[tuple[str, int], ...] = ()
+    connection_failed_authentication_delay_ms: int = _int(
+        "connection.failed.authentication.delay.ms"
+    )
     log_segment_bytes: int = _int("log.segment.bytes")
     log_roll_ms: int = _int("log.roll.ms")
     log_index_size_max_bytes: int = _int("log.index.size.max.bytes")

@@ -114,6 +114,7 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
             idle_timeout_s=config.connections_max_idle_ms / 1000,
             max_connections=_connection_limit(config.max_connections, log),
             limits=_connection_limits(config),
+            failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             auth_frame_bytes=config.sasl_server_max_receive_size,
             auth_timeout_s=config.connections_authentication_timeout_ms / 1000,
             # Per-request figures only when someone can read them.

@@ -8,8 +8,9 @@ MiB, and the connection counts and creation rate of broker.core.connection_quota
 (`max.connections`, per listener, per address). On SSL and SASL listeners a connection first
 does its TLS handshake and SASL exchange (broker.core.sasl) within
 `connections.authentication.timeout.ms`, with frames of at most `sasl.server.max.receive.size`
-until then. `stop` stops accepting and drains in-flight requests. docs/architecture.md ("A
-request's life") has the details.
+until then; PLAIN's password hashing runs in a thread, and a failed authentication is answered
+after `connection.failed.authentication.delay.ms`. `stop` stops accepting and drains in-flight
+requests. docs/architecture.md ("A request's life") has the details.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import trio
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
 from broker.core.connection_quotas import ConnectionLimits, ConnectionQuotas, Refusal
 from broker.core.principal import USER_TYPE, Principal
-from broker.core.sasl import SaslAuthenticator, SaslStage
+from broker.core.sasl import PasswordCheck, SaslAuthenticator, SaslStage
 from broker.handlers import HANDLERS
 from broker.kafka.wire import NATIVE_WIRE, Call, Wire
 from broker.listeners import SecurityProtocol
@@ -52,6 +53,11 @@ _RECEIVE_BYTES = 256 * 1024
 DIRECT_REQUEST_MAX_BYTES = 1024 * 1024
 IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
 MAX_CONNECTIONS = cast(int, default_of("max.connections"))
+FAILED_AUTHENTICATION_DELAY_MS = cast(int, default_of("connection.failed.authentication.delay.ms"))
+# PLAIN password checks (PBKDF2, milliseconds each) run at most this many at once, in threads
+# (hashlib lets go of the GIL while it hashes): a flood of logins queues here, and the event
+# loop keeps serving everyone else. Kafka runs them on its num.network.threads.
+PASSWORD_CHECK_THREADS = 2
 # accept() failures that mean "out of descriptors or memory for now" (trio.serve_listeners').
 _ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _ACCEPT_RETRY_S = 0.1
@@ -96,6 +102,7 @@ class BrokerServer:
         idle_timeout_s: float | None = None,
         max_connections: int | None = None,
         limits: ConnectionLimits | None = None,
+        failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS,
         auth_frame_bytes: int = cast(int, default_of("sasl.server.max.receive.size")),
         auth_timeout_s: float = cast(int, default_of("connections.authentication.timeout.ms"))
         / 1000,
@@ -120,6 +127,8 @@ class BrokerServer:
             ),
             [served.name for served in self.listeners],
         )
+        self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
+        self._password_checks = trio.CapacityLimiter(PASSWORD_CHECK_THREADS)
         self.auth_frame_bytes = auth_frame_bytes
         self.auth_timeout_s = auth_timeout_s
         self._connections: set[_Connection] = set()
@@ -395,7 +404,7 @@ class BrokerServer:
             header = request.header
             if authenticating:
                 assert sasl is not None
-                if not await self._authenticate(stream, wire, sasl, request, log):
+                if not await self._authenticate(stream, wire, sasl, request, log, auth_deadline):
                     return
                 if sasl.stage is SaslStage.COMPLETE:
                     authenticating = False
@@ -457,8 +466,12 @@ class BrokerServer:
         sasl: SaslAuthenticator,
         request: Call,
         log: structlog.typing.FilteringBoundLogger,
+        deadline: float,
     ) -> bool:
-        """One request before authentication; False: close the connection."""
+        """One request before authentication; False: close the connection. A PLAIN password
+        is checked in a thread (PASSWORD_CHECK_THREADS at once), by `deadline`; a failure is
+        answered, and the connection closed, after connection.failed.authentication.delay.ms
+        (Kafka's delayed close: a guesser gets one answer per delay per connection)."""
         header, body = request.header, request.body
         if not sasl.admits(header.api_key):
             log.warning(
@@ -476,6 +489,15 @@ class BrokerServer:
             if header.api_key == ApiKey.SASL_HANDSHAKE
             else sasl.authenticate(body)
         )
+        if isinstance(step, PasswordCheck):
+            with trio.move_on_at(deadline):
+                matches = await trio.to_thread.run_sync(step.run, limiter=self._password_checks)
+                step = sasl.password_checked(matches)
+            if isinstance(step, PasswordCheck):  # still waiting for a thread at the deadline
+                log.info("closing connection: not authenticated in time")
+                return False
+        if step.close and self.failed_authentication_delay_s > 0:
+            await trio.sleep(self.failed_authentication_delay_s)
         await self._send(stream, wire.encode(request, step.response))
         if step.principal is not None:
             SESSION.set(dataclasses.replace(SESSION.get(), principal=step.principal))

@@ -796,6 +796,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "TLS handshake and authentication within this is closed.",
             minimum=1,
         ),
+        number(
+            INT,
+            "connection.failed.authentication.delay.ms",
+            100,
+            "A failed SASL authentication's answer, and the close after it, wait this long "
+            "(slows down password guessing).",
+        ),
         string(
             "authorizer.class.name",
             "",
