@@ -15,8 +15,10 @@ requests. docs/architecture.md ("A request's life") has the details.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
+import ipaddress
 import math
 import secrets
 import ssl
@@ -247,7 +249,8 @@ class BrokerServer:
             await trio.aclose_forcefully(stream)
             return
         self.accepted += 1
-        refusal = self.quotas.admit(served.name, host)
+        quota_host = _unmapped(host)
+        refusal = self.quotas.admit(served.name, quota_host)
         if refusal is not None:
             self.closed_by_limit[refusal.value] += 1
             self._logger.warning(
@@ -257,7 +260,7 @@ class BrokerServer:
             )
             await trio.aclose_forcefully(stream)
             return
-        conn = _Connection(peer, served.name, host)
+        conn = _Connection(peer, served.name, quota_host)
         CLIENT_HOST.set(host)  # this connection's task and the handlers it calls
         SESSION.set(Session(client_host=host, listener=served.name))
         self._connections.add(conn)
@@ -527,6 +530,17 @@ _REFUSALS = {
     Refusal.LISTENER_MAX_CONNECTIONS: "the listener's max.connections",
     Refusal.MAX_CONNECTIONS_PER_IP: "max.connections.per.ip",
 }
+
+
+def _unmapped(host: str) -> str:
+    """An IPv4 client of a dual-stack listener as its IPv4 address (::ffff:10.0.0.7 is
+    10.0.0.7), so that max.connections.per.ip and its overrides see one address."""
+    if host.startswith("::ffff:"):
+        with contextlib.suppress(ValueError):
+            mapped = ipaddress.IPv6Address(host).ipv4_mapped
+            if mapped is not None:
+                return str(mapped)
+    return host
 
 
 def _send_timeout_s(size: int) -> float:

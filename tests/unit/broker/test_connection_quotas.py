@@ -96,3 +96,11 @@ def test_no_rate_limit_by_default() -> None:
     for _ in range(10_000):
         q.accepted("CLIENT", 0.0)
     assert q.accept_delay_s("CLIENT", 0.0) == 0
+
+
+def test_an_ipv4_client_of_a_dual_stack_listener_counts_as_its_ipv4_address() -> None:
+    from broker.server import _unmapped
+
+    assert _unmapped("::ffff:10.0.0.7") == "10.0.0.7"
+    assert _unmapped("::1") == "::1"
+    assert _unmapped("10.0.0.7") == "10.0.0.7"
