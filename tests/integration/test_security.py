@@ -5,7 +5,9 @@ for what it did not change."""
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -514,13 +516,13 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 
 async def test_a_flood_of_wrong_plain_passwords_does_not_stall_a_producer(
-    cluster: Cluster, pki: Pki
+    cluster: Cluster, pki: Pki, tmp_path: Path
 ) -> None:
     """PLAIN hashes the password (PBKDF2, here 16384 iterations: tens of ms), which used to
-    run on the broker's only event loop. Eight clients guess passwords of a user as fast as
-    the broker answers them, on the broker leading a partition that alice produces to: her
-    Produce round trips stay close to what they are without the flood, and alice still logs
-    in with PLAIN meanwhile."""
+    run on the broker's only event loop. Eight clients (another process) guess passwords of a
+    user as fast as the broker answers, on the broker leading a partition that alice produces
+    to: her Produce round trips stay close to what they are without the flood, and alice
+    still logs in with PLAIN meanwhile."""
     await _topic(cluster, pki, "during-guessing")
     await _grant(cluster, pki, [_allow("User:alice", "WRITE", "TOPIC", "during-guessing")])
     await _wait_allowed(cluster, pki, "alice", "during-guessing")
@@ -535,7 +537,6 @@ async def test_a_flood_of_wrong_plain_passwords_does_not_stall_a_producer(
         1, 5000, (ProduceTopicData("during-guessing", (ProducePartitionData(0, batch),)),)
     )
     alice = security(pki, "alice", "alice-secret")
-    guesser = security(pki, "target", "guess", mechanism="PLAIN")
     # Until the new user's credential reached the leader, a guess would skip the hashing.
     await eventually(
         lambda: _logs_in(leader, security(pki, "target", "target-secret", mechanism="PLAIN")),
@@ -559,27 +560,13 @@ async def test_a_flood_of_wrong_plain_passwords_does_not_stall_a_producer(
             await conn.aclose()
 
     quiet, quiet_rate = await produce_round_trips(300)
-    guesses: list[float] = []
-    wrong_codes: list[ErrorCode] = []
-
-    async def guess() -> None:
-        while True:
-            started = trio.current_time()
-            try:
-                conn = await connect("127.0.0.1", leader, security=guesser)
-            except AuthenticationFailedError as exc:
-                guesses.append(trio.current_time() - started)
-                if exc.code != ErrorCode.SASL_AUTHENTICATION_FAILED:
-                    wrong_codes.append(exc.code)
-            else:
-                await conn.aclose()
-                wrong_codes.append(ErrorCode.NONE)
-
+    answers = tmp_path / "guesses.txt"
     logins: list[float] = []
-    async with trio.open_nursery() as nursery:
-        for _ in range(8):
-            nursery.start_soon(guess)
-        await eventually(lambda: _at_least(guesses, 16), 30, "the guessing to be under way")
+    command = [sys.executable, "-m", "tests.integration.password_guesser", str(leader)]
+    with answers.open("wb") as out:
+        guesser = await trio.lowlevel.open_process([*command, str(pki.ca), "target"], stdout=out)
+    try:
+        await eventually(lambda: _has_lines(answers, 16), 30, "the guessing to be under way")
         flooded, flooded_rate = await produce_round_trips(300)
         for _ in range(5):
             started = trio.current_time()
@@ -590,7 +577,12 @@ async def test_a_flood_of_wrong_plain_passwords_does_not_stall_a_producer(
             )
             logins.append(trio.current_time() - started)
             await conn.aclose()
-        nursery.cancel_scope.cancel()
+    finally:
+        guesser.kill()
+        await guesser.wait()
+    lines = _text(answers).split()
+    codes = lines[0::2]
+    guesses = [float(seconds) for seconds in lines[1::2]]
     print(
         f"\nproduce round trip without guessing: p50 {_percentile(quiet, 0.5) * 1000:.1f} ms, "
         f"p99 {_percentile(quiet, 0.99) * 1000:.1f} ms, {quiet_rate:.0f}/s; under "
@@ -600,13 +592,21 @@ async def test_a_flood_of_wrong_plain_passwords_does_not_stall_a_producer(
         f"ms, {flooded_rate:.0f}/s; alice's PLAIN logins meanwhile "
         f"{min(logins) * 1000:.0f}-{max(logins) * 1000:.0f} ms"
     )
-    assert wrong_codes == []
+    assert set(codes) == {str(int(ErrorCode.SASL_AUTHENTICATION_FAILED))}, set(codes)
     assert min(guesses) >= FAILED_AUTHENTICATION_DELAY_S
-    # Loose bounds for a shared machine: with the hashing on the event loop, the median was
-    # 70-135 ms and the p99 350-500 ms.
-    assert _percentile(flooded, 0.5) < max(0.02, 5 * _percentile(quiet, 0.5))
-    assert _percentile(flooded, 0.99) < 0.2
+    # A loose bound for a shared, loaded 2-core machine: with the hashing on the event loop
+    # the p99 was 340-690 ms (the median 30-135 ms, 9-12 round trips a second); with it in
+    # threads, 60-120 ms.
+    assert _percentile(flooded, 0.99) < 0.25
     assert max(logins) < 2.0
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def _has_lines(path: Path, count: int) -> bool:
+    return _text(path).count("\n") >= count
 
 
 async def _logs_in(port: int, as_user: ClientSecurity) -> bool:
@@ -616,10 +616,6 @@ async def _logs_in(port: int, as_user: ClientSecurity) -> bool:
         return False
     await conn.aclose()
     return True
-
-
-async def _at_least(items: list[float], count: int) -> bool:
-    return len(items) >= count
 
 
 async def test_replication_and_failover_work_among_authenticated_brokers(
