@@ -12,6 +12,7 @@ automatically, loopback listener by default, PLAINTEXT only).
 from __future__ import annotations
 
 import difflib
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,10 +21,12 @@ from typing import Any, Final
 
 from broker.config_def import (
     InvalidValue,
+    Type,
     Value,
     format_value,
     is_loopback,
     metrics_listener_uses_tls,
+    number,
     parse_metrics_listener,
 )
 from broker.core.principal import Principal, parse_super_users
@@ -171,6 +174,16 @@ class BrokerConfig:
     socket_request_max_bytes: int = _int("socket.request.max.bytes")
     connections_max_idle_ms: int = _int("connections.max.idle.ms")
     max_connections: int = _int("max.connections")
+    max_connections_per_ip: int = _int("max.connections.per.ip")
+    max_connections_per_ip_overrides: str = field(
+        default="", metadata={"key": "max.connections.per.ip.overrides"}
+    )
+    max_connection_creation_rate: int = _int("max.connection.creation.rate")
+    # listener.name.<name>.max.connections: (listener name, limit) for each one given.
+    listener_max_connections: tuple[tuple[str, int], ...] = ()
+    connection_failed_authentication_delay_ms: int = _int(
+        "connection.failed.authentication.delay.ms"
+    )
     log_segment_bytes: int = _int("log.segment.bytes")
     log_roll_ms: int = _int("log.roll.ms")
     log_index_size_max_bytes: int = _int("log.index.size.max.bytes")
@@ -388,9 +401,17 @@ def load_config(path: Path | None, overrides: Sequence[str] = ()) -> BrokerConfi
             raise ConfigError(f"invalid override {override!r}: expected key=value")
         raw[key.strip()] = (value.strip(), _OVERRIDE_ORIGIN)
     for key, (value, origin) in raw.items():
-        if key not in KNOWN_KEYS:
+        if key not in KNOWN_KEYS and _LISTENER_MAX_CONNECTIONS.fullmatch(key) is None:
             raise ConfigError(_unknown_key_message(key, value, origin), key=key)
     return _build(_Given(raw))
+
+
+# Kafka's per-listener override of max.connections; the name in it is the listener's, in
+# lower case (ListenerName.configPrefix). The only listener-prefixed setting taken so far.
+_LISTENER_MAX_CONNECTIONS: Final = re.compile(r"listener\.name\.([^.]+)\.max\.connections")
+_LISTENER_LIMIT: Final = number(
+    Type.INT, "listener.name.<name>.max.connections", None, "one listener's connections"
+)
 
 
 def _unknown_key_message(key: str, value: str, origin: str) -> str:
@@ -453,6 +474,7 @@ def _build(given: _Given) -> BrokerConfig:
     values["log_dirs"] = tuple(Path(d) for d in values["log_dirs"])
     listeners = _listeners(given)
     inter_broker = _inter_broker_listener(given, listeners)
+    values["listener_max_connections"] = _listener_limits(given, listeners)
     values.update(
         listener_host=inter_broker.host,
         listener_port=inter_broker.port,
@@ -492,6 +514,26 @@ def _listeners(given: _Given) -> tuple[Listener, ...]:
         return resolve_listeners(bound, advertised, protocols, socket.gethostname(), wires)
     except Mismatch as exc:
         raise given.fail(exc.key, exc.expected) from None
+
+
+def _listener_limits(given: _Given, listeners: tuple[Listener, ...]) -> tuple[tuple[str, int], ...]:
+    """listener.name.<name>.max.connections, each for a listener that exists."""
+    names = {x.name.lower(): x.name for x in listeners}
+    limits = []
+    for key in given.texts():
+        match = _LISTENER_MAX_CONNECTIONS.fullmatch(key)
+        if match is None:
+            continue
+        name = names.get(match[1].lower())
+        if name is None:
+            raise given.fail(key, f"a listener's name in the key ({', '.join(names.values())})")
+        try:
+            limit = _LISTENER_LIMIT.parse(given.texts()[key])
+        except InvalidValue as exc:
+            raise given.fail(key, exc.expected) from None
+        assert isinstance(limit, int)
+        limits.append((name, limit))
+    return tuple(sorted(limits))
 
 
 def _only_plaintext(listeners: tuple[Listener, ...]) -> bool:

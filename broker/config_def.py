@@ -17,6 +17,7 @@ from typing import Final
 __all__ = [
     "INT_MAX",
     "LONG_MAX",
+    "PER_IP_OVERRIDES_SYNTAX",
     "ZK_SYNTAX",
     "Fallback",
     "InvalidValue",
@@ -26,6 +27,7 @@ __all__ = [
     "boolean",
     "check_directories",
     "check_metrics_listener",
+    "check_per_ip_overrides",
     "check_zookeeper_connect",
     "double",
     "format_value",
@@ -33,6 +35,7 @@ __all__ = [
     "metrics_listener_uses_tls",
     "number",
     "parse_metrics_listener",
+    "parse_per_ip_overrides",
     "string",
     "strings",
 ]
@@ -239,6 +242,31 @@ def check_zookeeper_connect(value: Value) -> None:
         match = _ZK_HOST.fullmatch(host.strip())
         if match is None or (match["port"] is not None and not 0 < int(match["port"]) <= 65535):
             raise InvalidValue(expected)
+
+
+PER_IP_OVERRIDES_SYNTAX: Final = "host:count[,host:count...]"
+
+
+def parse_per_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: host (a name or address; IPv6 as is, its count after
+    the last colon) -> connections allowed."""
+    overrides: dict[str, int] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        host, colon, count = item.strip().rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        if not colon or not host or _JAVA_INTEGER.fullmatch(count.strip()) is None:
+            raise InvalidValue(f"{PER_IP_OVERRIDES_SYNTAX}, each count an integer >= 0")
+        number = int(count)
+        if not 0 <= number <= INT_MAX:
+            raise InvalidValue(f"{PER_IP_OVERRIDES_SYNTAX}, each count an integer >= 0")
+        overrides[host] = number
+    return overrides
+
+
+def check_per_ip_overrides(value: Value) -> None:
+    parse_per_ip_overrides(str(value))
 
 
 def check_directories(value: Value) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from functools import partial
@@ -26,9 +27,14 @@ import trio
 from broker.acl_changes import AclChangeListener
 from broker.config import BrokerConfig, describe
 from broker.config_changes import ConfigChangeListener
-from broker.config_def import metrics_listener_uses_tls, parse_metrics_listener
+from broker.config_def import (
+    metrics_listener_uses_tls,
+    parse_metrics_listener,
+    parse_per_ip_overrides,
+)
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
+from broker.core.connection_quotas import ConnectionLimits
 from broker.core.replica_manager import ReplicaManager
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential, make_credential, password_matches
 from broker.group_coordinator import GroupCoordinator
@@ -111,6 +117,8 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
             listeners=listeners,
             idle_timeout_s=config.connections_max_idle_ms / 1000,
             max_connections=_connection_limit(config.max_connections, log),
+            limits=_connection_limits(config),
+            failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             auth_frame_bytes=config.sasl_server_max_receive_size,
             auth_timeout_s=config.connections_authentication_timeout_ms / 1000,
             # Per-request figures only when someone can read them.
@@ -380,6 +388,27 @@ def _served_listeners(config: BrokerConfig) -> tuple[ServedListener, ...]:
             )
         )
     return tuple(served)
+
+
+def _connection_limits(config: BrokerConfig) -> ConnectionLimits:
+    """The connection limits of the config but max.connections (`_connection_limit`); the
+    host names of max.connections.per.ip.overrides resolved once, here, as Kafka does."""
+    per_ip: dict[str, int] = {}
+    for host, count in parse_per_ip_overrides(config.max_connections_per_ip_overrides).items():
+        try:
+            addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+        except OSError as exc:
+            raise StartupError(
+                f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}"
+            ) from exc
+        per_ip.update(dict.fromkeys(addresses, count))
+    return ConnectionLimits(
+        listener_max_connections=dict(config.listener_max_connections),
+        max_connections_per_ip=config.max_connections_per_ip,
+        max_connections_per_ip_overrides=per_ip,
+        max_connection_creation_rate=config.max_connection_creation_rate,
+        inter_broker_listener=config.inter_broker_listener_name,
+    )
 
 
 # Descriptors kept back from client connections: segments and indexes, ZooKeeper, fetchers.

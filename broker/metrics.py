@@ -388,8 +388,9 @@ class BrokerCollector(Collector):
         )
         closed = CounterMetricFamily(
             s + "connections_closed_by_limit",
-            "Connections closed by a limit: max.connections, connections.max.idle.ms, or a "
-            "client too slow to read its response.",
+            "Connections closed by a limit: max.connections, a listener's or an address's "
+            "max.connections, connections.max.idle.ms, or a client too slow to read its "
+            "response.",
             labels=["reason"],
         )
         for reason, count in sorted(server.closed_by_limit.items()):

@@ -3,31 +3,37 @@ order.
 
 One request at a time per connection (Kafka mutes the channel), so a client may pipeline. A
 bad frame, an undecodable request, an unencodable response or a failing handler closes that
-connection only. Limits: `connections.max.idle.ms`, `max.connections`, and a response not
-taken within 30 s + 1 s per MiB. On SSL and SASL listeners a connection first does its TLS
-handshake and SASL exchange (broker.core.sasl) within `connections.authentication.timeout.ms`,
-with frames of at most `sasl.server.max.receive.size` until then. `stop` stops accepting and
-drains in-flight requests. docs/architecture.md ("A request's life") has the details.
+connection only. Limits: `connections.max.idle.ms`, a response not taken within 30 s + 1 s per
+MiB, and the connection counts and creation rate of broker.core.connection_quotas
+(`max.connections`, per listener, per address). On SSL and SASL listeners a connection first
+does its TLS handshake and SASL exchange (broker.core.sasl) within
+`connections.authentication.timeout.ms`, with frames of at most `sasl.server.max.receive.size`
+until then; PLAIN's password hashing runs in a thread, and a failed authentication is answered
+after `connection.failed.authentication.delay.ms`. `stop` stops accepting and drains in-flight
+requests. docs/architecture.md ("A request's life") has the details.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import ipaddress
 import math
 import secrets
 import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import cast
 
 import structlog
 import trio
 
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
+from broker.core.connection_quotas import ConnectionLimits, ConnectionQuotas, Refusal
 from broker.core.principal import USER_TYPE, Principal
-from broker.core.sasl import SaslAuthenticator, SaslStage
+from broker.core.sasl import PasswordCheck, SaslAuthenticator, SaslStage
 from broker.handlers import HANDLERS
 from broker.kafka.wire import NATIVE_WIRE, Call, Wire
 from broker.listeners import SecurityProtocol
@@ -49,6 +55,14 @@ _RECEIVE_BYTES = 256 * 1024
 DIRECT_REQUEST_MAX_BYTES = 1024 * 1024
 IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
 MAX_CONNECTIONS = cast(int, default_of("max.connections"))
+FAILED_AUTHENTICATION_DELAY_MS = cast(int, default_of("connection.failed.authentication.delay.ms"))
+# PLAIN password checks (PBKDF2, milliseconds each) run at most this many at once, in threads
+# (hashlib lets go of the GIL while it hashes): a flood of logins queues here, and the event
+# loop keeps serving everyone else. Kafka runs them on its num.network.threads.
+PASSWORD_CHECK_THREADS = 2
+# accept() failures that mean "out of descriptors or memory for now" (trio.serve_listeners').
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+_ACCEPT_RETRY_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +81,8 @@ class ServedListener:
 @dataclass(eq=False)
 class _Connection:
     peer: str
+    listener: str
+    host: str
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     busy: bool = False
     waiting_since: float = math.inf  # trio time it began waiting for a request (idle clock)
@@ -87,13 +103,16 @@ class BrokerServer:
         listeners: Sequence[ServedListener] = (),
         idle_timeout_s: float | None = None,
         max_connections: int | None = None,
+        limits: ConnectionLimits | None = None,
+        failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS,
         auth_frame_bytes: int = cast(int, default_of("sasl.server.max.receive.size")),
         auth_timeout_s: float = cast(int, default_of("connections.authentication.timeout.ms"))
         / 1000,
         request_stats: RequestStats | None = None,
     ) -> None:
         """`listeners` (empty: one PLAINTEXT listener at host:port); `port` then reports
-        the first one's bound port, `ports` every listener's."""
+        the first one's bound port, `ports` every listener's. `limits`: the connection
+        limits but max.connections, which is `max_connections` (None: its default)."""
         self.ctx = ctx
         self.listeners = tuple(listeners) or (
             ServedListener("PLAINTEXT", SecurityProtocol.PLAINTEXT, host, port),
@@ -103,7 +122,15 @@ class BrokerServer:
         self.ports: dict[str, int] = {}
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s  # None: IDLE_TIMEOUT_S
-        self.max_connections = max_connections  # None: MAX_CONNECTIONS
+        self.quotas = ConnectionQuotas(
+            dataclasses.replace(
+                limits or ConnectionLimits(),
+                max_connections=MAX_CONNECTIONS if max_connections is None else max_connections,
+            ),
+            [served.name for served in self.listeners],
+        )
+        self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
+        self._password_checks = trio.CapacityLimiter(PASSWORD_CHECK_THREADS)
         self.auth_frame_bytes = auth_frame_bytes
         self.auth_timeout_s = auth_timeout_s
         self._connections: set[_Connection] = set()
@@ -114,10 +141,13 @@ class BrokerServer:
         # Salts the made-up SCRAM credentials of unknown users (broker.core.sasl).
         self._fake_salt_key = secrets.token_bytes(32)
         # For the metrics: per-API figures (None: not recorded), connections accepted, and
-        # closed by a limit (max.connections, idle, too slow to read).
+        # closed by a limit (a Refusal of the quotas, idle, too slow to read).
         self.request_stats = request_stats
         self.accepted = 0
-        self.closed_by_limit = {"max_connections": 0, "idle": 0, "slow_reader": 0}
+        self.accept_throttled_s = 0.0  # waits before accepting (max.connection.creation.rate)
+        self.closed_by_limit = dict.fromkeys(
+            [*(refusal.value for refusal in Refusal), "idle", "slow_reader"], 0
+        )
 
     @property
     def connection_count(self) -> int:
@@ -148,14 +178,8 @@ class BrokerServer:
                             host=served.host,
                             port=self.ports[served.name],
                         )
-                        accepting.start_soon(
-                            partial(
-                                trio.serve_listeners,
-                                partial(self._serve, served),
-                                sockets,
-                                handler_nursery=connections,
-                            )
-                        )
+                        for socket_listener in sockets:
+                            accepting.start_soon(self._accept, served, socket_listener, connections)
                     task_status.started(self.port)
             for _, sockets in opened:
                 for socket_listener in sockets:
@@ -188,6 +212,35 @@ class BrokerServer:
                     conn.waiting_since = math.inf  # counted once
                     conn.scope.cancel()
 
+    async def _accept(
+        self,
+        served: ServedListener,
+        socket_listener: trio.SocketListener,
+        connections: trio.Nursery,
+    ) -> None:
+        """Accept connections on one socket, each served in `connections`; past
+        max.connection.creation.rate, wait before the next accept (Kafka's acceptor
+        throttling: the client waits in the kernel's backlog)."""
+        quotas = self.quotas
+        while True:
+            delay_s = quotas.accept_delay_s(served.name, trio.current_time())
+            if delay_s > 0:
+                self.accept_throttled_s += delay_s
+                await trio.sleep(delay_s)
+                continue
+            try:
+                stream = await socket_listener.accept()
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                self._logger.warning(
+                    "cannot accept a connection now", listener=served.name, error=str(exc)
+                )
+                await trio.sleep(_ACCEPT_RETRY_S)
+                continue
+            quotas.accepted(served.name, trio.current_time())
+            connections.start_soon(self._serve, served, stream)
+
     async def _serve(self, served: ServedListener, stream: trio.SocketStream) -> None:
         try:
             host, port = stream.socket.getpeername()[:2]
@@ -196,13 +249,18 @@ class BrokerServer:
             await trio.aclose_forcefully(stream)
             return
         self.accepted += 1
-        limit = MAX_CONNECTIONS if self.max_connections is None else self.max_connections
-        if len(self._connections) >= limit:
-            self.closed_by_limit["max_connections"] += 1
-            self._logger.warning("closing connection: max.connections reached", peer=peer)
+        quota_host = _unmapped(host)
+        refusal = self.quotas.admit(served.name, quota_host)
+        if refusal is not None:
+            self.closed_by_limit[refusal.value] += 1
+            self._logger.warning(
+                f"closing connection: {_REFUSALS[refusal]} reached",
+                peer=peer,
+                listener=served.name,
+            )
             await trio.aclose_forcefully(stream)
             return
-        conn = _Connection(peer)
+        conn = _Connection(peer, served.name, quota_host)
         CLIENT_HOST.set(host)  # this connection's task and the handlers it calls
         SESSION.set(Session(client_host=host, listener=served.name))
         self._connections.add(conn)
@@ -239,6 +297,7 @@ class BrokerServer:
             log.warning("closing connection: client too slow to read")
         finally:
             self._connections.discard(conn)
+            self.quotas.release(conn.listener, conn.host)
             if self._stopping and not self._connections:
                 self._drained.set()
             if isinstance(channel, LeanSocket):
@@ -348,7 +407,7 @@ class BrokerServer:
             header = request.header
             if authenticating:
                 assert sasl is not None
-                if not await self._authenticate(stream, wire, sasl, request, log):
+                if not await self._authenticate(stream, wire, sasl, request, log, auth_deadline):
                     return
                 if sasl.stage is SaslStage.COMPLETE:
                     authenticating = False
@@ -410,8 +469,12 @@ class BrokerServer:
         sasl: SaslAuthenticator,
         request: Call,
         log: structlog.typing.FilteringBoundLogger,
+        deadline: float,
     ) -> bool:
-        """One request before authentication; False: close the connection."""
+        """One request before authentication; False: close the connection. A PLAIN password
+        is checked in a thread (PASSWORD_CHECK_THREADS at once), by `deadline`; a failure is
+        answered, and the connection closed, after connection.failed.authentication.delay.ms
+        (Kafka's delayed close: a guesser gets one answer per delay per connection)."""
         header, body = request.header, request.body
         if not sasl.admits(header.api_key):
             log.warning(
@@ -429,6 +492,15 @@ class BrokerServer:
             if header.api_key == ApiKey.SASL_HANDSHAKE
             else sasl.authenticate(body)
         )
+        if isinstance(step, PasswordCheck):
+            with trio.move_on_at(deadline):
+                matches = await trio.to_thread.run_sync(step.run, limiter=self._password_checks)
+                step = sasl.password_checked(matches)
+            if isinstance(step, PasswordCheck):  # still waiting for a thread at the deadline
+                log.info("closing connection: not authenticated in time")
+                return False
+        if step.close and self.failed_authentication_delay_s > 0:
+            await trio.sleep(self.failed_authentication_delay_s)
         await self._send(stream, wire.encode(request, step.response))
         if step.principal is not None:
             SESSION.set(dataclasses.replace(SESSION.get(), principal=step.principal))
@@ -451,6 +523,24 @@ class BrokerServer:
             with trio.fail_after(_send_timeout_s(size)):
                 await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
         return size
+
+
+_REFUSALS = {
+    Refusal.MAX_CONNECTIONS: "max.connections",
+    Refusal.LISTENER_MAX_CONNECTIONS: "the listener's max.connections",
+    Refusal.MAX_CONNECTIONS_PER_IP: "max.connections.per.ip",
+}
+
+
+def _unmapped(host: str) -> str:
+    """An IPv4 client of a dual-stack listener as its IPv4 address (::ffff:10.0.0.7 is
+    10.0.0.7), so that max.connections.per.ip and its overrides see one address."""
+    if host.startswith("::ffff:"):
+        with contextlib.suppress(ValueError):
+            mapped = ipaddress.IPv6Address(host).ipv4_mapped
+            if mapped is not None:
+                return str(mapped)
+    return host
 
 
 def _send_timeout_s(size: int) -> float:

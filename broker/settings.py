@@ -14,6 +14,8 @@ from dataclasses import replace
 from typing import Final
 
 from broker.config_def import (
+    INT_MAX,
+    PER_IP_OVERRIDES_SYNTAX,
     ZK_SYNTAX,
     Fallback,
     InvalidValue,
@@ -23,6 +25,7 @@ from broker.config_def import (
     boolean,
     check_directories,
     check_metrics_listener,
+    check_per_ip_overrides,
     check_zookeeper_connect,
     double,
     number,
@@ -212,7 +215,32 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             INT,
             "max.connections",
             10_000,
-            "Connections beyond this are closed when accepted (Kafka: unlimited; here a bound).",
+            "Connections beyond this, over every listener, are closed when accepted (Kafka: "
+            "unlimited; here a bound). With several listeners the inter-broker one is exempt "
+            "(KIP-402); listener.name.<name>.max.connections caps one listener.",
+            minimum=1,
+        ),
+        number(
+            INT,
+            "max.connections.per.ip",
+            INT_MAX,
+            "Connections from one address beyond this are closed when accepted (the "
+            "inter-broker listener's are not counted when there are several listeners).",
+        ),
+        string(
+            "max.connections.per.ip.overrides",
+            "",
+            "Per-address exceptions to max.connections.per.ip, e.g. 10.0.0.7:500,edge-host:50 "
+            "(host names are resolved at start-up).",
+            syntax=PER_IP_OVERRIDES_SYNTAX,
+            check=check_per_ip_overrides,
+        ),
+        number(
+            INT,
+            "max.connection.creation.rate",
+            INT_MAX,
+            "Connections accepted per second over every listener but the inter-broker one "
+            "(KIP-612); past it a listener waits before it accepts the next.",
             minimum=1,
         ),
         number(INT, "num.network.threads", 3, _NO_EFFECT, minimum=1, attr=None),
@@ -796,6 +824,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "Highwater only: a connection on an SSL or SASL listener that has not finished its "
             "TLS handshake and authentication within this is closed.",
             minimum=1,
+        ),
+        number(
+            INT,
+            "connection.failed.authentication.delay.ms",
+            100,
+            "A failed SASL authentication's answer, and the close after it, wait this long "
+            "(slows down password guessing).",
         ),
         string(
             "authorizer.class.name",

@@ -11,9 +11,12 @@ other tasks run; `waits` counts the waits, so it can tell.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import socket
-from collections.abc import Sequence
+import sys
+import termios
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 import trio
@@ -21,12 +24,15 @@ import trio
 __all__ = ["FrameSink", "LeanSocket"]
 
 _IOV_MAX: Final = 512  # pieces per sendmsg (Linux allows 1024)
+_INT_BYTES: Final = b"\0\0\0\0"
 
 
 class FrameSink(Protocol):
     """What `LeanSocket.receive_frames` feeds: a FrameDecoder, or a ClientProtocol over one."""
 
-    def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None: ...
+    def body_buffer(
+        self, limit_bytes: int | None = None, ready_bytes: Callable[[], int] | None = None
+    ) -> memoryview | None: ...
 
     def body_received(self, count: int) -> None: ...
 
@@ -68,6 +74,16 @@ class LeanSocket:
         self.waits += 1
         await trio.lowlevel.wait_readable(self._sock)
 
+    def ready_bytes(self) -> int:
+        """Bytes waiting in the socket's receive queue now (FIONREAD); 0 if it cannot tell."""
+        if self._closed:
+            return 0
+        try:
+            answer = fcntl.ioctl(self._sock.fileno(), termios.FIONREAD, _INT_BYTES)
+        except OSError:
+            return 0
+        return int.from_bytes(answer, sys.byteorder)
+
     async def receive_some(self, max_bytes: int) -> bytes:
         """Bytes read (b"": the peer closed), waiting only if none are there yet; no yield
         when some are."""
@@ -92,9 +108,10 @@ class LeanSocket:
         self, sink: FrameSink, max_bytes: int, direct_limit_bytes: int | None = None
     ) -> int:
         """Read once into `sink`: the rest of a large frame straight into its own buffer
-        (FrameDecoder.body_buffer, up to `direct_limit_bytes`; docs/performance.md, "Reading
-        large frames"), else up to `max_bytes`. The bytes read; 0: the peer closed."""
-        target = sink.body_buffer(direct_limit_bytes)
+        (FrameDecoder.body_buffer, up to `direct_limit_bytes`, once half of it is here or
+        waiting; docs/performance.md, "Reading large frames"), else up to `max_bytes`. The
+        bytes read; 0: the peer closed."""
+        target = sink.body_buffer(direct_limit_bytes, self.ready_bytes)
         if target is None:
             data = await self.receive_some(max_bytes)
             if data:

@@ -10,6 +10,7 @@ NEED_DATA.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,10 +79,12 @@ class ClientProtocol:
             self._first_bytes += bytes(data[: len(_HTTP_PREFIX) - len(self._first_bytes)])
         self._decoder.receive_data(data)
 
-    def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None:
+    def body_buffer(
+        self, limit_bytes: int | None = None, ready_bytes: Callable[[], int] | None = None
+    ) -> memoryview | None:
         """Where the rest of a large response may be read in place (FrameDecoder.body_buffer);
         report what was read with `body_received`."""
-        return self._decoder.body_buffer(limit_bytes)
+        return self._decoder.body_buffer(limit_bytes, ready_bytes)
 
     def body_received(self, count: int) -> None:
         self._decoder.body_received(count)

@@ -3,13 +3,16 @@
 `FrameDecoder` is sans-IO (after h11): feed it whatever bytes arrived with `receive_data`,
 then call `next_frame()` until it returns `NEED_DATA`. It never reads a socket itself. For a
 large frame a reader may instead fill the frame's own buffer (`body_buffer`, then
-`body_received`), which saves copying it (docs/performance.md, "Reading large frames").
+`body_received`), which saves copying it (docs/performance.md, "Reading large frames"). That
+buffer is made only once half of the frame has arrived or waits to be read, so a declared
+length costs nothing until its bytes come (docs/reliability.md, "Limits").
 """
 
 from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from protocol.errors import FrameError
@@ -90,13 +93,18 @@ class FrameDecoder:
             self._start = 0
         self._buffer += data
 
-    def body_buffer(self, limit_bytes: int | None = None) -> memoryview | None:
+    def body_buffer(
+        self, limit_bytes: int | None = None, ready_bytes: Callable[[], int] | None = None
+    ) -> memoryview | None:
         """The unfilled rest of the frame now arriving, when it is long (DIRECT_FRAME_BYTES or
         more, and at most `limit_bytes`) and its length is known: read into it (e.g.
         `socket.recv_into`) and report the bytes with `body_received`. None: read with
         `receive_data`. The frame's length is checked against max_frame_bytes before its
-        buffer is made; a server passes `limit_bytes` so that a peer's 4 bytes cannot make
-        it set aside more than that."""
+        buffer is made. `ready_bytes` (the bytes waiting in the socket, e.g. FIONREAD) makes
+        it wait for half the frame to have arrived or be waiting before it makes the buffer,
+        so a peer's 4 bytes set aside nothing and a stalled frame holds at most twice what
+        was sent; a frame that arrives whole is still read in place. A server also passes
+        `limit_bytes`, above which a frame is read only as it arrives."""
         if self._broken is not None:
             raise self._broken
         body = self._body
@@ -110,6 +118,8 @@ class FrameDecoder:
                 return None
             if limit_bytes is not None and length > limit_bytes:
                 return None
+            if ready_bytes is not None and 2 * (have + ready_bytes()) < length:
+                return None  # kept as it arrives (receive_data) until half of it is here
             body = self._body = bytearray(length)
             begin = self._start + LENGTH_PREFIX_BYTES
             with memoryview(self._buffer) as view:

@@ -7,6 +7,11 @@ SaslAuthenticate steps, in that order; anything else, or a step out of order, en
 is run through the SCRAM exchange with a made-up credential, so a wrong user and a wrong
 password fail alike, at the same step (RFC 5802 section 5.1). A failure answers
 SASL_AUTHENTICATION_FAILED and the connection is closed.
+
+PLAIN's check hashes the password (PBKDF2, 4096 iterations or more: milliseconds of CPU), too
+slow for the event loop: `authenticate` hands it back as a `PasswordCheck` for the caller to
+run elsewhere (a thread), then `password_checked` gives the step. SCRAM's server side only
+computes HMACs and hashes of stored keys, and is answered at once.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from scramp import ScramException, ScramMechanism
@@ -34,7 +39,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
-__all__ = ["CredentialLookup", "SaslAuthenticator", "SaslStage", "SaslStep"]
+__all__ = ["CredentialLookup", "PasswordCheck", "SaslAuthenticator", "SaslStage", "SaslStep"]
 
 # (username, SCRAM mechanism) -> the stored credential, None if there is none.
 CredentialLookup = Callable[[str, str], ScramCredential | None]
@@ -59,6 +64,20 @@ class SaslStep:
     principal: Principal | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PasswordCheck:
+    """A password to check against a credential: `run` it (it takes milliseconds and holds no
+    state of the authenticator, so a thread may), then give the result to
+    `SaslAuthenticator.password_checked`."""
+
+    mechanism: str
+    credential: ScramCredential
+    password: str = field(repr=False)
+
+    def run(self) -> bool:
+        return password_matches(self.mechanism, self.credential, self.password)
+
+
 class SaslAuthenticator:
     def __init__(
         self,
@@ -79,6 +98,7 @@ class SaslAuthenticator:
         self.mechanism: str | None = None
         self._scram: ScramServer | None = None
         self._user: str | None = None
+        self._checking: PasswordCheck | None = None  # a PLAIN password being checked
 
     def admits(self, api_key: int) -> bool:
         """Whether a request with this api key may come now (else: close the connection)."""
@@ -100,16 +120,31 @@ class SaslAuthenticator:
         self.stage = SaslStage.AUTHENTICATE
         return SaslStep(SaslHandshakeResponse(ErrorCode.NONE, self.mechanisms))
 
-    def authenticate(self, request: SaslAuthenticateRequest) -> SaslStep:
-        if self.stage is not SaslStage.AUTHENTICATE or self.mechanism is None:
+    def authenticate(self, request: SaslAuthenticateRequest) -> SaslStep | PasswordCheck:
+        """The step to answer, or (PLAIN) a password to check first: run it, then
+        `password_checked`."""
+        if (
+            self.stage is not SaslStage.AUTHENTICATE
+            or self.mechanism is None
+            or self._checking is not None
+        ):
             return self._fail(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate out of order")
         if self.mechanism == PLAIN:
             return self._plain(request.auth_bytes)
         return self._scram_step(self.mechanism, request.auth_bytes)
 
+    def password_checked(self, matches: bool) -> SaslStep:
+        """The step after the PasswordCheck `authenticate` gave has run."""
+        check, self._checking = self._checking, None
+        if check is None or self._user is None:
+            return self._fail(ErrorCode.ILLEGAL_SASL_STATE, "no password was being checked")
+        if matches:
+            return self._complete(self._user, b"")
+        return self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED, _FAILED.format(PLAIN))
+
     # -- mechanisms --------------------------------------------------------------------------
 
-    def _plain(self, auth_bytes: bytes) -> SaslStep:
+    def _plain(self, auth_bytes: bytes) -> SaslStep | PasswordCheck:
         # RFC 4616: [authzid] NUL authcid NUL passwd; Kafka allows authzid only = authcid.
         parts = auth_bytes.split(b"\0")
         try:
@@ -120,16 +155,17 @@ class SaslAuthenticator:
             return self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED, "malformed PLAIN message")
         if not user or (authzid and authzid != user):
             return self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED, "malformed PLAIN message")
+        self._user = user
         for mechanism in reversed(SCRAM_MECHANISMS):  # the stronger hash first
             credential = self._credentials(user, mechanism)
             if credential is not None:
-                if password_matches(mechanism, credential, password):
-                    return self._complete(user, b"")
+                self._checking = PasswordCheck(mechanism, credential, password)
                 break
         else:
-            # An unknown user costs the same hashing as a known one.
-            password_matches(SCRAM_MECHANISMS[-1], self._fake_credential(user), password)
-        return self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED, _FAILED.format(PLAIN))
+            # An unknown user costs the same hashing as a known one, and fails it.
+            mechanism = SCRAM_MECHANISMS[-1]
+            self._checking = PasswordCheck(mechanism, self._fake_credential(user), password)
+        return self._checking
 
     def _scram_step(self, mechanism: str, auth_bytes: bytes) -> SaslStep:
         try:

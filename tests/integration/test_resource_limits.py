@@ -80,11 +80,14 @@ def pid_of(broker: BrokerProcess) -> int:
 
 @contextmanager
 def lone_broker(
-    zookeeper_port: int, directory: Path, overrides: Mapping[str, str] | None = None
+    zookeeper_port: int,
+    directory: Path,
+    overrides: Mapping[str, str] | None = None,
+    listeners: dict[str, str] | None = None,
 ) -> Iterator[Cluster]:
-    """A 1-broker cluster; fails fast if the broker exits at start (e.g. on a setting it
-    does not know)."""
-    cluster = Cluster(zookeeper_port, directory, 1, dict(overrides or {}))
+    """A 1-broker cluster (`listeners`: name -> security protocol, the first the inter-broker
+    one); fails fast if the broker exits at start (e.g. on a setting it does not know)."""
+    cluster = Cluster(zookeeper_port, directory, 1, dict(overrides or {}), listeners=listeners)
     cluster.start()
     broker_process = cluster.brokers[1]
     try:
@@ -223,6 +226,181 @@ async def test_many_idle_connections_cost_little_and_others_are_served(
     )
     assert latency < SERVED_WITHIN_S
     assert growth < RSS_SLACK_KIB, f"{count} idle connections grew the broker by {growth} KiB"
+
+
+def unread_bytes(port: int) -> int:
+    """Bytes that clients sent to the broker listening on `port` and it has not read yet: the
+    receive queues of its accepted sockets (/proc/net/tcp, local port `port`)."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                if local_port == port and fields[3] == "01":  # ESTABLISHED
+                    total += int(fields[4].split(":")[1], 16)  # tx_queue:rx_queue
+    return total
+
+
+async def test_a_declared_length_alone_sets_no_memory_aside(limits_broker: BrokerProcess) -> None:
+    """100 connections each send a length prefix of 1 MiB and one byte of body, then stall:
+    the broker reads them all and grows by far less than the 100 MiB declared (it used to
+    make each frame's 1 MiB buffer at once); the frames' senders still get answers."""
+    pid, port = pid_of(limits_broker), limits_broker.port
+    count, declared = 100, MIB
+    await served(port)  # warm
+    fds_before = await settled_fds(pid)
+    rss_before = rss_kib(pid)
+    streams: list[trio.SocketStream] = []
+    try:
+        for _ in range(count):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            streams.append(stream)
+            await stream.send_all(struct.pack(">i", declared) + b"\x00")
+        await wait_for(lambda: open_fds(pid) >= fds_before + count, 10, "every accept")
+        await wait_for(lambda: unread_bytes(port) == 0, 10, "the broker to read every prefix")
+        rss_held = rss_kib(pid)
+        latency = await served(port)
+    finally:
+        for stream in streams:
+            await stream.aclose()
+    growth_kib = rss_held - rss_before
+    print(
+        f"\n{count} connections x 5 bytes declaring {declared // MIB} MiB each: broker RSS "
+        f"{rss_before // 1024} -> {rss_held // 1024} MiB (+{growth_kib / 1024:.1f} MiB); "
+        f"others served in {latency * 1000:.0f} ms"
+    )
+    assert latency < SERVED_WITHIN_S
+    assert growth_kib < 20 * 1024, f"{count} declared lengths grew the broker {growth_kib} KiB"
+
+
+# -- connection limits: per address, per listener, the inter-broker exemption, the rate ----
+
+
+async def answers(port: int, source: str = "127.0.0.1") -> trio.SocketStream | None:
+    """A connection from `source` that the broker answers (ApiVersions), or None if the
+    broker closes it instead."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port, local_address=source)
+    try:
+        await stream.send_all(request_frame(ApiVersionsRequest(), correlation_id=3))
+        decoder = FrameDecoder()
+        with trio.fail_after(10):
+            while decoder.next_frame() is NEED_DATA:
+                chunk = await stream.receive_some(1 << 16)
+                if not chunk:
+                    break
+                decoder.receive_data(chunk)
+            else:
+                return stream
+    except (trio.BrokenResourceError, OSError):
+        pass
+    await stream.aclose()
+    return None
+
+
+def test_connection_caps_per_address_per_listener_and_the_inter_broker_exemption(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """CLIENT and INTERNAL (the inter-broker listener) on one broker. 127.0.0.1 may hold 4
+    connections (an override of max.connections.per.ip=3), 127.0.0.2 holds 3; the next from
+    each is closed, while INTERNAL still accepts connections from 127.0.0.1 and past
+    max.connections (KIP-402), up to its own listener.name.internal.max.connections."""
+    overrides = {
+        "max.connections": "12",
+        "max.connections.per.ip": "3",
+        "max.connections.per.ip.overrides": "127.0.0.1:4",
+        "listener.name.internal.max.connections": "30",
+    }
+    listeners = {"INTERNAL": "PLAINTEXT", "CLIENT": "PLAINTEXT"}
+    with lone_broker(zookeeper.port, tmp_path, overrides, listeners) as cluster:
+        broker_process = cluster.brokers[1]
+        client, internal = broker_process.port_of("CLIENT"), broker_process.port_of("INTERNAL")
+
+        async def crowd() -> dict[str, list[bool]]:
+            held: list[trio.SocketStream] = []
+
+            async def attempt(port: int, source: str) -> bool:
+                stream = await answers(port, source)
+                if stream is not None:
+                    held.append(stream)
+                return stream is not None
+
+            outcome: dict[str, list[bool]] = {}
+            try:
+                outcome["client 127.0.0.1"] = [await attempt(client, "127.0.0.1") for _ in range(5)]
+                outcome["client 127.0.0.2"] = [await attempt(client, "127.0.0.2") for _ in range(4)]
+                outcome["internal"] = [await attempt(internal, "127.0.0.1") for _ in range(15)]
+                # 7 client and 15+ inter-broker connections: past max.connections for clients
+                outcome["client past max.connections"] = [await attempt(client, "127.0.0.3")]
+                outcome["internal to its limit"] = [
+                    await attempt(internal, "127.0.0.1") for _ in range(20)
+                ]
+            finally:
+                for stream in held:
+                    await stream.aclose()
+            return outcome
+
+        outcome = trio.run(crowd)
+        log = broker_process.log_text()
+    print(f"\n{outcome}")
+    assert outcome["client 127.0.0.1"] == [True] * 4 + [False]
+    assert outcome["client 127.0.0.2"] == [True] * 3 + [False]
+    assert outcome["internal"] == [True] * 15  # neither per-address nor max.connections
+    assert outcome["client past max.connections"] == [False]
+    admitted = outcome["internal to its limit"]
+    # 30 on INTERNAL in all, the broker's own (controller) connections among them.
+    assert 0 < admitted.count(True) <= 15 and admitted[-1] is False
+    assert "max.connections.per.ip reached" in log
+    assert "the listener's max.connections reached" in log
+
+
+def test_max_connection_creation_rate_delays_accepts_but_not_the_inter_broker_listener(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """max.connection.creation.rate=5: 20 new client connections are all answered, but the
+    broker takes them at about 5 a second (KIP-612), while a connection to the inter-broker
+    listener meanwhile is answered at once."""
+    overrides = {"max.connection.creation.rate": "5"}
+    listeners = {"INTERNAL": "PLAINTEXT", "CLIENT": "PLAINTEXT"}
+    with lone_broker(zookeeper.port, tmp_path, overrides, listeners) as cluster:
+        broker_process = cluster.brokers[1]
+        client, internal = broker_process.port_of("CLIENT"), broker_process.port_of("INTERNAL")
+
+        async def burst() -> tuple[float, float, int]:
+            held: list[trio.SocketStream] = []
+            internal_s = 0.0
+
+            async def one() -> None:
+                stream = await answers(client)
+                if stream is not None:
+                    held.append(stream)
+
+            started = trio.current_time()
+            try:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(20):
+                        nursery.start_soon(one)
+                    # Five (the bucket) answered at once; the rest wait: throttled now.
+                    await wait_for(lambda: len(held) >= 5, 10, "the first five answered")
+                    asked = trio.current_time()
+                    stream = await answers(internal)
+                    internal_s = trio.current_time() - asked
+                    assert stream is not None
+                    held.append(stream)
+                took = trio.current_time() - started
+            finally:
+                for stream in held:
+                    await stream.aclose()
+            return took, internal_s, len(held) - 1
+
+        took, internal_s, answered = trio.run(burst)
+    print(
+        f"\n20 connections at max.connection.creation.rate=5: all answered in {took:.2f} s; "
+        f"the inter-broker listener answered in {internal_s * 1000:.0f} ms meanwhile"
+    )
+    assert answered == 20
+    assert took >= 2.0, "20 connections at 5/s (a bucket of 5) took less than 3 s"
+    assert internal_s < 1.0
 
 
 # -- half a frame, then nothing -----------------------------------------------------------

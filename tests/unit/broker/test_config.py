@@ -568,6 +568,7 @@ def test_every_attribute_of_the_table_is_a_typed_field_with_the_tables_default()
         "inter_broker_login",
         "authorizer_enabled",
         "super_users",
+        "listener_max_connections",  # listener.name.<name>.max.connections
     }
     assert set(fields) == attrs | listener_fields | {"given"}
     for s in SETTINGS:
@@ -867,3 +868,35 @@ def test_a_metrics_listener_on_loopback_or_authenticated_or_allowed_is_accepted(
     assert config.metrics_listener == given["metrics.listener"]
     method = given.get("metrics.listener.authentication.method", "none")
     assert config.metrics_listener_authentication_method == method
+
+
+def test_connection_limits_per_listener_and_per_address() -> None:
+    config = load_config(
+        None,
+        [
+            "broker.id=1",
+            "zookeeper.connect=zk:2181",
+            "listeners=INTERNAL://127.0.0.1:9093,CLIENT://127.0.0.1:9092",
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT,CLIENT:PLAINTEXT",
+            "inter.broker.listener.name=INTERNAL",
+            "listener.name.client.max.connections=500",
+            "listener.name.INTERNAL.max.connections=50",
+            "max.connections.per.ip=20",
+            "max.connections.per.ip.overrides=10.0.0.7:100, [::1]:3",
+            "max.connection.creation.rate=30",
+        ],
+    )
+    assert config.listener_max_connections == (("CLIENT", 500), ("INTERNAL", 50))
+    assert config.max_connections_per_ip == 20
+    assert config.max_connections_per_ip_overrides == "10.0.0.7:100, [::1]:3"
+    assert config.max_connection_creation_rate == 30
+    for bad, key in [
+        ("listener.name.other.max.connections=5", "listener.name.other.max.connections"),
+        ("listener.name.plaintext.max.connections=-1", "listener.name.plaintext.max.connections"),
+        ("max.connections.per.ip.overrides=10.0.0.7", "max.connections.per.ip.overrides"),
+        ("max.connections.per.ip.overrides=h:x", "max.connections.per.ip.overrides"),
+        ("max.connection.creation.rate=0", "max.connection.creation.rate"),
+    ]:
+        with pytest.raises(ConfigError) as raised:
+            load_config(None, ["broker.id=1", "zookeeper.connect=zk:2181", bad])
+        assert raised.value.key == key

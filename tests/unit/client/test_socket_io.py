@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 from collections.abc import AsyncIterator
 
 import pytest
@@ -10,6 +11,7 @@ import trio
 import trio.testing
 
 from client.socket_io import LeanSocket
+from protocol.framing import NEED_DATA, FrameDecoder
 
 
 @pytest.fixture
@@ -109,3 +111,40 @@ async def test_one_piece_is_a_plain_send(pair: tuple[LeanSocket, socket.socket])
     lean, peer = pair
     await lean.send_parts([b"only"])
     assert peer.recv(16) == b"only"
+
+
+async def test_ready_bytes_counts_what_waits_in_the_socket(
+    pair: tuple[LeanSocket, socket.socket],
+) -> None:
+    lean, peer = pair
+    assert lean.ready_bytes() == 0
+    peer.sendall(b"x" * 1000)
+    with trio.fail_after(5):
+        while lean.ready_bytes() < 1000:
+            await lean.wait_readable()
+    assert lean.ready_bytes() == 1000
+    assert await lean.receive_some(400) == b"x" * 400
+    assert lean.ready_bytes() == 600
+
+
+async def test_a_large_frame_is_read_in_place_only_once_half_of_it_is_there(
+    pair: tuple[LeanSocket, socket.socket],
+) -> None:
+    """A length prefix and a byte make no buffer of the declared size; the whole frame, once
+    it waits in the socket, is read straight into its own buffer (a bytearray)."""
+    lean, peer = pair
+    length = 96 * 1024  # over DIRECT_FRAME_BYTES, and it fits in a loopback receive buffer
+    decoder = FrameDecoder()
+    peer.sendall(struct.pack(">i", length) + b"a")
+    with trio.fail_after(5):
+        while decoder.buffered_bytes < 5:
+            await lean.receive_frames(decoder, 64 * 1024, length)
+    assert decoder.body_buffer(length, lean.ready_bytes) is None  # 1 byte of 96 KiB: none
+    peer.sendall(b"b" * (length - 1))
+    with trio.fail_after(5):
+        while lean.ready_bytes() < length - 1:
+            await lean.wait_readable()
+        while (body := decoder.next_frame()) is NEED_DATA:
+            await lean.receive_frames(decoder, 64 * 1024, length)
+    assert isinstance(body, bytearray)  # filled in place
+    assert body == b"a" + b"b" * (length - 1)

@@ -329,3 +329,33 @@ def test_body_received_must_match_the_buffer_given(count: int) -> None:
     fresh = FrameDecoder()
     with pytest.raises(ValueError, match="does not match"):
         fresh.body_received(1)  # no buffer was given
+
+
+def test_a_declared_length_sets_nothing_aside_until_half_the_frame_is_here_or_waiting() -> None:
+    """With `ready_bytes` (the socket's FIONREAD), 4 bytes of length and a byte of body make
+    no 1 MiB buffer; the frame is kept as it arrives until half of it has come or waits to be
+    read, then read in place."""
+    length = 1 << 20
+    decoder = FrameDecoder()
+    tracemalloc.start()
+    try:
+        decoder.receive_data(_length(length) + b"x")
+        assert decoder.body_buffer(length, lambda: 0) is None
+        assert decoder.body_buffer(length, lambda: length // 2 - 2) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < DIRECT_FRAME_BYTES
+    assert decoder.buffered_bytes == LENGTH_PREFIX_BYTES + 1
+    whole = FrameDecoder()
+    whole.receive_data(_length(length) + b"x")
+    target = whole.body_buffer(length, lambda: length - 1)  # the rest waits: read in place
+    assert target is not None and len(target) == length - 1
+    target.release()
+    decoder.receive_data(b"y" * (length // 2 - 1))  # half is here now
+    rest = decoder.body_buffer(length, lambda: 0)
+    assert rest is not None and len(rest) == length // 2
+    rest[:] = b"z" * len(rest)
+    rest.release()
+    decoder.body_received(length // 2)
+    assert decoder.next_frame() == b"x" + b"y" * (length // 2 - 1) + b"z" * (length // 2)

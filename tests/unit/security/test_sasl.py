@@ -6,7 +6,7 @@ import pytest
 from scramp import ScramClient
 
 from broker.core.principal import Principal
-from broker.core.sasl import SaslAuthenticator, SaslStage
+from broker.core.sasl import PasswordCheck, SaslAuthenticator, SaslStage, SaslStep
 from broker.core.scram import (
     ScramCredential,
     credential_from_salted,
@@ -31,14 +31,23 @@ def authenticator(mechanisms: tuple[str, ...] = MECHANISMS) -> SaslAuthenticator
     )
 
 
+def answered(sasl: SaslAuthenticator, auth_bytes: bytes) -> SaslStep:
+    """A SaslAuthenticate step; a password check it asks for is run first (as the server does,
+    in a thread)."""
+    step = sasl.authenticate(SaslAuthenticateRequest(auth_bytes))
+    if isinstance(step, PasswordCheck):
+        return sasl.password_checked(step.run())
+    return step
+
+
 def scram(user: str, password: str, mechanism: str) -> tuple[SaslAuthenticator, object]:
     sasl = authenticator()
     assert sasl.handshake(SaslHandshakeRequest(mechanism)).response.error_code == 0
     client = ScramClient([mechanism], user, password)
-    first = sasl.authenticate(SaslAuthenticateRequest(client.get_client_first().encode()))
+    first = answered(sasl, client.get_client_first().encode())
     assert first.response.error_code == 0 and not first.close
     client.set_server_first(first.response.auth_bytes.decode())
-    final = sasl.authenticate(SaslAuthenticateRequest(client.get_client_final().encode()))
+    final = answered(sasl, client.get_client_final().encode())
     if final.principal is not None:
         client.set_server_final(final.response.auth_bytes.decode())  # the broker proved itself
     return sasl, final
@@ -68,7 +77,7 @@ def test_an_unknown_users_salt_is_stable() -> None:
         sasl = authenticator()
         sasl.handshake(SaslHandshakeRequest("SCRAM-SHA-256"))
         client = ScramClient(["SCRAM-SHA-256"], "nobody", "x")
-        first = sasl.authenticate(SaslAuthenticateRequest(client.get_client_first().encode()))
+        first = answered(sasl, client.get_client_first().encode())
         salts.add(first.response.auth_bytes.decode().split(",")[1])
     assert len(salts) == 1
 
@@ -76,14 +85,39 @@ def test_an_unknown_users_salt_is_stable() -> None:
 def test_plain() -> None:
     good = authenticator()
     good.handshake(SaslHandshakeRequest("PLAIN"))
-    assert good.authenticate(SaslAuthenticateRequest(b"\0alice\0alice-secret")).principal == (
-        Principal("User", "alice")
-    )
+    assert answered(good, b"\0alice\0alice-secret").principal == Principal("User", "alice")
     for message in (b"\0alice\0wrong", b"\0nobody\0x", b"bob\0alice\0alice-secret", b"garbage"):
         sasl = authenticator()
         sasl.handshake(SaslHandshakeRequest("PLAIN"))
-        step = sasl.authenticate(SaslAuthenticateRequest(message))
+        step = answered(sasl, message)
         assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.close
+
+
+@pytest.mark.parametrize("message", [b"\0alice\0alice-secret", b"\0alice\0wrong", b"\0nobody\0x"])
+def test_plain_hands_the_hashing_to_the_caller_for_known_and_unknown_users(message: bytes) -> None:
+    """The PBKDF2 check is not run by `authenticate` (the server runs it off the event loop),
+    and an unknown user is given one to run too, as costly as a real one's."""
+    sasl = authenticator()
+    sasl.handshake(SaslHandshakeRequest("PLAIN"))
+    check = sasl.authenticate(SaslAuthenticateRequest(message))
+    assert isinstance(check, PasswordCheck)
+    assert check.mechanism == "SCRAM-SHA-512" and check.credential.iterations >= 4096
+    assert sasl.stage is SaslStage.AUTHENTICATE and not sasl.admits(ApiKey.PRODUCE)
+    again = sasl.authenticate(SaslAuthenticateRequest(message))  # nothing while it runs
+    assert isinstance(again, SaslStep) and again.close
+    assert again.response.error_code == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_a_password_check_result_decides_the_plain_step() -> None:
+    sasl = authenticator()
+    sasl.handshake(SaslHandshakeRequest("PLAIN"))
+    assert isinstance(sasl.authenticate(SaslAuthenticateRequest(b"\0nobody\0x")), PasswordCheck)
+    refused = sasl.password_checked(False)
+    assert refused.close and refused.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert sasl.password_checked(True).close  # no check pending: refused
+    unasked = authenticator()
+    unasked.handshake(SaslHandshakeRequest("PLAIN"))
+    assert unasked.password_checked(True).response.error_code == ErrorCode.ILLEGAL_SASL_STATE
 
 
 def test_only_the_handshake_requests_in_order() -> None:
@@ -93,7 +127,7 @@ def test_only_the_handshake_requests_in_order() -> None:
     refused = sasl.handshake(SaslHandshakeRequest("PLAIN"))
     assert refused.response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
     assert refused.response.mechanisms == ("SCRAM-SHA-256",) and refused.close  # type: ignore[union-attr]
-    early = authenticator().authenticate(SaslAuthenticateRequest(b"x"))
+    early = answered(authenticator(), b"x")
     assert early.response.error_code == ErrorCode.ILLEGAL_SASL_STATE and early.close
 
 
