@@ -17,6 +17,13 @@ DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_
 # "experimental"; the editable-install banner), silenced by their exact text: any other warning,
 # and every error, still shows.
 QUIET_SETUPTOOLS := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignore:Editable installation'
+# Every apt install below (in a recipe that has set SUDO) adds what is missing and upgrades
+# nothing it does not have to: --no-upgrade leaves a named package that is already installed as
+# it is, and Upgrade-By-Source-Package=false stops apt from upgrading installed packages only
+# because a new one comes from the same source (podman's libsubid4 would upgrade login and
+# passwd). A dependency that needs a newer version still gets it. README.md lists what each
+# target installs.
+APT_INSTALL = DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade -o APT::Get::Upgrade-By-Source-Package=false
 
 .PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kcat zookeeper openssl nftables faketime containers browser venv base-venv clean
 
@@ -48,7 +55,7 @@ zookeeper:
 	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null 2>&1; then \
 		echo "installing ZooKeeper and a Java runtime from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper default-jre-headless; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends zookeeper default-jre-headless; \
 	fi
 
 # `highwater dev up --secure` makes its CA and certificates with the openssl command (tests too);
@@ -57,7 +64,7 @@ openssl:
 	@if ! command -v openssl >/dev/null 2>&1; then \
 		echo "installing openssl from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openssl; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) openssl; \
 	fi
 
 # The asymmetric partition tests (tests/integration/test_asymmetric_partitions.py) cut single
@@ -67,7 +74,7 @@ nftables:
 	@if ! command -v nft >/dev/null 2>&1; then \
 		echo "installing nftables from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nftables; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) nftables; \
 	fi
 
 # The clock-fault test (tests/integration/test_clock_faults.py) preloads libfaketime into a
@@ -76,7 +83,7 @@ faketime:
 	@if ! dpkg -s faketime >/dev/null 2>&1; then \
 		echo "installing faketime from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q faketime; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) faketime; \
 	fi
 
 # The Kafka listener's tests (tests/integration/test_kafka_clients.py) drive Debian's kcat
@@ -85,7 +92,7 @@ kcat:
 	@if ! command -v kcat >/dev/null 2>&1; then \
 		echo "installing kcat from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade kcat; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) kcat; \
 	fi
 
 # The peer benchmark's servers (tests/benchmarks/peers): Debian's redis-server and nats-server,
@@ -94,7 +101,7 @@ peer-servers:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! PATH="$$PATH:/usr/sbin" command -v nats-server >/dev/null 2>&1; then \
 		echo "installing redis-server and nats-server from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q redis-server nats-server; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) redis-server nats-server; \
 	fi
 
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
@@ -105,7 +112,7 @@ containers: venv
 	@if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/sbin/runc ] || [ ! -x /usr/sbin/debootstrap ]; then \
 		echo "installing podman, runc and debootstrap from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q podman runc debootstrap; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) podman runc debootstrap; \
 	fi
 	$(BIN)/python -m tests.compose.images --if-engine-works
 
@@ -115,7 +122,7 @@ browser:
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 		echo "installing chromium and chromium-driver from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends chromium chromium-driver; \
 	fi
 
 up: base-venv zookeeper openssl
