@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-all
 BENCH_STAMP := $(VENV)/.installed-bench
 BASE_STAMP := $(VENV)/.installed-base
+COMPOSE_STAMP := $(VENV)/.installed-compose
 ZK_JAR := /usr/share/java/zookeeper.jar
 PORT ?=
 ZK_PORT ?=
@@ -25,7 +26,7 @@ QUIET_SETUPTOOLS := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignor
 # target installs.
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade -o APT::Get::Upgrade-By-Source-Package=false
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kcat zookeeper openssl nftables faketime containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kcat zookeeper openssl nftables faketime containers browser compose-up compose-status compose-down venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -44,6 +45,11 @@ $(STAMP): $(BASE_STAMP)
 $(BENCH_STAMP): $(STAMP)
 	$(QUIET_SETUPTOOLS) $(BIN)/pip install -q -c constraints.txt -e '.[dev,spark,bench]'
 	touch $(BENCH_STAMP)
+
+# podman-compose (and its two dependencies) for `make compose-up` without the dev extra.
+$(COMPOSE_STAMP): $(BASE_STAMP)
+	$(BIN)/pip install -q -c constraints.txt podman-compose
+	touch $(COMPOSE_STAMP)
 
 base-venv: $(BASE_STAMP)
 
@@ -124,6 +130,21 @@ browser:
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends chromium chromium-driver; \
 	fi
+
+# docker-compose.yml as a user runs it (tests/compose/run.py; docs/operations.md, "Docker
+# Compose"): Docker Compose where a Docker daemon answers, else podman-compose with the compose
+# test's engine settings, local base images and CA bundle. Installs nothing from apt (`make
+# containers` does). compose-up waits until every health check passes and prints the addresses;
+# compose-status runs the health checks now (podman without systemd runs none by itself);
+# compose-down keeps the data (ARGS=--volumes deletes it).
+compose-up: $(COMPOSE_STAMP)
+	$(BIN)/python -m tests.compose.run up
+
+compose-status: $(COMPOSE_STAMP)
+	$(BIN)/python -m tests.compose.run status
+
+compose-down: $(COMPOSE_STAMP)
+	$(BIN)/python -m tests.compose.run down $(ARGS)
 
 up: base-venv zookeeper openssl
 	$(BIN)/highwater dev up $(DEV_UP_ARGS)
