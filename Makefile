@@ -111,14 +111,17 @@ peer-servers:
 	fi
 
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
-# from apt, installed only where missing; then the local stand-ins for the compose file's base
-# images (tests/compose/images.py: about two minutes the first time on a machine, kept in
-# podman's storage after that). Where the engine cannot run, this says so and the test skips.
+# from apt, installed only where missing. Without recommends (buildah, criu, slirp4netns, uidmap,
+# fuse-overlayfs: the buildah CLI, checkpoints, rootless), but with netavark and aardvark-dns (the
+# compose network and its names), iptables (netavark's published ports and NAT) and catatonit
+# (podman's init). Then the local stand-ins for the compose file's base images
+# (tests/compose/images.py: about two minutes the first time on a machine, kept in podman's
+# storage after that). Where the engine cannot run, this says so and the test skips.
 containers: venv
 	@if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/sbin/runc ] || [ ! -x /usr/sbin/debootstrap ]; then \
-		echo "installing podman, runc and debootstrap from apt"; \
+		echo "installing podman, runc, debootstrap and podman's network stack from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && $(APT_INSTALL) podman runc debootstrap; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends podman runc debootstrap netavark aardvark-dns iptables catatonit; \
 	fi
 	$(BIN)/python -m tests.compose.images --if-engine-works
 

@@ -22,7 +22,7 @@ TARGETS = (
     "containers",
     "browser",
 )
-WITHOUT_RECOMMENDS = {"zookeeper", "browser"}
+WITHOUT_RECOMMENDS = {"zookeeper", "containers", "browser"}
 
 
 def _installs(target: str) -> list[str]:
