@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-all
 BENCH_STAMP := $(VENV)/.installed-bench
 BASE_STAMP := $(VENV)/.installed-base
+COMPOSE_STAMP := $(VENV)/.installed-compose
 ZK_JAR := /usr/share/java/zookeeper.jar
 PORT ?=
 ZK_PORT ?=
@@ -17,8 +18,15 @@ DEV_UP_ARGS := $(if $(PORT),--base-port $(PORT)) $(if $(ZK_PORT),--zk-port $(ZK_
 # "experimental"; the editable-install banner), silenced by their exact text: any other warning,
 # and every error, still shows.
 QUIET_SETUPTOOLS := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignore:Editable installation'
+# Every apt install below (in a recipe that has set SUDO) adds what is missing and upgrades
+# nothing it does not have to: --no-upgrade leaves a named package that is already installed as
+# it is, and Upgrade-By-Source-Package=false stops apt from upgrading installed packages only
+# because a new one comes from the same source (podman's libsubid4 would upgrade login and
+# passwd). A dependency that needs a newer version still gets it. README.md lists what each
+# target installs.
+APT_INSTALL = DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade -o APT::Get::Upgrade-By-Source-Package=false
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kafka-jars kcat zookeeper openssl nftables faketime containers browser venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kafka-jars kcat zookeeper openssl nftables faketime containers browser compose-up compose-status compose-down venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -38,6 +46,11 @@ $(BENCH_STAMP): $(STAMP)
 	$(QUIET_SETUPTOOLS) $(BIN)/pip install -q -c constraints.txt -e '.[dev,spark,bench]'
 	touch $(BENCH_STAMP)
 
+# podman-compose (and its two dependencies) for `make compose-up` without the dev extra.
+$(COMPOSE_STAMP): $(BASE_STAMP)
+	$(BIN)/pip install -q -c constraints.txt podman-compose
+	touch $(COMPOSE_STAMP)
+
 base-venv: $(BASE_STAMP)
 
 venv: $(STAMP)
@@ -48,7 +61,7 @@ zookeeper:
 	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null 2>&1; then \
 		echo "installing ZooKeeper and a Java runtime from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q zookeeper default-jre-headless; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends zookeeper default-jre-headless; \
 	fi
 
 # `highwater dev up --secure` makes its CA and certificates with the openssl command (tests too);
@@ -57,7 +70,7 @@ openssl:
 	@if ! command -v openssl >/dev/null 2>&1; then \
 		echo "installing openssl from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q openssl; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) openssl; \
 	fi
 
 # The asymmetric partition tests (tests/integration/test_asymmetric_partitions.py) cut single
@@ -67,7 +80,7 @@ nftables:
 	@if ! command -v nft >/dev/null 2>&1; then \
 		echo "installing nftables from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nftables; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) nftables; \
 	fi
 
 # The clock-fault test (tests/integration/test_clock_faults.py) preloads libfaketime into a
@@ -76,7 +89,7 @@ faketime:
 	@if ! dpkg -s faketime >/dev/null 2>&1; then \
 		echo "installing faketime from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q faketime; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) faketime; \
 	fi
 
 # The Kafka listener's tests (tests/integration/test_kafka_clients.py) drive Debian's kcat
@@ -85,7 +98,7 @@ kcat:
 	@if ! command -v kcat >/dev/null 2>&1; then \
 		echo "installing kcat from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade kcat; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) kcat; \
 	fi
 
 # The peer benchmark's servers (tests/benchmarks/peers): Debian's redis-server and nats-server,
@@ -94,30 +107,34 @@ peer-servers:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! PATH="$$PATH:/usr/sbin" command -v nats-server >/dev/null 2>&1; then \
 		echo "installing redis-server and nats-server from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q redis-server nats-server; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) redis-server nats-server; \
 	fi
 
-# Apache Kafka 3.9's broker jars for the peer benchmark and its setup test
-# (tests/benchmarks/kafka/pom.xml): Maven copies them once into ~/.cache/highwater/kafka-3.9
-# (57 jars, 46 MB; 40-51 s here the first time on a machine with an empty ~/.m2, 3 s from a warm
-# ~/.m2), and after that this is a check of a stamp file (0.05 s). Maven from apt where missing.
+# Apache Kafka 3.9's broker and tools jars (the peer benchmark, its setup test, the Java tools
+# against the Kafka listener: tests/benchmarks/kafka/pom.xml) into ~/.cache/highwater/kafka-3.9
+# (105 jars), and Spark's Kafka connector (spark-kafka-pom.xml) into ~/.cache/highwater/spark-kafka
+# (7 jars): about a minute the first time on a machine with an empty ~/.m2, seconds from a warm
+# one, and after that a check of two stamp files. Maven from apt where missing.
 kafka-jars: venv
 	@if ! command -v mvn >/dev/null 2>&1; then \
 		echo "installing maven from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q maven; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends maven; \
 	fi
 	$(BIN)/python -m tests.benchmarks.kafka.jars
 
 # The compose test's container engine: podman with runc (no Docker daemon needed) and debootstrap,
-# from apt, installed only where missing; then the local stand-ins for the compose file's base
-# images (tests/compose/images.py: about two minutes the first time on a machine, kept in
-# podman's storage after that). Where the engine cannot run, this says so and the test skips.
+# from apt, installed only where missing. Without recommends (buildah, criu, slirp4netns, uidmap,
+# fuse-overlayfs: the buildah CLI, checkpoints, rootless), but with netavark and aardvark-dns (the
+# compose network and its names), iptables (netavark's published ports and NAT) and catatonit
+# (podman's init). Then the local stand-ins for the compose file's base images
+# (tests/compose/images.py: about two minutes the first time on a machine, kept in podman's
+# storage after that). Where the engine cannot run, this says so and the test skips.
 containers: venv
 	@if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/sbin/runc ] || [ ! -x /usr/sbin/debootstrap ]; then \
-		echo "installing podman, runc and debootstrap from apt"; \
+		echo "installing podman, runc, debootstrap and podman's network stack from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q podman runc debootstrap; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends podman runc debootstrap netavark aardvark-dns iptables catatonit; \
 	fi
 	$(BIN)/python -m tests.compose.images --if-engine-works
 
@@ -127,8 +144,23 @@ browser:
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 		echo "installing chromium and chromium-driver from apt"; \
 		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; \
+		$$SUDO apt-get update -q && $(APT_INSTALL) --no-install-recommends chromium chromium-driver; \
 	fi
+
+# docker-compose.yml as a user runs it (tests/compose/run.py; docs/operations.md, "Docker
+# Compose"): Docker Compose where a Docker daemon answers, else podman-compose with the compose
+# test's engine settings, local base images and CA bundle. Installs nothing from apt (`make
+# containers` does). compose-up waits until every health check passes and prints the addresses;
+# compose-status runs the health checks now (podman without systemd runs none by itself);
+# compose-down keeps the data (ARGS=--volumes deletes it).
+compose-up: $(COMPOSE_STAMP)
+	$(BIN)/python -m tests.compose.run up
+
+compose-status: $(COMPOSE_STAMP)
+	$(BIN)/python -m tests.compose.run status
+
+compose-down: $(COMPOSE_STAMP)
+	$(BIN)/python -m tests.compose.run down $(ARGS)
 
 up: base-venv zookeeper openssl
 	$(BIN)/highwater dev up $(DEV_UP_ARGS)

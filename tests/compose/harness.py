@@ -156,6 +156,11 @@ class ComposeProject:
             self._argv += ["-f", str(path)]
         self.env = engine_env()
 
+    @property
+    def argv(self) -> list[str]:
+        """podman-compose with this project's name and compose files."""
+        return list(self._argv)
+
     # --- podman-compose, as a user types it ---------------------------------------------------
 
     def compose(self, *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
