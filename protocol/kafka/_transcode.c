@@ -15,67 +15,12 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct {
-    const uint8_t *p;
-    const uint8_t *end;
-} cursor;
-
-static int read_be(cursor *c, int width, uint64_t *out) {
-    if (c->end - c->p < width) return 0;
-    uint64_t v = 0;
-    for (int i = 0; i < width; i++) v = (v << 8) | c->p[i];
-    c->p += width;
-    *out = v;
-    return 1;
-}
-
-static int read_int(cursor *c, int64_t *out) {
-    if (c->p >= c->end) return 0;
-    uint8_t tag = *c->p++;
-    uint64_t u;
-    if (tag <= 0x7f) { *out = tag; return 1; }
-    if (tag >= 0xe0) { *out = (int8_t)tag; return 1; }
-    switch (tag) {
-    case 0xcc: if (!read_be(c, 1, &u)) return 0; *out = (int64_t)u; return 1;
-    case 0xcd: if (!read_be(c, 2, &u)) return 0; *out = (int64_t)u; return 1;
-    case 0xce: if (!read_be(c, 4, &u)) return 0; *out = (int64_t)u; return 1;
-    case 0xcf: if (!read_be(c, 8, &u) || u > INT64_MAX) return 0; *out = (int64_t)u; return 1;
-    case 0xd0: if (!read_be(c, 1, &u)) return 0; *out = (int8_t)u; return 1;
-    case 0xd1: if (!read_be(c, 2, &u)) return 0; *out = (int16_t)u; return 1;
-    case 0xd2: if (!read_be(c, 4, &u)) return 0; *out = (int32_t)u; return 1;
-    case 0xd3: if (!read_be(c, 8, &u)) return 0; *out = (int64_t)u; return 1;
-    default: return 0;
-    }
-}
+#include "../_msgpack_read.h"
 
 static int read_array(cursor *c, uint32_t *count) {
-    if (c->p >= c->end) return 0;
-    uint8_t tag = *c->p++;
     uint64_t n;
-    if ((tag & 0xf0) == 0x90) { *count = tag & 0x0f; return 1; }
-    if (tag == 0xdc) { if (!read_be(c, 2, &n)) return 0; *count = (uint32_t)n; return 1; }
-    if (tag == 0xdd) { if (!read_be(c, 4, &n)) return 0; *count = (uint32_t)n; return 1; }
-    return 0;
-}
-
-/* bin or nil (want_str: str or nil instead); *start is NULL for nil. */
-static int read_bytes(cursor *c, int want_str, const uint8_t **start, uint32_t *length) {
-    if (c->p >= c->end) return 0;
-    uint8_t tag = *c->p++;
-    uint64_t n;
-    if (tag == 0xc0) { *start = NULL; *length = 0; return !want_str; }
-    if (want_str && (tag & 0xe0) == 0xa0) n = tag & 0x1f;
-    else if (want_str && tag == 0xd9) { if (!read_be(c, 1, &n)) return 0; }
-    else if (want_str && tag == 0xda) { if (!read_be(c, 2, &n)) return 0; }
-    else if (want_str && tag == 0xdb) { if (!read_be(c, 4, &n)) return 0; }
-    else if (!want_str && tag == 0xc4) { if (!read_be(c, 1, &n)) return 0; }
-    else if (!want_str && tag == 0xc5) { if (!read_be(c, 2, &n)) return 0; }
-    else if (!want_str && tag == 0xc6) { if (!read_be(c, 4, &n)) return 0; }
-    else return 0;
-    if ((uint64_t)(c->end - c->p) < n || n > INT32_MAX) return 0;
-    *start = c->p;
-    *length = (uint32_t)n;
-    c->p += n;
+    if (!read_array_header(c, &n) || n > UINT32_MAX) return 0;
+    *count = (uint32_t)n;
     return 1;
 }
 
@@ -113,7 +58,7 @@ static int entry(cursor *c, uint8_t **out, size_t *size) {
     if (!read_array(c, &fields) || fields != 5) return 0;
     if (!read_int(c, &ts_delta) || !read_int(c, &offset_delta)) return 0;
     if (offset_delta < 0 || offset_delta > INT32_MAX) return 0;
-    if (!read_bytes(c, 0, &key, &key_length) || !read_bytes(c, 0, &value, &value_length)) return 0;
+    if (!read_bin(c, &key, &key_length) || !read_bin(c, &value, &value_length)) return 0;
     if (!read_array(c, &headers)) return 0;
     cursor first = *c;
     size_t body = 1 + varint_size(ts_delta) + varint_size(offset_delta)
@@ -123,7 +68,7 @@ static int entry(cursor *c, uint8_t **out, size_t *size) {
         uint32_t pair, hk_length, hv_length;
         const uint8_t *hk, *hv;
         if (!read_array(c, &pair) || pair != 2) return 0;
-        if (!read_bytes(c, 1, &hk, &hk_length) || !read_bytes(c, 0, &hv, &hv_length)) return 0;
+        if (!read_str(c, &hk, &hk_length) || !read_bin(c, &hv, &hv_length)) return 0;
         body += varint_size(hk_length) + hk_length + bytes_size(hv, hv_length);
     }
     if (body > INT32_MAX) return 0;
@@ -141,8 +86,8 @@ static int entry(cursor *c, uint8_t **out, size_t *size) {
         uint32_t pair, hk_length, hv_length;
         const uint8_t *hk, *hv;
         read_array(&again, &pair);
-        read_bytes(&again, 1, &hk, &hk_length);
-        read_bytes(&again, 0, &hv, &hv_length);
+        read_str(&again, &hk, &hk_length);
+        read_bin(&again, &hv, &hv_length);
         w = put_varint(w, hk_length);
         memcpy(w, hk, hk_length);
         w += hk_length;
