@@ -22,6 +22,7 @@ from broker.handlers.create_partitions import handle_create_partitions
 from broker.handlers.create_topics import handle_create_topics
 from broker.handlers.delete_groups import handle_delete_groups
 from broker.handlers.delete_topics import handle_delete_topics
+from broker.handlers.describe_cluster import handle_describe_cluster
 from broker.handlers.describe_configs import handle_describe_configs
 from broker.handlers.elect_leaders import handle_elect_leaders
 from broker.handlers.fetch import handle_fetch
@@ -97,4 +98,5 @@ HANDLERS: dict[int, Handler] = {
     KafkaOnlyApi.HEARTBEAT: handle_heartbeat,
     KafkaOnlyApi.LEAVE_GROUP: handle_leave_group,
     KafkaOnlyApi.DESCRIBE_GROUPS: handle_describe_groups,
+    KafkaOnlyApi.DESCRIBE_CLUSTER: handle_describe_cluster,
 }

@@ -17,13 +17,14 @@ __all__ = ["ADVERTISED", "API_VERSIONS_KEY", "DECODED", "KafkaOnlyApi"]
 
 class KafkaOnlyApi(enum.IntEnum):
     """APIs only the Kafka listener speaks: the classic group protocol, hosted in KIP-848
-    groups (broker.core.group.classic)."""
+    groups (broker.core.group.classic), and DescribeCluster."""
 
     JOIN_GROUP = 11
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
+    DESCRIBE_CLUSTER = 60
 
 
 API_VERSIONS_KEY: Final = 18
@@ -63,6 +64,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     47: (0, 0),  # OffsetDelete
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    60: (0, 0),  # DescribeCluster (1 adds KIP-919's endpoint types: controllers are not described)
 }
 
 # api key -> (min, max) version this listener decodes (kio has no Produce below 3).

@@ -360,3 +360,45 @@ def test_an_idempotent_producer_survives_its_leader_killed(cluster: Cluster) -> 
     finally:
         consumer.close()
     assert read == list(range(20_000))  # every record once, in order: no loss, no duplicate
+
+
+def test_admin_client_topics_partitions_configs_and_cluster(cluster: Cluster) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+    )
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap(cluster)})
+    (created,) = admin.create_topics(
+        [NewTopic("ck-admin", 2, 3, config={"retention.ms": "60000"})]
+    ).values()
+    created.result(DEADLINE_S)
+    (grown,) = admin.create_partitions([NewPartitions("ck-admin", 4)]).values()
+    grown.result(DEADLINE_S)
+    assert len(admin.list_topics("ck-admin", timeout=10).topics["ck-admin"].partitions) == 4
+    resource = ConfigResource("topic", "ck-admin")
+    (described,) = admin.describe_configs([resource]).values()
+    assert described.result(DEADLINE_S)["retention.ms"].value == "60000"
+    change = ConfigEntry("retention.ms", "120000", incremental_operation=AlterConfigOpType.SET)
+    (altered,) = admin.incremental_alter_configs(
+        [ConfigResource("topic", "ck-admin", incremental_configs=[change])]
+    ).values()
+    altered.result(DEADLINE_S)
+    ours = cli(cluster, "configs", "describe", "--topic", "ck-admin").stdout.decode()
+    assert "120000" in ours
+    described_cluster = admin.describe_cluster().result(DEADLINE_S)  # DescribeCluster
+    assert sorted(n.id for n in described_cluster.nodes) == [1, 2, 3]
+    assert {n.port for n in described_cluster.nodes} == {
+        b.port_of("KAFKA") for b in cluster.brokers.values()
+    }
+    (deleted,) = admin.delete_topics(["ck-admin"]).values()
+    deleted.result(DEADLINE_S)
+    wait_until(
+        lambda: "ck-admin" not in admin.list_topics(timeout=10).topics or None,
+        DEADLINE_S,
+        "the topic gone",
+    )

@@ -6,6 +6,7 @@ Highwater's own consumer (docs/kafka.md)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,13 @@ import pytest
 from client.cli.zookeeper_server import ZooKeeperServer
 from tests.benchmarks.kafka.jars import spark_kafka_jars
 from tests.integration.cluster_harness import Cluster
-from tests.integration.kafka_wire_cluster import cli, create_topic, kafka_bootstrap, kafka_cluster
+from tests.integration.kafka_wire_cluster import (
+    KCAT,
+    cli,
+    create_topic,
+    kafka_bootstrap,
+    kafka_cluster,
+)
 from tests.integration.replication_checks import whole_cluster_around
 from tests.integration.spark_session import spark
 
@@ -118,3 +125,52 @@ def test_a_write_through_format_kafka_is_read_by_highwater(cluster: Cluster, spa
         out = cli(cluster, "consume", "sk-out", "--from-beginning", "-e", "--json").stdout
         read = [json.loads(line) for line in out.decode().splitlines()]
     assert sorted((r["key"], r["value"]) for r in read) == sorted(rows)
+
+
+def test_highwaters_own_source_reads_records_kcat_produced(cluster: Cluster, spark: Any) -> None:
+    assert KCAT is not None
+    create_topic(cluster, "sk-kcat", partitions=1)
+    lines = b"".join(b"key%d:value %d\n" % (i, i) for i in range(20))
+    subprocess.run(
+        [KCAT, "-b", kafka_bootstrap(cluster), "-P", "-t", "sk-kcat", "-K:", "-H", "src=kcat"],
+        input=lines,
+        check=True,
+        timeout=60,
+    )
+    kafka_view = json_lines(
+        subprocess.run(
+            [KCAT, "-b", kafka_bootstrap(cluster), "-C", "-t", "sk-kcat", "-o", "beginning",
+             "-e", "-J"],
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    )  # fmt: skip
+    rows = (
+        spark.read.format("highwater")
+        .option("bootstrap.servers", cluster.bootstrap)
+        .option("subscribe", "sk-kcat")
+        .option("includeHeaders", "true")
+        .load()
+        .orderBy("offset")
+        .collect()
+    )
+    ours = [
+        (
+            r["offset"],
+            bytes(r["key"]).decode(),
+            bytes(r["value"]).decode(),
+            [(h["key"], bytes(h["value"]).decode()) for h in r["headers"]],
+            int(r["timestamp"].timestamp() * 1000),
+        )
+        for r in rows
+    ]
+    theirs = [
+        (r["offset"], r["key"], r["payload"], [tuple(r["headers"])], r["ts"]) for r in kafka_view
+    ]
+    assert ours == theirs
+    assert [o[2] for o in ours] == [f"value {i}" for i in range(20)]
+
+
+def json_lines(out: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.decode().splitlines()]
