@@ -23,6 +23,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from protocol.errors import ErrorCode, HighwaterError
+from protocol.kafka.bounds import check_bounds
 from protocol.topic_partition import TopicPartition
 
 __all__ = ["Subscription", "decode_subscription", "encode_assignment", "encode_subscription"]
@@ -40,12 +41,17 @@ class Subscription:
 
 
 @cache
-def _subscription_reader(version: int) -> Any:
+def _subscription_class(version: int) -> Any:
     module = __import__(
         f"kio.schema.consumer_protocol_subscription.v{version}.data",
         fromlist=["ConsumerProtocolSubscription"],
     )
-    return entity_reader(module.ConsumerProtocolSubscription)
+    return module.ConsumerProtocolSubscription
+
+
+@cache
+def _subscription_reader(version: int) -> Any:
+    return entity_reader(_subscription_class(version))
 
 
 def decode_subscription(metadata: bytes) -> Subscription:
@@ -55,6 +61,7 @@ def decode_subscription(metadata: bytes) -> Subscription:
         if version < 0:
             raise ValueError(f"version {version}")
         known = min(version, _SUBSCRIPTION_VERSIONS)
+        check_bounds(_subscription_class(known), memoryview(metadata), _VERSION.size)
         body, _ = _subscription_reader(known)(metadata, _VERSION.size)
     except Exception as exc:  # kio raises several kinds on bad bytes: each means the same
         raise HighwaterError(

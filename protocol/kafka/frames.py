@@ -4,8 +4,8 @@ header (v0, or v1 for a flexible response other than ApiVersions: KIP-511).
 
 Only the (api key, version) pairs in `versions.DECODED` are decoded; anything else is a
 `KafkaDecodeError`, with the header when it could be read so that ApiVersions can answer
-UNSUPPORTED_VERSION as Kafka does. Every length kio reads is checked against the bytes left
-before anything is allocated (a `BufferUnderflow`).
+UNSUPPORTED_VERSION as Kafka does. Every length the message declares is checked against the
+bytes left before kio reads it (protocol.kafka.bounds: kio's reader would allocate from it).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from kio.serial.errors import DecodeError
 
 from protocol.errors import ErrorCode
 from protocol.framing import length_prefix
+from protocol.kafka.bounds import BoundsError, check_bounds
 from protocol.kafka.versions import API_VERSIONS_KEY, DECODED
 
 __all__ = [
@@ -93,6 +94,7 @@ def _body_writer(api_key: int, api_version: int) -> Any:
 # What kio's readers raise on bytes that are not a valid message (KeyError: a tagged field
 # it does not know; Kafka would skip it, kio refuses it).
 _READ_ERRORS: Final = (
+    BoundsError,
     DecodeError,
     ValueError,
     TypeError,
@@ -119,7 +121,9 @@ def decode_kafka_request(frame_body: bytes | bytearray) -> KafkaRequest:
     # An unsupported version's header layout is unknown; Kafka reads it as v1 to answer
     # ApiVersions (whose v3+ header v2 only adds tagged fields after client_id).
     flexible = supported and is_flexible(api_key, api_version)
+    view = memoryview(frame_body)
     try:
+        check_bounds(RequestHeaderV2 if flexible else RequestHeaderV1, view, 0)
         raw, offset = (_HEADER_V2_READER if flexible else _HEADER_V1_READER)(frame_body, 0)
     except _READ_ERRORS as exc:
         raise KafkaDecodeError(f"bad request header: {exc}", ErrorCode.INVALID_REQUEST) from exc
@@ -136,6 +140,7 @@ def decode_kafka_request(frame_body: bytes | bytearray) -> KafkaRequest:
             header,
         )
     try:
+        check_bounds(request_class(api_key, api_version), view, offset)
         body, _ = _body_reader(api_key, api_version)(frame_body, offset)
     except _READ_ERRORS as exc:
         raise KafkaDecodeError(
