@@ -292,8 +292,9 @@ class SimBroker(SimProcess):
             self.controller.die()
         self._reset()
 
-    def expire_session(self) -> None:
-        """ZooKeeper expired our session (not a crash): re-register with a new one; a
+    def expire_session(self, reconnect_ms: int | None = None) -> None:
+        """ZooKeeper expired our session (not a crash): re-register with a new one, after
+        ZooKeeper's latency or `reconnect_ms` (ZooKeeper unreachable until then); a
         controller resigns at once (it can no longer write anything)."""
         if self.session_id is None:
             return
@@ -301,9 +302,9 @@ class SimBroker(SimProcess):
         self.session_id = None
         if self.controller is not None:
             self.controller.resign("zookeeper session expired")
-        self.after(
-            self.world.draw(self.world.config.zk_latency_ms), "new session", self._new_session
-        )
+        if reconnect_ms is None:
+            reconnect_ms = self.world.draw(self.world.config.zk_latency_ms)
+        self.after(reconnect_ms, "new session", self._new_session)
 
     def _new_session(self) -> None:
         self.session_id = self.world.zk.open_session(self.broker_id)
