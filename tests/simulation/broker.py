@@ -497,11 +497,15 @@ class SimBroker(SimProcess):
     def _produce(self, envelope: Envelope, request: ProduceRequest) -> None:
         assert self.state is not None
         state = self.state
+        # An idempotent producer's resend the leader recognised is answered below its log
+        # end: appended at some earlier time, not now (ISR members may have crashed since).
+        ends = {tp: p.log_end_offset for tp, p in self.partitions.items()}
         append = append_produce(state, request, self.wall_ms)
         self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
-        needed, appended_ms = dict(append.waiting), self.now_ms
+        needed, now_ms = dict(append.waiting), self.now_ms
+        resent = {tp for tp, r in append.results.items() if 0 <= r.base_offset < ends.get(tp, 0)}
         batches = {
             (t.name, d.index): d.records for t in request.topic_data for d in t.partition_data
         }
@@ -520,7 +524,7 @@ class SimBroker(SimProcess):
                     self.broker_id,
                     partition.leader_epoch,
                     partition.isr,
-                    appended_ms,
+                    0 if tp in resent else now_ms,
                     self.now_ms,
                     tuple(r.key for r in decoded),
                 )

@@ -145,9 +145,9 @@ class IdempotentProducer:
         epoch: int,
         code: int | None,
     ) -> None:
-        self._in_flight.discard(tp)
         if producer_id != self.producer_id:
-            return  # an answer to the producer this one replaced
+            return  # an answer to the producer this one replaced (its in-flight set is new)
+        self._in_flight.discard(tp)
         self.counts["no answer" if code is None else ErrorCode(code).name] += 1
         if code == ErrorCode.NONE:
             if batch.attempts > 1:
