@@ -185,9 +185,10 @@ def test_a_reload_past_a_moved_log_start_keeps_the_batches_after_the_snapshot(
     tmp_path: Path, reload: str
 ) -> None:
     """The log start offset moved (`maybe_increment_log_start_offset`) past the newest
-    snapshot but not past the segment holding it: a reload (a follower's truncation, a restart after a crash)
-    must replay every batch after the snapshot, those below the log start included, or the
-    producer's state goes back to the snapshot's and its next batch is refused."""
+    snapshot but not past the segment holding it: a reload (a follower's truncation, a
+    restart after a crash) must replay every batch after the snapshot, those below the log
+    start included, or the producer's state goes back to the snapshot's and its next batch
+    is refused."""
     directory = tmp_path / "t-0"
     config = LogConfig(segment_bytes=300)
     log = open_log(directory, config)
@@ -221,9 +222,10 @@ def test_a_reload_past_a_moved_log_start_keeps_the_batches_after_the_snapshot(
 
 def test_a_reload_past_deleted_segments_forgets_rather_than_refuses(tmp_path: Path) -> None:
     """The newest usable snapshot is older than the first segment left (the segments after it
-    deleted, the newer snapshots gone): the batches between are gone, so the snapshot cannot be brought up
-    to date. A producer whose batches went with them is forgotten (accepted at any sequence,
-    Kafka's rebuild from the log start offset), not left at the snapshot's older sequence."""
+    deleted, the newer snapshots gone): the batches between are gone, so the snapshot cannot
+    be brought up to date. A producer whose batches went with them is forgotten (accepted at
+    any sequence, Kafka's rebuild from the log start offset), not left at the snapshot's
+    older sequence."""
     directory = tmp_path / "t-0"
     config = LogConfig(segment_bytes=300)
     log = open_log(directory, config)
