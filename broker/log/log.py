@@ -458,10 +458,20 @@ class Log:
 
     def _load_producer_state(self) -> None:
         """The newest valid snapshot at or below the LEO, then every batch after it (headers
-        only). Snapshots above the LEO (a truncated tail) are deleted on the way."""
+        only). Snapshots above the LEO (a truncated tail) are deleted on the way.
+
+        The replay starts at the snapshot, not at the log start offset: a log start moved past
+        the snapshot inside its segment leaves the batches between in the file, and skipping
+        them would put their producers back at the snapshot's sequences (refusing their next
+        batch). A snapshot older than the first segment misses batches deleted since: it is
+        not used, and the state is replayed from the first batch on (Kafka's rebuild from the
+        log start; a producer whose batches are all gone is then unknown, never behind)."""
         log_end_offset = self.log_end_offset
         entries, offset = load_latest_snapshot(self.directory, log_end_offset, self._logger)
-        start = max(offset, self.log_start_offset)
+        start = offset
+        first_offset = self._segments[0].base_offset
+        if offset < first_offset:
+            entries, start = [], first_offset
         self.producer_state.reset(entries, start)
         replayed = 0
         for segment in self._segments:

@@ -292,8 +292,9 @@ class SimBroker(SimProcess):
             self.controller.die()
         self._reset()
 
-    def expire_session(self) -> None:
-        """ZooKeeper expired our session (not a crash): re-register with a new one; a
+    def expire_session(self, reconnect_ms: int | None = None) -> None:
+        """ZooKeeper expired our session (not a crash): re-register with a new one, after
+        ZooKeeper's latency or `reconnect_ms` (ZooKeeper unreachable until then); a
         controller resigns at once (it can no longer write anything)."""
         if self.session_id is None:
             return
@@ -301,9 +302,9 @@ class SimBroker(SimProcess):
         self.session_id = None
         if self.controller is not None:
             self.controller.resign("zookeeper session expired")
-        self.after(
-            self.world.draw(self.world.config.zk_latency_ms), "new session", self._new_session
-        )
+        if reconnect_ms is None:
+            reconnect_ms = self.world.draw(self.world.config.zk_latency_ms)
+        self.after(reconnect_ms, "new session", self._new_session)
 
     def _new_session(self) -> None:
         self.session_id = self.world.zk.open_session(self.broker_id)
@@ -496,11 +497,15 @@ class SimBroker(SimProcess):
     def _produce(self, envelope: Envelope, request: ProduceRequest) -> None:
         assert self.state is not None
         state = self.state
+        # An idempotent producer's resend the leader recognised is answered below its log
+        # end: appended at some earlier time, not now (ISR members may have crashed since).
+        ends = {tp: p.log_end_offset for tp, p in self.partitions.items()}
         append = append_produce(state, request, self.wall_ms)
         self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
-        needed, appended_ms = dict(append.waiting), self.now_ms
+        needed, now_ms = dict(append.waiting), self.now_ms
+        resent = {tp for tp, r in append.results.items() if 0 <= r.base_offset < ends.get(tp, 0)}
         batches = {
             (t.name, d.index): d.records for t in request.topic_data for d in t.partition_data
         }
@@ -519,7 +524,7 @@ class SimBroker(SimProcess):
                     self.broker_id,
                     partition.leader_epoch,
                     partition.isr,
-                    appended_ms,
+                    0 if tp in resent else now_ms,
                     self.now_ms,
                     tuple(r.key for r in decoded),
                 )

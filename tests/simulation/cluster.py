@@ -32,6 +32,7 @@ from tests.simulation.broker import SimBroker
 from tests.simulation.config import SimConfig
 from tests.simulation.disk import BatchInfo, MirroredLog
 from tests.simulation.groups import GroupWorkload
+from tests.simulation.idempotence import ProducerStateInvariants
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.nemesis import (
     Nemesis,
@@ -80,6 +81,7 @@ class SimReport:
     cleanings: int = 0  # cleaned segments swapped in (compacted topic)
     group: dict[str, int] = field(default_factory=dict)  # what the group workload saw
     fetch_sessions: dict[str, int] = field(default_factory=dict)  # KIP-227, exercised
+    idempotence: dict[str, int] = field(default_factory=dict)  # the idempotent producer's
 
 
 class SimCluster:
@@ -155,7 +157,8 @@ class SimCluster:
         self.invariants = Invariants(self.world)
         self.operator_invariants = OperatorInvariants(self.world, self.invariants)
         self.session_invariants = SessionInvariants(self.world)
-        self.producer = Producer(self.world)
+        self.producer = Producer(self.world, self.invariants)
+        self.producer_state_invariants = ProducerStateInvariants(self.world)
         self.operator = Operator(self.world, self.admin_session)
         self.nemesis = Nemesis(self.world, self.operator)
         self.group = (
@@ -227,6 +230,8 @@ class SimCluster:
             self.operator_invariants.check()
             self.invariants.check()
             self.session_invariants.check()
+            if self.config.idempotent_producer:
+                self.producer_state_invariants.check()
             if self.group is not None:
                 self.group.check()
         except InvariantViolation as exc:
@@ -254,6 +259,8 @@ class SimCluster:
             replay += " --compacted"
         if self.config.consumer_groups:
             replay += " --groups"
+        if self.config.idempotent_producer:
+            replay += " --idempotent"
         raise SimulationFailure(
             f"simulation seed {self.seed} failed at step {self.steps} (t={self.now_ms} ms): "
             f"{what}\nreplay: {replay}\nlast steps:\n" + "\n".join(self._recent)
@@ -374,6 +381,11 @@ class SimCluster:
     def check_final(self) -> None:
         """Logs identical on disk, and every protected ack readable by a consumer."""
         self.invariants.check_mirrors()
+        if self.config.idempotent_producer:
+            try:
+                self.producer_state_invariants.check_all()
+            except InvariantViolation as exc:
+                self.fail(str(exc))
         for tp in self.partitions():
             replicas = self.world.zk.assignments[tp[0]][tp[1]]
             if tp.topic in self.world.compacted:  # cleaned independently: compare keys
@@ -457,7 +469,14 @@ class SimCluster:
             cleanings=self.world.cleanings,
             group=dict(self.group.counts) if self.group is not None else {},
             fetch_sessions=self._session_counts(),
+            idempotence=self._idempotence_counts(),
         )
+
+    def _idempotence_counts(self) -> dict[str, int]:
+        idempotent = self.producer.idempotent
+        if idempotent is None:
+            return {}
+        return dict(idempotent.counts + self.producer_state_invariants.counts)
 
     def _session_counts(self) -> dict[str, int]:
         counts = Counter(self.session_invariants.counts)

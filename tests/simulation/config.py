@@ -58,6 +58,10 @@ class SimConfig:
     produce_interval_ms: Range = (15, 90)
     produce_timeout_ms: int = 1_500
     records_per_batch: Range = (1, 3)
+    # The plain topic's batches from an idempotent producer (idempotence.py): producer id,
+    # sequences, retries of the same bytes; its sequence errors and every new leader's
+    # producer state are checked.
+    idempotent_producer: bool = False
 
     # Nemesis.
     nemesis_interval_ms: Range = (100, 600)

@@ -95,6 +95,8 @@ class MirroredLog(Log):
 
     def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
         info = super().append_as_leader(records, leader_epoch, now_ms)
+        if info.duplicate:  # an idempotent producer's resend: nothing was appended
+            return info
         offset = info.first_offset
         for _, header in check_batches(records):
             self.batches.append(

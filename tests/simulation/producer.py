@@ -3,7 +3,9 @@
 It sends one batch at a time (several may be in flight) to the leader that ZooKeeper names
 for a random partition, and counts the answers. Which produces were acknowledged is recorded
 by the leader at the moment it acknowledges (see `World.on_ack`), so an ack whose response is
-lost on the way still counts: the record was committed either way.
+lost on the way still counts: the record was committed either way. With
+`idempotent_producer` the plain topic's batches go through an `IdempotentProducer` instead
+(idempotence.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from protocol.messages.produce import (
 )
 from protocol.records import Record, build_batch
 from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
+from tests.simulation.idempotence import IdempotentProducer
+from tests.simulation.invariants import Invariants
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import World
 
@@ -26,12 +30,17 @@ __all__ = ["Producer"]
 
 
 class Producer:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, invariants: Invariants) -> None:
         self.world = world
         self.sent = 0
         self.outcomes: Counter[str] = Counter()
         self._next_value = 0
         self.running = False
+        self.idempotent = (
+            IdempotentProducer(world, invariants, lambda: self.running)
+            if world.config.idempotent_producer
+            else None
+        )
 
     def start(self) -> None:
         self.running = True
@@ -51,6 +60,9 @@ class Producer:
             count = self.world.draw(self.world.config.records_per_batch)
             if tp.topic in self.world.compacted:
                 self.produce_keyed(tp, [self._keyed() for _ in range(count)])
+            elif self.idempotent is not None:
+                self.sent += 1
+                self.idempotent.add(tp, [self._value() for _ in range(count)])
             else:
                 self.produce(tp, [self._value() for _ in range(count)])
         self._schedule()

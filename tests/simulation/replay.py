@@ -1,6 +1,7 @@
 """Replay one simulation seed, printing every step.
 
-    python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--compacted] [--quiet]
+    python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--compacted] [--groups]
+        [--idempotent] [--quiet]
 
 Exits 1 (after printing the failure) if an invariant breaks, 0 with a summary otherwise.
 """
@@ -31,12 +32,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--groups", action="store_true", help="a consumer group and its coordinator too"
     )
+    parser.add_argument(
+        "--idempotent", action="store_true", help="an idempotent producer on the plain topic"
+    )
     args = parser.parse_args(argv)
     base = SimConfig(brokers=4, enable_operator=True) if args.operator else SimConfig()
     if args.compacted:
         base = dataclasses.replace(base, compacted_topic=True)
     if args.groups:
         base = dataclasses.replace(base, consumer_groups=True, partitions=4)
+    if args.idempotent:
+        base = dataclasses.replace(base, idempotent_producer=True)
     config = dataclasses.replace(base, chaos_steps=args.steps)
     with tempfile.TemporaryDirectory(prefix=f"hw-sim-{args.seed}-") as directory:
         try:
@@ -52,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         f"elections, {report.messages_dropped} messages dropped; produce outcomes "
         f"{report.produce_outcomes}"
         + (f"; the operator got done: {report.operator}" if config.enable_operator else "")
+        + (f"; idempotence: {report.idempotence}" if args.idempotent else "")
     )
     return 0
 

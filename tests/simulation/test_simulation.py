@@ -32,6 +32,11 @@ COMPACTED_SEEDS = range(2_020, 2_080)
 # survive coordinator failover), its members paused and restarted among the broker faults.
 GROUPS = SimConfig(consumer_groups=True, partitions=4)
 GROUP_SEEDS = range(3_020, 3_080)
+# An idempotent producer on "t" (idempotence.py): no leader whose log holds a producer's
+# acknowledged batch refuses the next one as out of order, and every new leader's producer
+# state is the replay of its log.
+IDEMPOTENT = SimConfig(idempotent_producer=True)
+IDEMPOTENT_SEEDS = range(4_020, 4_080)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -62,6 +67,23 @@ def test_the_cleaner_cleans(tmp_path: Path) -> None:
 def test_seed_with_a_consumer_group(seed: int, tmp_path: Path) -> None:
     report = run_seed(seed, tmp_path, GROUPS)
     assert report.steps > 0
+
+
+@pytest.mark.parametrize("seed", IDEMPOTENT_SEEDS)
+def test_seed_with_an_idempotent_producer(seed: int, tmp_path: Path) -> None:
+    report = run_seed(seed, tmp_path, IDEMPOTENT)
+    assert report.steps > 0
+
+
+def test_the_idempotent_producer_is_exercised(tmp_path: Path) -> None:
+    """The idempotent seeds are not vacuous: batches are acknowledged, some only after a
+    resend (a duplicate the leader recognised, or a retry to a new leader), and new leaders'
+    producer states are checked against their logs."""
+    seen: Counter[str] = Counter()
+    for seed in range(4_000, 4_010):
+        seen.update(run_seed(seed, tmp_path / str(seed), IDEMPOTENT).idempotence)
+    assert seen["NONE"] >= 100 and seen["acked after a resend"] >= 5, seen
+    assert seen["producer states checked"] >= 50, seen
 
 
 def test_the_group_is_exercised(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ class Ack:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
-    appended_ms: int
+    appended_ms: int  # 0: a resend the leader recognised (appended earlier, when unknown)
     acked_ms: int
     keys: tuple[bytes | None, ...] = ()
 
