@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode, HighwaterError
 from protocol.kafka.frames import KafkaRequest, response_class
 from protocol.kafka.mapping import convert
 from protocol.kafka.records import from_kafka_batches, to_kafka_batches
-from protocol.kafka.versions import ADVERTISED, KafkaOnlyApi
+from protocol.kafka.versions import ADVERTISED, KAFKA_ONLY_KEYS
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
 from protocol.messages.delete_acls import DeleteAclsRequest
 from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
@@ -63,7 +63,7 @@ def advertised_versions() -> ApiVersionsResponse:
 
 def request_to_highwater(kafka: KafkaRequest) -> Translated:
     key = kafka.header.api_key
-    if key in _KAFKA_ONLY:
+    if key in KAFKA_ONLY_KEYS:
         return Translated(key, kafka.body, kafka)  # their handlers take kio's classes
     special = _REQUESTS.get(key)
     if special is not None:
@@ -78,9 +78,6 @@ def response_to_kafka(translated: Translated, response: Any) -> Any:
     if special is not None:
         response = special(translated, response)
     return convert(response, target)
-
-
-_KAFKA_ONLY: Final = frozenset(KafkaOnlyApi)
 
 
 def _offset_commit_response(translated: Translated, response: Any) -> Any:

@@ -27,7 +27,7 @@ from protocol.kafka.frames import (
     response_class,
 )
 from protocol.kafka.mapping import convert
-from protocol.kafka.versions import KafkaOnlyApi
+from protocol.kafka.versions import API_VERSIONS_KEY, KAFKA_ONLY_KEYS
 from protocol.messages.api_versions import ApiVersionsResponse
 
 __all__ = ["KAFKA_WIRE", "NATIVE_WIRE", "WIRES", "Call", "Wire"]
@@ -64,13 +64,8 @@ class NativeWire:
         return encode(call.header, response)
 
     def refusal(self, error: RequestDecodeError) -> bytes | None:
-        header = error.header
-        if (
-            header is not None
-            and header.api_key == ApiKey.API_VERSIONS
-            and error.code == ErrorCode.UNSUPPORTED_VERSION
-        ):
-            return api_versions_fallback(header)
+        if error.header is not None and _unsupported_api_versions(error):
+            return api_versions_fallback(error.header)
         return None
 
 
@@ -99,9 +94,7 @@ class KafkaWire:
         h = kafka.header
         key = translated.api_key
         # The handler's version: Highwater's newest for a shared API, Kafka's own otherwise.
-        version = (
-            h.api_version if key in KafkaOnlyApi._value2member_map_ else api_spec(key).max_version
-        )
+        version = h.api_version if key in KAFKA_ONLY_KEYS else api_spec(key).max_version
         header = RequestHeader(key, version, h.correlation_id, h.client_id)
         return Call(header, translated.body, translated)
 
@@ -111,18 +104,24 @@ class KafkaWire:
         return [encode_kafka_response(call.kafka.kafka.header, body)]
 
     def refusal(self, error: RequestDecodeError) -> bytes | None:
-        header = error.header
-        if (
-            header is None
-            or header.api_key != ApiKey.API_VERSIONS
-            or error.code != ErrorCode.UNSUPPORTED_VERSION
-        ):
+        if error.header is None or not _unsupported_api_versions(error):
             return None
         # KIP-511: v0, UNSUPPORTED_VERSION and the ranges, so the client can pick a version.
-        kafka_header = KafkaHeader(ApiKey.API_VERSIONS, 0, header.correlation_id, None)
+        kafka_header = KafkaHeader(API_VERSIONS_KEY, 0, error.header.correlation_id, None)
         ranges = advertised_versions().api_keys
         refused = ApiVersionsResponse(ErrorCode.UNSUPPORTED_VERSION, ranges)
-        return encode_kafka_response(kafka_header, convert(refused, response_class(18, 0)))
+        v0 = response_class(API_VERSIONS_KEY, 0)
+        return encode_kafka_response(kafka_header, convert(refused, v0))
+
+
+def _unsupported_api_versions(error: RequestDecodeError) -> bool:
+    """ApiVersions at a version the wire does not speak: answered, not closed (KIP-511)."""
+    header = error.header
+    return (
+        header is not None
+        and header.api_key == ApiKey.API_VERSIONS
+        and error.code == ErrorCode.UNSUPPORTED_VERSION
+    )
 
 
 NATIVE_WIRE = NativeWire()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-__all__ = ["ADVERTISED", "API_VERSIONS_KEY", "DECODED", "KafkaOnlyApi"]
+__all__ = ["ADVERTISED", "API_VERSIONS_KEY", "DECODED", "KAFKA_ONLY_KEYS", "KafkaOnlyApi"]
 
 
 class KafkaOnlyApi(enum.IntEnum):
@@ -25,6 +25,9 @@ class KafkaOnlyApi(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     DESCRIBE_CLUSTER = 60
+
+
+KAFKA_ONLY_KEYS: Final = frozenset(int(key) for key in KafkaOnlyApi)
 
 
 API_VERSIONS_KEY: Final = 18
