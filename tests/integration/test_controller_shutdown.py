@@ -35,15 +35,23 @@ def zk_hosts(zookeeper: ZooKeeperServer) -> str:
 
 
 def handler_context(controller: Controller | None) -> BrokerContext:
-    """The handler only needs `ctx.controller`, and the authorizer's word (brokers only: a
-    broker without an authorizer allows every request, as here)."""
+    """The handler only needs `ctx.controller`, the authorizer's word (brokers only: a
+    broker without an authorizer allows every request, as here) and whether the request came
+    in on the control-plane listener (it did: the controller's own channel)."""
 
     def authorize_cluster(operation: object, *, log_denied: bool = True) -> bool:
         return True
 
+    def on_control_plane() -> bool:
+        return True
+
     return cast(
         "BrokerContext",
-        SimpleNamespace(controller=controller, authorize_cluster=authorize_cluster),
+        SimpleNamespace(
+            controller=controller,
+            authorize_cluster=authorize_cluster,
+            on_control_plane=on_control_plane,
+        ),
     )
 
 
