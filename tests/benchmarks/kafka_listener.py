@@ -2,10 +2,11 @@
 `python -m tests.benchmarks.kafka_listener [--records N] [--runs R]` (docs/performance.md,
 "The Kafka listener").
 
-Per run, alternating the two: produce N records of 100 bytes to an RF=3 topic with acks=all
-(librdkafka through the Kafka listener: confluent-kafka, idempotent, its default linger; the
-native: `highwater perf produce --acks all`), then read them back (confluent-kafka assigned to
-every partition; `highwater perf consume`). Prints records/s, the Kafka/native ratio, and the
+Per run, alternating: produce N records of 100 bytes to an RF=3 topic with acks=all, then
+read them back, three ways: the native client (`highwater perf produce --acks all`, `perf
+consume`), confluent-kafka through the Kafka listener (idempotent, its default linger; a
+consumer assigned every partition), and kcat through the Kafka listener (librdkafka with no
+Python per record, so the client is no ceiling). Prints records/s, the Kafka/native ratio, and the
 three brokers' CPU per record (from /proc) for each. The goals (issue text): Kafka-listener
 throughput at least 0.8 of native, broker CPU per record at most 1.25x native.
 """
@@ -84,6 +85,35 @@ def _kafka_consume(bootstrap: str, topic: str, records: int) -> float:
     return records / elapsed
 
 
+def _kcat_produce(bootstrap: str, topic: str, records: int, lines: Path) -> float:
+    """kcat (librdkafka in C, no Python per record): the client is no ceiling here."""
+    started = time.perf_counter()
+    with lines.open("rb") as stdin:
+        subprocess.run(
+            ["kcat", "-b", bootstrap, "-P", "-t", topic, "-X", "acks=all",
+             "-X", "enable.idempotence=true"],
+            stdin=stdin,
+            check=True,
+            timeout=600,
+        )  # fmt: skip
+    return records / (time.perf_counter() - started)
+
+
+def _kcat_consume(bootstrap: str, topic: str, records: int) -> float:
+    started = time.perf_counter()
+    out = subprocess.run(
+        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+        capture_output=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    elapsed = time.perf_counter() - started
+    read = out.count(b"\n")
+    if read != records:
+        raise RuntimeError(f"kcat read {read} of {records}")
+    return records / elapsed
+
+
 def _measured(pids: list[int], work: Callable[[], float], records: int) -> tuple[float, float]:
     """(records/s, brokers' CPU µs per record) of one piece of work."""
     before = total_cpu_seconds(pids)
@@ -92,9 +122,10 @@ def _measured(pids: list[int], work: Callable[[], float], records: int) -> tuple
 
 
 def _steps(
-    kafka: str, native: str, via_kafka: str, records: int, env: dict[str, str]
+    kafka: str, native: str, via_kafka: str, records: int, env: dict[str, str], lines: Path
 ) -> list[tuple[str, Callable[[], float]]]:
     count = str(records)
+    via_kcat = via_kafka + "-kcat"
     return [
         (
             "native produce",
@@ -118,6 +149,8 @@ def _steps(
             lambda: _rate(_cli("perf", "consume", "--topic", native, "--messages", count, env=env)),
         ),
         ("kafka consume", lambda: _kafka_consume(kafka, via_kafka, records)),
+        ("kcat produce", lambda: _kcat_produce(kafka, via_kcat, records, lines)),
+        ("kcat consume", lambda: _kcat_consume(kafka, via_kcat, records)),
     ]
 
 
@@ -142,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         env=env,
     )
     figures: dict[str, list[tuple[float, float]]] = {}
+    lines = root / "records.txt"
+    lines.write_bytes((VALUE + b"\n") * args.records)
     try:
         pids = list(broker_pids(root).values())
         for run in range(args.runs):
             native, via_kafka = f"native-{run}", f"kafka-{run}"
-            for topic in (native, via_kafka):
+            for topic in (native, via_kafka, via_kafka + "-kcat"):
                 _cli(
                     "topics",
                     "create",
@@ -159,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                     "min.insync.replicas=2",
                     env=env,
                 )
-            steps = _steps(kafka, native, via_kafka, args.records, env)
+            steps = _steps(kafka, native, via_kafka, args.records, env, lines)
             for name, work in steps:
                 rate, cpu_us = _measured(pids, work, args.records)
                 figures.setdefault(name, []).append((rate, cpu_us))
@@ -168,15 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _cli("dev", "down", "--dir", str(root), env=env)
     print(f"\n{args.records:,} records of 100 B, RF=3, acks=all; medians of {args.runs} runs")
-    print(f"{'':16} {'native':>14} {'kafka':>14} {'kafka/native':>13}")
+    print("the Kafka listener with confluent-kafka (Python) and with kcat, against native:")
+    print(f"{'':16} {'native':>10} {'confluent':>10} {'/native':>8} {'kcat':>10} {'/native':>8}")
     for what in ("produce", "consume"):
-        native_runs, kafka_runs = figures[f"native {what}"], figures[f"kafka {what}"]
-        n_rate = statistics.median(r for r, _ in native_runs)
-        k_rate = statistics.median(r for r, _ in kafka_runs)
-        n_cpu = statistics.median(c for _, c in native_runs)
-        k_cpu = statistics.median(c for _, c in kafka_runs)
-        print(f"{what + ' rec/s':16} {n_rate:>14,.0f} {k_rate:>14,.0f} {k_rate / n_rate:>13.2f}")
-        print(f"{what + ' µs/rec':16} {n_cpu:>14.1f} {k_cpu:>14.1f} {k_cpu / n_cpu:>13.2f}")
+        runs = [figures[f"{client} {what}"] for client in ("native", "kafka", "kcat")]
+        rates = [statistics.median(r for r, _ in run) for run in runs]
+        cpus = [statistics.median(c for _, c in run) for run in runs]
+        for label, (n, c, k) in ((f"{what} rec/s", rates), (f"{what} µs/rec", cpus)):
+            digits = ",.0f" if "rec/s" in label else ".1f"
+            print(
+                f"{label:16} {n:>10{digits}} {c:>10{digits}} {c / n:>8.2f} "
+                f"{k:>10{digits}} {k / n:>8.2f}"
+            )
     return 0
 
 
