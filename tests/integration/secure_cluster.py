@@ -23,6 +23,7 @@ __all__ = [
     "make_pki",
     "secure_cluster",
     "security",
+    "wait_for_secured_broker",
     "zookeeper_acl_settings",
 ]
 
@@ -132,3 +133,19 @@ def security(
         password=password,
         ssl_cafile=str(pki.ca) if "SSL" in protocol else None,
     )
+
+
+async def wait_for_secured_broker(cluster: Cluster, pki: Pki, broker_id: int = 1) -> ClientSecurity:
+    """Once broker `broker_id` answers Metadata on EXTERNAL as the broker user and knows a
+    controller; that login (a super user), for the test's own set-up."""
+    from tests.integration.cluster_harness import eventually, fetch_metadata
+
+    port = cluster.brokers[broker_id].port_of("EXTERNAL")
+    as_broker = security(pki, BROKER_USER, BROKER_PASSWORD)
+
+    async def up() -> bool:
+        meta = await fetch_metadata(port, timeout_ms=5000, security=as_broker)
+        return meta is not None and meta.controller_id >= 0
+
+    await eventually(up, 60, "the secured broker")
+    return as_broker

@@ -13,14 +13,13 @@ import trio
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
 from client.security_admin import upsert_user
-from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata
+from tests.integration.cluster_harness import Cluster
 from tests.integration.kafka_wire_cluster import DEADLINE_S, KCAT
 from tests.integration.secure_cluster import (
-    BROKER_PASSWORD,
     Pki,
     make_pki,
     secure_cluster,
-    security,
+    wait_for_secured_broker,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -52,14 +51,7 @@ def cluster(
 
 
 async def _set_up(cluster: Cluster, pki: Pki) -> None:
-    port = cluster.brokers[1].port_of("EXTERNAL")
-    as_broker = security(pki, "broker", BROKER_PASSWORD)
-
-    async def up() -> bool:
-        meta = await fetch_metadata(port, timeout_ms=5000, security=as_broker)
-        return meta is not None and meta.controller_id >= 0
-
-    await eventually(up, 60, "the secured broker")
+    as_broker = await wait_for_secured_broker(cluster, pki)
     async with Admin(cluster.bootstrap_on("EXTERNAL"), security=as_broker) as admin:
         for user in ("admin", "nobody"):
             await upsert_user(admin, user, f"{user}-secret")

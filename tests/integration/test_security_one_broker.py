@@ -38,11 +38,11 @@ from protocol.records import Record, build_batch
 from protocol.topic_partition import OFFSETS_TOPIC
 from tests.integration.cluster_harness import Cluster, eventually, fetch_metadata, wait_until
 from tests.integration.secure_cluster import (
-    BROKER_PASSWORD,
     Pki,
     make_pki,
     secure_cluster,
     security,
+    wait_for_secured_broker,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -74,14 +74,8 @@ def cluster(
 
 async def _set_up(cluster: Cluster, pki: Pki) -> None:
     """The broker up; users admin and mallory; the admin's topic."""
+    as_broker = await wait_for_secured_broker(cluster, pki)
     port = cluster.brokers[1].port_of("EXTERNAL")
-    as_broker = security(pki, "broker", BROKER_PASSWORD)
-
-    async def up() -> bool:
-        meta = await fetch_metadata(port, timeout_ms=5000, security=as_broker)
-        return meta is not None and meta.controller_id >= 0
-
-    await eventually(up, 60, "the secured broker")
     async with Admin(cluster.bootstrap_on("EXTERNAL"), security=as_broker) as admin:
         for user in ("admin", "mallory"):
             await upsert_user(admin, user, f"{user}-secret")
