@@ -13,15 +13,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.core.authorizer import (
-    CLUSTER_NAME,
-    AclOperation,
-    Acls,
-    AuthorizerSettings,
-    ResourceType,
-    authorize,
-    authorize_any,
-)
+from broker.core.authorizer import AuthorizerSettings, authorize, authorize_any
 from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
@@ -35,6 +27,7 @@ from client.security import ClientSecurity
 from controller.zk_data import ZkDataError
 from controller.zk_election import read_elected_controller
 from controller.zk_types import ZkError
+from protocol.acl import CLUSTER_NAME, AclOperation, Acls, ResourceType
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from broker.context import SESSION, Session
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.http_basic import basic_credentials, login_matches
 from broker.core.principal import USER_TYPE, Principal
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential
+from protocol.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext

@@ -34,11 +34,11 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from broker.cluster_view import ClusterView
-from broker.core.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from broker.core.http_basic import REALM
 from broker.core.principal import Principal
 from broker.core.status_history import StatusHistory
 from broker.core.visible_cluster import MayDescribe, visible_snapshot
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig

@@ -55,6 +55,7 @@ from client import clock
 from client.lifecycle import exception_leaves
 from client.runtime import tune_garbage_collector
 from controller.controller import Controller, run_controller
+from controller.settings import ControllerSettings
 from controller.zk_client import ZkClient, ZkError
 from controller.zk_configs import USERS, ConfigChangedError, get_entity_config, set_entity_config
 from controller.zk_topics import get_or_create_cluster_id
@@ -233,13 +234,7 @@ async def _start(
             candidacy,
             zk,
             config.broker_id,
-            request_timeout_ms=config.request_timeout_ms,
-            unclean_leader_election_enable=config.unclean_leader_election_enable,
-            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
-            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
-            leader_imbalance_check_interval_seconds=(
-                config.leader_imbalance_check_interval_seconds
-            ),
+            ControllerSettings.of(config),
             security=ctx.control_plane_security,
             listener_name=config.control_plane_listener_name,
         )

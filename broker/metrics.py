@@ -26,10 +26,10 @@ from prometheus_client.registry import Collector
 from broker.core.metadata_cache import NO_LEADER
 from broker.purgatory import PURGATORY_KINDS
 from broker.request_stats import TIME_KINDS
-from broker.stats import Timings
 from controller.zk_types import SessionState
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.stats import Timings
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:

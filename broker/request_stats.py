@@ -14,7 +14,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Final
 
-from broker.stats import Timings
+from protocol.stats import Timings
 
 __all__ = ["TIME_KINDS", "ApiStats", "RequestStats", "count_errors"]
 

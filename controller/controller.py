@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import structlog
 import trio
 
-from broker.settings import default_of
 from client.security import ClientSecurity
 from controller import zk_data
 from controller.channel import ControllerChannel
@@ -34,6 +33,7 @@ from controller.core import (
 )
 from controller.inbox import Asked, Closed, ImbalanceTick, Inbox, RequestEvent
 from controller.leading import ControllerStats, LeadingController, Reply
+from controller.settings import DEFAULT_SETTINGS, ControllerSettings
 from controller.zk_client import ZkClient
 from controller.zk_election import (
     delete_own_controller_znode,
@@ -66,11 +66,6 @@ ElectionResults = dict[TopicPartition, ErrorCode]
 ReassignmentTargets = dict[TopicPartition, tuple[int, ...] | None]
 
 
-def _default(key: str) -> Any:
-    """A broker setting's default, from the one table (broker/settings.py)."""
-    return default_of(key)
-
-
 def _now_ms() -> int:
     """The core's clock: monotonic (timers, should it get any; see controller.core.handle)."""
     return time.monotonic_ns() // 1_000_000
@@ -89,16 +84,8 @@ class Controller:
         self,
         zk: ZkClient,
         broker_id: int,
+        settings: ControllerSettings = DEFAULT_SETTINGS,
         *,
-        request_timeout_ms: int = _default("request.timeout.ms"),
-        unclean_leader_election_enable: bool = _default("unclean.leader.election.enable"),
-        auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable"),
-        leader_imbalance_per_broker_percentage: int = _default(
-            "leader.imbalance.per.broker.percentage"
-        ),
-        leader_imbalance_check_interval_seconds: int = _default(
-            "leader.imbalance.check.interval.seconds"
-        ),
         security: ClientSecurity | None = None,
         listener_name: str | None = None,
     ):
@@ -108,15 +95,12 @@ class Controller:
         self.security = security
         self.listener_name = listener_name
         self.broker_id = broker_id
-        self.request_timeout_ms = request_timeout_ms
-        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
-        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
-        self.leader_imbalance_check_interval_seconds = leader_imbalance_check_interval_seconds
+        self.settings = settings
         self.controller_id = -1
         self.controller_epoch = -1
         self.stats = ControllerStats()
         self._idle = ControllerContext(
-            broker_id, unclean_leader_election_enable=unclean_leader_election_enable
+            broker_id, unclean_leader_election_enable=settings.unclean_leader_election_enable
         )
         self._term: LeadingController | None = None
         self._inbox: Inbox | None = None  # set while leading
@@ -144,7 +128,7 @@ class Controller:
         """Move `broker_id`'s leaderships away (Kafka's doControlledShutdown): the error code
         and the partitions it still leads. Waits at most `request_timeout_ms`."""
         reply = await self._ask(
-            ControlledShutdownRequested(broker_id, broker_epoch), self.request_timeout_ms
+            ControlledShutdownRequested(broker_id, broker_epoch), self.settings.request_timeout_ms
         )
         if isinstance(reply, ControlledShutdownReply):
             return reply.error_code, list(reply.remaining_partitions)
@@ -182,7 +166,7 @@ class Controller:
         return dict(self.context.reassignments) if self.is_active else None
 
     async def _ask(self, event: RequestEvent, timeout_ms: int) -> Reply | None:
-        timeout_s = max(0, min(timeout_ms, self.request_timeout_ms)) / 1000
+        timeout_s = max(0, min(timeout_ms, self.settings.request_timeout_ms)) / 1000
         inbox = self._inbox
         if inbox is None or not self.is_active:
             return self._refuse(event)
@@ -263,13 +247,13 @@ class Controller:
                 channel = ControllerChannel(
                     nursery,
                     controller_id=self.broker_id,
-                    request_timeout_ms=self.request_timeout_ms,
+                    request_timeout_ms=self.settings.request_timeout_ms,
                     security=self.security,
                     listener_name=self.listener_name,
                 )
                 nursery.start_soon(_forward, events, inbox)
-                if self.auto_leader_rebalance_enable:
-                    interval_s = max(1, self.leader_imbalance_check_interval_seconds)
+                if self.settings.auto_leader_rebalance_enable:
+                    interval_s = max(1, self.settings.leader_imbalance_check_interval_seconds)
                     nursery.start_soon(_tick_imbalance_checks, inbox, interval_s)
                 try:
                     await self._lead_loop(term, inbox, channel)
@@ -326,7 +310,7 @@ class Controller:
             case Asked():
                 inbox.pending.append(item)
             case ImbalanceTick():
-                percentage = self.leader_imbalance_per_broker_percentage
+                percentage = self.settings.leader_imbalance_per_broker_percentage
                 await self._run(
                     term, channel, lambda: term.apply(LeaderImbalanceCheck(percentage), _now_ms())
                 )
@@ -417,31 +401,13 @@ async def _tick_imbalance_checks(inbox: Inbox, interval_s: float) -> None:
 async def run_controller(
     zk: ZkClient,
     broker_id: int,
+    settings: ControllerSettings = DEFAULT_SETTINGS,
     *,
-    request_timeout_ms: int = _default("request.timeout.ms"),
-    unclean_leader_election_enable: bool = _default("unclean.leader.election.enable"),
-    auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable"),
-    leader_imbalance_per_broker_percentage: int = _default(
-        "leader.imbalance.per.broker.percentage"
-    ),
-    leader_imbalance_check_interval_seconds: int = _default(
-        "leader.imbalance.check.interval.seconds"
-    ),
     security: ClientSecurity | None = None,
     listener_name: str | None = None,
     task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run this broker's controller candidate until cancelled. `await nursery.start(...)`
     returns the Controller object (for controller_id / controller_epoch / is_active)."""
-    controller = Controller(
-        zk,
-        broker_id,
-        request_timeout_ms=request_timeout_ms,
-        unclean_leader_election_enable=unclean_leader_election_enable,
-        auto_leader_rebalance_enable=auto_leader_rebalance_enable,
-        leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
-        leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
-        security=security,
-        listener_name=listener_name,
-    )
+    controller = Controller(zk, broker_id, settings, security=security, listener_name=listener_name)
     await controller.run(task_status=task_status)

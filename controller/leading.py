@@ -14,7 +14,6 @@ from typing import assert_never
 
 import structlog
 
-from broker.stats import Timings
 from controller.core import (
     LEADER_ELECTED,
     PREFERRED_REPLICA_IMBALANCE,
@@ -47,6 +46,7 @@ from controller.zk_writes import delete_paths, write
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
+from protocol.stats import Timings
 
 __all__ = ["BrokerRequest", "ControllerStats", "LeadingController", "Reply"]
 

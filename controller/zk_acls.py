@@ -15,15 +15,6 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from broker.core.authorizer import (
-    AccessControlEntry,
-    AclOperation,
-    Acls,
-    PatternType,
-    Permission,
-    ResourcePattern,
-    ResourceType,
-)
 from controller import zk_data
 from controller.zk_script import (
     ZkScript,
@@ -42,6 +33,15 @@ from controller.zk_types import (
     NoNodeError,
     SetOp,
     TransactionOp,
+)
+from protocol.acl import (
+    AccessControlEntry,
+    AclOperation,
+    Acls,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
 )
 
 __all__ = [

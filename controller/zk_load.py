@@ -15,8 +15,6 @@ from collections.abc import Iterable, Mapping
 
 import structlog
 
-from broker.config_def import InvalidValue
-from broker.topic_config import topic_setting
 from controller import zk_data, zk_topics
 from controller.core import (
     BrokersChanged,
@@ -250,11 +248,12 @@ def _unclean_value(config: Mapping[str, str], where: str) -> bool | None:
     text = config.get(_UNCLEAN_CONFIG)
     if text is None:
         return None
-    try:
-        return topic_setting(_UNCLEAN_CONFIG).setting.parse(text.strip()) is True
-    except InvalidValue:
+    # A BOOLEAN as Kafka's ConfigDef.parseType reads one: true or false, any case.
+    value = text.strip().lower()
+    if value not in ("true", "false"):
         _log.warning("bad config ignored", where=where, key=_UNCLEAN_CONFIG)
         return None
+    return value == "true"
 
 
 def _isr_change_children() -> ZkScript[list[str]]:

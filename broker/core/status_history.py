@@ -25,9 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from broker.core.authorizer import ResourceType
 from broker.core.series_ring import SeriesRing
 from broker.core.visible_cluster import MayDescribe
+from protocol.acl import ResourceType
 
 __all__ = [
     "CAPACITY",

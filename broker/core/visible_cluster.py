@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.core.authorizer import ResourceType
+from protocol.acl import ResourceType
 
 __all__ = ["MayDescribe", "visible_snapshot"]
 

@@ -9,7 +9,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from broker.context import BrokerContext
-from broker.core.authorizer import (
+from broker.core.principal import parse_principal
+from controller.zk_acls import AclsChangedError, change_acls, read_all_acls
+from controller.zk_types import ZkError
+from protocol.acl import (
     WILDCARD,
     AccessControlEntry,
     AclBinding,
@@ -20,9 +23,6 @@ from broker.core.authorizer import (
     ResourcePattern,
     ResourceType,
 )
-from broker.core.principal import parse_principal
-from controller.zk_acls import AclsChangedError, change_acls, read_all_acls
-from controller.zk_types import ZkError
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.create_acls import (

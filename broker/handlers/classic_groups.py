@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.context import CLIENT_HOST, BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.group.classic import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicJoin,
@@ -21,6 +20,7 @@ from broker.core.group.classic import (
 )
 from broker.core.group.membership import assignor_of
 from broker.core.group.model import GroupState, Member
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.kafka.consumer_protocol import (

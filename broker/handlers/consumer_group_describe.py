@@ -4,7 +4,7 @@ coordinates (others: NOT_COORDINATOR, each)."""
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_describe import (

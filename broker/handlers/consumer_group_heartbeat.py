@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from broker.context import CLIENT_HOST, SESSION, BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.group.membership import MayDescribe
 from broker.core.group.model import Member
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (

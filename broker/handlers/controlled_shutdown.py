@@ -8,7 +8,7 @@ leaderships it can, and returns the partitions the broker still leads.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation
+from protocol.acl import AclOperation
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.common import TopicPartitionRef

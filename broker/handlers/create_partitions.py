@@ -11,7 +11,6 @@ metadata shows a leader for every partition.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.handlers.create_topics import MAX_PARTITIONS, validate_topic_name
 from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
 from controller.assignment import assign_new_partitions
@@ -21,6 +20,7 @@ from controller.zk_topics import (
     add_partitions,
     get_assignment,
 )
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import (

@@ -12,11 +12,11 @@ import random
 import re
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
 from broker.topic_config import TopicConfigError, validate_topic_config
 from controller.assignment import assign_replicas
 from controller.zk_topics import TopicExistsError, create_topic
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (

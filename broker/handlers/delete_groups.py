@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.delete_groups import DeletedGroup, DeleteGroupsRequest, DeleteGroupsResponse

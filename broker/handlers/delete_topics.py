@@ -9,8 +9,8 @@ from __future__ import annotations
 import trio
 
 from broker.context import METADATA_KEY, BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from controller.zk_topics import UnknownTopicError, mark_topic_for_deletion
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import (

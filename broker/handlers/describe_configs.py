@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.dynamic_config import describe_broker, describe_broker_defaults, describe_topic
 from broker.handlers.create_topics import validate_topic_name
 from controller import zk_data
 from controller.zk_configs import BROKERS, TOPICS, get_entity_config
 from controller.zk_script import exists
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.common import ConfigResourceType

@@ -11,7 +11,7 @@ UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation
+from protocol.acl import AclOperation
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import (

@@ -9,9 +9,9 @@ from __future__ import annotations
 import trio
 
 from broker.context import SESSION, BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
 from broker.core.fetch_session import FetchContext, SessionOwner, answer_fetch, open_fetch
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest, FetchResponse

@@ -5,8 +5,8 @@ COORDINATOR_NOT_AVAILABLE."""
 from __future__ import annotations
 
 from broker.context import SESSION, BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.group.writes import coordinator_of
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import (

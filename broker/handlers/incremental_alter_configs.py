@@ -13,7 +13,6 @@ whole, with an error naming the key.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.dynamic_config import (
     AlterConfigError,
     altered_broker_defaults,
@@ -30,6 +29,7 @@ from controller.zk_configs import (
     set_entity_config,
 )
 from controller.zk_script import ZkScript, exists
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.common import ConfigResourceType

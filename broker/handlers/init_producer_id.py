@@ -12,9 +12,9 @@ from __future__ import annotations
 import structlog
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from controller.zk_client import ZkError
 from controller.zk_data import ZkDataError
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation
 from broker.core.controller_requests import apply_leader_and_isr
 from controller.zk_client import run_each
 from controller.zk_topics import get_topic_config
+from protocol.acl import AclOperation
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse

@@ -11,9 +11,9 @@ replica's log end offset while a follower catches up.
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.partition import DEBUG_REPLICA_ID, Partition
 from broker.log.errors import LogStorageError
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.list_offsets import (

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import (

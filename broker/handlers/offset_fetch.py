@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.offset_fetch import (

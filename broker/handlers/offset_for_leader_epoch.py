@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,

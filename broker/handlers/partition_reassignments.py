@@ -12,7 +12,7 @@ themselves go on in the background; List shows what is still in progress. A thro
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition_reassignments import (

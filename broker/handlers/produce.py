@@ -6,7 +6,6 @@ from __future__ import annotations
 import trio
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.produce import (
     append_produce,
     check_waiting,
@@ -14,6 +13,7 @@ from broker.core.produce import (
     time_out,
     timeout_ms,
 )
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.core.authorizer import AclOperation
 from broker.core.controller_requests import apply_update_metadata
+from protocol.acl import AclOperation
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.context import SESSION, BrokerContext
-from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.scram import (
     MECHANISM_CODES,
     SCRAM_MECHANISMS,
@@ -23,6 +22,7 @@ from controller.zk_configs import (
     list_users,
     set_entity_config,
 )
+from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.alter_user_scram_credentials import (

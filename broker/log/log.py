@@ -61,7 +61,6 @@ from broker.log.validator import (
     raise_batch_too_large,
     validate_batches,
 )
-from broker.stats import Timings
 from protocol.errors import HighwaterError, InvalidRecordError
 from protocol.record_check import check_records
 from protocol.records import (
@@ -70,6 +69,7 @@ from protocol.records import (
     BatchHeader,
     check_batches,
 )
+from protocol.stats import Timings
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "FetchDataInfo", "Log", "LogAppendInfo"]
 

@@ -25,7 +25,7 @@ from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile,
 from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError, is_transient
 from broker.log.log import Log
-from broker.stats import Timings
+from protocol.stats import Timings
 from protocol.topic_partition import TopicPartition
 
 __all__ = [

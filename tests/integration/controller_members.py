@@ -13,6 +13,7 @@ import trio
 
 from broker.registration import register_broker
 from controller.controller import Controller, run_controller
+from controller.settings import ControllerSettings
 from controller.zk_client import ZkClient
 from tests.integration.fake_broker import FakeBroker
 from tests.integration.test_controller_zk import SESSION_TIMEOUT_MS, close_shielded, wait_until
@@ -58,7 +59,7 @@ async def start_controller(
             run_controller,
             zk,
             broker_id,
-            unclean_leader_election_enable=unclean_leader_election_enable,
+            ControllerSettings(unclean_leader_election_enable=unclean_leader_election_enable),
         )
     )
     await wait_until(

@@ -26,7 +26,6 @@ from broker.metrics import GroupLag, api_name, new_registry
 from broker.purgatory import Purgatory, RequestClock, current_request_clock
 from broker.request_stats import RequestStats, count_errors
 from broker.server import BrokerServer
-from broker.stats import Timings
 from controller.zk_data import PartitionStateZnode
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -37,6 +36,7 @@ from protocol.messages.produce import (
     ProduceTopicResponse,
 )
 from protocol.records import Record, build_batch
+from protocol.stats import Timings
 from protocol.topic_partition import TopicPartition
 
 ME = 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.core.authorizer import ResourceType
 from broker.core.status_history import StatusHistory, rates_per_s
+from protocol.acl import ResourceType
 
 
 def _snapshot(

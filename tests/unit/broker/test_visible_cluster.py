@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.core.authorizer import ResourceType
 from broker.core.visible_cluster import visible_snapshot
+from protocol.acl import ResourceType
 
 
 def _row(partition: int, leader: int, replicas: list[int]) -> dict[str, Any]:

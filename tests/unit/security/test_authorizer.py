@@ -5,21 +5,19 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.core.authorizer import (
+from broker.core.authorizer import AuthorizerSettings, authorize, authorize_any
+from broker.core.principal import Principal, parse_principal
+from protocol.acl import (
     AccessControlEntry,
     AclBinding,
     AclFilter,
     AclOperation,
     Acls,
-    AuthorizerSettings,
     PatternType,
     Permission,
     ResourcePattern,
     ResourceType,
-    authorize,
-    authorize_any,
 )
-from broker.core.principal import Principal, parse_principal
 
 ALICE = Principal("User", "alice")
 BOB = Principal("User", "bob")

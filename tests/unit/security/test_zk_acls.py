@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from broker.core.authorizer import (
+from broker.tls import certificate_subject
+from controller.zk_acls import AclsChangedError, change_acls, read_all_acls, watch_acl_changes
+from controller.zk_script import get_data, set_data
+from protocol.acl import (
     AccessControlEntry,
     AclOperation,
     PatternType,
@@ -15,9 +18,6 @@ from broker.core.authorizer import (
     ResourcePattern,
     ResourceType,
 )
-from broker.tls import certificate_subject
-from controller.zk_acls import AclsChangedError, change_acls, read_all_acls, watch_acl_changes
-from controller.zk_script import get_data, set_data
 from tests.simulation.zk import SimZk
 
 READ = AccessControlEntry("User:alice", "*", AclOperation.READ, Permission.ALLOW)
