@@ -24,8 +24,8 @@ from broker.core.state import METADATA_KEY, BrokerState, ElectedController
 from broker.inter_broker import control_plane_security, inter_broker_security
 from broker.purgatory import Purgatory
 from client.security import ClientSecurity
+from controller.zk_controller_election import read_elected_controller
 from controller.zk_data import ZkDataError
-from controller.zk_election import read_elected_controller
 from controller.zk_types import ZkError
 from protocol.acl import CLUSTER_NAME, AclOperation, Acls, ResourceType
 from protocol.errors import ErrorCode

@@ -20,8 +20,8 @@ import trio
 from broker.core.controlled_shutdown import Ask, ShutdownAttempts, Stop, Wait
 from client.clock import now_ms
 from client.network import BrokerConnectionError, connect
+from controller.zk_controller_election import controller_registration
 from controller.zk_data import ZkDataError
-from controller.zk_election import controller_registration
 from controller.zk_types import SessionEvent, SessionState, ZkError, ZkEvent
 from protocol.errors import ErrorCode
 from protocol.messages.controlled_shutdown import (

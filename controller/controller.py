@@ -1,10 +1,10 @@
 """The controller's trio shell: the election loop, then one term's event loop.
 
-Election and every ZooKeeper read and write are scripts (`zk_election`, `leading`), run here
-with `ZkClient.run`; decisions are `controller.core.handle`. While leading, ZooKeeper watch
-events, leader imbalance ticks and requests from brokers and operators share one inbox, so
-they are handled one at a time (Kafka's ControllerEventManager). docs/architecture.md ("The
-controller") describes the behaviour.
+Election and every ZooKeeper read and write are scripts (`zk_controller_election`,
+`leading`), run here with `ZkClient.run`; decisions are `controller.core.handle`. While
+leading, ZooKeeper watch events, leader imbalance ticks and requests from brokers and operators
+share one inbox, so they are handled one at a time (Kafka's ControllerEventManager).
+docs/architecture.md ("The controller") describes the behaviour.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from controller.inbox import Asked, Closed, ImbalanceTick, Inbox, RequestEvent
 from controller.leading import ControllerStats, LeadingController, Reply
 from controller.settings import DEFAULT_SETTINGS, ControllerSettings
 from controller.zk_client import ZkClient
-from controller.zk_election import (
+from controller.zk_controller_election import (
     delete_own_controller_znode,
     read_controller_epoch,
     read_controller_id,

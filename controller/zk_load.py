@@ -28,7 +28,7 @@ from controller.core import (
 )
 from controller.zk_brokers import live_brokers
 from controller.zk_configs import BROKERS, get_entity_config
-from controller.zk_election import read_controller_id
+from controller.zk_controller_election import read_controller_id
 from controller.zk_isr import (
     ISR_CHANGE_NOTIFICATION_PATH,
     ISR_CHANGE_PREFIX,

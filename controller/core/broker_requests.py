@@ -14,7 +14,7 @@ from controller.core.effects import (
     SendStopReplica,
     SendUpdateMetadata,
 )
-from controller.core.election import (
+from controller.core.leader_choice import (
     NO_LEADER,
     LeaderAndIsr,
 )

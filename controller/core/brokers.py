@@ -18,14 +18,14 @@ from controller.core.effects import (
     LogEvent,
     WritePartitionStates,
 )
-from controller.core.election import (
-    LeaderAndIsr,
-    elect_controlled_shutdown,
-    remove_replicas_from_isr,
-)
 from controller.core.events import (
     BrokersChanged,
     ControlledShutdownRequested,
+)
+from controller.core.leader_choice import (
+    LeaderAndIsr,
+    elect_controlled_shutdown,
+    remove_replicas_from_isr,
 )
 from controller.core.model import (
     UNKNOWN_BROKER_EPOCH,

@@ -21,12 +21,6 @@ from controller.core.effects import (
     ControlledShutdownReply,
     Effect,
 )
-from controller.core.elections import (
-    not_controller,
-    on_elect_leaders,
-    on_isr_changed,
-    on_leader_imbalance_check,
-)
 from controller.core.events import (
     BrokersChanged,
     ControlledShutdownRequested,
@@ -39,6 +33,12 @@ from controller.core.events import (
     Resigned,
     TopicDeletionRequested,
     TopicsChanged,
+)
+from controller.core.isr_and_elections import (
+    not_controller,
+    on_elect_leaders,
+    on_isr_changed,
+    on_leader_imbalance_check,
 )
 from controller.core.model import (
     ControllerContext,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controller.core.election import (
+from controller.core.leader_choice import (
     LeaderAndIsr,
 )
 from controller.zk_data import PartitionStateZnode

@@ -20,13 +20,13 @@ from controller.core.effects import (
     WriteReassignmentPlan,
     WriteTopicAssignment,
 )
-from controller.core.election import (
-    NO_LEADER,
-    reassign_leader,
-)
 from controller.core.events import (
     Elected,
     ReassignmentsRequested,
+)
+from controller.core.leader_choice import (
+    NO_LEADER,
+    reassign_leader,
 )
 from controller.core.model import (
     Assignments,

@@ -16,7 +16,7 @@ from controller.core.effects import (
     Effect,
     WritePartitionStates,
 )
-from controller.core.election import (
+from controller.core.leader_choice import (
     NO_LEADER,
     LeaderAndIsr,
     elect_offline,

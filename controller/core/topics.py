@@ -14,12 +14,12 @@ from controller.core.effects import (
     LogEvent,
     SendStopReplica,
 )
-from controller.core.election import (
-    NO_LEADER,
-)
 from controller.core.events import (
     TopicDeletionRequested,
     TopicsChanged,
+)
+from controller.core.leader_choice import (
+    NO_LEADER,
 )
 from controller.core.model import (
     DELETE_PARTITION_LEADER_EPOCH,

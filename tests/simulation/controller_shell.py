@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING
 
 from controller.core import ControllerContext, ControllerEvent, handle
 from controller.leading import LeadingController, Reply
-from controller.zk_election import delete_own_controller_znode, read_controller_id, try_elect
+from controller.zk_controller_election import (
+    delete_own_controller_znode,
+    read_controller_id,
+    try_elect,
+)
 from controller.zk_load import ResignNeeded
 from controller.zk_types import WatchEvent, ZkError
 from controller.zk_writes import ControllerMovedError, ReloadNeeded

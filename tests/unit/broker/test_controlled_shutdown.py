@@ -16,7 +16,7 @@ from broker.core.controlled_shutdown import (
 )
 from controller import zk_data
 from controller.zk_brokers import try_register
-from controller.zk_election import controller_registration, try_elect
+from controller.zk_controller_election import controller_registration, try_elect
 from tests.simulation.zk import SimZk
 
 KAFKA_DEFAULTS = {"max_retries": 3, "retry_backoff_ms": 5000, "request_timeout_ms": 30_000}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.election import (
+from controller.core.leader_choice import (
     LeaderAndIsr,
     controlled_shutdown_leader,
     elect_controlled_shutdown,

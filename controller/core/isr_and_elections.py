@@ -20,18 +20,18 @@ from controller.core.effects import (
     LogEvent,
     WritePartitionStates,
 )
-from controller.core.election import (
-    NO_LEADER,
-    LeaderAndIsr,
-    elect_offline,
-    preferred_replica_leader,
-)
 from controller.core.events import (
     ElectLeadersRequested,
     IsrChanged,
     LeaderImbalanceCheck,
 )
 from controller.core.leader_balance import leader_imbalance
+from controller.core.leader_choice import (
+    NO_LEADER,
+    LeaderAndIsr,
+    elect_offline,
+    preferred_replica_leader,
+)
 from controller.core.model import (
     ControllerContext,
     PartitionState,
