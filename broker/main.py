@@ -35,9 +35,11 @@ from broker.config_def import (
 from broker.context import BrokerContext, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.connection_quotas import ConnectionLimits
+from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
 from broker.core.replica_manager import ReplicaManager
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential, make_credential, password_matches
 from broker.group_coordinator import GroupCoordinator
+from broker.housekeeping import perform
 from broker.isr_manager import IsrManager
 from broker.kafka.wire import WIRES
 from broker.log.errors import LogStorageError
@@ -441,53 +443,35 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
     the checkpoints for as long as the step. The tasks get the wall clock, which they
     compare with stored times (segments, record timestamps), except the flush.ms timer."""
     config = ctx.config
-    intervals_ms = {
-        "retention": config.log_retention_check_interval_ms,
-        "flush": config.log_flush_scheduler_interval_ms,
-        "high_watermarks": config.replica_high_watermark_checkpoint_interval_ms,
-        "recovery_points": config.log_flush_offset_checkpoint_interval_ms,
-        "producer_expiry": config.producer_id_expiration_check_interval_ms,
-    }
-    start_ms = clock.now_ms()
-    due_ms = {name: start_ms + interval for name, interval in intervals_ms.items()}
+    schedule = HousekeepingSchedule.start(
+        {
+            HousekeepingTask.RETENTION: config.log_retention_check_interval_ms,
+            HousekeepingTask.FLUSH: config.log_flush_scheduler_interval_ms,
+            HousekeepingTask.HIGH_WATERMARKS: config.replica_high_watermark_checkpoint_interval_ms,
+            HousekeepingTask.RECOVERY_POINTS: config.log_flush_offset_checkpoint_interval_ms,
+            HousekeepingTask.PRODUCER_EXPIRY: config.producer_id_expiration_check_interval_ms,
+        },
+        round(clock.now_ms()),
+    )
     log = structlog.get_logger("highwater.housekeeping")
     while True:
-        await trio.sleep_until(min(due_ms.values()) / 1000)
-        now_ms = clock.now_ms()
-        for name, at_ms in due_ms.items():
-            if at_ms > now_ms:
-                continue
-            due_ms[name] = now_ms + intervals_ms[name]
+        await trio.sleep_until(schedule.next_due_ms() / 1000)
+        now_ms = round(clock.now_ms())
+        for task in schedule.take_due(now_ms):
             try:
-                wall_ms = wall_clock_ms()
-                _housekeeping_task(name, ctx, log_manager, wall_ms, log, round(now_ms))
+                removed = perform(
+                    task,
+                    log_manager,
+                    ctx.replica_manager,
+                    wall_ms=wall_clock_ms(),
+                    monotonic_ms=now_ms,
+                )
             except OSError as exc:
                 # E.g. EMFILE while clients hold every descriptor: skip this round, try again
                 # at the next interval; the broker keeps serving.
-                log.warning("housekeeping failed; will retry", task=name, error=str(exc))
-
-
-def _housekeeping_task(
-    name: str,
-    ctx: BrokerContext,
-    log_manager: LogManager,
-    now_ms: int,
-    log: structlog.typing.FilteringBoundLogger,
-    monotonic_ms: int,
-) -> None:
-    """One of Kafka's scheduled tasks, by name; `now_ms` is the wall clock, `monotonic_ms`
-    the scheduler's (trio's) clock, for the flush.ms timer."""
-    if name == "retention":
-        deleted = log_manager.cleanup(now_ms)
-        if deleted:
-            log.info("retention deleted segments", segments=deleted)
-    elif name == "flush":
-        log_manager.flush_dirty(monotonic_ms)
-    elif name == "high_watermarks":
-        ctx.replica_manager.checkpoint_high_watermarks()
-    elif name == "producer_expiry":
-        expired = log_manager.remove_expired_producers(now_ms)
-        if expired:
-            log.info("expired idle producer ids", producers=expired)
-    else:
-        log_manager.checkpoint(now_ms)
+                log.warning("housekeeping failed; will retry", task=task.name, error=str(exc))
+                continue
+            if removed and task is HousekeepingTask.RETENTION:
+                log.info("retention deleted segments", segments=removed)
+            elif removed and task is HousekeepingTask.PRODUCER_EXPIRY:
+                log.info("expired idle producer ids", producers=removed)

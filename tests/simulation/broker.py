@@ -30,6 +30,7 @@ from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
 from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
 from broker.core.group.writes import coordinator_of
+from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from broker.core.partition import Partition
@@ -42,6 +43,7 @@ from broker.core.produce import (
 )
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
+from broker.housekeeping import perform
 from broker.log.cleaner import clean
 from broker.log.manager import LogManager
 from controller.core import ControlledShutdownReply, ControlledShutdownRequested
@@ -197,7 +199,17 @@ class SimBroker(SimProcess):
         self._new_session()
         self.every(config.replica_lag_time_max_ms // 2, "isr-expiration", self._shrink_isrs)
         self.every(config.isr_change_propagation_interval_ms, "isr-propagation", self._propagate)
-        self.every(config.high_watermark_checkpoint_interval_ms, "hw-checkpoint", self.checkpoint)
+        self._housekeeping = HousekeepingSchedule.start(
+            {
+                HousekeepingTask.RETENTION: config.retention_check_interval_ms,
+                HousekeepingTask.FLUSH: config.flush_scheduler_interval_ms,
+                HousekeepingTask.HIGH_WATERMARKS: config.high_watermark_checkpoint_interval_ms,
+                HousekeepingTask.RECOVERY_POINTS: config.recovery_point_checkpoint_interval_ms,
+                HousekeepingTask.PRODUCER_EXPIRY: config.producer_expiration_check_interval_ms,
+            },
+            self.now_ms,
+        )
+        self._schedule_housekeeping()
         self.after(world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
         if config.consumer_groups:
             self.groups = SimGroupCoordinator(self)
@@ -338,6 +350,24 @@ class SimBroker(SimProcess):
             self.controller.enqueue(event)
         elif event.path == "/controller":
             campaign(self.world, self)
+
+    def _schedule_housekeeping(self) -> None:
+        """Kafka's scheduler, as the trio shell runs it (broker.main._housekeeping)."""
+        self.after(
+            self._housekeeping.next_due_ms() - self.now_ms, "housekeeping", self._run_housekeeping
+        )
+
+    def _run_housekeeping(self) -> None:
+        assert self.log_manager is not None and self.state is not None
+        for task in self._housekeeping.take_due(self.now_ms):
+            perform(
+                task,
+                self.log_manager,
+                self.state.replica_manager,
+                wall_ms=self.wall_ms,
+                monotonic_ms=self.now_ms,
+            )
+        self._schedule_housekeeping()
 
     def checkpoint(self) -> None:
         """The replication-offset-checkpoint (HWs)."""

@@ -37,6 +37,11 @@ class SimConfig:
     isr_change_propagation_blackout_ms: int = 500
     isr_change_propagation_max_delay_ms: int = 6_000
     high_watermark_checkpoint_interval_ms: int = 500
+    # The rest of the broker's housekeeping (broker/core/housekeeping.py), sped up.
+    recovery_point_checkpoint_interval_ms: int = 1_000
+    retention_check_interval_ms: int = 1_000
+    producer_expiration_check_interval_ms: int = 1_000
+    flush_scheduler_interval_ms: int = 1_000
     log_flush_interval_ms: Range = (200, 2_000)  # a log is fsynced now and then
     segment_bytes_choices: tuple[int, ...] = (600, 2_048, 1 << 20)
 
