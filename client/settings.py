@@ -373,10 +373,11 @@ def default_int(client: str, key: str) -> int:
 
 
 def default_float(client: str, key: str) -> float:
+    """`key`'s default for `client`, a number; a whole one stays an int (5, not 5.0)."""
     value = _default(client, key)
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise TypeError(f"{client} setting {key} is not a number")
-    return value
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def default_str(client: str, key: str) -> str:
