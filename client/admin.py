@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 from client.admin_configs import (
     AlterConfigOp,
@@ -43,6 +43,7 @@ from client.errors import HighwaterClientError, error_for_code
 from client.metadata import BrokerInfo, ClusterMetadata
 from client.network import BrokerConnectionError
 from client.security import ClientSecurity
+from client.settings import default_int, default_str
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -94,6 +95,10 @@ __all__ = [
     "TopicDescription",
 ]
 
+_CLIENT_ID: Final = default_str("admin", "client.id")
+_REQUEST_TIMEOUT_MS: Final = default_int("admin", "request.timeout.ms")
+_RETRY_BACKOFF_MS: Final = default_int("admin", "retry.backoff.ms")
+
 
 @dataclass(frozen=True, slots=True)
 class OngoingReassignment:
@@ -137,10 +142,10 @@ class Admin(TopicDescribeAdmin, GroupAdmin, ConfigAdmin):
         self,
         bootstrap: str | Sequence[str],
         *,
-        client_id: str = "highwater-admin",
+        client_id: str = _CLIENT_ID,
         security: ClientSecurity | Mapping[str, str] | None = None,
-        request_timeout_ms: int = 30_000,
-        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = _REQUEST_TIMEOUT_MS,
+        retry_backoff_ms: int = _RETRY_BACKOFF_MS,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.metadata = ClusterMetadata(

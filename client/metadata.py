@@ -41,6 +41,7 @@ from client.metadata_view import (
 )
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from client.security import ClientSecurity, security_from
+from client.settings import METADATA_MAX_AGE_MS, REQUEST_TIMEOUT_MS, RETRY_BACKOFF_MS
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
@@ -60,11 +61,11 @@ class ClusterMetadata(MetadataView):
         bootstrap: str | Sequence[str],
         *,
         client_id: str = "highwater",
-        request_timeout_ms: int = 30_000,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS,
         connect_timeout_ms: int = 10_000,
-        retry_backoff_ms: int = 100,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
         reconnect_backoff_max_ms: int = 1_000,
-        metadata_max_age_ms: int = 300_000,
+        metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
         metadata_attempt_timeout_ms: int = METADATA_ATTEMPT_TIMEOUT_MS,
         security: ClientSecurity | Mapping[str, str] | None = None,
     ) -> None:

@@ -21,6 +21,7 @@ from client.errors import (
     UnknownTopicError,
     error_for_code,
 )
+from client.settings import METADATA_MAX_AGE_MS, RETRY_BACKOFF_MS
 from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -105,8 +106,8 @@ class MetadataView:
         self,
         bootstrap: str | Sequence[str],
         *,
-        retry_backoff_ms: int = 100,
-        metadata_max_age_ms: int = 300_000,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.retry_backoff_ms = retry_backoff_ms

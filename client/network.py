@@ -21,6 +21,7 @@ import trio
 from client.deadlines import Timeout, request_deadlines
 from client.errors import AuthenticationFailedError, BrokerConnectionError
 from client.security import PLAINTEXT_CLOSED_HINT, AuthenticationError, ClientSecurity
+from client.settings import REQUEST_TIMEOUT_MS
 from client.socket_io import LeanSocket
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
 from protocol.errors import HighwaterError
@@ -34,7 +35,7 @@ __all__ = [
     "connect",
 ]
 
-DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+DEFAULT_REQUEST_TIMEOUT_MS = REQUEST_TIMEOUT_MS
 _RECEIVE_BYTES = 256 * 1024
 
 

@@ -34,12 +34,12 @@ from client.cli.refusals import consuming
 from client.cli.topic_args import resolve_topics, topics_option
 from client.consumer import Consumer, ConsumerRecord, TopicPartition
 from client.errors import CorruptBatchError, HighwaterClientError, UnknownTopicError
+from client.settings import MAX_POLL_RECORDS
 
 __all__ = ["consume"]
 
 POLL_TIMEOUT_MS = 500
 API_TIMEOUT_MS = 15_000  # topic metadata and ListOffsets: how long before giving up
-_MAX_POLL_RECORDS = 500
 
 
 @dataclass
@@ -173,7 +173,7 @@ async def _poll_and_print(
                 if not reading:
                     return
                 consumer.assign(sorted(reading))  # positions of the rest are kept
-        limit = _MAX_POLL_RECORDS
+        limit = MAX_POLL_RECORDS
         if options.max_messages is not None:
             limit = min(limit, options.max_messages - progress.count)
         try:

@@ -21,12 +21,12 @@ from client.cli.format import RecordView
 from client.cli.offsets import stop_offsets
 from client.consumer import Consumer, ConsumerRecord, RebalanceListener, TopicPartition
 from client.errors import HighwaterClientError
+from client.settings import MAX_POLL_RECORDS
 
 __all__ = ["GroupProgress", "consume_in_group"]
 
 POLL_TIMEOUT_MS = 500
 COMMIT_TIMEOUT_MS = 15_000  # one commit, also the last one at Ctrl-C
-_MAX_POLL_RECORDS = 500
 
 
 @dataclass
@@ -143,7 +143,7 @@ async def consume_in_group(
     next_commit = trio.current_time() + interval_s
     printed = 0
     while max_messages is None or printed < max_messages:
-        limit = _MAX_POLL_RECORDS
+        limit = MAX_POLL_RECORDS
         if max_messages is not None:
             limit = min(limit, max_messages - printed)
         records: Sequence[ConsumerRecord] = await consumer.poll(

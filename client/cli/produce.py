@@ -28,7 +28,6 @@ from client.cli.format import EnvelopeError, ProducerInput, decode_envelope, spl
 from client.cli.interrupts import Interrupts
 from client.cli.lines import LineSplitter, TooLong, unescape
 from client.cli.produce_report import (
-    DELIVERY_TIMEOUT_MS,
     BadLine,
     Outcome,
     Sent,
@@ -45,6 +44,7 @@ from client.errors import (
     ProducerFatalError,
 )
 from client.producer import Producer
+from client.settings import DELIVERY_TIMEOUT_MS, MAX_REQUEST_SIZE
 from protocol.compression import CODECS
 from protocol.errors import ErrorCode
 
@@ -54,7 +54,6 @@ ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 _READ_BYTES = 256 * 1024
 _MAX_PENDING_RECORDS = 10_000  # delivery results not yet reported: bounds memory
 MAX_BLOCK_MS = 15_000  # how long a send waits for the topic's metadata (or buffer memory)
-MAX_REQUEST_SIZE = 1_048_576  # the producer's default max.request.size
 FLUSH_ON_INTERRUPT_S = 5.0  # after Ctrl-C: how long to wait for acknowledgements
 _JSON_LINE_FACTOR = 4  # an envelope line may be this much larger than its record (base64...)
 # Errors after which every later record would fail the same way: one line, then stop.

@@ -24,7 +24,6 @@ from client.producer import DeliveryFuture, RecordMetadata, RetryNotice
 __all__ = ["BadLine", "Outcome", "Sent", "report", "retry_warning"]
 
 SHOWN_PER_ERROR = 3  # records whose error is printed in full, per error name
-DELIVERY_TIMEOUT_MS = 120_000  # the producer's default delivery.timeout.ms
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ from types import TracebackType
 import trio
 
 from client.consumer.commits import OffsetAndMetadata, Offsets
+from client.consumer.config import CONSUMER_DEFAULTS as _D
+from client.consumer.config import ConsumerConfig
 from client.consumer.fetcher import Fetcher, FetchSettings
 from client.consumer.group import RebalanceListener
 from client.consumer.group_session import CommitCallback, GroupSession
@@ -58,32 +60,48 @@ class Consumer:
         self,
         bootstrap: str | Sequence[str],
         *,
-        client_id: str = "highwater-consumer",
+        client_id: str = _D.client_id,
         security: ClientSecurity | Mapping[str, str] | None = None,
-        auto_offset_reset: str = "latest",
-        fetch_min_bytes: int = 1,
-        fetch_max_wait_ms: int = 500,
-        fetch_max_bytes: int = 52_428_800,
-        max_partition_fetch_bytes: int = 1_048_576,
-        max_poll_records: int = 500,
-        request_timeout_ms: int = 30_000,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1_000,
-        default_api_timeout_ms: int = 60_000,
-        metadata_max_age_ms: int = 300_000,
+        auto_offset_reset: str = _D.auto_offset_reset,
+        fetch_min_bytes: int = _D.fetch_min_bytes,
+        fetch_max_wait_ms: int = _D.fetch_max_wait_ms,
+        fetch_max_bytes: int = _D.fetch_max_bytes,
+        max_partition_fetch_bytes: int = _D.max_partition_fetch_bytes,
+        max_poll_records: int = _D.max_poll_records,
+        request_timeout_ms: int = _D.request_timeout_ms,
+        retry_backoff_ms: int = _D.retry_backoff_ms,
+        retry_backoff_max_ms: int = _D.retry_backoff_max_ms,
+        default_api_timeout_ms: int = _D.default_api_timeout_ms,
+        metadata_max_age_ms: int = _D.metadata_max_age_ms,
         group_id: str | None = None,
         group_instance_id: str | None = None,
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: int = 5_000,
-        max_poll_interval_ms: int = 300_000,
+        enable_auto_commit: bool = _D.enable_auto_commit,
+        auto_commit_interval_ms: int = _D.auto_commit_interval_ms,
+        max_poll_interval_ms: int = _D.max_poll_interval_ms,
         group_remote_assignor: str | None = None,
     ) -> None:
-        if auto_offset_reset not in RESETS:
-            raise ValueError(f"auto_offset_reset must be one of {sorted(RESETS)}")
-        if group_id is not None and not group_id:
-            raise ValueError("group_id must not be empty")
-        if group_instance_id is not None and group_id is None:
-            raise ValueError("group_instance_id needs a group_id")
+        """The keyword arguments are Kafka's consumer settings (client/settings.py, listed in
+        docs/client-settings.md); `self.config` holds them, checked (ValueError)."""
+        self.config = ConsumerConfig(
+            client_id=client_id,
+            auto_offset_reset=auto_offset_reset,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            max_poll_records=max_poll_records,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
+            default_api_timeout_ms=default_api_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            group_remote_assignor=group_remote_assignor,
+        )
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
         self.auto_commit_interval_ms = auto_commit_interval_ms

@@ -14,6 +14,7 @@ import trio
 from client.errors import HighwaterClientError, HighwaterTimeoutError, error_for_code
 from client.metadata import BrokerInfo, ClusterMetadata
 from client.network import BrokerConnection, BrokerConnectionError, connect
+from client.settings import REQUEST_TIMEOUT_MS, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -34,9 +35,9 @@ class Coordinator:
         metadata: ClusterMetadata,
         group_id: str,
         *,
-        request_timeout_ms: int = 30_000,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1_000,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
     ) -> None:
         self.metadata = metadata
         self.group_id = group_id

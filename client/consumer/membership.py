@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from client.settings import MAX_POLL_INTERVAL_MS, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
     JOIN_EPOCH,
@@ -129,11 +130,11 @@ class Membership:
         *,
         instance_id: str | None = None,
         client_id: str = "",
-        rebalance_timeout_ms: int = 300_000,
+        rebalance_timeout_ms: int = MAX_POLL_INTERVAL_MS,
         server_assignor: str | None = None,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1_000,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
     ) -> None:
         self.group_id = group_id
         self.instance_id = instance_id

@@ -15,6 +15,7 @@ from typing import Any, Final
 import trio
 
 from client.errors import HighwaterClientError
+from client.settings import default_int
 from protocol.compression import Compression
 from protocol.records import BATCH_HEADER_BYTES, NO_SEQUENCE, Record, build_batch_from_entries
 from protocol.topic_partition import TopicPartition
@@ -29,6 +30,8 @@ __all__ = [
     "estimate_record_bytes",
     "increment_sequence",
 ]
+
+_BATCH_SIZE: Final = default_int("producer", "batch.size")
 
 RECORD_OVERHEAD_BYTES: Final = 16  # msgpack array, deltas and bin headers of one record
 _MAX_SEQUENCE: Final = 0x7FFFFFFF  # sequences wrap from 2**31-1 to 0
@@ -226,7 +229,7 @@ class ProducerBatch:
     )
 
     def __init__(
-        self, topic: str, partition: int, created_ms: float, capacity: int = 16_384
+        self, topic: str, partition: int, created_ms: float, capacity: int = _BATCH_SIZE
     ) -> None:
         self.topic = topic
         self.partition = partition

@@ -33,12 +33,14 @@ from client.producer.batch import (
     ProducerBatch,
     estimate_record_bytes,
 )
-from client.producer.idempotence import IdempotenceState, idempotence_enabled
+from client.producer.config import PRODUCER_DEFAULTS as _D
+from client.producer.config import ProducerConfig
+from client.producer.idempotence import IdempotenceState
 from client.producer.retry_notices import RetryNotice
 from client.producer.sender import CloseResult, Sender
 from client.producer.topic_wait import TopicWait
 from client.security import ClientSecurity
-from protocol.compression import Compression, codec_named
+from protocol.compression import Compression
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
@@ -52,7 +54,9 @@ _MAX_BACKLOG_BATCH_BYTES: Final = 256 * 1024
 class Producer:
     """`async with Producer("h:p,h:p") as producer: fut = await producer.send(...)`.
 
-    Defaults as Kafka 3.x: acks="all" and idempotence on (`enable_idempotence=None`: on unless
+    The keyword arguments are Kafka's producer settings (client/settings.py, listed in
+    docs/client-settings.md; `self.config` holds them, checked), with their defaults:
+    acks="all" and idempotence on (`enable_idempotence=None`: on unless
     acks, retries or max_in_flight_requests_per_connection conflict; True: ValueError then;
     False: off). docs/architecture.md (client/) says what idempotence guarantees and when it
     stops the producer (a ProducerFatalError).
@@ -66,38 +70,45 @@ class Producer:
         self,
         bootstrap: str | Sequence[str],
         *,
-        acks: int | str = "all",
+        acks: int | str = _D.acks,
         enable_idempotence: bool | None = None,
-        linger_ms: float = 5,
-        batch_size: int = 16_384,
-        compression: str | Compression = "none",
-        retries: int = 2_147_483_647,
-        retry_backoff_ms: float = 100,
-        delivery_timeout_ms: float = 120_000,
-        request_timeout_ms: int = 30_000,
-        max_block_ms: float = 60_000,
-        buffer_memory: int = 32 * 1024 * 1024,
-        max_request_size: int = 1_048_576,
-        max_in_flight_requests_per_connection: int = 5,
-        metadata_max_age_ms: int = 300_000,
-        client_id: str = "highwater-producer",
+        linger_ms: float = _D.linger_ms,
+        batch_size: int = _D.batch_size,
+        compression: str | Compression = _D.compression,
+        retries: int = _D.retries,
+        retry_backoff_ms: float = _D.retry_backoff_ms,
+        delivery_timeout_ms: float = _D.delivery_timeout_ms,
+        request_timeout_ms: int = _D.request_timeout_ms,
+        max_block_ms: float = _D.max_block_ms,
+        buffer_memory: int = _D.buffer_memory,
+        max_request_size: int = _D.max_request_size,
+        max_in_flight_requests_per_connection: int = _D.max_in_flight_requests_per_connection,
+        metadata_max_age_ms: int = _D.metadata_max_age_ms,
+        client_id: str = _D.client_id,
         security: ClientSecurity | Mapping[str, str] | None = None,
         partitioner: StickyPartitioner | None = None,
         on_retry: Callable[[RetryNotice], None] | None = None,
     ) -> None:
-        if acks == "all":
-            acks = -1
-        if acks not in (-1, 0, 1):
-            raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
-        if not isinstance(compression, Compression):
-            compression = codec_named(compression)  # Kafka's compression.type names
-        if batch_size <= 0 or max_in_flight_requests_per_connection <= 0 or buffer_memory <= 0:
-            raise ValueError("batch_size, buffer_memory and max in flight must be positive")
-        self.enable_idempotence = idempotence_enabled(
-            enable_idempotence, int(acks), retries, max_in_flight_requests_per_connection
+        self.config = config = ProducerConfig.build(
+            acks=acks,
+            enable_idempotence=enable_idempotence,
+            compression=compression,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            max_block_ms=max_block_ms,
+            buffer_memory=buffer_memory,
+            max_request_size=max_request_size,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            metadata_max_age_ms=metadata_max_age_ms,
+            client_id=client_id,
         )
-        self.acks = int(acks)
-        self._compression = compression
+        self.enable_idempotence = config.enable_idempotence
+        self.acks = config.acks
+        self._compression = compression = config.compression
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms

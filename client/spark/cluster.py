@@ -28,6 +28,7 @@ from client.metadata_view import (
     list_offsets_rounds,
 )
 from client.security import ClientSecurity, security_from
+from client.settings import REQUEST_TIMEOUT_MS
 from client.spark.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition
 from client.spark.options import SourceOptions
 from client.sync_network import SyncBrokerConnection, connect_sync
@@ -35,7 +36,6 @@ from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = ["OffsetSnapshot", "commit_for_lag", "offsets_for_timestamp", "snapshot"]
 
-REQUEST_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_MS = 10_000  # Kafka's socket.connection.setup.timeout.ms
 LAG_COMMIT_TIMEOUT_MS = 10_000  # a lag report never holds a micro-batch up for long
 

@@ -25,6 +25,12 @@ from client.consumer import LEADER_ERRORS, truncation_offset
 from client.errors import NoBrokersAvailable, error_for_code
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
+from client.settings import (
+    FETCH_MAX_WAIT_MS,
+    REQUEST_TIMEOUT_MS,
+    RETRY_BACKOFF_MAX_MS,
+    RETRY_BACKOFF_MS,
+)
 from client.spark.columns import ColumnBuilder
 from client.spark.data_loss import report_data_loss
 from client.spark.offsets import OffsetRange
@@ -50,10 +56,7 @@ __all__ = ["ReadSettings", "read_range"]
 FETCH_BYTES: Final = 4 * 1024 * 1024
 FIRST_FETCH_BYTES: Final = 512 * 1024  # arrives sooner, so Spark's side of the task starts sooner
 MAX_FETCH_BYTES: Final = 64 * 1024 * 1024  # a single batch larger than this is an error
-MAX_WAIT_MS: Final = 500
-REQUEST_TIMEOUT_MS: Final = 30_000
-RETRY_BACKOFF_MS: Final = 100
-RETRY_BACKOFF_MAX_MS: Final = 1_000
+MAX_WAIT_MS: Final = FETCH_MAX_WAIT_MS
 ROWS_PER_BATCH: Final = 65_536  # Arrow batches handed to Spark hold at most about this many
 BYTES_PER_BATCH: Final = 16 * 1024 * 1024  # ... and about this many bytes (large records)
 QUEUED_BATCHES: Final = 4  # bounds the memory a task holds ahead of Spark

@@ -1,4 +1,4 @@
-"""Compaction benchmarks (issue 18), run by `make bench`:
+"""Compaction benchmarks (docs/operations.md, "Compacted topics"), run by `make bench`:
 
 1. the cleaner's throughput: `clean()` over a changelog-like log (keyed 100-byte records,
    batches as a producer sends them), in MB of log cleaned per second, against this machine's

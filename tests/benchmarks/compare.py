@@ -1,4 +1,4 @@
-"""Before and after: the same measures on two builds, alternating, in one run (issue 23).
+"""Before and after: the same measures on two builds, alternating, in one run (docs/performance.md).
 
 Run: `make bench-compare ARGS="--base REF"` (or `.venv/bin/python -m tests.benchmarks.compare
 --base REF`). The base build is REF's tree (`git archive`), the current one this working tree.

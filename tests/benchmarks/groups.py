@@ -1,5 +1,5 @@
-"""Consumer-group benchmarks (issue 19), run by `make bench-groups`, on a real 3-broker
-cluster (__consumer_offsets RF 3, acks=all):
+"""Consumer-group benchmarks (docs/groups.md, "Figures"), run by `make bench-groups`, on a
+real 3-broker cluster (__consumer_offsets RF 3, acks=all):
 
 1. commit rate: OffsetCommit requests of one partition each, answered only once the ISR has
    the record, from 1 and from 8 concurrent connections, commits/s, beside the same number

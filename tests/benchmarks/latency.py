@@ -1,4 +1,4 @@
-"""Latency and broker CPU at a steady rate (issue 23), with and without fetch sessions.
+"""Latency and broker CPU at a steady rate (docs/performance.md), with and without fetch sessions.
 
 Run: `make bench-latency` (or `.venv/bin/python -m tests.benchmarks.latency`).
 For each variant (`--sessions` on and/or off, times each of `--linger-ms`), alternating,

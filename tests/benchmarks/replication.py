@@ -1,4 +1,5 @@
-"""Replication benchmark (issue 4): 3 brokers, RF=3, min.insync.replicas=2, acks=all.
+"""Replication benchmark: 3 brokers, RF=3, min.insync.replicas=2, acks=all (docs/operations.md,
+"Benchmark", "Replication").
 
 Run: `make bench-replication` (or `.venv/bin/python -m tests.benchmarks.replication`).
 Starts its own local cluster (ZooKeeper + 3 brokers, `highwater dev up` in a temporary
@@ -80,7 +81,7 @@ def main() -> None:
             last = out.strip().splitlines()[-3:]
             ratio = float(last[-1].rsplit(":", 1)[1])
             verdict = "ok" if ratio >= FLOOR else "BELOW the floor"
-            print("\n".join(last) + f"  (issue 4's floor {FLOOR}: {verdict})")
+            print("\n".join(last) + f"  (the floor {FLOOR}: {verdict})")
         print("-- latency at a fixed rate")
         print(
             highwater(

@@ -1,4 +1,5 @@
-"""Per-request broker CPU (issue 23): a small Produce, a replica Fetch of one batch, a long-poll.
+"""Per-request broker CPU: a small Produce, a replica Fetch of one batch, a long-poll
+(docs/performance.md, "Per request").
 
 Run: `make bench-requests` (or `.venv/bin/python -m tests.benchmarks.requests [--profile DIR]`).
 Starts its own local cluster (3 brokers) and drives it in lockstep from one connection per

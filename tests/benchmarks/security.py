@@ -1,4 +1,5 @@
-"""Security benchmark (issue 21): SASL_SSL against PLAINTEXT, and SCRAM connection set-up.
+"""Security benchmark: SASL_SSL against PLAINTEXT, and SCRAM connection set-up
+(docs/operations.md, "Benchmark", "Security").
 
 Run: `make bench-security` (or `.venv/bin/python -m tests.benchmarks.security`).
 Starts two local clusters in temporary directories, one after the other (3 brokers each):

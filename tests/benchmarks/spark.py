@@ -1,4 +1,5 @@
-"""Spark benchmark (issue 8): the source against Parquet, and the sink, in one run.
+"""Spark benchmark: the source against Parquet, and the sink, in one run (docs/spark.md,
+"Performance").
 
 Run: `make bench-spark` (or `.venv/bin/python -m tests.benchmarks.spark`).
 Starts its own local cluster (ZooKeeper + 3 brokers on ports that are not the defaults) and
@@ -38,9 +39,9 @@ from typing import Any
 from tests.benchmarks.replication import highwater, local_cluster
 from tests.benchmarks.spark_ceiling import NoIoSource
 
-# The aim (issue 23): the source at 0.9 of the no-I/O Python source, measured in the same run.
-# The earlier aim of 0.2 of a Parquet read is retired: the no-I/O source itself reaches only
-# 0.15-0.20 of it here (docs/spark.md, "Performance").
+# The aim: the source at 0.9 of the no-I/O Python source, measured in the same run. The earlier
+# aim of 0.2 of a Parquet read is retired: the no-I/O source itself reaches only 0.15-0.20 of
+# it here (docs/spark.md, "Performance").
 AIM = 0.9
 RECORD_BYTES = 100
 

@@ -1,10 +1,10 @@
-"""A consumer that meets an unreadable batch (issue 22, "No poison batches"), with a real broker
-in-process, the real consumer and the `highwater consume` CLI: the leader refuses such batches
-now, so the log gets them here as it could before: one damaged on disk (a byte of a value
-flipped in the segment file under the running broker: its CRC no longer matches) and one an
-older version stored (an int key, valid CRC, appended as a follower append does). Each read
-returns the records before the batch, then names topic, partition and offset; seeking (or the
-CLI's `-o`) to the offset it gives reads on.
+"""A consumer that meets an unreadable batch (docs/reliability.md, "No poison batches"), with a real
+broker in-process, the real consumer and the `highwater consume` CLI: the leader refuses such
+batches now, so the log gets them here as it could before: one damaged on disk (a byte of a value
+flipped in the segment file under the running broker: its CRC no longer matches) and one an older
+version stored (an int key, valid CRC, appended as a follower append does). Each read returns the
+records before the batch, then names topic, partition and offset; seeking (or the CLI's `-o`) to the
+offset it gives reads on.
 """
 
 from __future__ import annotations

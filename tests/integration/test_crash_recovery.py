@@ -1,4 +1,5 @@
-"""Crash recovery with damaged files (issue 6), against real brokers and a real ZooKeeper.
+"""Crash recovery with damaged files (docs/reliability.md, "Crash recovery"), against real
+brokers and a real ZooKeeper.
 
 Each test creates an RF=3 topic (min.insync.replicas=2, 16 KiB segments, an index entry per
 KiB) and runs an idempotent acks=all producer in the background. While it writes, one replica

@@ -1,6 +1,6 @@
-"""A log dir that fills up (issue 22, KIP-112's offline log dirs), with real brokers, a real
-ZooKeeper and a real full filesystem: broker 1's log.dirs is a 24 MiB tmpfs, and it leads one
-partition of an RF=3 topic (min.insync.replicas=2) while an idempotent acks=all producer
+"""A log dir that fills up (docs/reliability.md, "Disks"; KIP-112's offline log dirs), with real
+brokers, a real ZooKeeper and a real full filesystem: broker 1's log.dirs is a 24 MiB tmpfs, and it
+leads one partition of an RF=3 topic (min.insync.replicas=2) while an idempotent acks=all producer
 writes 60,000 records of 1000 bytes (about 60 MB, so the disk fills a third of the way in).
 
 Then: broker 1 is still running, took its log dir offline and no request handler failed; the

@@ -1,8 +1,9 @@
 """Failover scenarios with RF=3 against real broker processes and a real ZooKeeper.
 
-scenarios.md 6 (a follower that stops answering, by SIGSTOP rather than a network cut), 7
+Scenarios 6 (a follower that stops answering, by SIGSTOP rather than a network cut), 7
 (min.insync.replicas), 8 (controller failover), 9 (a broker's ZooKeeper session expires: it
-stalls past the session timeout, then resumes) and 10 (controlled shutdown one by one).
+stalls past the session timeout, then resumes) and 10 (controlled shutdown one by one) of
+docs/reliability.md, "The scenarios, and where they are tested".
 
 One 3-broker cluster for the module, small timings (OVERRIDES), a topic per test; every test
 leaves all brokers running (the autouse fixture restarts any a failed test left down).
@@ -86,7 +87,7 @@ async def _others(cluster: Cluster, zk: ZkView) -> tuple[BrokerProcess, list[Bro
 
 @pytest.mark.timeout(120)
 async def test_isr_shrinks_and_expands_around_a_stalled_follower(cluster: Cluster) -> None:
-    """scenarios.md 6 without network namespaces: a follower stops answering (SIGSTOP; its
+    """Scenario 6 without network namespaces: a follower stops answering (SIGSTOP; its
     ZooKeeper session outlives the stall). acks=all keeps working: the leader drops it from
     the ISR within ~1.5x replica.lag.time.max.ms and produce goes on with min.isr=2; after
     SIGCONT it catches up and rejoins; every acked record is consumed."""
@@ -145,7 +146,7 @@ async def test_isr_shrinks_and_expands_around_a_stalled_follower(cluster: Cluste
 
 @pytest.mark.timeout(120)
 async def test_min_insync_replicas_rejects_acks_all(cluster: Cluster) -> None:
-    """scenarios.md 7: min.insync.replicas = every broker; with one broker stopped acks=all
+    """Scenario 7: min.insync.replicas = every broker; with one broker stopped acks=all
     fails with NOT_ENOUGH_REPLICAS and is never reported acked; with it back, produce works
     and consumers read exactly the acked records."""
     topic = "min-isr-all"
@@ -183,7 +184,7 @@ async def test_min_insync_replicas_rejects_acks_all(cluster: Cluster) -> None:
 
 @pytest.mark.timeout(120)
 async def test_controller_failover(cluster: Cluster) -> None:
-    """scenarios.md 8: kill the controller; a new one with a higher controller epoch is
+    """Scenario 8: kill the controller; a new one with a higher controller epoch is
     elected within a few seconds of the session expiring; the partition the old one led gets
     a new leader; requests stamped with the old controller epoch are rejected."""
     topic = "controller-failover"
@@ -246,7 +247,7 @@ async def test_controller_failover(cluster: Cluster) -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("role", ["controller", "broker"])
 async def test_broker_session_expiry(cluster: Cluster, role: str) -> None:
-    """scenarios.md 9: a broker (the controller, or not) stalls (SIGSTOP) longer than its
+    """Scenario 9: a broker (the controller, or not) stalls (SIGSTOP) longer than its
     ZooKeeper session timeout, so its session expires while the process lives on; its
     partitions fail over (and, if it was the controller, a new controller with a higher
     epoch takes over). After SIGCONT it re-registers with a new ephemeral node (new broker
@@ -314,7 +315,7 @@ async def test_broker_session_expiry(cluster: Cluster, role: str) -> None:
 
 @pytest.mark.timeout(120)
 async def test_controlled_shutdown_one_by_one(cluster: Cluster) -> None:
-    """scenarios.md 10: SIGTERM the brokers one at a time; each moves its leaderships away
+    """Scenario 10: SIGTERM the brokers one at a time; each moves its leaderships away
     before it stops (the controller answers with nothing left for it to lead, and the
     partitions have other leaders the moment it is gone), the last keeps leading what it
     cannot hand over; after a restart no acked record is lost."""

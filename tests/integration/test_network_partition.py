@@ -1,8 +1,8 @@
 """Real network cuts: each broker in its own network namespace.
 
 RF=3, min.insync.replicas=2, a producer with acks=all running throughout.
-- scenarios.md 6: one follower's network goes down (it keeps running, cut off from its peers,
-  ZooKeeper and clients): the leader drops it from the ISR within 1.5 x
+- scenario 6 (docs/reliability.md): one follower's network goes down (it keeps running, cut
+  off from its peers, ZooKeeper and clients): the leader drops it from the ISR within 1.5 x
   replica.lag.time.max.ms (isr-expiration runs every half lag time), producing goes on with the
   two left, and after the network heals the follower catches up and rejoins the ISR.
 - The leader's network goes down (a split brain in the making): it can neither reach its

@@ -109,7 +109,7 @@ def _checkpoints(brokers: list[BrokerProcess], topic: str) -> list[list[tuple[in
 
 @pytest.mark.timeout(120)
 async def test_basic_epoch_workflow(cluster: Cluster) -> None:
-    """scenarios.md 1: epochs are stamped on batches and checkpointed identically by leader
+    """Scenario 1: epochs are stamped on batches and checkpointed identically by leader
     and follower through a follower bounce and a leader bounce; epochs only increase, and
     OffsetForLeaderEpoch agrees with the checkpoint."""
     topic = "epoch-workflow"
@@ -158,7 +158,7 @@ async def test_basic_epoch_workflow(cluster: Cluster) -> None:
 
 @pytest.mark.timeout(120)
 async def test_offset_for_leader_epoch_semantics(cluster: Cluster) -> None:
-    """scenarios.md 4: the latest epoch -> the LEO; an older epoch -> the start of the next
+    """Scenario 4: the latest epoch -> the LEO; an older epoch -> the start of the next
     higher one; an epoch the leader never had -> the largest smaller epoch and its end; a
     broker that does not lead -> NOT_LEADER_OR_FOLLOWER."""
     topic = "ofle"
@@ -204,7 +204,7 @@ async def test_offset_for_leader_epoch_semantics(cluster: Cluster) -> None:
 
 @pytest.mark.timeout(120)
 async def test_fast_leader_change(cluster: Cluster) -> None:
-    """scenarios.md 3: five rounds of {produce one; bounce the follower; bounce the leader},
+    """Scenario 3: five rounds of {produce one; bounce the follower; bounce the leader},
     each bounce waiting for both replicas back in the ISR: after every round every replica's
     LEO is the number of acked records, and the replicas hold the same batches."""
     topic = "fast-leader-change"
@@ -234,7 +234,7 @@ async def test_fast_leader_change(cluster: Cluster) -> None:
 
 @pytest.mark.timeout(120)
 async def test_no_divergence_after_torn_leader_tail(cluster: Cluster) -> None:
-    """scenarios.md 2: ten records acked one by one; stop the follower, then crash the leader
+    """Scenario 2: ten records acked one by one; stop the follower, then crash the leader
     and tear its last batch; the leader comes back alone (the last ISR member) and takes nine
     more; the follower then truncates the record the leader lost and copies the new ones:
     equal LEOs, identical batch CRC sequences."""
@@ -277,7 +277,7 @@ async def test_no_divergence_after_torn_leader_tail(cluster: Cluster) -> None:
 
 @pytest.mark.timeout(120)
 async def test_unclean_leader_election_off(cluster: Cluster) -> None:
-    """scenarios.md 11: with unclean election off, a replica that left the ISR does not lead
+    """Scenario 11: with unclean election off, a replica that left the ISR does not lead
     when it comes back alone: produce fails and consumers see nothing new; once the last ISR
     member returns, consumers read every acked record."""
     topic = "unclean-off"

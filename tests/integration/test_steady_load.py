@@ -1,4 +1,5 @@
-"""scenarios.md 5 (reduced): replication under steady load while brokers fail.
+"""Replication under steady load while brokers fail (reduced): docs/reliability.md, "The
+scenarios, and where they are tested", 5.
 
 3 brokers, a topic with 3 partitions, RF=3, min.insync.replicas=2. A producer (acks=all, the
 client's retries) sends unique values at a steady rate and a consumer reads all the time,
@@ -6,7 +7,8 @@ while the leader of partition 0 and then the controller go through a clean bounc
 controlled shutdown) and a hard bounce (SIGKILL, restart after the ZooKeeper session expired).
 Afterwards every acknowledged value was consumed, at the offset it was acknowledged at, and
 the consumer's offsets only increased within each partition. Without the idempotent producer
-a retried send may appear twice; that is allowed here (issue 7).
+a retried send may appear twice; that is allowed here (docs/reliability.md, "Guarantees":
+only the idempotent producer stores a retried send once).
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ async def _controller(zk: ZkView) -> int:
 async def _bounce(cluster: Cluster, broker: BrokerProcess, *, hard: bool) -> None:
     if hard:
         broker.kill()
-        await trio.sleep(SESSION_EXPIRY_S)  # scenarios.md: restart after the session expired
+        await trio.sleep(SESSION_EXPIRY_S)  # restart after the session expired
     else:
         # SIGTERM and wait for the exit off the event loop: the workload keeps running.
         assert await trio.to_thread.run_sync(broker.stop) == 0

@@ -1,4 +1,4 @@
-"""A seeded, deterministic whole-cluster simulation of replication (issue 4).
+"""A seeded, deterministic whole-cluster simulation of replication (docs/architecture.md).
 
 Real `broker.core.partition.Partition`s over real `broker.log.log.Log`s (in a temporary directory),
 the real replication rules (`broker.core.replication`) and the real controller core

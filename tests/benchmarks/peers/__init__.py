@@ -1,4 +1,4 @@
-"""Highwater beside its peers (issue 23): NATS JetStream and Redis Streams, 3 nodes each.
+"""Highwater beside its peers: NATS JetStream and Redis Streams, 3 nodes each.
 
 Run: `make bench-peers` (or `python -m tests.benchmarks.peers [--runs N] [--quick] [--json]`).
 One system at a time: start its 3 nodes on loopback, run the three measures `--runs` times,

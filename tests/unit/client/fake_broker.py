@@ -11,13 +11,11 @@ the leader's). The leader epoch is checked as KIP-320 says, so leader moves are 
 clients; OffsetForLeaderEpoch answers from the epochs stamped in the stored batches (KIP-279).
 
 Idempotent producers: InitProducerId (any broker) hands out producer ids from 1000, epoch 0.
-Each partition keeps, per producer id, its epoch and last 5 batches, as a Kafka leader does:
-an exact duplicate (same epoch, base and last sequence as a cached batch) is answered NONE with
-its original base offset and nothing of that request is appended; a sequence gap ->
-OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch -> INVALID_PRODUCER_EPOCH; a newer epoch must start
-at sequence 0; a producer id the partition does not know is taken at any sequence; a refused
-request appends nothing. `produce_log` records each partition answer as (topic, partition,
-base sequence of each batch, error code).
+Each partition checks and keeps its producers' state with the broker's own
+broker.log.producer_state.ProducerStateManager (a resend answered with its original offset and
+nothing of that request appended, a sequence gap, an older epoch; a refused request appends
+nothing), so these rules cannot drift from the broker's. `produce_log` records each partition
+answer as (topic, partition, base sequence of each batch, error code).
 
 Consumer groups: `coordinator` (fake_coordinator.FakeCoordinator) answers FindCoordinator,
 ConsumerGroupHeartbeat, OffsetCommit/Fetch/Delete, ConsumerGroupDescribe, ListGroups and
@@ -36,7 +34,6 @@ larger than this together: RECORD_LIST_TOO_LARGE); a refused request appends not
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,9 +42,10 @@ from typing import Any
 import trio
 
 from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
+from broker.log.producer_state import ProducerStateManager
 from protocol.apis import ApiKey
 from protocol.codec import decode_request, encode_response
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, HighwaterError
 from protocol.framing import NEED_DATA, FrameDecoder
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.create_topics import (
@@ -100,46 +98,9 @@ from protocol.records import (
 )
 from tests.unit.client.fake_coordinator import FakeCoordinator
 
-__all__ = ["FakeCluster", "FakePartition", "FakeProducerState"]
+__all__ = ["FakeCluster", "FakePartition"]
 
-_PRODUCER_BATCHES_KEPT = 5  # as Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 _FIRST_PRODUCER_ID = 1000
-
-
-@dataclass
-class FakeProducerState:
-    """One producer id's state on a partition: its epoch and last batches (Kafka's
-    ProducerStateEntry): (base sequence, last sequence, base offset) each."""
-
-    epoch: int
-    batches: list[tuple[int, int, int]] = field(default_factory=list)
-
-    def duplicate_of(self, header: BatchHeader) -> int | None:
-        """The original base offset if `header` is a resend of a kept batch."""
-        for base_sequence, last_sequence, base_offset in self.batches:
-            if header.producer_epoch == self.epoch and (base_sequence, last_sequence) == (
-                header.base_sequence,
-                header.last_sequence,
-            ):
-                return base_offset
-        return None
-
-    def check(self, header: BatchHeader) -> int:
-        """The error code for a batch that is not a resend (0: it may be appended)."""
-        if header.producer_epoch < self.epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        if header.producer_epoch > self.epoch:
-            return 0 if header.base_sequence == 0 else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        if self.batches and header.base_sequence != (self.batches[-1][1] + 1) & 0x7FFFFFFF:
-            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        return 0
-
-    def appended(self, header: BatchHeader, base_offset: int) -> None:
-        if header.producer_epoch != self.epoch:
-            self.epoch = header.producer_epoch
-            self.batches = []
-        self.batches.append((header.base_sequence, header.last_sequence, base_offset))
-        del self.batches[:-_PRODUCER_BATCHES_KEPT]
 
 
 @dataclass
@@ -156,7 +117,7 @@ class FakePartition:
     replica_log_end_offsets: dict[int, int] = field(default_factory=dict)  # followers' LEOs
     # The leader's OffsetForLeaderEpoch answer (epoch, end offset) for every epoch, if set.
     epoch_end_override: tuple[int, int] | None = None
-    producers: dict[int, FakeProducerState] = field(default_factory=dict)  # by producer id
+    producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
 
     @property
     def hw(self) -> int:
@@ -285,6 +246,7 @@ class FakeCluster:
         assert offset in {base for base, _ in part.batches} | {part.log_end_offset}
         part.batches = [(base, data) for base, data in part.batches if base < offset]
         part.log_end_offset = offset
+        part.producer_state.truncate_to(offset)
         part.high_watermark = None
 
     def fail_next(
@@ -513,24 +475,15 @@ class FakeCluster:
         self, part: FakePartition, records: bytes, headers: list[tuple[int, BatchHeader]]
     ) -> tuple[int, int]:
         """(error code, base offset), as a Kafka leader: the batches are checked in order
-        against the producer state first, so a refused request appends nothing, and a request
-        holding a resend appends nothing and is answered with the resent batch's offset."""
-        pending = {pid: copy.deepcopy(state) for pid, state in part.producers.items()}
-        offset = part.log_end_offset
-        for _, header in headers:
-            if header.producer_id >= 0:
-                applied = part.producers.get(header.producer_id)
-                duplicate = None if applied is None else applied.duplicate_of(header)
-                if duplicate is not None:
-                    return 0, duplicate
-                state = pending.get(header.producer_id)
-                if state is None:  # a producer id the partition does not know: any sequence
-                    state = pending[header.producer_id] = FakeProducerState(header.producer_epoch)
-                elif code := state.check(header):
-                    return code, -1
-                state.appended(header, offset)
-            offset += header.record_count
-        part.producers = pending
+        against the producer state (the broker's own ProducerStateManager) first, so a refused
+        request appends nothing, and a request holding a resend appends nothing and is answered
+        with the resent batch's offset."""
+        try:
+            duplicate = part.producer_state.check_leader_append([h for _, h in headers])
+        except HighwaterError as exc:
+            return exc.code, -1
+        if duplicate is not None:
+            return 0, duplicate.first_offset
         base = part.log_end_offset
         for pos, header in headers:
             raw = records[pos : pos + header.size]
@@ -538,6 +491,7 @@ class FakeCluster:
                 stamp_prefix(part.log_end_offset, header.batch_length, part.leader_epoch) + raw[16:]
             )
             part.batches.append((part.log_end_offset, stamped))
+            part.producer_state.update(read_header(stamped))
             part.log_end_offset += header.record_count
         return 0, base
 

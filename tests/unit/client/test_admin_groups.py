@@ -18,9 +18,13 @@ from tests.unit.client.test_consumer import fill
 
 
 def committed(cluster: FakeCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    stored = cluster.coordinator.group(group).offsets
-    for (topic, partition), offset in offsets.items():
-        stored[TopicPartition(topic, partition)] = (offset, -1, None)
+    cluster.coordinator.commit_as_admin(
+        group,
+        {
+            TopicPartition(topic, partition): offset
+            for (topic, partition), offset in offsets.items()
+        },
+    )
 
 
 async def joined(cluster: FakeCluster, consumer: Consumer, topics: list[str]) -> None:
@@ -82,7 +86,7 @@ async def test_alter_offsets_only_while_the_group_is_empty(cluster: FakeCluster)
     cluster.create_topic("t", 1)
     async with Admin(cluster.bootstrap) as admin:
         await admin.alter_group_offsets("g", {("t", 0): 5})
-        assert cluster.coordinator.groups["g"].offsets[TopicPartition("t", 0)][0] == 5
+        assert cluster.coordinator.committed("g")[TopicPartition("t", 0)] == 5
         request = next(b for _, b in cluster.requests if isinstance(b, OffsetCommitRequest))
         assert (request.member_id, request.member_epoch) == ("", -1)
         with pytest.raises(HighwaterClientError) as unknown:
@@ -119,8 +123,8 @@ async def test_delete_groups_and_offsets(cluster3: FakeCluster) -> None:
         with pytest.raises(HighwaterClientError) as missing:
             await admin.delete_group_offsets("never", [("t", 0)])
         assert missing.value.code == ErrorCode.GROUP_ID_NOT_FOUND
-    assert "empty" not in cluster3.coordinator.groups
-    assert TopicPartition("u", 0) not in cluster3.coordinator.groups["busy"].offsets
+    assert not cluster3.coordinator.exists("empty")
+    assert TopicPartition("u", 0) not in cluster3.coordinator.committed("busy")
 
 
 async def test_a_moved_coordinator_is_looked_up_again(cluster3: FakeCluster) -> None:

@@ -107,4 +107,4 @@ async def test_blocking_group_member(cluster: FakeCluster) -> None:
     assert calls[0][0] == "assigned" and calls[1] == ("committed", 3)
     assert calls[2][0] == "revoked" and calls[3] == ("closed", None)
     assert calls[4] == ("admin", (2, 1))
-    assert "bg" not in cluster.coordinator.groups
+    assert not cluster.coordinator.exists("bg")

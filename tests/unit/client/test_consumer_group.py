@@ -85,7 +85,7 @@ async def test_a_member_resumes_from_the_committed_offsets_and_commits_on_close(
     cluster.create_topic("t", 2)
     fill(cluster, "t", 0, 2, 5)
     fill(cluster, "t", 1, 2, 5)
-    cluster.coordinator.group("g").offsets[TopicPartition("t", 0)] = (7, -1, None)
+    cluster.coordinator.commit_as_admin("g", {TopicPartition("t", 0): 7})
     listener = Recorder()
     async with group_consumer(cluster) as consumer:
         consumer.subscribe(["t"], listener=listener)
@@ -96,9 +96,8 @@ async def test_a_member_resumes_from_the_committed_offsets_and_commits_on_close(
         assert listener.calls == [("assigned", tps(0, 1))]
         member = consumer.group_metadata()
         assert member is not None and member.member_id and member.state == "stable"
-    group = cluster.coordinator.groups["g"]
-    assert group.members == {}  # it left
-    assert {tp: o for tp, (o, _, _) in group.offsets.items()} == {
+    assert cluster.coordinator.member_ids("g") == set()  # it left
+    assert cluster.coordinator.committed("g") == {
         TopicPartition("t", 0): 10,
         TopicPartition("t", 1): 10,
     }
@@ -113,7 +112,7 @@ async def test_a_member_resumes_from_the_committed_offsets_and_commits_on_close(
 async def test_the_committed_offset_s_leader_epoch_is_validated(cluster: FakeCluster) -> None:
     cluster.create_topic("t", 1)
     fill(cluster, "t", 0, 2, 5)
-    cluster.coordinator.group("g").offsets[TopicPartition("t", 0)] = (5, 0, None)
+    cluster.coordinator.commit_as_admin("g", {TopicPartition("t", 0): 5}, leader_epoch=0)
     cluster.bump_leader_epoch("t", 0)
     async with group_consumer(cluster) as consumer:
         consumer.subscribe(["t"])
@@ -132,9 +131,7 @@ async def test_two_members_split_the_partitions_never_sharing_one(cluster: FakeC
     async def watch(cancel: trio.CancelScope) -> None:
         with cancel:
             while True:
-                owners = (
-                    cluster.coordinator.owners("g") if "g" in cluster.coordinator.groups else {}
-                )
+                owners = cluster.coordinator.owners("g")
                 shared.extend([owners] if any(len(v) > 1 for v in owners.values()) else [])
                 await trio.sleep(0.005)
 
@@ -184,8 +181,8 @@ async def test_revoked_partitions_are_committed_before_they_move(cluster: FakeCl
                     await first.poll(timeout_ms=20)
                     await second.poll(timeout_ms=20)
             (moved,) = second.assignment()
-            offsets = cluster.coordinator.groups["g"].offsets
-            assert offsets[moved][0] == 4  # committed by the first member on revoke
+            # committed by the first member on revoke
+            assert cluster.coordinator.committed("g")[moved] == 4
             assert await second.position(moved) == 4
 
 
@@ -215,10 +212,10 @@ async def test_commit_and_committed(cluster: FakeCluster) -> None:
         with trio.fail_after(DEADLINE_S):
             await done.wait()
         assert results == [None]
-        assert cluster.coordinator.groups["g"].offsets[TopicPartition("t", 0)][0] == 3
+        assert cluster.coordinator.committed("g")[TopicPartition("t", 0)] == 3
         member_id = consumer.group_metadata().member_id  # type: ignore[union-attr]
         assert all(c[1] == member_id for c in cluster.coordinator.commits)
-    assert cluster.coordinator.groups["g"].offsets[TopicPartition("t", 0)][0] == 3  # no auto
+    assert cluster.coordinator.committed("g")[TopicPartition("t", 0)] == 3  # no auto
 
 
 async def test_auto_commit_commits_what_poll_returned(cluster: FakeCluster) -> None:
@@ -227,11 +224,10 @@ async def test_auto_commit_commits_what_poll_returned(cluster: FakeCluster) -> N
     async with group_consumer(cluster, max_poll_records=4) as consumer:
         consumer.subscribe(["t"])
         await poll_until(consumer, lambda rs: len(rs) >= 4)
-        offsets = cluster.coordinator.group("g").offsets
         with trio.fail_after(DEADLINE_S):
-            while offsets.get(TopicPartition("t", 0), (0,))[0] != 4:
+            while cluster.coordinator.committed("g").get(TopicPartition("t", 0)) != 4:
                 assert await consumer.poll(timeout_ms=20, max_records=0) == []
-    assert offsets[TopicPartition("t", 0)][0] == 4
+    assert cluster.coordinator.committed("g")[TopicPartition("t", 0)] == 4
 
 
 async def test_a_fenced_member_loses_its_partitions_and_rejoins(cluster: FakeCluster) -> None:
@@ -299,7 +295,7 @@ async def test_no_poll_for_max_poll_interval_leaves_and_the_next_poll_rejoins(
         consumer.subscribe(["t"], listener=listener)
         await poll_until(consumer, lambda rs: len(rs) >= 3)
         first_id = consumer.group_metadata().member_id  # type: ignore[union-attr]
-        await until(lambda: first_id not in cluster.coordinator.groups["g"].members, "a leave")
+        await until(lambda: first_id not in cluster.coordinator.member_ids("g"), "a leave")
         # The coordinator removes the member before the member has read the answer (till
         # then it is "leaving").
         await until(lambda: consumer.group_metadata().state == "stale", "the leave answered")  # type: ignore[union-attr]
@@ -449,7 +445,7 @@ async def test_commit_retries_a_stale_epoch_and_the_coordinator_s_errors(
         cluster.fail_next(ApiKey.OFFSET_COMMIT, ErrorCode.STALE_MEMBER_EPOCH)
         cluster.fail_next(ApiKey.OFFSET_COMMIT, ErrorCode.NOT_COORDINATOR)
         await consumer.commit({("t", 0): 0})
-        assert cluster.coordinator.groups["g"].offsets[TopicPartition("t", 0)][0] == 0
+        assert cluster.coordinator.committed("g")[TopicPartition("t", 0)] == 0
         assert len(cluster.coordinator.commits) == 3
         cluster.fail_next(ApiKey.OFFSET_COMMIT, ErrorCode.COORDINATOR_NOT_AVAILABLE, times=1000)
         with pytest.raises(HighwaterClientError) as stuck:
