@@ -161,6 +161,7 @@ class BrokerConfig:
     inter_broker_login: JaasLogin | None = field(default=None, repr=False)
     sasl_server_max_receive_size: int = _int("sasl.server.max.receive.size")
     connections_authentication_timeout_ms: int = _int("connections.authentication.timeout.ms")
+    connections_max_reauth_ms: int = _int("connections.max.reauth.ms")
     authorizer_enabled: bool = False  # authorizer.class.name
     super_users: frozenset[Principal] = frozenset()
     allow_everyone_if_no_acl_found: bool = _bool("allow.everyone.if.no.acl.found")
