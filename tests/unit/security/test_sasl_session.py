@@ -3,12 +3,14 @@ run again on the same connection, and which users a credential change revokes.""
 
 from __future__ import annotations
 
+import pytest
 from scramp import ScramClient
 
 from broker.core.principal import Principal
 from broker.core.sasl import SaslAuthenticator, SaslStep
 from broker.core.sasl_session import Admission, Completion, SaslSession, revoked_users
 from broker.core.scram import make_credential
+from client.security import reauthentication_delay_s
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest
@@ -125,3 +127,14 @@ def test_a_credential_added_for_another_mechanism_revokes_nothing() -> None:
     after = {**before, ("carol", "SCRAM-SHA-256"): make_credential("SCRAM-SHA-256", "c")}
     assert revoked_users(before, after) == frozenset()
     assert revoked_users({}, after) == frozenset()  # a new user
+
+
+@pytest.mark.parametrize("lifetime_ms", [1000, 3000, 3_600_000])
+def test_clients_reauthenticate_at_85_to_95_percent_of_the_lifetime(lifetime_ms: int) -> None:
+    for _ in range(200):
+        delay_s = reauthentication_delay_s(lifetime_ms)
+        assert 0.85 * lifetime_ms / 1000 <= delay_s <= 0.95 * lifetime_ms / 1000
+
+
+def test_clients_never_reauthenticate_without_a_lifetime() -> None:
+    assert reauthentication_delay_s(0) == float("inf")
