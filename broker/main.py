@@ -388,6 +388,7 @@ def _served_listeners(config: BrokerConfig) -> tuple[ServedListener, ...]:
                 context if x.security_protocol.uses_tls else None,
                 mechanisms if x.security_protocol.uses_sasl else (),
                 WIRES[x.wire],
+                tuple((m, ms) for name, m, ms in config.listener_max_reauth_ms if name == x.name),
             )
         )
     return tuple(served)

@@ -81,6 +81,8 @@ class ServedListener:
     ssl_context: ssl.SSLContext | None = None  # SSL and SASL_SSL
     sasl_mechanisms: tuple[str, ...] = ()  # SASL_PLAINTEXT and SASL_SSL
     wire: Wire = NATIVE_WIRE  # listener.wire.protocol.map: Highwater's msgpack or Kafka's
+    # listener.name.<name>.<mechanism>.connections.max.reauth.ms: (mechanism, ms) each.
+    max_reauth_ms: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(eq=False)
@@ -291,7 +293,7 @@ class BrokerServer:
                         channel = tls
                     sasl = None
                     if served.security_protocol.uses_sasl:
-                        conn.session = SaslSession(self.max_reauth_ms)
+                        conn.session = SaslSession(self.max_reauth_ms, dict(served.max_reauth_ms))
                         sasl = SaslAuthenticator(
                             served.sasl_mechanisms,
                             lambda user, mechanism: self.ctx.credentials.get((user, mechanism)),
@@ -526,7 +528,8 @@ class BrokerServer:
                 return False
         reauthenticating = session is not None and session.principal is not None
         if step.principal is not None and session is not None:
-            step = _with_session(step, session, trio.current_time() * 1000)
+            assert sasl.mechanism is not None
+            step = _with_session(step, session, sasl.mechanism, trio.current_time() * 1000)
         if step.close and self.failed_authentication_delay_s > 0:
             await trio.sleep(self.failed_authentication_delay_s)
         await self._send(stream, wire.encode(request, step.response))
@@ -573,11 +576,11 @@ class BrokerServer:
         return size
 
 
-def _with_session(step: SaslStep, session: SaslSession, now_ms: float) -> SaslStep:
+def _with_session(step: SaslStep, session: SaslSession, mechanism: str, now_ms: float) -> SaslStep:
     """A successful SaslAuthenticate step with the session's lifetime in its response, or a
     refusal instead (another principal on re-authentication)."""
     assert step.principal is not None
-    completion = session.authenticated(step.principal, now_ms)
+    completion = session.authenticated(step.principal, mechanism, now_ms)
     if completion.refusal is not None:
         failed = SaslAuthenticateResponse(
             ErrorCode.SASL_AUTHENTICATION_FAILED, completion.refusal, b""

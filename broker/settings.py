@@ -839,7 +839,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "An authenticated SASL session lasts this long (KIP-368): SaslAuthenticate tells the "
             "client, which re-authenticates on the open connection before then; a request "
             "other than SaslHandshake after it closes the connection. 0: sessions never end. "
-            "Broker-wide only (no per-listener, per-mechanism override).",
+            "listener.name.<name>.<mechanism>.connections.max.reauth.ms (lower case, e.g. "
+            "listener.name.external.scram-sha-512.connections.max.reauth.ms) overrides it for "
+            "one listener and mechanism.",
         ),
         string(
             "authorizer.class.name",

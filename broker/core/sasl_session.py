@@ -2,13 +2,15 @@
 Kafka's SaslServerAuthenticator with its ReauthInfo, and SocketServer's expired-channel
 check). Pure: times are given, in milliseconds of a monotonic clock.
 
-With `connections.max.reauth.ms` > 0 a successful SaslAuthenticate tells the client its
-`session_lifetime_ms` (that setting: no SCRAM credential here has a lifetime of its own), and
-the session ends that long after. SaslHandshake on an authenticated connection begins a
-re-authentication, at any time, even after the session ended; it must end as the same
-principal ("cannot change principals during re-authentication", as Kafka) and starts a new
-session. Any other request after the end closes the connection. 0 (the default) is Kafka's:
-sessions never end and only new connections authenticate.
+With `connections.max.reauth.ms` > 0 (or the listener's override for the mechanism used,
+`listener.name.<name>.<mechanism>.connections.max.reauth.ms`) a successful SaslAuthenticate
+tells the client its `session_lifetime_ms` (that setting: no SCRAM credential here has a
+lifetime of its own), and the session ends that long after. SaslHandshake on an
+authenticated connection begins a re-authentication, at any time, even after the session
+ended; it must end as the same principal ("cannot change principals during
+re-authentication", as Kafka) and starts a new session. Any other request after the end
+closes the connection. 0 (the default) is Kafka's: sessions never end and only new
+connections authenticate.
 """
 
 from __future__ import annotations
@@ -41,15 +43,18 @@ class Completion:
 
 
 class SaslSession:
-    def __init__(self, max_reauth_ms: int) -> None:
-        """`max_reauth_ms`: connections.max.reauth.ms (0: sessions never end)."""
+    def __init__(self, max_reauth_ms: int, by_mechanism: Mapping[str, int] | None = None) -> None:
+        """`max_reauth_ms`: connections.max.reauth.ms (0: sessions never end);
+        `by_mechanism`: the listener's overrides of it, by SASL mechanism."""
         self.max_reauth_ms = max_reauth_ms
+        self.by_mechanism = dict(by_mechanism or {})
         self.principal: Principal | None = None
         self.expires_at_ms = math.inf
         self.reauthentications = 0
 
-    def authenticated(self, principal: Principal, now_ms: float) -> Completion:
-        """The SASL exchange succeeded as `principal` (the first time, or again)."""
+    def authenticated(self, principal: Principal, mechanism: str, now_ms: float) -> Completion:
+        """The SASL exchange with `mechanism` succeeded as `principal` (the first time, or
+        again)."""
         if self.principal is not None:
             if principal != self.principal:
                 return Completion(
@@ -60,10 +65,12 @@ class SaslSession:
                 )
             self.reauthentications += 1
         self.principal = principal
-        if self.max_reauth_ms <= 0:
+        lifetime_ms = self.by_mechanism.get(mechanism, self.max_reauth_ms)
+        if lifetime_ms <= 0:
+            self.expires_at_ms = math.inf
             return Completion()
-        self.expires_at_ms = now_ms + self.max_reauth_ms
-        return Completion(self.max_reauth_ms)
+        self.expires_at_ms = now_ms + lifetime_ms
+        return Completion(lifetime_ms)
 
     def admit(self, api_key: int, now_ms: float) -> Admission:
         """What to do with a request on the authenticated connection. SaslHandshake comes

@@ -44,6 +44,7 @@ from tests.integration.secure_cluster import (
 pytestmark = pytest.mark.timeout(300)
 
 REAUTH_MS = 3000
+INTERNAL_SHA256_REAUTH_MS = 5000  # the INTERNAL listener's override for SCRAM-SHA-256
 PRODUCE_S = 10
 TOPIC = "ticks"
 QUIET = "quiet"  # never written: a Fetch there waits its max_wait_ms
@@ -64,7 +65,12 @@ def cluster(
         tmp_path_factory.mktemp("secure-reauth"),
         1,
         pki,
-        settings={"connections.max.reauth.ms": str(REAUTH_MS)},
+        settings={
+            "connections.max.reauth.ms": str(REAUTH_MS),
+            "listener.name.internal.scram-sha-256.connections.max.reauth.ms": str(
+                INTERNAL_SHA256_REAUTH_MS
+            ),
+        },
     )
     cluster.start()
     try:
@@ -152,11 +158,27 @@ class _RawConnection:
         return await self.stream.receive_some(1) == b""
 
 
-async def _raw(cluster: Cluster, pki: Pki, user: str) -> tuple[_RawConnection, int]:
+async def _raw(
+    cluster: Cluster, pki: Pki, user: str, mechanism: str = "SCRAM-SHA-512"
+) -> tuple[_RawConnection, int]:
     port = cluster.brokers[1].port_of("INTERNAL")
     raw = _RawConnection(await trio.open_tcp_stream("127.0.0.1", port))
-    lifetime_ms = await raw.login(_as(pki, user, protocol="SASL_PLAINTEXT"))
+    lifetime_ms = await raw.login(_as(pki, user, protocol="SASL_PLAINTEXT", mechanism=mechanism))
     return raw, lifetime_ms
+
+
+async def test_the_session_lifetime_is_the_listeners_for_the_mechanism(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """listener.name.internal.scram-sha-256.connections.max.reauth.ms overrides the
+    broker-wide connections.max.reauth.ms for that listener and mechanism only."""
+    for mechanism, expected_ms in [
+        ("SCRAM-SHA-256", INTERNAL_SHA256_REAUTH_MS),
+        ("SCRAM-SHA-512", REAUTH_MS),
+    ]:
+        raw, lifetime_ms = await _raw(cluster, pki, "erin", mechanism)
+        await raw.stream.aclose()
+        assert lifetime_ms == expected_ms, mechanism
 
 
 async def test_a_producer_outlives_several_sessions_without_a_reconnect(

@@ -27,29 +27,40 @@ CREDENTIALS = {
 
 def test_without_a_lifetime_a_session_never_ends() -> None:
     session = SaslSession(0)
-    assert session.authenticated(ALICE, 1000) == Completion(0)
+    assert session.authenticated(ALICE, "SCRAM-SHA-512", 1000) == Completion(0)
     assert session.admit(ApiKey.PRODUCE, 10**12) is Admission.SERVE
 
 
 def test_a_session_lasts_max_reauth_ms_and_then_closes_the_connection() -> None:
     session = SaslSession(3000)
-    assert session.authenticated(ALICE, 1000) == Completion(3000)
+    assert session.authenticated(ALICE, "SCRAM-SHA-512", 1000) == Completion(3000)
     assert session.admit(ApiKey.PRODUCE, 4000) is Admission.SERVE  # at the end, still in
     assert session.admit(ApiKey.PRODUCE, 4001) is Admission.EXPIRED
     assert session.admit(ApiKey.METADATA, 4001) is Admission.EXPIRED
 
 
+def test_a_listener_override_for_the_mechanism_used_wins() -> None:
+    session = SaslSession(3000, {"PLAIN": 1000, "SCRAM-SHA-256": 0})
+    assert session.authenticated(ALICE, "PLAIN", 0) == Completion(1000)
+    assert session.admit(ApiKey.PRODUCE, 1001) is Admission.EXPIRED
+    other = SaslSession(3000, {"PLAIN": 1000, "SCRAM-SHA-256": 0})
+    assert other.authenticated(ALICE, "SCRAM-SHA-256", 0) == Completion(0)  # never ends
+    assert other.admit(ApiKey.PRODUCE, 10**12) is Admission.SERVE
+    third = SaslSession(3000, {"PLAIN": 1000})
+    assert third.authenticated(ALICE, "SCRAM-SHA-512", 0) == Completion(3000)
+
+
 def test_sasl_handshake_reauthenticates_even_after_the_end() -> None:
     session = SaslSession(3000)
-    session.authenticated(ALICE, 1000)
+    session.authenticated(ALICE, "SCRAM-SHA-512", 1000)
     assert session.admit(ApiKey.SASL_HANDSHAKE, 2000) is Admission.REAUTHENTICATE
     assert session.admit(ApiKey.SASL_HANDSHAKE, 9000) is Admission.REAUTHENTICATE
 
 
 def test_reauthenticating_as_the_same_principal_starts_a_new_session() -> None:
     session = SaslSession(3000)
-    session.authenticated(ALICE, 1000)
-    assert session.authenticated(ALICE, 3500) == Completion(3000)
+    session.authenticated(ALICE, "SCRAM-SHA-512", 1000)
+    assert session.authenticated(ALICE, "SCRAM-SHA-512", 3500) == Completion(3000)
     assert session.reauthentications == 1
     assert session.admit(ApiKey.PRODUCE, 6500) is Admission.SERVE
     assert session.admit(ApiKey.PRODUCE, 6501) is Admission.EXPIRED
@@ -57,8 +68,8 @@ def test_reauthenticating_as_the_same_principal_starts_a_new_session() -> None:
 
 def test_reauthenticating_as_another_principal_is_refused() -> None:
     session = SaslSession(3000)
-    session.authenticated(ALICE, 1000)
-    completion = session.authenticated(BOB, 2000)
+    session.authenticated(ALICE, "SCRAM-SHA-512", 1000)
+    completion = session.authenticated(BOB, "SCRAM-SHA-512", 2000)
     assert completion.refusal is not None
     assert "Cannot change principals during re-authentication" in completion.refusal
     assert session.principal == ALICE and session.expires_at_ms == 4000  # unchanged
@@ -68,7 +79,7 @@ def test_reauthenticating_as_another_principal_is_refused() -> None:
 def test_a_session_names_its_user_once_authenticated() -> None:
     session = SaslSession(0)
     assert session.user() is None
-    session.authenticated(ALICE, 0)
+    session.authenticated(ALICE, "SCRAM-SHA-512", 0)
     assert session.user() == "alice"
 
 
