@@ -222,7 +222,7 @@ def test_the_blocking_connection_reauthenticates_too(cluster: Cluster, pki: Pki)
     )
     answered = 0
     try:
-        stop = time.monotonic() + 2.5 * REAUTH_MS / 1000
+        stop = time.monotonic() + 3 * REAUTH_MS / 1000
         while time.monotonic() < stop:
             response: FetchResponse = connection.request(fetch, timeout_ms=5000)
             assert response.responses[0].partitions[0].error_code == ErrorCode.NONE, response
@@ -251,10 +251,11 @@ async def test_a_connection_that_does_not_reauthenticate_is_closed_after_its_lif
                 break
             answered_until = trio.current_time()
     closed_at = trio.current_time()
-    # Served until the session's end (give or take a round trip), closed at the first request
-    # after it: the session began after `before`, so it ended no earlier than this.
-    assert answered_until - authenticated_at >= REAUTH_MS / 1000 - 0.2
+    # Requests went out back to back, so the first refused one came just after the close:
+    # the session began after `before`, so it was not cut short. The last answer came within
+    # a (slow) round trip of the end.
     assert closed_at - before >= REAUTH_MS / 1000
+    assert answered_until - authenticated_at >= REAUTH_MS / 1000 - 1
     assert len(_events(cluster.brokers[1], _EXPIRED, 0, "erin")) >= 1
 
 
