@@ -18,7 +18,7 @@ import trio
 
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
-from client.errors import AuthenticationFailedError
+from client.errors import AuthenticationFailedError, HighwaterClientError
 from client.network import connect
 from client.producer import Producer
 from client.producer.retry_notices import RetryNotice
@@ -319,7 +319,7 @@ async def test_deleting_a_user_closes_the_users_connections(
         assert len(closed) >= 2  # the raw connection and the producer's
         # The producer's reconnect is refused: its send fails, saying why.
         future = await producer.send(TOPIC, b"after")
-        with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED"):
+        with pytest.raises(HighwaterClientError, match="SASL_AUTHENTICATION_FAILED"):
             await future.wait()
     with pytest.raises(AuthenticationFailedError, match="SASL_AUTHENTICATION_FAILED") as refused:
         await connect(
