@@ -46,7 +46,15 @@ from broker.listeners import (
     resolve_listeners,
 )
 from broker.log.config import LogConfig
-from broker.settings import ACL_AUTHORIZER, KNOWN_KEYS, SETTINGS, default_of, resolve, setting
+from broker.settings import (
+    ACL_AUTHORIZER,
+    KNOWN_KEYS,
+    MECHANISMS,
+    SETTINGS,
+    default_of,
+    resolve,
+    setting,
+)
 from protocol.jaas import JaasLogin, parse_jaas_login
 from protocol.java_properties import PropertiesFormatError, property_lines
 
@@ -161,6 +169,7 @@ class BrokerConfig:
     inter_broker_login: JaasLogin | None = field(default=None, repr=False)
     sasl_server_max_receive_size: int = _int("sasl.server.max.receive.size")
     connections_authentication_timeout_ms: int = _int("connections.authentication.timeout.ms")
+    connections_max_reauth_ms: int = _int("connections.max.reauth.ms")
     authorizer_enabled: bool = False  # authorizer.class.name
     super_users: frozenset[Principal] = frozenset()
     allow_everyone_if_no_acl_found: bool = _bool("allow.everyone.if.no.acl.found")
@@ -186,6 +195,9 @@ class BrokerConfig:
     max_connection_creation_rate: int = _int("max.connection.creation.rate")
     # listener.name.<name>.max.connections: (listener name, limit) for each one given.
     listener_max_connections: tuple[tuple[str, int], ...] = ()
+    # listener.name.<name>.<mechanism>.connections.max.reauth.ms: (listener name, mechanism,
+    # session lifetime) for each one given.
+    listener_max_reauth_ms: tuple[tuple[str, str, int], ...] = ()
     connection_failed_authentication_delay_ms: int = _int(
         "connection.failed.authentication.delay.ms"
     )
@@ -406,17 +418,29 @@ def load_config(path: Path | None, overrides: Sequence[str] = ()) -> BrokerConfi
             raise ConfigError(f"invalid override {override!r}: expected key=value")
         raw[key.strip()] = (value.strip(), _OVERRIDE_ORIGIN)
     for key, (value, origin) in raw.items():
-        if key not in KNOWN_KEYS and _LISTENER_MAX_CONNECTIONS.fullmatch(key) is None:
+        if key not in KNOWN_KEYS and not any(p.fullmatch(key) for p in _LISTENER_PREFIXED):
             raise ConfigError(_unknown_key_message(key, value, origin), key=key)
     return _build(_Given(raw))
 
 
-# Kafka's per-listener override of max.connections; the name in it is the listener's, in
-# lower case (ListenerName.configPrefix). The only listener-prefixed setting taken so far.
+# Kafka's per-listener overrides of max.connections and (per SASL mechanism, as Kafka's
+# KafkaConfig takes it) connections.max.reauth.ms; the names in them are the listener's and
+# the mechanism's, in lower case (ListenerName.configPrefix, saslMechanismConfigPrefix). The
+# only listener-prefixed settings taken so far.
 _LISTENER_MAX_CONNECTIONS: Final = re.compile(r"listener\.name\.([^.]+)\.max\.connections")
 _LISTENER_LIMIT: Final = number(
     Type.INT, "listener.name.<name>.max.connections", None, "one listener's connections"
 )
+_LISTENER_MAX_REAUTH_MS: Final = re.compile(
+    r"listener\.name\.([^.]+)\.([^.]+)\.connections\.max\.reauth\.ms"
+)
+_LISTENER_REAUTH: Final = number(
+    Type.LONG,
+    "listener.name.<name>.<mechanism>.connections.max.reauth.ms",
+    None,
+    "one listener's SASL session lifetime for one mechanism",
+)
+_LISTENER_PREFIXED: Final = (_LISTENER_MAX_CONNECTIONS, _LISTENER_MAX_REAUTH_MS)
 
 
 def _unknown_key_message(key: str, value: str, origin: str) -> str:
@@ -480,6 +504,7 @@ def _build(given: _Given) -> BrokerConfig:
     listeners = _listeners(given)
     inter_broker = inter_broker_listener(given, listeners)
     values["listener_max_connections"] = _listener_limits(given, listeners)
+    values["listener_max_reauth_ms"] = _listener_reauth(given, listeners)
     values.update(
         listener_host=inter_broker.host,
         listener_port=inter_broker.port,
@@ -539,3 +564,29 @@ def _listener_limits(given: _Given, listeners: tuple[Listener, ...]) -> tuple[tu
         assert isinstance(limit, int)
         limits.append((name, limit))
     return tuple(sorted(limits))
+
+
+def _listener_reauth(
+    given: _Given, listeners: tuple[Listener, ...]
+) -> tuple[tuple[str, str, int], ...]:
+    """listener.name.<name>.<mechanism>.connections.max.reauth.ms, each for a listener that
+    exists and a SASL mechanism."""
+    names = {x.name.lower(): x.name for x in listeners}
+    found = []
+    for key, text in given.texts().items():
+        match = _LISTENER_MAX_REAUTH_MS.fullmatch(key)
+        if match is None:
+            continue
+        name = names.get(match[1].lower())
+        if name is None:
+            raise given.fail(key, f"a listener's name in the key ({', '.join(names.values())})")
+        mechanism = match[2].upper()
+        if mechanism not in MECHANISMS:
+            raise given.fail(key, f"a SASL mechanism in the key ({', '.join(MECHANISMS)})")
+        try:
+            lifetime_ms = _LISTENER_REAUTH.parse(text)
+        except InvalidValue as exc:
+            raise given.fail(key, exc.expected) from None
+        assert isinstance(lifetime_ms, int)
+        found.append((name, mechanism, lifetime_ms))
+    return tuple(sorted(found))

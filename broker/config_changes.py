@@ -8,12 +8,15 @@ which open log and applies it; logs whose retention was lowered are checked at o
 (re)connection, at start and after a failed round it reads everything instead: the defaults
 and the configs of every topic with a log here. LeaderAndIsr reads topic configs too; the two
 take `BrokerContext.config_lock` in turn, so the later ZooKeeper read always applies last.
-Notifications older than 15 minutes are purged, a bounded number per round.
+Notifications older than 15 minutes are purged, a bounded number per round. Users whose SCRAM
+credentials were deleted or changed are handed to `on_credentials_revoked` (the server closes
+their open connections).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import structlog
 import trio
@@ -26,6 +29,7 @@ from broker.core.dynamic_config import (
     plan_config_update,
     with_dynamic_defaults,
 )
+from broker.core.sasl_session import revoked_users
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential
 from broker.dynamic_config import static_defaults
 from controller import zk_data
@@ -47,9 +51,16 @@ _BACKOFF_S = (0.5, 10.0)
 
 
 class ConfigChangeListener:
-    def __init__(self, ctx: BrokerContext, zk: ZkClient) -> None:
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        zk: ZkClient,
+        *,
+        on_credentials_revoked: Callable[[frozenset[str]], None] | None = None,
+    ) -> None:
         self._ctx = ctx
         self._zk = zk
+        self._on_credentials_revoked = on_credentials_revoked
         self._static = static_defaults(ctx.config)
         self.defaults: BrokerDefaults = self._static  # in force here
         self.dynamic_defaults: dict[str, str] = {}  # as stored
@@ -185,4 +196,8 @@ class ConfigChangeListener:
                     )
         if users and not everything:
             self._log.info("user credentials changed", users=users)
+        revoked = revoked_users(self._ctx.credentials, credentials)
         self._ctx.credentials = credentials
+        if revoked and self._on_credentials_revoked is not None:
+            self._log.info("user credentials deleted or changed", users=sorted(revoked))
+            self._on_credentials_revoked(revoked)

@@ -124,6 +124,7 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             auth_frame_bytes=config.sasl_server_max_receive_size,
             auth_timeout_s=config.connections_authentication_timeout_ms / 1000,
+            max_reauth_ms=config.connections_max_reauth_ms,
             # Per-request figures only when someone can read them.
             request_stats=RequestStats() if config.metrics_listener else None,
         )
@@ -188,7 +189,9 @@ async def _start(
     # Credentials and ACLs before the first client: a SASL login or a request must not be
     # judged without them. Dynamic configs before registering too: LeaderAndIsr must find
     # them in place.
-    await nursery.start(ConfigChangeListener(ctx, zk).run)
+    await nursery.start(
+        ConfigChangeListener(ctx, zk, on_credentials_revoked=server.close_sessions_of).run
+    )
     if config.authorizer_enabled:
         await nursery.start(AclChangeListener(ctx, zk).run)
     try:
@@ -382,6 +385,7 @@ def _served_listeners(config: BrokerConfig) -> tuple[ServedListener, ...]:
                 context if x.security_protocol.uses_tls else None,
                 mechanisms if x.security_protocol.uses_sasl else (),
                 WIRES[x.wire],
+                tuple((m, ms) for name, m, ms in config.listener_max_reauth_ms if name == x.name),
             )
         )
     return tuple(served)

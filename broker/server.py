@@ -9,8 +9,11 @@ MiB, and the connection counts and creation rate of broker.core.connection_quota
 does its TLS handshake and SASL exchange (broker.core.sasl) within
 `connections.authentication.timeout.ms`, with frames of at most `sasl.server.max.receive.size`
 until then; PLAIN's password hashing runs in a thread, and a failed authentication is answered
-after `connection.failed.authentication.delay.ms`. `stop` stops accepting and drains in-flight
-requests. docs/architecture.md ("A request's life") has the details.
+after `connection.failed.authentication.delay.ms`. An authenticated SASL session lasts
+`connections.max.reauth.ms` (KIP-368: broker.core.sasl_session; a SaslHandshake re-runs the
+exchange), and `close_sessions_of` closes the connections of users whose credentials were
+deleted or changed. `stop` stops accepting and drains in-flight requests.
+docs/architecture.md ("A request's life") has the details.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import trio
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
 from broker.core.connection_quotas import ConnectionLimits, ConnectionQuotas, Refusal
 from broker.core.principal import USER_TYPE, Principal
-from broker.core.sasl import PasswordCheck, SaslAuthenticator, SaslStage
+from broker.core.sasl import PasswordCheck, SaslAuthenticator, SaslStage, SaslStep
+from broker.core.sasl_session import Admission, SaslSession
 from broker.handlers import HANDLERS
 from broker.kafka.wire import NATIVE_WIRE, Call, Wire
 from broker.listeners import SecurityProtocol
@@ -47,6 +51,7 @@ from protocol.apis import ApiKey
 from protocol.codec import RequestDecodeError
 from protocol.errors import ErrorCode, FrameError
 from protocol.framing import LENGTH_PREFIX_BYTES, NEED_DATA, FrameDecoder
+from protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 
 __all__ = ["BrokerServer", "ServedListener"]
 
@@ -76,6 +81,8 @@ class ServedListener:
     ssl_context: ssl.SSLContext | None = None  # SSL and SASL_SSL
     sasl_mechanisms: tuple[str, ...] = ()  # SASL_PLAINTEXT and SASL_SSL
     wire: Wire = NATIVE_WIRE  # listener.wire.protocol.map: Highwater's msgpack or Kafka's
+    # listener.name.<name>.<mechanism>.connections.max.reauth.ms: (mechanism, ms) each.
+    max_reauth_ms: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(eq=False)
@@ -86,6 +93,8 @@ class _Connection:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     busy: bool = False
     waiting_since: float = math.inf  # trio time it began waiting for a request (idle clock)
+    session: SaslSession | None = None  # SASL listeners
+    closing: bool = False  # close after the request being handled (close_sessions_of)
 
 
 # A connection's byte stream: the plain socket itself, or TLS over it.
@@ -109,6 +118,7 @@ class BrokerServer:
         auth_timeout_s: float = cast(int, default_of("connections.authentication.timeout.ms"))
         / 1000,
         request_stats: RequestStats | None = None,
+        max_reauth_ms: int = 0,
     ) -> None:
         """`listeners` (empty: one PLAINTEXT listener at host:port); `port` then reports
         the first one's bound port, `ports` every listener's. `limits`: the connection
@@ -133,6 +143,7 @@ class BrokerServer:
         self._password_checks = trio.CapacityLimiter(PASSWORD_CHECK_THREADS)
         self.auth_frame_bytes = auth_frame_bytes
         self.auth_timeout_s = auth_timeout_s
+        self.max_reauth_ms = max_reauth_ms  # connections.max.reauth.ms
         self._connections: set[_Connection] = set()
         self._accepting = trio.CancelScope()
         self._stopping = False
@@ -282,6 +293,7 @@ class BrokerServer:
                         channel = tls
                     sasl = None
                     if served.security_protocol.uses_sasl:
+                        conn.session = SaslSession(self.max_reauth_ms, dict(served.max_reauth_ms))
                         sasl = SaslAuthenticator(
                             served.sasl_mechanisms,
                             lambda user, mechanism: self.ctx.credentials.get((user, mechanism)),
@@ -356,7 +368,7 @@ class BrokerServer:
             current_request_clock.set(clock)  # this task's context: the purgatory adds to it
         lean = stream if isinstance(stream, LeanSocket) else None
         waits = -1  # the LeanSocket's waits at the last request
-        while not self._stopping:
+        while not self._stopping and not conn.closing:
             try:
                 frame_body = decoder.next_frame()
             except FrameError as exc:
@@ -405,9 +417,23 @@ class BrokerServer:
                 log.warning("closing connection: bad request", error=str(exc), wire=wire.name)
                 return
             header = request.header
+            if conn.session is not None and not authenticating:
+                assert sasl is not None
+                admission = conn.session.admit(header.api_key, trio.current_time() * 1000)
+                if admission is Admission.EXPIRED:
+                    log.info("closing connection: authentication session expired")
+                    return
+                if admission is Admission.REAUTHENTICATE:  # KIP-368
+                    sasl.begin_reauthentication()
+                    authenticating = True
+                    decoder.max_frame_bytes = self.auth_frame_bytes
+                    receive_bytes = self.auth_frame_bytes + LENGTH_PREFIX_BYTES
+                    auth_deadline = trio.current_time() + self.auth_timeout_s
             if authenticating:
                 assert sasl is not None
-                if not await self._authenticate(stream, wire, sasl, request, log, auth_deadline):
+                if not await self._authenticate(
+                    stream, wire, sasl, request, log, auth_deadline, conn.session
+                ):
                     return
                 if sasl.stage is SaslStage.COMPLETE:
                     authenticating = False
@@ -470,6 +496,7 @@ class BrokerServer:
         request: Call,
         log: structlog.typing.FilteringBoundLogger,
         deadline: float,
+        session: SaslSession | None,
     ) -> bool:
         """One request before authentication; False: close the connection. A PLAIN password
         is checked in a thread (PASSWORD_CHECK_THREADS at once), by `deadline`; a failure is
@@ -499,20 +526,44 @@ class BrokerServer:
             if isinstance(step, PasswordCheck):  # still waiting for a thread at the deadline
                 log.info("closing connection: not authenticated in time")
                 return False
+        reauthenticating = session is not None and session.principal is not None
+        if step.principal is not None and session is not None:
+            assert sasl.mechanism is not None
+            step = _with_session(step, session, sasl.mechanism, trio.current_time() * 1000)
         if step.close and self.failed_authentication_delay_s > 0:
             await trio.sleep(self.failed_authentication_delay_s)
         await self._send(stream, wire.encode(request, step.response))
         if step.principal is not None:
             SESSION.set(dataclasses.replace(SESSION.get(), principal=step.principal))
             structlog.contextvars.bind_contextvars(principal=str(step.principal))
-            log.info("authenticated", principal=str(step.principal), mechanism=sasl.mechanism)
+            log.info(
+                "re-authenticated" if reauthenticating else "authenticated",
+                principal=str(step.principal),
+                mechanism=sasl.mechanism,
+            )
         if step.close:
             log.info(
                 "closing connection: authentication failed",
                 mechanism=sasl.mechanism,
                 error=ErrorCode(step.response.error_code).name,
+                reason=getattr(step.response, "error_message", None),
             )
         return not step.close
+
+    def close_sessions_of(self, users: frozenset[str]) -> None:
+        """Close the SASL connections authenticated as one of `users` (their credentials were
+        deleted or changed): at once if idle, else once the request in hand is answered."""
+        for conn in list(self._connections):
+            if conn.session is not None and conn.session.user() in users:
+                self._logger.info(
+                    "closing connection: the user's credentials were deleted or changed",
+                    peer=conn.peer,
+                    listener=conn.listener,
+                    principal=str(conn.session.principal),
+                )
+                conn.closing = True
+                if not conn.busy:
+                    conn.scope.cancel()
 
     async def _send(self, stream: _Channel, parts: list[bytes]) -> int:
         """Write a response's frame, given in pieces (`encode_response_parts`); its size."""
@@ -523,6 +574,23 @@ class BrokerServer:
             with trio.fail_after(_send_timeout_s(size)):
                 await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
         return size
+
+
+def _with_session(step: SaslStep, session: SaslSession, mechanism: str, now_ms: float) -> SaslStep:
+    """A successful SaslAuthenticate step with the session's lifetime in its response, or a
+    refusal instead (another principal on re-authentication)."""
+    assert step.principal is not None
+    completion = session.authenticated(step.principal, mechanism, now_ms)
+    if completion.refusal is not None:
+        failed = SaslAuthenticateResponse(
+            ErrorCode.SASL_AUTHENTICATION_FAILED, completion.refusal, b""
+        )
+        return SaslStep(failed, close=True)
+    assert isinstance(step.response, SaslAuthenticateResponse)
+    response = dataclasses.replace(
+        step.response, session_lifetime_ms=completion.session_lifetime_ms
+    )
+    return dataclasses.replace(step, response=response)
 
 
 _REFUSALS = {

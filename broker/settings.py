@@ -832,6 +832,17 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "A failed SASL authentication's answer, and the close after it, wait this long "
             "(slows down password guessing).",
         ),
+        number(
+            LONG,
+            "connections.max.reauth.ms",
+            0,
+            "An authenticated SASL session lasts this long (KIP-368): SaslAuthenticate tells the "
+            "client, which re-authenticates on the open connection before then; a request "
+            "other than SaslHandshake after it closes the connection. 0: sessions never end. "
+            "listener.name.<name>.<mechanism>.connections.max.reauth.ms (lower case, e.g. "
+            "listener.name.external.scram-sha-512.connections.max.reauth.ms) overrides it for "
+            "one listener and mechanism.",
+        ),
         string(
             "authorizer.class.name",
             "",

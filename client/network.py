@@ -4,7 +4,10 @@ The thin shell around `protocol.client_protocol.ClientProtocol`. Several tasks m
 `request` at once: each writes its frame under the send lock, then whoever holds the receive
 lock reads frames and hands each response to the task waiting for it. No background task is
 needed, so a connection can be used from any nursery. A broken stream fails every waiter with
-`BrokerConnectionError` and the connection stays broken; callers reconnect.
+`BrokerConnectionError` and the connection stays broken; callers reconnect. When the broker
+gives the SASL session a lifetime (KIP-368), the first request after
+`reauthentication_delay_s` runs the SASL exchange again first, holding the send lock so that
+nothing else goes out in between.
 
 Used by the clients, and by brokers for controller requests and replica fetches (Kafka's
 NetworkClient plays the same part for both).
@@ -12,6 +15,7 @@ NetworkClient plays the same part for both).
 
 from __future__ import annotations
 
+import math
 import ssl
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +24,12 @@ import trio
 
 from client.deadlines import Timeout, request_deadlines
 from client.errors import AuthenticationFailedError, BrokerConnectionError
-from client.security import PLAINTEXT_CLOSED_HINT, AuthenticationError, ClientSecurity
+from client.security import (
+    PLAINTEXT_CLOSED_HINT,
+    AuthenticationError,
+    ClientSecurity,
+    reauthentication_delay_s,
+)
 from client.settings import REQUEST_TIMEOUT_MS
 from client.socket_io import LeanSocket
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
@@ -63,7 +72,8 @@ async def connect(
             )
             if security.uses_sasl:
                 try:
-                    await security.authenticate(connection, timeout_ms)
+                    lifetime_ms = await security.authenticate(connection, timeout_ms)
+                    connection.reauthenticate_as(security, lifetime_ms)
                 except AuthenticationError as exc:
                     connection.close_now()
                     raise AuthenticationFailedError(f"{address}: {exc}", exc.code) from None
@@ -132,10 +142,18 @@ class BrokerConnection:
         self._broken: BrokerConnectionError | None = None
         self._closed_hint = closed_hint
         self._answered = False
+        self._security: ClientSecurity | None = None  # SASL with a session lifetime
+        self._reauth_at = math.inf  # trio time to re-authenticate at
+        self._reauthenticating = False
 
     @property
     def broken(self) -> bool:
         return self._broken is not None
+
+    def reauthenticate_as(self, security: ClientSecurity, session_lifetime_ms: int) -> None:
+        """Authenticated as `security` says, for `session_lifetime_ms` (0: unlimited)."""
+        self._security = security
+        self._reauth_at = trio.current_time() + reauthentication_delay_s(session_lifetime_ms)
 
     async def request(
         self,
@@ -154,6 +172,12 @@ class BrokerConnection:
         and every later request would wait behind it.
         """
         self._raise_if_broken()
+        if (
+            self._reauth_at != math.inf
+            and not self._reauthenticating
+            and trio.current_time() >= self._reauth_at
+        ):
+            await self._reauthenticate(timeout_ms)
         # The timeout is an entry in the run's deadline heap, not a cancel scope around the
         # request (client.deadlines): at the deadline it breaks the connection, which wakes
         # this task wherever it waits (the socket, or a lock whose holder waits on it).
@@ -182,6 +206,48 @@ class BrokerConnection:
         finally:
             if timeout is not None:
                 deadlines.end(timeout)
+
+    async def _reauthenticate(self, timeout_ms: int) -> None:
+        """The SASL exchange again (KIP-368), with nothing else sent until it is done: the
+        broker takes only SASL requests in the middle of it. AuthenticationFailedError (the
+        connection broken) if the broker refuses now."""
+        assert self._security is not None
+        self._reauthenticating = True
+        timeout = None
+        if timeout_ms >= 0:
+            deadlines = request_deadlines()
+            timeout = _RequestTimeout(self)
+            deadlines.add(trio.current_time() + timeout_ms / 1000, timeout)
+        try:
+            await _acquire(self._send_lock)
+            try:
+                exchange = self._security.sasl_exchange()
+                request = next(exchange)
+                while True:
+                    self._raise_if_broken()
+                    correlation_id, data = self._protocol.send_request(request, None)
+                    self._waiting.add(correlation_id)
+                    await self._send(data)
+                    response = await self._wait_for(correlation_id)
+                    try:
+                        request = exchange.send(response)
+                    except StopIteration as done:
+                        lifetime_ms = int(done.value)
+                        break
+            except AuthenticationError as exc:
+                self._break(BrokerConnectionError(f"{self.address}: re-authentication: {exc}"))
+                raise AuthenticationFailedError(f"{self.address}: {exc}", exc.code) from None
+            except BaseException:
+                # Cancelled or broken halfway: the broker expects the rest of the exchange.
+                self._break(BrokerConnectionError(f"{self.address}: re-authentication cut off"))
+                raise
+            finally:
+                self._send_lock.release()
+        finally:
+            self._reauthenticating = False
+            if timeout is not None:
+                deadlines.end(timeout)
+        self._reauth_at = trio.current_time() + reauthentication_delay_s(lifetime_ms)
 
     async def _send(self, data: bytes) -> None:
         try:

@@ -4,12 +4,16 @@ settings `security.protocol`, `sasl.*` and `ssl.*`, and the SASL exchange after 
 `ClientSecurity.from_properties` reads Kafka's property names (the CLI's --command-config file,
 the Spark options without their `kafka.` prefix); `authenticate` runs SaslHandshake and
 SaslAuthenticate on a fresh connection (SCRAM through `scramp`, verifying the broker's final
-signature too; PLAIN only over TLS). TLS is 1.2 or later, with the host name checked unless
-`ssl.endpoint.identification.algorithm` is empty.
+signature too; PLAIN only over TLS). A broker with `connections.max.reauth.ms` answers with the
+session's lifetime: the connections run the same exchange again before it ends (KIP-368), at
+a random 85-95% of it as Kafka's clients (`reauthentication_delay_s`). TLS is 1.2 or later,
+with the host name checked unless `ssl.endpoint.identification.algorithm` is empty.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +39,7 @@ __all__ = [
     "JaasLogin",
     "SecurityConfigError",
     "parse_jaas_login",
+    "reauthentication_delay_s",
     "security_from",
 ]
 
@@ -174,11 +179,11 @@ class ClientSecurity:
                 raise SecurityConfigError(f"no such file: {path}")
         return security
 
-    def sasl_exchange(self) -> Generator[object, Any, None]:
+    def sasl_exchange(self) -> Generator[object, Any, int]:
         """The SASL requests in turn (SaslHandshake, then SaslAuthenticate until done), each
-        sent with the response to the one before. Sans-IO: the trio connection
-        (`authenticate`) and the Spark driver's blocking one drive it. AuthenticationError if
-        the broker refuses."""
+        sent with the response to the one before; returns the session's lifetime in ms (0:
+        unlimited). Sans-IO: the trio connection (`authenticate`) and the Spark driver's
+        blocking one drive it. AuthenticationError if the broker refuses."""
         # Imported here, as scramp below: only SASL clients need these message classes.
         from protocol.messages.sasl_authenticate import SaslAuthenticateRequest
         from protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -193,8 +198,9 @@ class ClientSecurity:
             )
         if self.sasl_mechanism == "PLAIN":
             message = b"\0" + self.username.encode() + b"\0" + self.password.encode()
-            _accepted((yield SaslAuthenticateRequest(message)))
-            return
+            done: SaslAuthenticateResponse = yield SaslAuthenticateRequest(message)
+            _accepted(done)
+            return done.session_lifetime_ms
         # Imported here: scramp (and the importlib.metadata it loads) is about 20 ms of every
         # client's start, a Spark query's source runner included, and only SCRAM needs it.
         from scramp import ScramClient, ScramException
@@ -204,22 +210,34 @@ class ClientSecurity:
             first = SaslAuthenticateRequest(scram.get_client_first().encode())
             scram.set_server_first(_accepted((yield first)).decode())
             final = SaslAuthenticateRequest(scram.get_client_final().encode())
-            scram.set_server_final(_accepted((yield final)).decode())
+            done = yield final
+            scram.set_server_final(_accepted(done).decode())
         except (ScramException, UnicodeDecodeError) as exc:
             raise AuthenticationError(
                 ErrorCode.SASL_AUTHENTICATION_FAILED, f"the broker's SCRAM answer: {exc}"
             ) from None
+        return done.session_lifetime_ms
 
-    async def authenticate(self, connection: BrokerConnection, timeout_ms: int) -> None:
-        """The SASL exchange on a fresh connection. AuthenticationError if refused."""
+    async def authenticate(self, connection: BrokerConnection, timeout_ms: int) -> int:
+        """The SASL exchange on a fresh connection; the session's lifetime in ms (0:
+        unlimited). AuthenticationError if refused."""
         exchange = self.sasl_exchange()
         request = next(exchange)
         while True:
             response = await connection.request(request, timeout_ms=timeout_ms)
             try:
                 request = exchange.send(response)
-            except StopIteration:
-                return
+            except StopIteration as done:
+                return int(done.value)
+
+
+def reauthentication_delay_s(session_lifetime_ms: int) -> float:
+    """When to re-authenticate, in seconds after authenticating (inf: never): at a random
+    85-95% of the session's lifetime, as Kafka's SaslClientAuthenticator (KIP-368), so the
+    connections of many clients do not all re-authenticate at once."""
+    if session_lifetime_ms <= 0:
+        return math.inf
+    return session_lifetime_ms * random.uniform(0.85, 0.95) / 1000
 
 
 def _accepted(response: SaslAuthenticateResponse) -> bytes:

@@ -3,17 +3,24 @@
 The Spark driver's questions go over it (client.spark.cluster). Spark's streaming source
 runner imports the source in a fresh process before every query and waits for it; importing
 trio is about 50 ms of that wait (docs/spark.md, "Measuring"). One request at a time, with the
-same sans-IO `ClientProtocol`, security settings and SASL exchange as `client.network`.
+same sans-IO `ClientProtocol`, security settings and SASL exchange as `client.network`,
+re-authentication included (KIP-368: the first request after `reauthentication_delay_s`).
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import time
 from typing import TYPE_CHECKING, Any
 
 from client.errors import AuthenticationFailedError, BrokerConnectionError
-from client.security import PLAINTEXT_CLOSED_HINT, AuthenticationError, ClientSecurity
+from client.security import (
+    PLAINTEXT_CLOSED_HINT,
+    AuthenticationError,
+    ClientSecurity,
+    reauthentication_delay_s,
+)
 from protocol.client_protocol import ClientProtocol, ReceivedResponse
 from protocol.errors import HighwaterError
 from protocol.framing import NEED_DATA
@@ -49,22 +56,7 @@ def connect_sync(
         sock = _tls(sock, host, security, address)
     connection = SyncBrokerConnection(sock, address, client_id)
     if security.uses_sasl:
-        try:
-            exchange = security.sasl_exchange()
-            request = next(exchange)
-            while True:
-                remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                response = connection.request(request, timeout_ms=remaining_ms)
-                try:
-                    request = exchange.send(response)
-                except StopIteration:
-                    break
-        except AuthenticationError as exc:
-            connection.close()
-            raise AuthenticationFailedError(f"{address}: {exc}", exc.code) from None
-        except BaseException:
-            connection.close()
-            raise
+        connection.authenticate(security, deadline)
     return connection
 
 
@@ -92,16 +84,45 @@ class SyncBrokerConnection:
         self._broken: BrokerConnectionError | None = None
         self._closed_hint = closed_hint
         self._answered = False
+        self._security: ClientSecurity | None = None  # SASL with a session lifetime
+        self._reauth_at = math.inf  # time.monotonic() to re-authenticate at
 
     @property
     def broken(self) -> bool:
         return self._broken is not None
+
+    def authenticate(self, security: ClientSecurity, deadline: float) -> None:
+        """The SASL exchange, by `deadline` (time.monotonic()); again at the first request
+        after `reauthentication_delay_s` of the session's lifetime. AuthenticationFailedError
+        if refused; the connection is then closed."""
+        self._security, self._reauth_at = None, math.inf  # its requests go out as they are
+        try:
+            exchange = security.sasl_exchange()
+            request = next(exchange)
+            while True:
+                remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                response = self.request(request, timeout_ms=remaining_ms)
+                try:
+                    request = exchange.send(response)
+                except StopIteration as done:
+                    lifetime_ms = int(done.value)
+                    break
+        except AuthenticationError as exc:
+            self.close()
+            raise AuthenticationFailedError(f"{self.address}: {exc}", exc.code) from None
+        except BaseException:
+            self.close()
+            raise
+        self._security = security
+        self._reauth_at = time.monotonic() + reauthentication_delay_s(lifetime_ms)
 
     def request(self, body: object, api_version: int | None = None, *, timeout_ms: int) -> Any:
         """Send `body`, wait for its response body. A failure or a timeout breaks the
         connection (BrokerConnectionError): a late answer would be read as the next one's."""
         if self._broken is not None:
             raise self._broken
+        if self._security is not None and time.monotonic() >= self._reauth_at:
+            self.authenticate(self._security, time.monotonic() + timeout_ms / 1000)
         deadline = time.monotonic() + timeout_ms / 1000
         _, data = self._protocol.send_request(body, api_version)
         try:

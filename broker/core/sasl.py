@@ -8,6 +8,10 @@ is run through the SCRAM exchange with a made-up credential, so a wrong user and
 password fail alike, at the same step (RFC 5802 section 5.1). A failure answers
 SASL_AUTHENTICATION_FAILED and the connection is closed.
 
+Re-authentication (KIP-368; broker.core.sasl_session decides when) runs the same exchange
+again on the open connection, with the mechanism it first used (another one is refused with
+UNSUPPORTED_SASL_MECHANISM, as Kafka's SaslServerAuthenticator).
+
 PLAIN's check hashes the password (PBKDF2, 4096 iterations or more: milliseconds of CPU), too
 slow for the event loop: `authenticate` hands it back as a `PasswordCheck` for the caller to
 run elsewhere (a thread), then `password_checked` gives the step. SCRAM's server side only
@@ -99,6 +103,7 @@ class SaslAuthenticator:
         self._scram: ScramServer | None = None
         self._user: str | None = None
         self._checking: PasswordCheck | None = None  # a PLAIN password being checked
+        self._reauth_mechanism: str | None = None  # re-authenticating: the first mechanism
 
     def admits(self, api_key: int) -> bool:
         """Whether a request with this api key may come now (else: close the connection)."""
@@ -108,13 +113,23 @@ class SaslAuthenticator:
             return api_key == ApiKey.SASL_AUTHENTICATE
         return self.stage is SaslStage.COMPLETE
 
+    def begin_reauthentication(self) -> None:
+        """Expect the exchange again (a SaslHandshake comes next), with the same mechanism."""
+        assert self.stage is SaslStage.COMPLETE and self.mechanism is not None
+        self._reauth_mechanism = self.mechanism
+        self.stage = SaslStage.HANDSHAKE
+        self.mechanism = None
+        self._scram = None
+        self._user = None
+
     def handshake(self, request: SaslHandshakeRequest) -> SaslStep:
         if self.stage is not SaslStage.HANDSHAKE:
             self.stage = SaslStage.FAILED
             return SaslStep(SaslHandshakeResponse(ErrorCode.ILLEGAL_SASL_STATE, ()), close=True)
-        if request.mechanism not in self.mechanisms:
+        offered = self.mechanisms if self._reauth_mechanism is None else (self._reauth_mechanism,)
+        if request.mechanism not in offered:
             self.stage = SaslStage.FAILED
-            response = SaslHandshakeResponse(ErrorCode.UNSUPPORTED_SASL_MECHANISM, self.mechanisms)
+            response = SaslHandshakeResponse(ErrorCode.UNSUPPORTED_SASL_MECHANISM, offered)
             return SaslStep(response, close=True)
         self.mechanism = request.mechanism
         self.stage = SaslStage.AUTHENTICATE

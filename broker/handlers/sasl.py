@@ -1,6 +1,6 @@
-"""SaslHandshake and SaslAuthenticate outside a SASL exchange: on a listener that is not SASL,
-or after the connection has authenticated (Kafka has no re-authentication here either:
-KIP-368 is not implemented). The exchange itself is the server's (broker/server.py)."""
+"""SaslHandshake and SaslAuthenticate on a listener that is not SASL. On a SASL listener the
+server runs the exchange itself (broker/server.py), a SaslHandshake after authentication
+included: that is a re-authentication (KIP-368, broker.core.sasl_session)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,6 @@ async def handle_sasl_authenticate(
 ) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(
         ErrorCode.ILLEGAL_SASL_STATE,
-        "SaslAuthenticate outside a SASL exchange (not a SASL listener, or authenticated)",
+        "SaslAuthenticate outside a SASL exchange (not a SASL listener, or no SaslHandshake)",
         b"",
     )

@@ -57,7 +57,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
-    36: (0, 2),  # SaslAuthenticate (session_lifetime_ms 0: no KIP-368 re-authentication)
+    36: (0, 2),  # SaslAuthenticate (1+: session_lifetime_ms, KIP-368 re-authentication)
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders

@@ -95,9 +95,10 @@ def secure_cluster(
     *,
     zookeeper_acl: bool = False,
     kafka_listener: bool = False,
+    settings: dict[str, str] | None = None,
 ) -> Cluster:
     """`kafka_listener`: a third listener, KAFKA, SASL_SSL speaking Kafka's wire
-    (docs/kafka.md)."""
+    (docs/kafka.md). `settings`: more broker settings (on top of these)."""
     overrides = {
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
@@ -110,6 +111,7 @@ def secure_cluster(
         "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
         "offsets.topic.replication.factor": "1",
         **(zookeeper_acl_settings() if zookeeper_acl else {}),
+        **(settings or {}),
     }
     listeners = {"INTERNAL": "SASL_PLAINTEXT", "EXTERNAL": "SASL_SSL"}
     if kafka_listener:

@@ -1,11 +1,14 @@
 """SASL and TLS on a Kafka listener, driven by kcat and confluent-kafka (librdkafka): PLAIN
 (kcat) and SCRAM-SHA-256/512 (confluent-kafka) over SASL_SSL, a wrong password refused at
-authentication, ACLs applied to a Kafka client as to Highwater's own (docs/kafka.md)."""
+authentication, ACLs applied to a Kafka client as to Highwater's own, and librdkafka's
+re-authentication (KIP-368) under `connections.max.reauth.ms` (docs/kafka.md)."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -15,6 +18,7 @@ from client.cli.zookeeper_server import ZooKeeperServer
 from client.security_admin import upsert_user
 from tests.integration.cluster_harness import Cluster
 from tests.integration.kafka_wire_cluster import DEADLINE_S, KCAT
+from tests.integration.replication_checks import logged_events
 from tests.integration.secure_cluster import (
     Pki,
     make_pki,
@@ -23,6 +27,8 @@ from tests.integration.secure_cluster import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+REAUTH_MS = 3000  # every test here runs with sessions this short
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +43,12 @@ def cluster(
     if KCAT is None:
         pytest.fail("kcat is not installed (make kcat)")
     cluster = secure_cluster(
-        zookeeper.port, tmp_path_factory.mktemp("kafka-sasl"), 1, pki, kafka_listener=True
+        zookeeper.port,
+        tmp_path_factory.mktemp("kafka-sasl"),
+        1,
+        pki,
+        kafka_listener=True,
+        settings={"connections.max.reauth.ms": str(REAUTH_MS)},
     )
     cluster.start()
     try:
@@ -155,3 +166,51 @@ def test_acls_apply_to_a_kafka_client(cluster: Cluster, pki: Pki) -> None:
         assert refused & set(errors), errors
     finally:
         consumer.close()
+
+
+def test_confluent_kafka_reauthenticates_and_produces_past_several_sessions(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """librdkafka (1.9+) re-authenticates before session_lifetime_ms passes (KIP-368): ten
+    seconds of records, each acknowledged, with no error and no new connection."""
+    from confluent_kafka import KafkaError, Producer
+
+    broker = cluster.brokers[1]
+    mark = len(broker.log_text())
+    errors: list[KafkaError] = []
+    delivered: list[Any] = []
+
+    def on_delivery(error: KafkaError | None, message: Any) -> None:
+        delivered.append(error or message.offset())
+
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_on("KAFKA"),
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "admin",
+            "sasl.password": "admin-secret",
+            "ssl.ca.location": str(pki.ca),
+            "acks": "all",
+            "error_cb": errors.append,
+        }
+    )
+    producer.produce("sasl-topic", value=b"first", on_delivery=on_delivery)
+    assert producer.flush(DEADLINE_S) == 0
+    connected = _kafka_events(broker, "authenticated", mark)
+    sent = 1
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        producer.produce("sasl-topic", value=b"tick", on_delivery=on_delivery)
+        sent += 1
+        assert producer.flush(DEADLINE_S) == 0  # acknowledged before the next one
+    assert errors == []
+    assert len(delivered) == sent and all(isinstance(offset, int) for offset in delivered)
+    assert delivered == list(range(delivered[0], delivered[0] + sent))
+    assert _kafka_events(broker, "authenticated", mark) == connected  # no new connection
+    assert len(_kafka_events(broker, "re-authenticated", mark)) >= 3
+    assert _kafka_events(broker, "closing connection: authentication session expired", mark) == []
+
+
+def _kafka_events(broker: Any, event: str, since: int) -> list[dict[str, Any]]:
+    return logged_events(broker, event, since=since, principal="User:admin", listener="KAFKA")

@@ -569,6 +569,7 @@ def test_every_attribute_of_the_table_is_a_typed_field_with_the_tables_default()
         "authorizer_enabled",
         "super_users",
         "listener_max_connections",  # listener.name.<name>.max.connections
+        "listener_max_reauth_ms",  # listener.name.<name>.<mechanism>.connections.max.reauth.ms
     }
     assert set(fields) == attrs | listener_fields | {"given"}
     for s in SETTINGS:
@@ -868,6 +869,50 @@ def test_a_metrics_listener_on_loopback_or_authenticated_or_allowed_is_accepted(
     assert config.metrics_listener == given["metrics.listener"]
     method = given.get("metrics.listener.authentication.method", "none")
     assert config.metrics_listener_authentication_method == method
+
+
+def test_session_lifetimes_broker_wide_and_per_listener_and_mechanism() -> None:
+    base = [
+        "broker.id=1",
+        "zookeeper.connect=zk:2181",
+        "listeners=INTERNAL://127.0.0.1:9093,CLIENT://127.0.0.1:9092",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,CLIENT:SASL_SSL",
+        "inter.broker.listener.name=INTERNAL",
+        "ssl.keystore.location=/etc/highwater/server.pem",
+    ]
+    assert load_config(None, base).connections_max_reauth_ms == 0  # Kafka's default: off
+    config = load_config(
+        None,
+        [
+            *base,
+            "connections.max.reauth.ms=3600000",
+            "listener.name.client.scram-sha-512.connections.max.reauth.ms=60000",
+            "listener.name.CLIENT.plain.connections.max.reauth.ms=0",
+        ],
+    )
+    assert config.connections_max_reauth_ms == 3_600_000
+    assert config.listener_max_reauth_ms == (
+        ("CLIENT", "PLAIN", 0),
+        ("CLIENT", "SCRAM-SHA-512", 60_000),
+    )
+    for bad, key in [
+        ("connections.max.reauth.ms=-1", "connections.max.reauth.ms"),
+        (
+            "listener.name.other.plain.connections.max.reauth.ms=5",
+            "listener.name.other.plain.connections.max.reauth.ms",
+        ),
+        (
+            "listener.name.client.gssapi.connections.max.reauth.ms=5",
+            "listener.name.client.gssapi.connections.max.reauth.ms",
+        ),
+        (
+            "listener.name.client.plain.connections.max.reauth.ms=x",
+            "listener.name.client.plain.connections.max.reauth.ms",
+        ),
+    ]:
+        with pytest.raises(ConfigError) as raised:
+            load_config(None, [*base, bad])
+        assert raised.value.key == key
 
 
 def test_connection_limits_per_listener_and_per_address() -> None:

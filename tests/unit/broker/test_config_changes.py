@@ -17,10 +17,11 @@ from broker.config import BrokerConfig
 from broker.config_changes import ConfigChangeListener
 from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
+from broker.core.scram import make_credential
 from broker.log.manager import LogManager
 from controller import zk_data
 from controller.zk_client import ZkClient
-from controller.zk_configs import BROKERS, TOPICS, set_entity_config
+from controller.zk_configs import BROKERS, TOPICS, USERS, set_entity_config
 from controller.zk_script import ZkScript, create
 from controller.zk_types import SessionEvent, SessionState, WatchEvent, WatchKind, ZkEvent
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
@@ -128,4 +129,38 @@ async def test_broken_stored_configs_never_stop_the_broker(
         zk.zk.run(zk.session, set_entity_config(TOPICS, "u", {}, -1))
         zk.tell(CHANGED)
         await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_deleted_and_changed_credentials_are_handed_on(
+    ctx: BrokerContext, zk: SimZkClient
+) -> None:
+    def store(user: str, password: str, version: int, *mechanisms: str) -> None:
+        config = {m: make_credential(m, password).encode() for m in mechanisms}
+        zk.zk.run(zk.session, set_entity_config(USERS, user, config, version))
+
+    sha512, sha256 = "SCRAM-SHA-512", "SCRAM-SHA-256"
+    store("alice", "a", -1, sha512)
+    store("bob", "b", -1, sha512)
+    revoked: list[frozenset[str]] = []
+    async with trio.open_nursery() as nursery:
+        listener = ConfigChangeListener(
+            ctx, cast(ZkClient, zk), on_credentials_revoked=revoked.append
+        )
+        await nursery.start(listener.run)
+        assert ("alice", sha512) in ctx.credentials and revoked == []  # a first read: none
+        store("alice", "a", 0)  # deleted
+        zk.tell(CHANGED)
+        await eventually(lambda: revoked == [{"alice"}], "alice revoked")
+        store("bob", "b2", 0, sha512)  # a new password
+        zk.tell(CHANGED)
+        await eventually(lambda: revoked == [{"alice"}, {"bob"}], "bob revoked")
+        store("carol", "c", -1, sha256)  # a new user
+        zk.tell(CHANGED)
+        await eventually(lambda: ("carol", sha256) in ctx.credentials, "carol's credential")
+        zk.tell(SessionEvent(SessionState.CONNECTED, 1))  # everything read again: no change
+        store("dave", "d", -1, sha512)
+        zk.tell(CHANGED)
+        await eventually(lambda: ("dave", sha512) in ctx.credentials, "dave's credential")
+        assert revoked == [{"alice"}, {"bob"}]
         nursery.cancel_scope.cancel()
