@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from scramp import ScramException, ScramMechanism
-from scramp.core import ScramServer
+from scramp.core import Nonce, ScramServer
 
 from broker.core.principal import USER_TYPE, Principal
 from broker.core.scram import (
@@ -191,6 +191,7 @@ class SaslAuthenticator:
                 )
                 self._scram.set_client_first(message)
                 return SaslStep(_authenticated(self._scram.get_server_first().encode()))
+            _accept_kafkas_nonce(self._scram, message)
             self._scram.set_client_final(message)
             server_final = self._scram.get_server_final().encode()
         except (ScramException, UnicodeDecodeError):
@@ -224,6 +225,21 @@ class SaslAuthenticator:
     def _fail(self, code: ErrorCode, message: str) -> SaslStep:
         self.stage = SaslStage.FAILED
         return SaslStep(SaslAuthenticateResponse(code, message, b""), close=True)
+
+
+def _accept_kafkas_nonce(server: ScramServer, client_final: str) -> None:
+    """Accept a client-final nonce that ends with the server-first one, as Kafka 3.8.1 and
+    3.9's ScramSaslServer do (`nonce().endsWith(...)`), not only one equal to it (scramp's
+    check, RFC 5802's): librdkafka before 2.6.1 (Debian's kcat 1.7.1 has 2.0.2) sends its
+    client nonce again in front of the server-first nonce. The client's proof is still checked
+    over the message as sent, and the nonce still carries this exchange's server nonce."""
+    expected = str(server.nonce)
+    for attribute in client_final.split(","):
+        if attribute.startswith("r="):
+            sent = attribute[2:]
+            if sent != expected and sent.endswith(expected):
+                server.nonce = Nonce(sent)  # ScramException if not printable: refused below
+            return
 
 
 def _authenticated(auth_bytes: bytes) -> SaslAuthenticateResponse:

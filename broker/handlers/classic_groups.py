@@ -312,6 +312,7 @@ def _describe(ctx: BrokerContext, group_id: str) -> DescribedClassicGroup:
         group_id,
         _CLASSIC_STATES[group.state],
         CONSUMER_PROTOCOL_TYPE,
-        assignor_of(group),
+        # Kafka's GroupMetadata.summary names the protocol only of a Stable group ("" else).
+        assignor_of(group) if group.state is GroupState.STABLE else "",
         members,
     )

@@ -6,8 +6,9 @@ Per run, alternating: produce N records of 100 bytes to an RF=3 topic with acks=
 read them back, three ways: the native client (`highwater perf produce --acks all`, `perf
 consume`), confluent-kafka through the Kafka listener (idempotent, its default linger; a
 consumer assigned every partition), and kcat through the Kafka listener (librdkafka with no
-Python per record, so the client is no ceiling). Prints records/s, the Kafka/native ratio, and the
-three brokers' CPU per record (from /proc) for each. The goals (issue text): Kafka-listener
+Python per record, so the client is no ceiling); both librdkafka consumers fetch ahead as
+CONSUMER_QUEUE says. Prints records/s, the Kafka/native ratio, and the three brokers' CPU
+per record (from /proc) for each. The goals (issue text): Kafka-listener
 throughput at least 0.8 of native, broker CPU per record at most 1.25x native.
 """
 
@@ -31,6 +32,14 @@ BASE_PORT = 19600
 ZK_PORT = 19681
 PARTITIONS = 3
 VALUE = b"x" * 100
+# librdkafka's consumers (confluent-kafka's and kcat's) try to keep this many records per
+# partition fetched ahead (default 100,000). With the default, confluent-kafka read 128,000-
+# 194,000 records/s from Highwater's Kafka listener and 119,000-123,000 from Apache Kafka
+# 3.9.2 itself; with 1,000,000, 251,000-390,000 and 192,000-309,000 (docs/performance.md):
+# the client's default was the ceiling, not either broker. Fetch sizes stay librdkafka's
+# (1 MiB a partition, as the native consumer's max_partition_fetch_bytes).
+CONSUMER_QUEUE = {"queued.min.messages": 1_000_000}
+KCAT_QUEUE = [arg for k, v in CONSUMER_QUEUE.items() for arg in ("-X", f"{k}={v}")]
 
 
 def _cli(*args: str, env: dict[str, str]) -> str:
@@ -70,7 +79,12 @@ def _kafka_consume(bootstrap: str, topic: str, records: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            **CONSUMER_QUEUE,
+        }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     started = time.perf_counter()
@@ -102,7 +116,7 @@ def _kcat_produce(bootstrap: str, topic: str, records: int, lines: Path) -> floa
 def _kcat_consume(bootstrap: str, topic: str, records: int) -> float:
     started = time.perf_counter()
     out = subprocess.run(
-        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q", *KCAT_QUEUE],
         capture_output=True,
         check=True,
         timeout=600,

@@ -72,7 +72,7 @@ class KafkaBroker:
             **overrides,
         }
 
-    def start(self, jars: str, overrides: Mapping[str, str]) -> None:
+    def start(self, jars: str, overrides: Mapping[str, str], heap: tuple[str, ...] = HEAP) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties(overrides).items()))
@@ -80,7 +80,7 @@ class KafkaBroker:
         log4j.write_text(_log4j(self.directory / "server.log"))
         command = [
             find_java(),
-            *HEAP,
+            *heap,
             *JVM_OPTIONS,
             f"-Dlog4j.configuration=file:{log4j}",
             f"-Dkafka.logs.dir={self.directory}",
@@ -132,10 +132,16 @@ class KafkaCluster:
     """ZooKeeper and BROKERS brokers, ids 1..BROKERS, everything under `directory`."""
 
     def __init__(
-        self, directory: Path, overrides: Mapping[str, str] | None = None, jars: str | None = None
+        self,
+        directory: Path,
+        overrides: Mapping[str, str] | None = None,
+        jars: str | None = None,
+        heap: tuple[str, ...] = HEAP,
     ) -> None:
+        """`heap`: the brokers' -Xms/-Xmx (a test holding little data passes smaller ones)."""
         self.directory = directory
         self.overrides = dict(overrides or {})
+        self.heap = heap
         self.jars = jars if jars is not None else classpath()
         self.zookeeper = ZooKeeperServer(directory / "zookeeper", free_port())
         connect = self.zookeeper.connect_string
@@ -157,7 +163,7 @@ class KafkaCluster:
         and a controller is elected."""
         self.zookeeper.start()
         for broker in self.brokers.values():
-            broker.start(self.jars, self.overrides)
+            broker.start(self.jars, self.overrides, self.heap)
         self._wait_whole(timeout_s)
 
     def stop(self) -> None:

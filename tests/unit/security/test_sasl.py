@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+
 import pytest
 from scramp import ScramClient
 
@@ -69,6 +73,55 @@ def test_a_wrong_password_and_an_unknown_user_fail_alike_at_the_last_step(
     assert final.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED  # type: ignore[attr-defined]
     assert final.close and final.principal is None  # type: ignore[attr-defined]
     assert sasl.stage is SaslStage.FAILED and not sasl.admits(ApiKey.METADATA)
+
+
+def rdkafka_scram(mechanism: str, password: str, repeat_client_nonce: bool,
+                  tamper: str = "") -> tuple[SaslStep, str]:  # fmt: skip
+    """A SCRAM login as librdkafka's rdkafka_sasl_scram.c writes it: before 2.6.1 its
+    client-final nonce is its client nonce again, then the server-first nonce. `tamper` is
+    appended to the nonce sent. The final step, and the server signature the client expects."""
+    name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    sasl = authenticator()
+    sasl.handshake(SaslHandshakeRequest(mechanism))
+    client_nonce = "rdkafkaClientNonce0123456789abcd"
+    client_first_bare = f"n=alice,r={client_nonce}"
+    first = answered(sasl, f"n,,{client_first_bare}".encode())
+    server_first = first.response.auth_bytes.decode()
+    fields = dict(item.split("=", 1) for item in server_first.split(","))
+    salt, iterations = base64.b64decode(fields["s"]), int(fields["i"])
+    sent_nonce = (client_nonce if repeat_client_nonce else "") + fields["r"] + tamper
+    without_proof = f"c=biws,r={sent_nonce}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", name).digest()
+    signature = hmac.new(hashlib.new(name, client_key).digest(), auth_message, name).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    server_key = hmac.new(salted, b"Server Key", name).digest()
+    server_signature = base64.b64encode(hmac.new(server_key, auth_message, name).digest())
+    final = answered(sasl, f"{without_proof},p={proof.decode()}".encode())
+    return final, f"v={server_signature.decode()}"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("repeat_client_nonce", [False, True])
+def test_scram_takes_a_client_final_nonce_that_ends_with_the_server_first_one(
+    mechanism: str, repeat_client_nonce: bool
+) -> None:
+    """As Kafka 3.9's ScramSaslServer (endsWith): librdkafka before 2.6.1 (Debian's kcat 1.7.1)
+    repeats its client nonce in front; the proof over the message as sent still decides."""
+    final, server_final = rdkafka_scram(mechanism, "alice-secret", repeat_client_nonce)
+    assert final.response.error_code == ErrorCode.NONE and not final.close
+    assert final.principal == Principal("User", "alice")
+    assert final.response.auth_bytes.decode() == server_final  # type: ignore[union-attr]
+    wrong, _ = rdkafka_scram(mechanism, "wrong", repeat_client_nonce)
+    assert wrong.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and wrong.close
+
+
+def test_scram_refuses_a_client_final_nonce_that_does_not_end_with_the_server_first_one() -> None:
+    for repeat_client_nonce in (False, True):
+        final, _ = rdkafka_scram("SCRAM-SHA-256", "alice-secret", repeat_client_nonce, "x")
+        assert final.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert final.close and final.principal is None
 
 
 def test_an_unknown_users_salt_is_stable() -> None:
