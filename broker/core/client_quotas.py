@@ -205,9 +205,7 @@ class ClientQuotaManager:
             sensor.last_throttle_time_ms = 0
             return 0
         window_ms = sensor.rate.window_size_ms(now_ms)
-        throttle_ms = min(
-            round((observed - quota) / quota * window_ms), self.max_throttle_time_ms
-        )
+        throttle_ms = min(round((observed - quota) / quota * window_ms), self.max_throttle_time_ms)
         sensor.throttled += 1
         sensor.throttle_time_ms_total += throttle_ms
         sensor.last_throttle_time_ms = throttle_ms
