@@ -354,8 +354,8 @@ class BrokerServer:
         idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
         stats = self.request_stats
         clock = RequestClock()
-        if stats is not None:
-            current_request_clock.set(clock)  # this task's context: the purgatory adds to it
+        # This task's context: the purgatory adds to it (the metrics, request_percentage).
+        current_request_clock.set(clock)
         lean = stream if isinstance(stream, LeanSocket) else None
         waits = -1  # the LeanSocket's waits at the last request
         # The control-plane listener's requests (the controller's, brokers') take no quota.
@@ -451,7 +451,7 @@ class BrokerServer:
                     header.api_key,
                     request.body,
                     response,
-                    handled - started,
+                    handled - started - clock.remote_s,  # less its waits in the purgatory
                     self.ctx.now_ms(),
                 )
                 response = with_throttle_time(response, throttle_ms)
