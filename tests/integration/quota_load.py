@@ -48,10 +48,12 @@ async def produce_for(
     *,
     record_bytes: int = 16 * 1024,
     warmup_s: float = 0.0,
+    back_off: bool = True,
 ) -> ProduceLoad:
     """Produce `record_bytes` records to partition 0 of `topic` (acks=1) for `duration_s`;
-    the time counted ends when the last throttle time has passed. What is acknowledged after
-    `warmup_s` is also counted on its own (`steady_bytes_per_s`)."""
+        the time counted ends when the last throttle time has passed. What is acknowledged after
+        `warmup_s` is also counted on its own (`steady_bytes_per_s`). Without `back_off` it ignores
+    throttle times (as Highwater's own clients do): only the broker's muting holds it back."""
     batch = build_batch([Record(b"q" * record_bytes)])
     load = ProduceLoad(client_id)
     conn = await connect(host, port, client_id=client_id, timeout_ms=10_000)
@@ -71,7 +73,8 @@ async def produce_for(
             load.bytes_acked += len(batch)
             if trio.current_time() >= steady_from:
                 load.steady_bytes += len(batch)
-            free_at = trio.current_time() + response.throttle_time_ms / 1000
+            if back_off:
+                free_at = trio.current_time() + response.throttle_time_ms / 1000
             if response.throttle_time_ms > 0:
                 load.throttled += 1
                 load.max_throttle_ms = max(load.max_throttle_ms, response.throttle_time_ms)

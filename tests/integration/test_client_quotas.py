@@ -137,7 +137,10 @@ async def test_a_throttled_client_id_gets_its_quota_and_the_other_does_not(
     loads = {}
 
     async def run(client_id: str) -> None:
-        loads[client_id] = await produce_for(leader.host, leader.port, topic, client_id, LOAD_S)
+        # No back-off on the client's side: the broker's muting alone must hold it back.
+        loads[client_id] = await produce_for(
+            leader.host, leader.port, topic, client_id, LOAD_S, back_off=False
+        )
 
     try:
         async with trio.open_nursery() as nursery:
