@@ -1,7 +1,8 @@
 """A producer that sends one Produce at a time for a while and keeps what client quotas show:
 the bytes acknowledged, the rate, the throttle times the broker answered with. It backs off
 for each throttle time as Kafka's clients do (KIP-219); the broker also reads nothing more
-from it meanwhile. Used by test_client_quotas and the quotas benchmark."""
+from it meanwhile. `fetch_for` is its consumer twin. Used by test_client_quotas and the
+quotas benchmark."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import trio
 
 from client.network import connect
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.produce import ProduceResponse
 from protocol.records import Record, build_batch
 from tests.integration.wire import produce_request
 
-__all__ = ["ProduceLoad", "produce_for"]
+__all__ = ["ProduceLoad", "fetch_for", "produce_for"]
 
 
 @dataclass
@@ -80,6 +82,40 @@ async def produce_for(
                 load.max_throttle_ms = max(load.max_throttle_ms, response.throttle_time_ms)
         load.elapsed_s = max(trio.current_time(), free_at) - start
         load.steady_s = max(0.0, max(trio.current_time(), free_at) - steady_from)
+    finally:
+        await conn.aclose()
+    return load
+
+
+async def fetch_for(
+    host: str,
+    port: int,
+    topic: str,
+    client_id: str,
+    duration_s: float,
+    *,
+    max_bytes: int = 256 * 1024,
+) -> ProduceLoad:
+    """Fetch partition 0 of `topic` from offset 0 again and again for `duration_s`, as a
+    consumer (no back-off: only the broker's muting holds it back); `bytes_acked` counts the
+    records returned."""
+    load = ProduceLoad(client_id)
+    request = FetchRequest(
+        -1, 100, 1, max_bytes, (FetchTopic(topic, (FetchPartition(0, 0, max_bytes),)),)
+    )
+    conn = await connect(host, port, client_id=client_id, timeout_ms=10_000)
+    try:
+        start = trio.current_time()
+        while trio.current_time() < start + duration_s:
+            response: FetchResponse = await conn.request(request, timeout_ms=30_000)
+            (partition,) = response.responses[0].partitions
+            assert partition.error_code == ErrorCode.NONE, ErrorCode(partition.error_code).name
+            load.requests += 1
+            load.bytes_acked += len(partition.records)
+            if response.throttle_time_ms > 0:
+                load.throttled += 1
+                load.max_throttle_ms = max(load.max_throttle_ms, response.throttle_time_ms)
+        load.elapsed_s = trio.current_time() - start
     finally:
         await conn.aclose()
     return load

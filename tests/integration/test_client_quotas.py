@@ -2,7 +2,7 @@
 (`configs alter --entity-type clients|users`), stored in ZooKeeper, followed by every broker;
 a client-id with producer_byte_rate is throttled to about its quota (throttle_time_ms in the
 responses, the connection muted meanwhile) while another client-id is not, and the metrics
-show it per client.
+show it per client; a consumer client-id with consumer_byte_rate likewise.
 
 The cluster measures quotas over 2 windows of 1 s (quota.window.num): with Kafka's 11, a
 client's first 10 s of quota come in one burst, and a short test would see mostly that."""
@@ -21,7 +21,7 @@ from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually, fetch_metadata
 from tests.integration.metrics_checks import metrics_cluster, scrape, value
-from tests.integration.quota_load import produce_for
+from tests.integration.quota_load import fetch_for, produce_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -171,3 +171,34 @@ async def test_a_throttled_client_id_gets_its_quota_and_the_other_does_not(
             "--delete-config",
             "producer_byte_rate",
         )
+
+
+async def test_a_consumer_client_id_gets_its_fetch_quota(cluster: Cluster) -> None:
+    """consumer_byte_rate counts the records a consumer's Fetch responses carry."""
+    topic = "quotas-fetch"
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic(topic, 1, 1)
+    leader = await leader_of(cluster, topic)
+    await produce_for(leader.host, leader.port, topic, "filler", 1.0)  # records to read
+    quota = ("--entity-type", "clients", "--entity-name", "slow-reader")
+    run_cli(
+        cluster, "configs", "alter", *quota, f"--add-config=consumer_byte_rate={QUOTA_BYTES_PER_S}"
+    )
+    loads = {}
+
+    async def run(client_id: str) -> None:
+        loads[client_id] = await fetch_for(leader.host, leader.port, topic, client_id, LOAD_S)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "slow-reader")
+            nursery.start_soon(run, "fast-reader")
+        slow, fast = loads["slow-reader"], loads["fast-reader"]
+        print(f"slow: {slow}, {slow.rate_bytes_per_s:.0f} B/s")
+        print(f"fast: {fast}, {fast.rate_bytes_per_s:.0f} B/s")
+        assert slow.throttled > 0 and slow.max_throttle_ms > 0
+        assert slow.rate_bytes_per_s <= 2 * QUOTA_BYTES_PER_S
+        assert fast.throttled == 0
+        assert fast.rate_bytes_per_s > 2 * QUOTA_BYTES_PER_S
+    finally:
+        run_cli(cluster, "configs", "alter", *quota, "--delete-config", "consumer_byte_rate")
