@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import trio
 
 from client.network import connect
+from client.security import ClientSecurity
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.produce import ProduceResponse
@@ -51,6 +52,7 @@ async def produce_for(
     record_bytes: int = 16 * 1024,
     warmup_s: float = 0.0,
     back_off: bool = True,
+    security: ClientSecurity | None = None,
 ) -> ProduceLoad:
     """Produce `record_bytes` records to partition 0 of `topic` (acks=1) for `duration_s`;
         the time counted ends when the last throttle time has passed. What is acknowledged after
@@ -58,7 +60,7 @@ async def produce_for(
     throttle times (as Highwater's own clients do): only the broker's muting holds it back."""
     batch = build_batch([Record(b"q" * record_bytes)])
     load = ProduceLoad(client_id)
-    conn = await connect(host, port, client_id=client_id, timeout_ms=10_000)
+    conn = await connect(host, port, client_id=client_id, timeout_ms=10_000, security=security)
     try:
         start = trio.current_time()
         end = start + duration_s

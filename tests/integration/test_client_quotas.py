@@ -2,7 +2,9 @@
 (`configs alter --entity-type clients|users`), stored in ZooKeeper, followed by every broker;
 a client-id with producer_byte_rate is throttled to about its quota (throttle_time_ms in the
 responses, the connection muted meanwhile) while another client-id is not, and the metrics
-show it per client; a consumer client-id with consumer_byte_rate likewise.
+show it per client; a consumer client-id with consumer_byte_rate likewise. On a secured
+cluster (SASL, ACLs, ZooKeeper ACLs) a quota applies to a user principal, and only who may
+ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster manages quotas.
 
 The cluster measures quotas over 2 windows of 1 s (quota.window.num): with Kafka's 11, a
 client's first 10 s of quota come in one burst, and a short test would see mostly that."""
@@ -19,9 +21,22 @@ import trio
 
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
+from client.errors import HighwaterClientError
+from client.quota_admin import QuotaEntity, alter_client_quotas, describe_client_quotas
+from client.security import ClientSecurity
+from client.security_admin import upsert_user
+from protocol.errors import ErrorCode
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually, fetch_metadata
 from tests.integration.metrics_checks import metrics_cluster, scrape, value
 from tests.integration.quota_load import fetch_for, produce_for
+from tests.integration.secure_cluster import (
+    ADMIN_PASSWORD,
+    Pki,
+    make_pki,
+    secure_cluster,
+    security,
+    wait_for_secured_broker,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -202,3 +217,84 @@ async def test_a_consumer_client_id_gets_its_fetch_quota(cluster: Cluster) -> No
         assert fast.rate_bytes_per_s > 2 * QUOTA_BYTES_PER_S
     finally:
         run_cli(cluster, "configs", "alter", *quota, "--delete-config", "consumer_byte_rate")
+
+
+@pytest.fixture(scope="module")
+def secured(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Cluster, Pki]]:
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    cluster = secure_cluster(
+        zookeeper.port, tmp_path_factory.mktemp("quotas-secured"), 1, pki, zookeeper_acl=True
+    )
+    cluster.brokers[1].overrides["quota.window.num"] = "2"
+    cluster.start()
+    try:
+        trio.run(_set_up_secured, cluster, pki)
+        yield cluster, pki
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+async def _set_up_secured(cluster: Cluster, pki: Pki) -> None:
+    as_broker = await wait_for_secured_broker(cluster, pki)
+    async with Admin(cluster.bootstrap_on("EXTERNAL"), security=as_broker) as admin:
+        for user, password in (("admin", ADMIN_PASSWORD), ("mallory", "mallory-secret")):
+            await upsert_user(admin, user, password)
+        await admin.create_topic("secured-quotas", 1, 1)
+    port = cluster.brokers[1].port_of("EXTERNAL")
+
+    async def logged_in() -> bool:
+        for user, password in (("admin", ADMIN_PASSWORD), ("mallory", "mallory-secret")):
+            if await fetch_metadata(port, security=security(pki, user, password)) is None:
+                return False
+        return True
+
+    await eventually(logged_in, 30, "the users' credentials on the broker")
+
+
+async def test_a_user_quota_throttles_that_principal_only(secured: tuple[Cluster, Pki]) -> None:
+    cluster, pki = secured
+    bootstrap = cluster.bootstrap_on("EXTERNAL")
+    as_admin = security(pki)  # a super user
+    as_broker = await wait_for_secured_broker(cluster, pki)
+    as_mallory = security(pki, "mallory", "mallory-secret")
+    admin_quota = QuotaEntity(user="admin")
+    async with Admin(bootstrap, security=as_mallory) as mallory:
+        for denied in (
+            describe_client_quotas(mallory, admin_quota),
+            alter_client_quotas(mallory, admin_quota, {"producer_byte_rate": 1}),
+        ):
+            with pytest.raises(HighwaterClientError) as refused:
+                await denied
+            assert refused.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    async with Admin(bootstrap, security=as_admin) as admin:
+        await alter_client_quotas(admin, admin_quota, {"producer_byte_rate": QUOTA_BYTES_PER_S})
+        assert await describe_client_quotas(admin, admin_quota) == {
+            admin_quota: {"producer_byte_rate": QUOTA_BYTES_PER_S}
+        }
+    port = cluster.brokers[1].port_of("EXTERNAL")
+    loads = {}
+
+    async def run(user: str, as_user: ClientSecurity) -> None:
+        loads[user] = await produce_for(
+            "127.0.0.1", port, "secured-quotas", "app", LOAD_S, back_off=False, security=as_user
+        )
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "admin", as_admin)
+            nursery.start_soon(run, "broker", as_broker)
+        throttled, free = loads["admin"], loads["broker"]
+        print(f"admin: {throttled}, {throttled.rate_bytes_per_s:.0f} B/s")
+        print(f"broker: {free}, {free.rate_bytes_per_s:.0f} B/s")
+        assert throttled.throttled > 0
+        assert throttled.rate_bytes_per_s <= 2 * QUOTA_BYTES_PER_S
+        assert free.throttled == 0  # the same client-id, another user
+        assert free.rate_bytes_per_s > 2 * QUOTA_BYTES_PER_S
+    finally:
+        async with Admin(bootstrap, security=as_admin) as admin:
+            await alter_client_quotas(admin, admin_quota, {}, ["producer_byte_rate"])
