@@ -87,3 +87,14 @@ def test_stored_entities_become_quota_entities() -> None:
     )
     assert found == {QuotaEntity("a", None): {"producer_byte_rate": 10.0}}
     assert problems == {"clients/c": {"consumer_byte_rate": "'lots' is not a number"}}
+
+
+def test_without_any_quota_nothing_is_measured() -> None:
+    charged = ClientQuotas(window_ms=1000, window_count=11)
+    assert not charged.enabled
+    assert charged.charge(ALICE, "c", ApiKey.FETCH, fetch(-1), fetched(10**6), 9.0, NOW_MS) == 0
+    assert all(not list(m.sensors(NOW_MS)) for m in charged.managers.values())
+    charged.update({QuotaEntity(None, "c"): {"request_percentage": 1.0}})
+    assert charged.enabled
+    charged.update({})
+    assert not charged.enabled
