@@ -2,7 +2,8 @@
 (`configs alter --entity-type clients|users`), stored in ZooKeeper, followed by every broker;
 a client-id with producer_byte_rate is throttled to about its quota (throttle_time_ms in the
 responses, the connection muted meanwhile) while another client-id is not, and the metrics
-show it per client; a consumer client-id with consumer_byte_rate likewise. On a secured
+show it per client; a consumer client-id with consumer_byte_rate likewise, and one with
+request_percentage on handler time. On a secured
 cluster (SASL, ACLs, ZooKeeper ACLs) a quota applies to a user principal, and only who may
 ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster manages quotas.
 
@@ -22,10 +23,12 @@ import trio
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
 from client.errors import HighwaterClientError
+from client.network import connect
 from client.quota_admin import QuotaEntity, alter_client_quotas, describe_client_quotas
 from client.security import ClientSecurity
 from client.security_admin import upsert_user
 from protocol.errors import ErrorCode
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually, fetch_metadata
 from tests.integration.metrics_checks import metrics_cluster, scrape, value
 from tests.integration.quota_load import fetch_for, produce_for
@@ -298,3 +301,33 @@ async def test_a_user_quota_throttles_that_principal_only(secured: tuple[Cluster
     finally:
         async with Admin(bootstrap, security=as_admin) as admin:
             await alter_client_quotas(admin, admin_quota, {}, ["producer_byte_rate"])
+
+
+async def test_request_percentage_throttles_a_busy_client_id(cluster: Cluster) -> None:
+    """request_percentage charges handler time (KIP-124): a client-id allowed 0.01 % of a
+    handler (0.1 ms per second) is throttled within a few Metadata requests; another is not."""
+    quota = ("--entity-type", "clients", "--entity-name", "busy")
+    run_cli(cluster, "configs", "alter", *quota, "--add-config", "request_percentage=0.01")
+    broker = cluster.brokers[1]
+
+    async def metadata_throttles(client_id: str, count: int, *, until_throttled: bool) -> list[int]:
+        seen = []
+        conn = await connect(broker.host, broker.port, client_id=client_id)
+        try:
+            with trio.fail_after(60):
+                for _ in range(count):
+                    response: MetadataResponse = await conn.request(
+                        MetadataRequest(None), timeout_ms=30_000
+                    )
+                    seen.append(response.throttle_time_ms)
+                    if until_throttled and response.throttle_time_ms > 0:
+                        break
+        finally:
+            await conn.aclose()
+        return seen
+
+    try:
+        assert max(await metadata_throttles("busy", 100, until_throttled=True)) > 0
+        assert await metadata_throttles("idle", 20, until_throttled=False) == [0] * 20
+    finally:
+        run_cli(cluster, "configs", "alter", *quota, "--delete-config", "request_percentage")
