@@ -201,6 +201,8 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = _int(
         "connection.failed.authentication.delay.ms"
     )
+    quota_window_num: int = _int("quota.window.num")
+    quota_window_size_seconds: int = _int("quota.window.size.seconds")
     log_segment_bytes: int = _int("log.segment.bytes")
     log_roll_ms: int = _int("log.roll.ms")
     log_index_size_max_bytes: int = _int("log.index.size.max.bytes")

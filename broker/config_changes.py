@@ -21,6 +21,7 @@ from collections.abc import Callable
 import structlog
 import trio
 
+from broker.client_quotas import stored_quotas
 from broker.context import BrokerContext, wall_clock_ms
 from broker.core.dynamic_config import (
     BrokerDefaults,
@@ -36,12 +37,15 @@ from controller import zk_data
 from controller.zk_client import ZkClient, run_each
 from controller.zk_configs import (
     BROKERS,
+    CLIENTS,
+    CLIENTS_OF_USER,
     TOPICS,
     USERS,
     get_entity_config,
     list_users,
     purge_expired_changes,
     read_config_changes,
+    read_quota_entities,
 )
 from controller.zk_types import SessionEvent, SessionState, WatchEvent, ZkError, ZkEvent
 
@@ -65,6 +69,8 @@ class ConfigChangeListener:
         self.defaults: BrokerDefaults = self._static  # in force here
         self.dynamic_defaults: dict[str, str] = {}  # as stored
         self._last = -1  # the last notification handled
+        # Every stored client-quota entity's configs, by (USERS or CLIENTS, stored name).
+        self._quota_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._log = structlog.get_logger("highwater.config_changes")
 
     async def run(
@@ -148,9 +154,13 @@ class ConfigChangeListener:
         users = (
             await zk.run(list_users())
             if everything
-            else [name for kind, name in entities if kind == USERS]
+            else [name for kind, name in entities if kind == USERS and CLIENTS_OF_USER not in name]
         )
         await self._read_credentials(users, everything)
+        await self._read_quotas(
+            [(kind, name) for kind, name in changes.entities if kind in (USERS, CLIENTS)],
+            everything,
+        )
         update = plan_config_update(self.defaults, topic_configs, open_log_configs(state, topics))
         deleted = apply_config_update(state, update, wall_clock_ms())
         for topic, problem in update.problems.items():
@@ -167,6 +177,33 @@ class ConfigChangeListener:
         purged = await zk.run(purge_expired_changes(changes.children, wall_clock_ms()))
         if purged:
             self._log.info("expired config change notifications purged", count=purged)
+
+    async def _read_quotas(self, named: list[tuple[str, str]], everything: bool) -> None:
+        """The client quotas of the `named` entities (every one when `everything`) into the
+        broker's quota managers (Kafka's ClientQuotaManager.updateQuota)."""
+        if everything:
+            self._quota_configs = await self._zk.run(read_quota_entities())
+        elif named:
+            found, unreadable = await run_each(
+                self._zk,
+                {entity: get_entity_config(*entity) for entity in named},
+                tolerate=(zk_data.ZkDataError,),
+            )
+            for entity in named:
+                if entity in unreadable:
+                    self._log.warning("client quotas unreadable", entity="/".join(entity))
+                elif found[entity].version < 0:
+                    self._quota_configs.pop(entity, None)
+                else:
+                    self._quota_configs[entity] = dict(found[entity].config)
+        else:
+            return
+        quotas, problems = stored_quotas(self._quota_configs)
+        for path, bad in sorted(problems.items()):
+            self._log.warning("client quota values ignored", entity=path, problems=bad)
+        self._ctx.client_quotas.update(quotas)
+        if named:
+            self._log.info("client quotas changed", entities=["/".join(e) for e in named])
 
     async def _read_credentials(self, users: list[str], everything: bool) -> None:
         """The SCRAM credentials of `users` into the broker's cache (Kafka's CredentialCache),

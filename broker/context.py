@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
+from broker.client_quotas import ClientQuotas
 from broker.core.authorizer import AuthorizerSettings, authorize, authorize_any
 from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
@@ -111,6 +112,8 @@ class BrokerContext:
     # is set.
     acls: Acls = field(default_factory=Acls)
     _authorizer: AuthorizerSettings | None = field(init=False, default=None)
+    # Client quotas as stored in /config/users and /config/clients (config_changes.py).
+    client_quotas: ClientQuotas = field(init=False)
     # Held while topic configs are read from ZooKeeper and applied (LeaderAndIsr, config
     # changes): whichever reads later applies later, so no stale read wins.
     config_lock: trio.Lock = field(default_factory=trio.Lock)
@@ -157,6 +160,9 @@ class BrokerContext:
         self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
         self.state.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots
+        )
+        self.client_quotas = ClientQuotas(
+            config.quota_window_size_seconds * 1000, config.quota_window_num
         )
         if config.authorizer_enabled:
             self._authorizer = AuthorizerSettings(

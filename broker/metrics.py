@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from broker.server import BrokerServer
 
 __all__ = [
+    "MAX_QUOTA_SERIES",
     "PREFIX",
     "REQUEST_TIME_METRICS",
     "BrokerCollector",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 PREFIX = "highwater_"
+MAX_QUOTA_SERIES = 100  # measured clients shown per quota type
 # Each part of a request's time (request_stats.TIME_KINDS) -> its histogram's full name, as
 # Kafka's RequestMetrics: TotalTimeMs, RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ...
 REQUEST_TIME_METRICS = {
@@ -129,6 +131,7 @@ class BrokerCollector(Collector):
         yield from self._controller()
         yield from self._requests()
         yield from self._network()
+        yield from self._quotas()
         yield from self._fetchers()
         yield from self._zookeeper()
         yield from self._log()
@@ -407,6 +410,50 @@ class BrokerCollector(Collector):
                 "HTTP connections closed at once: metrics.max.connections reached.",
                 value=self.http.closed_by_limit,
             )
+
+    def _quotas(self) -> Iterator[Metric]:
+        """Kafka's per-client quota metrics (type=Produce|Fetch|Request, user, client-id):
+        only clients with a quota are measured, and at most MAX_QUOTA_SERIES per quota type
+        are shown (the highest rates), so a flood of client-ids cannot flood the scrape."""
+        labels = ["quota_type", "user", "client_id"]
+        rate = GaugeMetricFamily(
+            PREFIX + "quota_rate",
+            "A client's measured rate over the quota window: bytes/s for Produce and Fetch "
+            "(Kafka's byte-rate), percent of a handler for Request (request-time).",
+            labels=labels,
+        )
+        limit = GaugeMetricFamily(
+            PREFIX + "quota_limit", "The quota in force for that client.", labels=labels
+        )
+        throttle = CounterMetricFamily(
+            PREFIX + "quota_throttle_time_ms",
+            "Milliseconds of throttle time given to the client (Kafka's throttle-time).",
+            labels=labels,
+        )
+        throttled = CounterMetricFamily(
+            PREFIX + "quota_throttled_requests",
+            "Responses that carried a throttle time.",
+            labels=labels,
+        )
+        now_ms = self.ctx.now_ms()
+        for quota_type, manager in self.ctx.client_quotas.managers.items():
+            measured = [
+                (sensor.rate.rate_per_sec(now_ms), tags, sensor)
+                for tags, sensor in manager.sensors(now_ms)
+            ]
+            measured.sort(key=lambda item: -item[0])
+            for value, (user, client_id), sensor in measured[:MAX_QUOTA_SERIES]:
+                names = [quota_type.metric_name, user, client_id]
+                rate.add_metric(names, value)
+                limit.add_metric(names, sensor.quota or 0.0)
+                throttle.add_metric(names, sensor.throttle_time_ms_total)
+                throttled.add_metric(names, sensor.throttled)
+        yield from (rate, limit, throttle, throttled)
+        yield CounterMetricFamily(
+            PREFIX + "quota_muted_seconds",
+            "Time connections spent muted for a throttle time (KIP-219), all clients.",
+            value=self.server.throttled_s,
+        )
 
     # -- followers, ZooKeeper, the log, groups ----------------------------------------------
 

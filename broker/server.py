@@ -33,6 +33,7 @@ from typing import cast
 import structlog
 import trio
 
+from broker.client_quotas import with_throttle_time
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
 from broker.core.connection_quotas import ConnectionLimits, ConnectionQuotas, Refusal
 from broker.core.principal import USER_TYPE, Principal
@@ -156,6 +157,7 @@ class BrokerServer:
         self.request_stats = request_stats
         self.accepted = 0
         self.accept_throttled_s = 0.0  # waits before accepting (max.connection.creation.rate)
+        self.throttled_s = 0.0  # connections muted for client quotas (KIP-219)
         self.closed_by_limit = dict.fromkeys(
             [*(refusal.value for refusal in Refusal), "idle", "slow_reader"], 0
         )
@@ -364,10 +366,12 @@ class BrokerServer:
         idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
         stats = self.request_stats
         clock = RequestClock()
-        if stats is not None:
-            current_request_clock.set(clock)  # this task's context: the purgatory adds to it
+        # This task's context: the purgatory adds to it (the metrics, request_percentage).
+        current_request_clock.set(clock)
         lean = stream if isinstance(stream, LeanSocket) else None
         waits = -1  # the LeanSocket's waits at the last request
+        # The control-plane listener's requests (the controller's, brokers') take no quota.
+        exempt = conn.listener == self.ctx.config.control_plane_listener_name
         while not self._stopping and not conn.closing:
             try:
                 frame_body = decoder.next_frame()
@@ -465,6 +469,18 @@ class BrokerServer:
                 log.exception("request handler failed", api_key=header.api_key)
                 return
             handled = time.perf_counter()
+            throttle_ms = 0
+            if not exempt:
+                throttle_ms = self.ctx.client_quotas.charge(
+                    SESSION.get().principal,
+                    header.client_id,
+                    header.api_key,
+                    request.body,
+                    response,
+                    handled - started - clock.remote_s,  # less its waits in the purgatory
+                    self.ctx.now_ms(),
+                )
+                response = with_throttle_time(response, throttle_ms)
             size = 0
             if response is not None:
                 try:
@@ -487,6 +503,11 @@ class BrokerServer:
                     size,
                     response,
                 )
+            if throttle_ms > 0:
+                # KIP-219: the response went out with its throttle time; nothing more is read
+                # from this connection until it has passed (Kafka mutes the channel).
+                self.throttled_s += throttle_ms / 1000
+                await trio.sleep(throttle_ms / 1000)
 
     async def _authenticate(
         self,

@@ -247,6 +247,25 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         number(INT, "num.io.threads", 8, _NO_EFFECT, minimum=1, attr=None),
     ),
     *_section(
+        "Client quotas",
+        number(
+            INT,
+            "quota.window.num",
+            11,
+            "Client quotas (producer_byte_rate, consumer_byte_rate, request_percentage) are "
+            "measured over this many windows (Kafka's ClientQuotaManager).",
+            minimum=1,
+        ),
+        number(
+            INT,
+            "quota.window.size.seconds",
+            1,
+            "The length of one client quota window; a throttle lasts at most "
+            "quota.window.num of them.",
+            minimum=1,
+        ),
+    ),
+    *_section(
         "ZooKeeper",
         string(
             "zookeeper.connect",

@@ -11,6 +11,7 @@ changeExpirationMs), a bounded number per round.
 from __future__ import annotations
 
 import contextlib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -37,23 +38,30 @@ from controller.zk_types import (
 __all__ = [
     "BROKERS",
     "CHANGE_EXPIRATION_MS",
+    "CLIENTS",
+    "CLIENTS_OF_USER",
     "MAX_PURGED_PER_ROUND",
     "TOPICS",
     "USERS",
     "ConfigChangedError",
     "ConfigChanges",
     "EntityConfig",
+    "desanitize_entity_name",
     "entity_path",
     "get_entity_config",
     "list_users",
     "purge_expired_changes",
     "read_config_changes",
+    "read_quota_entities",
+    "sanitize_entity_name",
     "set_entity_config",
 ]
 
 TOPICS: Final = "topics"
 BROKERS: Final = "brokers"
 USERS: Final = "users"  # SCRAM credentials: {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}
+CLIENTS: Final = "clients"  # client-id quotas; users' quotas share USERS' znodes (as Kafka)
+CLIENTS_OF_USER: Final = "/clients/"  # a user's entity name with a client-id: <user>/clients/<c>
 CHANGE_EXPIRATION_MS: Final = 15 * 60 * 1000
 MAX_PURGED_PER_ROUND: Final = 100
 
@@ -89,6 +97,8 @@ def entity_path(entity_type: str, name: str) -> str:
         return zk_data.broker_config_path(name)
     if entity_type == USERS:
         return f"{zk_data.CONFIG_USERS_PATH}/{name}"
+    if entity_type == CLIENTS:
+        return f"{zk_data.CONFIG_CLIENTS_PATH}/{name}"
     raise ValueError(f"unknown config entity type {entity_type!r}")
 
 
@@ -98,6 +108,10 @@ def get_entity_config(entity_type: str, name: str) -> ZkScript[EntityConfig]:
     if found is None:
         return EntityConfig()
     data, stat = found
+    if not data:
+        # A parent made on the way to a nested entity (`/config/users/<u>` of
+        # `/config/users/<u>/clients/<c>`), empty as Kafka makes it: no configs yet.
+        return EntityConfig({}, stat.version)
     return EntityConfig(dict(zk_data.TopicConfigZnode.decode(data).config), stat.version)
 
 
@@ -131,6 +145,44 @@ def set_entity_config(
 def list_users() -> ZkScript[list[str]]:
     """The users with stored credentials."""
     return sorted((yield from children_or_empty(zk_data.CONFIG_USERS_PATH)))
+
+
+def sanitize_entity_name(name: str) -> str:
+    """A user principal or client-id as a znode name (Kafka's Sanitizer: URL-encoded, so
+    `/` and `*` cannot clash); `<default>` stays as it is, which no encoded name can be."""
+    if name == zk_data.DEFAULT_BROKER_ENTITY:
+        return name
+    return urllib.parse.quote(name, safe="")
+
+
+def desanitize_entity_name(stored: str) -> str:
+    return stored if stored == zk_data.DEFAULT_BROKER_ENTITY else urllib.parse.unquote(stored)
+
+
+def read_quota_entities() -> ZkScript[dict[tuple[str, str], dict[str, str]]]:
+    """Every stored config of a client-quota entity, by (USERS or CLIENTS, entity name):
+    `/config/users/<u>` (which may hold only SCRAM credentials), `/config/users/<u>/clients/<c>`
+    (named `<u>/clients/<c>`) and `/config/clients/<c>`. Names are as stored (sanitized)."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for user in sorted((yield from children_or_empty(zk_data.CONFIG_USERS_PATH))):
+        yield from _read_entity(found, USERS, user)
+        clients_path = f"{zk_data.CONFIG_USERS_PATH}/{user}/clients"
+        for client in sorted((yield from children_or_empty(clients_path))):
+            yield from _read_entity(found, USERS, f"{user}{CLIENTS_OF_USER}{client}")
+    for client in sorted((yield from children_or_empty(zk_data.CONFIG_CLIENTS_PATH))):
+        yield from _read_entity(found, CLIENTS, client)
+    return found
+
+
+def _read_entity(
+    found: dict[tuple[str, str], dict[str, str]], entity_type: str, name: str
+) -> ZkScript[None]:
+    try:
+        entity = yield from get_entity_config(entity_type, name)
+    except zk_data.ZkDataError:
+        return  # written by hand: skipped (a user's parent znode may hold no JSON)
+    if entity.version >= 0:
+        found[(entity_type, name)] = dict(entity.config)
 
 
 def read_config_changes(after: int, *, entities: bool = True) -> ZkScript[ConfigChanges]:

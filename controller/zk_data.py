@@ -22,6 +22,7 @@ __all__ = [
     "CONFIG_BROKERS_PATH",
     "CONFIG_CHANGES_PATH",
     "CONFIG_CHANGE_PREFIX",
+    "CONFIG_CLIENTS_PATH",
     "CONFIG_TOPICS_PATH",
     "CONFIG_USERS_PATH",
     "CONTROLLER_EPOCH_PATH",
@@ -62,7 +63,8 @@ BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 CONFIG_TOPICS_PATH = "/config/topics"
 CONFIG_BROKERS_PATH = "/config/brokers"
-CONFIG_USERS_PATH = "/config/users"  # SCRAM credentials, one znode per user
+CONFIG_USERS_PATH = "/config/users"  # SCRAM credentials and quotas, one znode per user
+CONFIG_CLIENTS_PATH = "/config/clients"  # client-id quotas, one znode per client-id
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"  # then ZooKeeper's 10-digit sequence number
 DEFAULT_BROKER_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide defaults
@@ -357,9 +359,10 @@ class TopicConfigZnode:
 @dataclass(frozen=True, slots=True)
 class ConfigChangeNotification:
     """`/config/changes/config_change_<n>` (sequential): "the configs of this entity changed"
-    (Kafka's version 2: `entity_path` is `topics/<t>`, `brokers/<default>` or `users/<name>`)."""
+    (Kafka's version 2: `entity_path` is `topics/<t>`, `brokers/<default>`, `users/<name>`,
+    `users/<name>/clients/<client-id>` or `clients/<client-id>`)."""
 
-    entity_type: str  # "topics", "brokers" or "users"
+    entity_type: str  # "topics", "brokers", "users" or "clients"
     entity_name: str
 
     @property
@@ -378,13 +381,19 @@ class ConfigChangeNotification:
         path = obj.get("entity_path")
         entity_type, slash, name = path.partition("/") if isinstance(path, str) else ("", "", "")
         if (
-            entity_type not in ("topics", "brokers", "users")
+            entity_type not in ("topics", "brokers", "users", "clients")
             or not slash
             or not name
-            or "/" in name
+            or ("/" in name and not _user_client_name(entity_type, name))
         ):
             raise ZkDataError(f"{what}: bad entity_path {path!r}")
         return cls(entity_type, name)
+
+
+def _user_client_name(entity_type: str, name: str) -> bool:
+    """`<user>/clients/<client-id>`: a user's quota for one client-id (Kafka's nested entity)."""
+    user, _, client = name.partition("/clients/")
+    return entity_type == "users" and bool(user) and bool(client) and "/" not in user + client
 
 
 @dataclass(frozen=True, slots=True)

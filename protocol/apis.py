@@ -52,6 +52,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -119,6 +121,8 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
         0,
     ),
     ApiKey.OFFSET_DELETE: ("offset_delete", "OffsetDelete", 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ("describe_client_quotas", "DescribeClientQuotas", 0),
+    ApiKey.ALTER_CLIENT_QUOTAS: ("alter_client_quotas", "AlterClientQuotas", 0),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
         "describe_user_scram_credentials",
         "DescribeUserScramCredentials",

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_STRING_BYTES",
     "BoolType",
     "BytesType",
+    "FloatType",
     "Int8",
     "Int16",
     "Int32",
@@ -132,6 +133,22 @@ class BoolType(WireType):
     def from_wire(self, value: Any, path: str) -> Any:
         if type(value) is not bool:
             raise _fail(path, "bool", value)
+        return value
+
+
+class FloatType(WireType):
+    """Kafka's float64 (a quota's value): msgpack's double; an int is sent as one."""
+
+    name = "float64"
+
+    def to_wire(self, value: Any, path: str) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise _fail(path, "float64", value)
+
+    def from_wire(self, value: Any, path: str) -> Any:
+        if type(value) is not float:
+            raise _fail(path, "float64", value)
         return value
 
 
@@ -274,6 +291,7 @@ def _raise_field_mismatch(
 # Compiling annotations into wire types.
 
 _BOOL: Final = BoolType()
+_FLOAT: Final = FloatType()
 _STR: Final = StrType()
 _BYTES: Final = BytesType()
 
@@ -310,6 +328,8 @@ def _wire_for(annotation: Any, version: int, where: str) -> tuple[WireType, int]
         return IntWire(int_type), since
     if annotation is bool:
         return _BOOL, since
+    if annotation is float:
+        return _FLOAT, since
     if annotation is str:
         return _STR, since
     if annotation is bytes:

@@ -18,6 +18,7 @@ from protocol.schema import (
     MAX_STRING_BYTES,
     BoolType,
     BytesType,
+    FloatType,
     IntWire,
     ListType,
     NullableType,
@@ -100,6 +101,8 @@ def _field_code(src: _Source, var: str, wire: WireType) -> list[str]:
         return _int_check(src, var, wire, encoding)
     if isinstance(wire, BoolType):
         return [f"if type({var}) is not bool:", "    raise _Fallback"]
+    if isinstance(wire, FloatType):  # an int to send: the checked path converts it
+        return [f"if type({var}) is not float:", "    raise _Fallback"]
     if isinstance(wire, StrType):
         lines = [f"if type({var}) is not str:", "    raise _Fallback"]
         if encoding:  # schema.StrType.to_wire's length rule, cheap test first

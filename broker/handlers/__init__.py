@@ -7,6 +7,7 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
+from broker.handlers.alter_client_quotas import handle_alter_client_quotas
 from broker.handlers.api_versions import handle_api_versions
 from broker.handlers.classic_groups import (
     handle_describe_groups,
@@ -22,6 +23,7 @@ from broker.handlers.create_partitions import handle_create_partitions
 from broker.handlers.create_topics import handle_create_topics
 from broker.handlers.delete_groups import handle_delete_groups
 from broker.handlers.delete_topics import handle_delete_topics
+from broker.handlers.describe_client_quotas import handle_describe_client_quotas
 from broker.handlers.describe_cluster import handle_describe_cluster
 from broker.handlers.describe_configs import handle_describe_configs
 from broker.handlers.elect_leaders import handle_elect_leaders
@@ -90,6 +92,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_ACLS: handle_create_acls,
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,
     ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     # Only on a Kafka listener (broker.kafka): their requests are kio's classes.

@@ -4,9 +4,10 @@ broker's handler takes, and back for the response. Pure.
 Most APIs need nothing but protocol.kafka.mapping's field-by-name conversion. What is
 written out here is where the two differ: record batches (Produce, Fetch), the ApiVersions
 table, Metadata's topic list, FindCoordinator's single key before v4, OffsetCommit's
-generation, and two safety rules of this listener: every request is a client's (replica_id
-is forced to -1, so no follower privileges: Kafka's own listeners refuse those without
-CLUSTER_ACTION) and Fetch's last stable offset is the high watermark (no transactions).
+generation, DescribeUserScramCredentials' user structs, and two safety rules of this
+listener: every request is a client's (replica_id is forced to -1, so no follower
+privileges: Kafka's own listeners refuse those without CLUSTER_ACTION) and Fetch's last
+stable offset is the high watermark (no transactions).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from protocol.kafka.versions import ADVERTISED, KAFKA_ONLY_KEYS
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
 from protocol.messages.delete_acls import DeleteAclsRequest
 from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
+from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -238,6 +240,14 @@ def _elect_leaders(kafka: KafkaRequest) -> Translated:
     return Translated(ApiKey.ELECT_LEADERS, request, kafka)
 
 
+def _describe_user_scram_credentials(kafka: KafkaRequest) -> Translated:
+    """Kafka names each user in a struct of its own (`UserName`), Highwater by its name."""
+    users = kafka.body.users
+    names = None if users is None else tuple(u.name for u in users)
+    request = DescribeUserScramCredentialsRequest(names)
+    return Translated(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request, kafka)
+
+
 def _api_versions_response(translated: Translated, response: Any) -> Any:
     return advertised_versions()
 
@@ -259,6 +269,7 @@ _REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ApiKey.LIST_OFFSETS: _forced_client(ApiKey.LIST_OFFSETS),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _forced_client(ApiKey.OFFSET_FOR_LEADER_EPOCH),
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -23,6 +24,14 @@ from client.admin import (
 )
 from client.cli.common import admin_settings, bootstrap_option, fail, run_client
 from client.cli.format import format_table
+from client.cli.quota_configs import (
+    alter_quotas,
+    describe_quotas,
+    entity_options,
+    given_entity,
+    parse_add_config,
+    quota_entity,
+)
 from client.cli.refusals import Attempt, Need, administering
 from client.cli.topic_args import one_topic, optional_topic
 from protocol.messages.common import ConfigResourceType
@@ -147,7 +156,8 @@ def _resource(topic: str | None, broker: int | None, broker_defaults: bool) -> C
 
 @click.group()
 def configs() -> None:
-    """Describe and alter topic configs and the cluster-wide broker defaults, live."""
+    """Describe and alter topic configs, the cluster-wide broker defaults and client quotas
+    (--entity-type users|clients), live."""
 
 
 @configs.command("describe")
@@ -159,6 +169,7 @@ def configs() -> None:
 )
 @click.option("--synonyms", is_flag=True, help="Also every source each value could come from.")
 @click.option("-J", "--json", "json_output", is_flag=True, help="One JSON list of configs.")
+@entity_options
 def configs_describe(
     bootstrap: str,
     topic: str | None,
@@ -167,8 +178,17 @@ def configs_describe(
     broker_defaults: bool,
     synonyms: bool,
     json_output: bool,
+    **entity_flags: Any,
 ) -> None:
-    """Every config of TOPIC (or every setting of a broker) with its value and source."""
+    """Every config of TOPIC (or every setting of a broker) with its value and source; with
+    --entity-type users|clients, the client quotas set (every one of that type without
+    --entity-name or --entity-default)."""
+    entity = given_entity(entity_flags)
+    if entity is not None:
+        if topic is not None or topic_option is not None or broker is not None or broker_defaults:
+            raise click.UsageError("client quotas are described alone: no topic or broker")
+        describe_quotas(bootstrap, quota_entity(entity, describing=True), entity[0], json_output)
+        return
     resource = _resource(optional_topic(topic, topic_option), broker, broker_defaults)
 
     async def describe() -> list[ConfigEntry]:
@@ -205,7 +225,15 @@ def configs_describe(
     metavar="KEY",
     help="Remove a config: the next source applies again (repeatable).",
 )
+@click.option(
+    "--add-config",
+    "add_configs",
+    multiple=True,
+    metavar="K=V[,K=V...]",
+    help="Set configs, kafka-configs' way (a value with commas in brackets: k=[a,b]).",
+)
 @click.option("--validate-only", is_flag=True, help="Check the change; apply nothing.")
+@entity_options
 def configs_alter(
     bootstrap: str,
     topic: str | None,
@@ -213,12 +241,31 @@ def configs_alter(
     broker_defaults: bool,
     set_pairs: tuple[str, ...],
     delete_configs: tuple[str, ...],
+    add_configs: tuple[str, ...],
     validate_only: bool,
+    **entity_flags: Any,
 ) -> None:
-    """Set or delete configs of TOPIC or of the cluster-wide broker defaults; every broker
-    applies the change within seconds. Per-broker settings are not dynamic (server.properties)."""
+    """Set or delete configs of TOPIC or of the cluster-wide broker defaults, or the client
+    quotas of a user or client-id (--entity-type users|clients); every broker applies the
+    change within seconds. Per-broker settings are not dynamic (server.properties)."""
+    set_configs = {**parse_config_pairs(set_pairs), **parse_add_config(add_configs)}
+    entity = given_entity(entity_flags)
+    if entity is not None:
+        if topic is not None or topic_option is not None or broker_defaults:
+            raise click.UsageError("client quotas are altered alone: no topic or broker")
+        if not set_configs and not delete_configs:
+            fail("nothing to alter: give --add-config K=V or --delete-config KEY", exit_code=2)
+        target = quota_entity(entity, describing=False)
+        assert target is not None  # an alter names its entity
+        alter_quotas(
+            bootstrap,
+            target,
+            set_configs,
+            delete_configs,
+            validate_only,
+        )
+        return
     resource = _resource(optional_topic(topic, topic_option), None, broker_defaults)
-    set_configs = parse_config_pairs(set_pairs)
     if not set_configs and not delete_configs:
         fail("nothing to alter: give --config KEY=VALUE or --delete-config KEY", exit_code=2)
     alter_configs(bootstrap, resource, set_configs, delete_configs, validate_only=validate_only)

@@ -69,7 +69,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     ),
     "configs": LazyCommand(
         "client.cli.configs:configs",
-        "Describe and alter topic configs and the cluster-wide broker defaults, live.",
+        "Describe and alter topic configs, the cluster-wide broker defaults and client quotas "
+        "(--entity-type users|clients), live.",
     ),
     "users": LazyCommand(
         "client.cli.users:users",

@@ -65,6 +65,8 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     45: (0, 0),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas (kafka-configs --entity-type users|clients)
+    49: (0, 1),  # AlterClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
     60: (0, 0),  # DescribeCluster (1 adds KIP-919's endpoint types: controllers are not described)

@@ -3,6 +3,7 @@ Debian's kcat and confluent-kafka (both librdkafka), and raw frames for the refu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -402,3 +403,47 @@ def test_admin_client_topics_partitions_configs_and_cluster(cluster: Cluster) ->
         DEADLINE_S,
         "the topic gone",
     )
+
+
+def test_confluent_kafka_producer_is_throttled_by_its_client_id_quota(cluster: Cluster) -> None:
+    """A client-id quota applies on the Kafka listener too: librdkafka sees throttle_time_ms
+    in its Produce responses (its throttle_cb), and another client-id does not."""
+    from confluent_kafka import Producer
+
+    create_topic(cluster, "ck-quota", partitions=1)
+    quota = ("--entity-type", "clients", "--entity-name", "ck-throttled")
+    cli(cluster, "configs", "alter", *quota, "--add-config", "producer_byte_rate=65536")
+    seen: dict[str, list[float]] = {"ck-throttled": [], "ck-free": []}
+
+    def producer(client_id: str) -> Any:
+        def throttled(event: Any) -> None:
+            seen[client_id].append(event.throttle_time)
+
+        return Producer(
+            {
+                "bootstrap.servers": kafka_bootstrap(cluster),
+                "client.id": client_id,
+                "linger.ms": 5,
+                "throttle_cb": throttled,
+            }
+        )
+
+    producers = {client_id: producer(client_id) for client_id in seen}
+    payload = b"q" * 10_000
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        sent = 0
+        # Kafka's windows let about 10 s of quota (640 KiB) through before the first throttle.
+        while not seen["ck-throttled"] and time.monotonic() < deadline:
+            for p in producers.values():
+                with contextlib.suppress(BufferError):  # a full queue: poll lets it drain
+                    p.produce("ck-quota", payload)
+                p.poll(0.01)
+            sent += len(payload)
+        assert seen["ck-throttled"], f"no throttle after {sent} bytes each"
+        assert max(seen["ck-throttled"]) > 0
+        for p in producers.values():
+            assert p.flush(DEADLINE_S) == 0
+        assert seen["ck-free"] == []
+    finally:
+        cli(cluster, "configs", "alter", *quota, "--delete-config", "producer_byte_rate")

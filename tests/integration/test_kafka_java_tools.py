@@ -23,6 +23,7 @@ TOPICS = "org.apache.kafka.tools.TopicCommand"
 PRODUCER = "kafka.tools.ConsoleProducer"
 CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+CONFIGS = "kafka.admin.ConfigCommand"
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +144,22 @@ def test_console_producer_and_consumers_and_consumer_groups(
     # the same records through Highwater's own consumer, byte for byte
     ours = cli(cluster, "consume", "jc", "--from-beginning", "-e", "--format", "%k\t%s\n")
     assert sorted(ours.stdout.decode().splitlines()) == sorted(read.splitlines())
+
+
+def test_kafka_configs_sets_and_describes_client_quotas(cluster: Cluster, java: list[str]) -> None:
+    """kafka-configs' quota commands (AlterClientQuotas, DescribeClientQuotas) on the Kafka
+    listener; what they set is what `highwater configs describe` shows."""
+    bootstrap = ["--bootstrap-server", kafka_bootstrap(cluster)]
+    entity = ["--entity-type", "users", "--entity-name", "jq"]
+    out = run(
+        java, CONFIGS, *bootstrap, "--alter", *entity, "--add-config", "producer_byte_rate=1024"
+    )
+    assert "Completed updating config for user jq." in out
+    described = run(java, CONFIGS, *bootstrap, "--describe", *entity)
+    assert "Quota configs for user-principal 'jq' are producer_byte_rate=1024.0" in described
+    ours = cli(cluster, "configs", "describe", "--entity-type", "users", "--entity-name", "jq")
+    assert ours.stdout.decode().strip() == (
+        "Quota configs for user-principal 'jq' are producer_byte_rate=1024.0"
+    )
+    run(java, CONFIGS, *bootstrap, "--alter", *entity, "--delete-config", "producer_byte_rate")
+    assert "producer_byte_rate" not in run(java, CONFIGS, *bootstrap, "--describe", *entity)

@@ -16,12 +16,20 @@ import trio
 from broker.config import BrokerConfig
 from broker.config_changes import ConfigChangeListener
 from broker.context import BrokerContext
+from broker.core.client_quotas import QuotaEntity, QuotaType
 from broker.core.replica_manager import ReplicaManager
 from broker.core.scram import make_credential
 from broker.log.manager import LogManager
 from controller import zk_data
 from controller.zk_client import ZkClient
-from controller.zk_configs import BROKERS, TOPICS, USERS, set_entity_config
+from controller.zk_configs import (
+    BROKERS,
+    CLIENTS,
+    TOPICS,
+    USERS,
+    get_entity_config,
+    set_entity_config,
+)
 from controller.zk_script import ZkScript, create
 from controller.zk_types import SessionEvent, SessionState, WatchEvent, WatchKind, ZkEvent
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
@@ -163,4 +171,22 @@ async def test_deleted_and_changed_credentials_are_handed_on(
         zk.tell(CHANGED)
         await eventually(lambda: ("dave", sha512) in ctx.credentials, "dave's credential")
         assert revoked == [{"alice"}, {"bob"}]
+
+
+async def test_client_quotas_reach_the_quota_managers(ctx: BrokerContext, zk: SimZkClient) -> None:
+    produce = ctx.client_quotas.managers[QuotaType.PRODUCE]
+    zk.zk.run(zk.session, set_entity_config(CLIENTS, "app", {"producer_byte_rate": "100"}, -1))
+    async with trio.open_nursery() as nursery:
+        await start(nursery, ctx, zk)  # everything read before it reports started
+        assert produce.quotas == {QuotaEntity(None, "app"): {"producer_byte_rate": 100.0}}
+        nested = "alice/clients/a%2Fb"  # the client-id a/b, sanitized as Kafka stores it
+        zk.zk.run(zk.session, set_entity_config(USERS, nested, {"producer_byte_rate": "7"}, -1))
+        zk.tell(CHANGED)
+        await eventually(lambda: QuotaEntity("alice", "a/b") in produce.quotas, "the new quota")
+        assert produce.record("alice", "a/b", 1000, now_ms=0) > 0  # 1000 B / 10 s > 7 B/s
+        zk.zk.run(zk.session, set_entity_config(CLIENTS, "app", {}, 0))
+        zk.tell(CHANGED)
+        await eventually(lambda: QuotaEntity(None, "app") not in produce.quotas, "the removal")
+        # The user's parent znode, made empty on the way, is no user's broken credentials.
+        assert (await zk.run(get_entity_config(USERS, "alice"))).config == {}
         nursery.cancel_scope.cancel()

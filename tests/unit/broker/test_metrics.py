@@ -18,11 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
+from broker.core.client_quotas import DEFAULT_ENTITY, QuotaEntity
 from broker.core.isr import IsrWrite
+from broker.core.principal import Principal
 from broker.core.replica_manager import ReplicaManager
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.metrics import GroupLag, api_name, new_registry
+from broker.metrics import MAX_QUOTA_SERIES, GroupLag, api_name, new_registry
 from broker.purgatory import Purgatory, RequestClock, current_request_clock
 from broker.request_stats import RequestStats, count_errors
 from broker.server import BrokerServer
@@ -31,8 +33,11 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.messages.produce import (
+    ProducePartitionData,
     ProducePartitionResponse,
+    ProduceRequest,
     ProduceResponse,
+    ProduceTopicData,
     ProduceTopicResponse,
 )
 from protocol.records import Record, build_batch
@@ -328,3 +333,41 @@ def _walker_for(cls: type) -> object:
     from broker.request_stats import _compile
 
     return _compile(cls)
+
+
+def test_client_quota_figures_are_per_client(ctx: BrokerContext) -> None:
+    produce = QuotaEntity(None, "app")
+    ctx.client_quotas.update({produce: {"producer_byte_rate": 100.0}})
+    now_ms = ctx.now_ms()
+    request = ProduceRequest(
+        1, 1000, (ProduceTopicData("a", (ProducePartitionData(0, b"x" * 1500),)),)
+    )
+    throttle_ms = ctx.client_quotas.charge(
+        Principal("User", "alice"), "app", ApiKey.PRODUCE, request, None, 0.0, now_ms
+    )
+    assert throttle_ms > 0
+    families = scrape(ctx)
+    labels = {"quota_type": "Produce", "user": "", "client_id": "app"}
+    assert value(families["highwater_quota_limit"], "highwater_quota_limit", **labels) == 100
+    assert value(families["highwater_quota_rate"], "highwater_quota_rate", **labels) > 100
+    throttle = families["highwater_quota_throttle_time_ms"]
+    assert value(throttle, "highwater_quota_throttle_time_ms_total", **labels) == throttle_ms
+    # Another client-id has no quota: neither throttled nor shown.
+    assert (
+        ctx.client_quotas.charge(
+            Principal("User", "alice"), "other", ApiKey.PRODUCE, request, None, 0.0, now_ms
+        )
+        == 0
+    )
+    assert [s.labels["client_id"] for s in families["highwater_quota_rate"]] == ["app"]
+
+
+def test_client_quota_series_are_bounded(ctx: BrokerContext) -> None:
+    ctx.client_quotas.update({QuotaEntity(None, DEFAULT_ENTITY): {"producer_byte_rate": 1e9}})
+    request = ProduceRequest(1, 1000, (ProduceTopicData("a", (ProducePartitionData(0, b"x"),)),))
+    now_ms = ctx.now_ms()
+    for i in range(MAX_QUOTA_SERIES + 20):
+        ctx.client_quotas.charge(
+            Principal("User", "u"), f"c{i}", ApiKey.PRODUCE, request, None, 0.0, now_ms
+        )
+    assert len(scrape(ctx)["highwater_quota_rate"]) == MAX_QUOTA_SERIES

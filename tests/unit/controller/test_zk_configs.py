@@ -13,11 +13,16 @@ from controller.core import TopicsChanged
 from controller.zk_configs import (
     BROKERS,
     CHANGE_EXPIRATION_MS,
+    CLIENTS,
     TOPICS,
+    USERS,
     ConfigChangedError,
+    desanitize_entity_name,
     get_entity_config,
     purge_expired_changes,
     read_config_changes,
+    read_quota_entities,
+    sanitize_entity_name,
     set_entity_config,
 )
 from controller.zk_load import read_event
@@ -148,7 +153,8 @@ def test_a_config_change_makes_the_controller_read_the_unclean_overrides(
     "data",
     [
         b'{"version":1,"entity_path":"topics/t"}',
-        b'{"version":2,"entity_path":"clients/c"}',
+        b'{"version":2,"entity_path":"users/u/c"}',
+        b'{"version":2,"entity_path":"clients/c/clients/d"}',
         b'{"version":2,"entity_path":"topics/"}',
         b'{"version":2,"entity_path":"topics/a/b"}',
         b'{"version":2}',
@@ -164,3 +170,36 @@ def test_a_users_notification_names_the_user() -> None:
     # Written when a user's SCRAM credentials change (Kafka's `users/<name>` entity path).
     decoded = zk_data.ConfigChangeNotification.decode(b'{"version":2,"entity_path":"users/u"}')
     assert (decoded.entity_type, decoded.entity_name) == ("users", "u")
+
+
+@pytest.mark.parametrize(
+    ("path", "entity"),
+    [
+        ("clients/c", ("clients", "c")),
+        ("users/u/clients/c", ("users", "u/clients/c")),
+        ("users/<default>/clients/<default>", ("users", "<default>/clients/<default>")),
+    ],
+)
+def test_a_quota_notification_names_its_entity(path: str, entity: tuple[str, str]) -> None:
+    # Written when client quotas change (Kafka's `clients/<c>`, `users/<u>/clients/<c>`).
+    data = json.dumps({"version": 2, "entity_path": path}).encode()
+    decoded = zk_data.ConfigChangeNotification.decode(data)
+    assert (decoded.entity_type, decoded.entity_name) == entity
+
+
+def test_quota_entities_are_read_at_every_level(zk: SimZk, session: int) -> None:
+    zk.run(session, set_entity_config(USERS, "u", {"producer_byte_rate": "1"}, -1))
+    zk.run(session, set_entity_config(USERS, "v/clients/c", {"consumer_byte_rate": "2"}, -1))
+    zk.run(session, set_entity_config(CLIENTS, "<default>", {"request_percentage": "3"}, -1))
+    assert zk.run(session, read_quota_entities()) == {
+        ("users", "u"): {"producer_byte_rate": "1"},
+        ("users", "v"): {},  # made empty on the way to its client-id
+        ("users", "v/clients/c"): {"consumer_byte_rate": "2"},
+        ("clients", "<default>"): {"request_percentage": "3"},
+    }
+
+
+def test_entity_names_are_sanitized_as_kafka_does() -> None:
+    assert sanitize_entity_name("CN=a/b,O=c*") == "CN%3Da%2Fb%2CO%3Dc%2A"
+    assert desanitize_entity_name(sanitize_entity_name("CN=a/b,O=c*")) == "CN=a/b,O=c*"
+    assert sanitize_entity_name("<default>") == "<default>"

@@ -20,6 +20,7 @@ from protocol.records import CRC_START, crc32c
 from protocol.schema import (
     BoolType,
     BytesType,
+    FloatType,
     IntWire,
     ListType,
     NullableType,
@@ -70,6 +71,8 @@ def wire_strategy(wire: WireType) -> st.SearchStrategy[Any]:
         return st.integers(wire.int_type.min, wire.int_type.max)
     if isinstance(wire, BoolType):
         return st.booleans()
+    if isinstance(wire, FloatType):
+        return st.floats(allow_nan=False)  # NaN != NaN: a round trip could not compare it
     if isinstance(wire, StrType):
         return st.text(max_size=MAX_STR_CHARS)
     if isinstance(wire, BytesType):

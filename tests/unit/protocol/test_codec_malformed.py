@@ -44,6 +44,7 @@ from protocol.schema import (
     MAX_ITEMS_DEFAULT,
     BoolType,
     BytesType,
+    FloatType,
     IntWire,
     ListType,
     NullableType,
@@ -433,6 +434,8 @@ def _bad_values(wire: WireType) -> list[Any]:
         return bad
     if isinstance(wire, BoolType):
         return [0, 1, "true", None, 1.0]
+    if isinstance(wire, FloatType):
+        return [1, True, "1.0", None, b"\x01", [1.0]]  # an int is not a float64 on the wire
     if isinstance(wire, StrType):
         return [b"x", 1, None, ["x"]]
     if isinstance(wire, BytesType):
@@ -529,6 +532,8 @@ def _full_value(wire: WireType) -> Any:
         return 1
     if isinstance(wire, BoolType):
         return True
+    if isinstance(wire, FloatType):
+        return 1.5
     if isinstance(wire, StrType):
         return "s"
     if isinstance(wire, BytesType):

@@ -42,6 +42,7 @@ from protocol.schema import (
     MAX_STRING_BYTES,
     BoolType,
     BytesType,
+    FloatType,
     Int32,
     IntWire,
     ListType,
@@ -148,7 +149,16 @@ def test_schemas_use_every_wire_type_the_strategies_know() -> None:
     for spec, version in api_versions():
         kinds |= _wire_types(StructType(spec.request, version))
         kinds |= _wire_types(StructType(spec.response, version))
-    assert kinds == {IntWire, BoolType, StrType, BytesType, NullableType, ListType, StructType}
+    assert kinds == {
+        IntWire,
+        BoolType,
+        FloatType,
+        StrType,
+        BytesType,
+        NullableType,
+        ListType,
+        StructType,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
