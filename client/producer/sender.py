@@ -13,7 +13,7 @@ import trio
 
 from client.client_metrics import ProducerMetrics
 from client.clock import now_ms
-from client.errors import ClientClosedError, ProducerFatalError
+from client.errors import AuthenticationFailedError, ClientClosedError, ProducerFatalError
 from client.metadata import ClusterMetadata
 from client.network import BrokerConnectionError
 from client.producer.accumulator import RecordAccumulator
@@ -351,6 +351,12 @@ class Sender:
                     on_sent=sent,
                 )
                 self.metrics.request_done(time.monotonic() - started)
+            except AuthenticationFailedError as exc:
+                # A refused login (KIP-152; e.g. the user was deleted): retrying unchanged
+                # cannot help, so the batches fail now, not at delivery.timeout.ms.
+                for batch in batches:
+                    self.outcomes.retry_or_fail(batch, exc.code, f"broker {node}: {exc}")
+                return
             except BrokerConnectionError as exc:
                 timed_out = "timed out" in str(exc)
                 self._metadata.request_update(suspect=node if timed_out else None)
