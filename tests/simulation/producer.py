@@ -5,7 +5,7 @@ for a random partition, and counts the answers. Which produces were acknowledged
 by the leader at the moment it acknowledges (see `World.on_ack`), so an ack whose response is
 lost on the way still counts: the record was committed either way. With
 `idempotent_producer` the plain topic's batches go through an `IdempotentProducer` instead
-(idempotence.py).
+(idempotence.py). With `authorizer` each batch goes out as one of the client principals.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from protocol.messages.produce import (
 )
 from protocol.records import Record, build_batch
 from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
+from tests.simulation.acl_workload import CLIENTS, Authenticated
 from tests.simulation.idempotence import IdempotentProducer
 from tests.simulation.invariants import Invariants
 from tests.simulation.network import CLIENT_NODE
@@ -103,6 +104,9 @@ class Producer:
             (ProduceTopicData(tp.topic, (ProducePartitionData(tp.partition, records),)),),
         )
         self.sent += 1
+        payload: object = request
+        if self.world.config.authorizer:  # as one of the client principals (acl_workload.py)
+            payload = Authenticated(self.world.rng.choice(CLIENTS), request)
 
         def answered(response: object) -> None:
             assert isinstance(response, ProduceResponse)
@@ -115,7 +119,7 @@ class Producer:
         self.world.net.request(
             CLIENT_NODE,
             leader,
-            request,
+            payload,
             timeout_ms=timeout_ms + self.world.config.request_timeout_ms,
             on_response=answered,
             on_timeout=timed_out,
