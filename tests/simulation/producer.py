@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from broker.core.principal import Principal
 from protocol.errors import ErrorCode
 from protocol.messages.produce import (
     ProducePartitionData,
@@ -86,8 +87,14 @@ class Producer:
                 self.world.tombstoned.add((tp, record.key))
         return self.produce(tp, records)
 
-    def produce(self, tp: tuple[str, int], values: list[bytes] | list[Record]) -> bool:
-        """Send one batch to the partition's leader as ZooKeeper names it; False if none."""
+    def produce(
+        self,
+        tp: tuple[str, int],
+        values: list[bytes] | list[Record],
+        principal: Principal | None = None,
+    ) -> bool:
+        """Send one batch to the partition's leader as ZooKeeper names it; False if none.
+        With an authorizer, as `principal` (else a random client's)."""
         tp = TopicPartition(*tp)
         found = self.world.zk.state(tp)
         leader = found[0].leader if found is not None else -1
@@ -106,7 +113,7 @@ class Producer:
         self.sent += 1
         payload: object = request
         if self.world.config.authorizer:  # as one of the client principals (acl_workload.py)
-            payload = Authenticated(self.world.rng.choice(CLIENTS), request)
+            payload = Authenticated(principal or self.world.rng.choice(CLIENTS), request)
 
         def answered(response: object) -> None:
             assert isinstance(response, ProduceResponse)
