@@ -6,13 +6,33 @@ from __future__ import annotations
 from broker.core.authorizer import AclOperation, ResourceType
 from broker.core.request_acls import (
     Allowed,
+    describable_offsets,
     fetch_denied,
+    find_coordinator_denied,
+    heartbeat_denied,
     may_change_acls,
     may_describe_acls,
+    may_fetch_offsets,
     may_follow,
+    offset_commit_denied,
     produce_denied,
 )
+from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitTopic,
+)
+from protocol.messages.offset_fetch import (
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchTopic,
+    OffsetFetchTopicRequest,
+)
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 
 Asked = list[tuple[AclOperation, ResourceType, str]]
@@ -69,3 +89,58 @@ def test_acl_changes_need_alter_and_reading_them_describe_on_the_cluster() -> No
     assert may_describe_acls(allowed)
     assert not may_change_acls(allowed)
     assert asked[-1] == (AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster")
+
+
+G = ResourceType.GROUP
+T = ResourceType.TOPIC
+
+
+def test_find_coordinator_needs_describe_on_each_group_not_asked_for_an_empty_id() -> None:
+    asked, allowed = grants((AclOperation.DESCRIBE, G, "g1"))
+    assert find_coordinator_denied(FindCoordinatorRequest(("g2", "", "g1")), allowed) == {"g2"}
+    assert asked == [(AclOperation.DESCRIBE, G, "g1"), (AclOperation.DESCRIBE, G, "g2")]
+
+
+def test_offset_commit_needs_read_on_the_group_then_on_each_topic() -> None:
+    commit = OffsetCommitRequest(
+        "g", tuple(OffsetCommitTopic(t, (OffsetCommitPartition(0, 5),)) for t in ("a", "b"))
+    )
+    asked, nothing = grants((AclOperation.READ, T, "a"))
+    assert offset_commit_denied(commit, nothing) is None
+    assert asked == [(AclOperation.READ, G, "g")]  # topics not asked without the group
+    _, group_and_a = grants((AclOperation.READ, G, "g"), (AclOperation.READ, T, "a"))
+    assert offset_commit_denied(commit, group_and_a) == frozenset({"b"})
+
+
+def test_a_heartbeat_needs_read_on_the_group_and_describe_on_what_it_subscribes() -> None:
+    join = ConsumerGroupHeartbeatRequest("g", "", 0, subscribed_topic_names=("b", "a"))
+    _, nothing = grants()
+    assert heartbeat_denied(join, nothing) == (ErrorCode.GROUP_AUTHORIZATION_FAILED, ("g",))
+    _, group_and_a = grants((AclOperation.READ, G, "g"), (AclOperation.DESCRIBE, T, "a"))
+    assert heartbeat_denied(join, group_and_a) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ("b",))
+    _, everything = grants(
+        (AclOperation.READ, G, "g"),
+        (AclOperation.DESCRIBE, T, "a"),
+        (AclOperation.DESCRIBE, T, "b"),
+    )
+    assert heartbeat_denied(join, everything) == (ErrorCode.NONE, ())
+
+
+def test_offset_fetch_needs_describe_on_the_group_and_hides_or_refuses_other_topics() -> None:
+    _, group_and_a = grants((AclOperation.DESCRIBE, G, "g"), (AclOperation.DESCRIBE, T, "a"))
+    every = OffsetFetchRequest("g")
+    assert may_fetch_offsets(every, group_and_a)
+    _, nothing = grants()
+    assert not may_fetch_offsets(every, nothing)
+    found = OffsetFetchResponse(
+        tuple(OffsetFetchTopic(t, (OffsetFetchPartition(0, 7),)) for t in ("a", "b"))
+    )
+    assert [t.name for t in describable_offsets(every, found, group_and_a).topics] == ["a"]
+    named = OffsetFetchRequest(
+        "g", (OffsetFetchTopicRequest("a", (0,)), OffsetFetchTopicRequest("b", (0,)))
+    )
+    answered = describable_offsets(named, found, group_and_a).topics
+    assert answered[0] == found.topics[0]
+    assert answered[1].partitions == (
+        OffsetFetchPartition(0, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    )
