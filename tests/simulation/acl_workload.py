@@ -5,9 +5,11 @@ User:alice, User:bob, User:mallory, who may do only what the ACLs allow
 (allow.everyone.if.no.acl.found=false). Requests travel as `Authenticated(principal,
 request)`, the principal a real connection is bound to after SASL. Besides the producer (whose
 batches go out as a random principal), `AclWorkload` sends CreateAcls and DeleteAcls (mostly
-as the admin, sometimes as a principal that may be refused) to a random live broker, and
-consumer fetches to partition leaders. Brokers apply ACL changes through ZooKeeper and learn
-them from its change notifications, a watch's latency later (broker.py).
+as the admin, sometimes as a principal that may be refused) to a random live broker,
+consumer fetches to partition leaders and, in a run with a consumer group (whose members
+connect as the admin), FindCoordinator and OffsetFetch for that group. Brokers apply ACL
+changes through ZooKeeper and learn them from its change notifications, a watch's latency
+later (broker.py).
 
 `Decision` (what the authorizer core answered a broker) and `Served` (a request and what it
 got, with the ACLs the broker held) are what auth_invariants.py checks.
@@ -36,6 +38,12 @@ from protocol.messages.create_acls import AclCreation, CreateAclsRequest, Create
 from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from protocol.messages.describe_acls import AclFilterSpec
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchTopicRequest,
+)
 from protocol.topic_partition import INTERNAL_TOPICS
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import World
@@ -136,9 +144,18 @@ class Served:
 
 
 class AclWorkload:
-    def __init__(self, world: World, admin_session: int) -> None:
+    def __init__(self, world: World, admin_session: int, group: str | None = None) -> None:
+        """`group`: the consumer group of the run (groups.py), whose coordinator and offsets
+        the principals also ask for (FindCoordinator, OffsetFetch: they change nothing)."""
         self.world = world
         self.admin_session = admin_session
+        self.group = group
+        self.patterns: tuple[tuple[ResourceType, str, PatternType], ...] = _PATTERNS
+        if group is not None:
+            self.patterns += (
+                (ResourceType.GROUP, group, PatternType.LITERAL),
+                (ResourceType.GROUP, group[:3], PatternType.PREFIXED),
+            )
         self.running = False
         self.counts: Counter[str] = Counter()
 
@@ -174,7 +191,7 @@ class AclWorkload:
 
     def _creation(self) -> AclCreation:
         rng = self.world.rng
-        resource_type, name, pattern_type = rng.choice(_PATTERNS)
+        resource_type, name, pattern_type = rng.choice(self.patterns)
         permission = Permission.DENY if rng.random() < _DENY_PROBABILITY else Permission.ALLOW
         return AclCreation(
             resource_type,
@@ -223,6 +240,10 @@ class AclWorkload:
     def _fetch(self) -> None:
         if not self.running:
             return
+        if self.group is not None and self.world.rng.random() < 0.3:
+            self._ask_about_group(self.group)
+            self._schedule_fetch()
+            return
         tps = sorted(tp for tp in self.world.zk.states if tp.topic not in INTERNAL_TOPICS)
         if tps:
             tp = self.world.rng.choice(tps)
@@ -239,6 +260,18 @@ class AclWorkload:
                 )
                 self._send(principal, request, f"consumer Fetch {tp} as {principal}", leader)
         self._schedule_fetch()
+
+    def _ask_about_group(self, group: str) -> None:
+        rng = self.world.rng
+        principal = self.principal()
+        request: FindCoordinatorRequest | OffsetFetchRequest
+        if rng.random() < 0.4:
+            request = FindCoordinatorRequest((group,))
+        elif rng.random() < 0.5:
+            request = OffsetFetchRequest(group)  # every topic's offsets
+        else:
+            request = OffsetFetchRequest(group, (OffsetFetchTopicRequest("t", (0, 1)),))
+        self._send(principal, request, f"{type(request).__name__} as {principal}")
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -277,6 +310,12 @@ def _outcome(response: object) -> str:
         case FetchResponse(responses=responses) if response.error_code == ErrorCode.NONE:
             codes = [p.error_code for t in responses for p in t.partitions]
         case FetchResponse():
+            codes = [response.error_code]
+        case FindCoordinatorResponse(coordinators=coordinators):
+            codes = [c.error_code for c in coordinators]
+        case OffsetFetchResponse(topics=topics) if response.error_code == ErrorCode.NONE:
+            codes = sorted({p.error_code for t in topics for p in t.partitions})
+        case OffsetFetchResponse():
             codes = [response.error_code]
         case _:
             codes = []

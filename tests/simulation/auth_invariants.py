@@ -5,9 +5,10 @@ After every step:
   a small independent model of Kafka's AclAuthorizer over the ACLs that broker held then;
 - every request a broker served (`Served`) needed a permission (this module's own table:
   Produce WRITE on each topic, a consumer's Fetch READ on each topic, a follower's Fetch
-  CLUSTER_ACTION, CreateAcls and DeleteAcls ALTER on the cluster) that the model grants for its
-  principal: an answer without an authorization error, or an append, only with the grant;
-  without it Kafka's error (TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED) and
+  CLUSTER_ACTION, CreateAcls and DeleteAcls ALTER on the cluster, and the group APIs' in
+  `_check_group_request`) that the model grants for its principal: an answer without an
+  authorization error, or an append, only with the grant; without it Kafka's error
+  (TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED; the refused offsets undisclosed) and
   nothing changed: a refused produce's batch is in no log, a refused consumer fetch read no
   bytes, a refused ACL change left ZooKeeper's ACLs as they were;
 - ZooKeeper's ACLs change only in a step that served an allowed ACL change, and every broker
@@ -24,9 +25,16 @@ from collections.abc import Iterable
 from broker.core.authorizer import AclBinding, Acls
 from controller.zk_acls import read_all_acls
 from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from protocol.messages.fetch import FetchRequest, FetchResponse
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.produce import ProducePartitionResponse, ProduceRequest
 from protocol.records import read_header
 from protocol.topic_partition import TopicPartition
@@ -205,6 +213,67 @@ class AuthInvariants:
             for code in codes:
                 self._answer(s, name, "the cluster", may, code, "CLUSTER")
             return may
+        return self._check_group_request(s)
+
+    def _check_group_request(self, s: Served) -> bool:
+        """The group APIs: FindCoordinator DESCRIBE on each group; ConsumerGroupHeartbeat
+        READ on the group, DESCRIBE on each subscribed topic; OffsetCommit READ on the group
+        and on each topic; OffsetFetch DESCRIBE on the group, and on each topic it shows."""
+        request, response = s.request, s.response
+        if isinstance(request, FindCoordinatorRequest):
+            assert isinstance(response, FindCoordinatorResponse)
+            allowed = True
+            for c in response.coordinators:
+                may = self._may(s, "DESCRIBE", "GROUP", c.key)
+                allowed = allowed and may
+                self._answer(s, "FindCoordinator", c.key, may, c.error_code, "GROUP")
+            return allowed
+        if isinstance(request, ConsumerGroupHeartbeatRequest):
+            assert isinstance(response, ConsumerGroupHeartbeatResponse)
+            if not self._may(s, "READ", "GROUP", request.group_id):
+                self._answer(s, "Heartbeat", request.group_id, False, response.error_code, "GROUP")
+                return False
+            self._answer(s, "Heartbeat", request.group_id, True, response.error_code, "GROUP")
+            hidden = [
+                t
+                for t in request.subscribed_topic_names or ()
+                if not self._may(s, "DESCRIBE", "TOPIC", t)
+            ]
+            self._answer(s, "Heartbeat", hidden, not hidden, response.error_code, "TOPIC")
+            return not hidden
+        if isinstance(request, OffsetCommitRequest):
+            assert isinstance(response, OffsetCommitResponse)
+            group_may = self._may(s, "READ", "GROUP", request.group_id)
+            allowed = group_may
+            for t in response.topics:
+                may = group_may and self._may(s, "READ", "TOPIC", t.name)
+                allowed = allowed and may
+                for p in t.partitions:
+                    kind = "TOPIC" if group_may else "GROUP"
+                    self._answer(s, "OffsetCommit", t.name, may, p.error_code, kind)
+            return allowed
+        if isinstance(request, OffsetFetchRequest):
+            assert isinstance(response, OffsetFetchResponse)
+            if not self._may(s, "DESCRIBE", "GROUP", request.group_id):
+                self._answer(
+                    s, "OffsetFetch", request.group_id, False, response.error_code, "GROUP"
+                )
+                if response.topics:
+                    raise InvariantViolation(f"refused OffsetFetch disclosed {response.topics}")
+                return False
+            self._answer(s, "OffsetFetch", request.group_id, True, response.error_code, "GROUP")
+            for shown in response.topics:
+                may = self._may(s, "DESCRIBE", "TOPIC", shown.name)
+                if not may and request.topics is None:
+                    raise InvariantViolation(
+                        f"b{s.broker_id} showed {s.principal} the offsets of {shown.name} in "
+                        f"OffsetFetch of every topic; the model denies DESCRIBE on it"
+                    )
+                for fetched in shown.partitions:
+                    self._answer(s, "OffsetFetch", shown.name, may, fetched.error_code, "TOPIC")
+                    if not may and fetched.committed_offset != -1:
+                        raise InvariantViolation(f"refused offsets disclosed: {shown}")
+            return True
         raise InvariantViolation(f"unexpected served request {request!r}")
 
     def _answer(

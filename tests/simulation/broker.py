@@ -11,6 +11,7 @@ runs (KIP-112), and this glue does what broker/log_dir_failure.py does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from collections import Counter
@@ -53,9 +54,14 @@ from broker.core.produce import (
 from broker.core.replica_manager import ReplicaManager
 from broker.core.request_acls import (
     Allowed,
+    describable_offsets,
     fetch_denied,
+    find_coordinator_denied,
+    heartbeat_denied,
     may_change_acls,
+    may_fetch_offsets,
     may_follow,
+    offset_commit_denied,
     produce_denied,
 )
 from broker.core.state import BrokerState
@@ -76,7 +82,10 @@ from controller.zk_script import ZkScript
 from controller.zk_topics import get_topic_config
 from controller.zk_types import WatchEvent, ZkError
 from protocol.errors import ErrorCode, HighwaterError
-from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.messages.create_acls import (
     AclCreation,
     AclCreationResult,
@@ -97,8 +106,13 @@ from protocol.messages.find_coordinator import (
     FindCoordinatorResponse,
 )
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from protocol.messages.offset_commit import OffsetCommitRequest
-from protocol.messages.offset_fetch import OffsetFetchRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopicResponse,
+)
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from protocol.messages.produce import ProduceRequest
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
@@ -444,7 +458,7 @@ class SimBroker(SimProcess):
                 envelope, payload, self.now_ms + self.world.config.request_timeout_ms
             )
         elif isinstance(payload, GROUP_REQUESTS):
-            self._group_request(envelope, payload)
+            self._group_request(envelope, payload, principal, host)
         elif isinstance(payload, ControllerAsk):
             if self.controller is not None and self.controller.active:
                 self.controller.ask(payload.event, functools.partial(self._respond, envelope))
@@ -490,27 +504,51 @@ class SimBroker(SimProcess):
 
     # -- the group coordinator (broker/handlers for the group APIs) ------------------------
 
-    def _group_request(self, envelope: Envelope, request: object) -> None:
+    def _group_request(
+        self, envelope: Envelope, request: object, principal: Principal, host: str
+    ) -> None:
+        """The group handlers: authorized first (broker.core.request_acls), as they are."""
         assert self.state is not None
         groups = self.groups
-        respond = functools.partial(self._respond, envelope)
+        allowed = self._allowed(principal, host)
+
+        def respond(response: object) -> None:
+            self._served(principal, host, request, response)
+            self._respond(envelope, response)
+
         if groups is None:
             raise TypeError(f"no consumer groups in this run: {request!r}")
         core = groups.core
         if isinstance(request, FindCoordinatorRequest):
             found = []
+            refused = find_coordinator_denied(request, allowed) if allowed else frozenset()
             for key in request.coordinator_keys:
                 broker = coordinator_of(self.state.metadata, key)
                 found.append(
-                    Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    Coordinator(key, -1, "", -1, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                    if key in refused
+                    else Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
                     if broker is None
                     else Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE)
                 )
             respond(FindCoordinatorResponse(tuple(found)))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
-            decision = core.heartbeat(
-                request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
-            )
+            if allowed is not None:
+                code, names = heartbeat_denied(request, allowed)
+                if code != ErrorCode.NONE:
+                    return respond(ConsumerGroupHeartbeatResponse(code, f"{principal}: {names}"))
+                decision = core.heartbeat(
+                    request,
+                    groups.topics(),
+                    self.now_ms,
+                    "sim",
+                    wall_ms=self.wall_ms,
+                    principal=str(principal),
+                )
+            else:
+                decision = core.heartbeat(
+                    request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
+                )
             groups.write(decision, respond)
         elif isinstance(request, OffsetCommitRequest):
 
@@ -518,9 +556,29 @@ class SimBroker(SimProcess):
                 for hook in self.world.on_group_commit:
                     hook(request, ack)
 
-            groups.write(core.commit(request, groups.topics(), self.wall_ms), respond, committed)
+            not_read = offset_commit_denied(request, allowed) if allowed else frozenset()
+            if not not_read and not_read is not None:
+                decision_ = core.commit(request, groups.topics(), self.wall_ms)
+                return groups.write(decision_, respond, committed)
+            # As the handler: refused topics are answered apart, the others committed.
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            if not_read is not None:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            refusals = _commit_refused(request, code, not_read)
+            kept = tuple(t for t in request.topics if not_read and t.name not in not_read)
+            if not kept:
+                return respond(refusals)
+
+            def merged(response: OffsetCommitResponse) -> None:
+                respond(dataclasses.replace(response, topics=response.topics + refusals.topics))
+
+            partly = dataclasses.replace(request, topics=kept)
+            groups.write(core.commit(partly, groups.topics(), self.wall_ms), merged, committed)
         elif isinstance(request, OffsetFetchRequest):
-            respond(core.fetch(request))
+            if allowed is not None and not may_fetch_offsets(request, allowed):
+                return respond(OffsetFetchResponse((), ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            fetched = core.fetch(request)
+            respond(describable_offsets(request, fetched, allowed) if allowed else fetched)
 
     # -- Fetch and Produce -----------------------------------------------------------------
 
@@ -872,3 +930,19 @@ class SimBroker(SimProcess):
             if raising:
                 raise
             return None
+
+
+def _commit_refused(
+    request: OffsetCommitRequest, code: ErrorCode, only: frozenset[str] | None
+) -> OffsetCommitResponse:
+    """Every partition of the request's topics (or of those in `only`) refused with `code`."""
+    return OffsetCommitResponse(
+        tuple(
+            OffsetCommitTopicResponse(
+                t.name,
+                tuple(OffsetCommitPartitionResponse(p.partition_index, code) for p in t.partitions),
+            )
+            for t in request.topics
+            if only is None or t.name in only
+        )
+    )

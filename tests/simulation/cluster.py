@@ -33,7 +33,7 @@ from tests.simulation.auth_invariants import AuthInvariants
 from tests.simulation.broker import SimBroker
 from tests.simulation.config import SimConfig
 from tests.simulation.disk import BatchInfo, MirroredLog
-from tests.simulation.groups import GroupWorkload
+from tests.simulation.groups import GROUP, GroupWorkload
 from tests.simulation.idempotence import ProducerStateInvariants
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.nemesis import (
@@ -172,7 +172,8 @@ class SimCluster:
         self.acl_workload: AclWorkload | None = None
         self.auth_invariants: AuthInvariants | None = None
         if self.config.authorizer:
-            self.acl_workload = AclWorkload(self.world, self.admin_session)
+            group = GROUP if self.config.consumer_groups else None
+            self.acl_workload = AclWorkload(self.world, self.admin_session, group)
             self.auth_invariants = AuthInvariants(self.world, self.admin_session)
 
     # -- wiring ----------------------------------------------------------------------------

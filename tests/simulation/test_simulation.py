@@ -43,6 +43,10 @@ IDEMPOTENT_SEEDS = range(4_020, 4_080)
 # More seeds: `python -m tests.simulation.replay --seed N --authorizer --quiet`.
 AUTHORIZER = SimConfig(authorizer=True)
 AUTHORIZER_SEEDS = range(5_020, 5_060)
+# ... with the consumer group too: its members as User:admin, the others asking for its
+# coordinator and offsets (GROUP_AUTHORIZATION_FAILED without DESCRIBE on it).
+AUTHORIZER_GROUPS = SimConfig(authorizer=True, consumer_groups=True, partitions=4)
+AUTHORIZER_GROUP_SEEDS = range(5_120, 5_140)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -98,6 +102,12 @@ def test_seed_with_an_authorizer(seed: int, tmp_path: Path) -> None:
     assert report.steps > 0
 
 
+@pytest.mark.parametrize("seed", AUTHORIZER_GROUP_SEEDS)
+def test_seed_with_an_authorizer_and_a_consumer_group(seed: int, tmp_path: Path) -> None:
+    report = run_seed(seed, tmp_path, AUTHORIZER_GROUPS)
+    assert report.steps > 0
+
+
 def test_the_authorizer_is_exercised(tmp_path: Path) -> None:
     """The authorizer seeds are not vacuous: requests of every kind are served and refused,
     ACL changes are refused to principals without ALTER, and brokers load new ACLs."""
@@ -112,6 +122,12 @@ def test_the_authorizer_is_exercised(tmp_path: Path) -> None:
         assert seen[f"{what}: CLUSTER_AUTHORIZATION_FAILED"] >= 3, seen
     assert seen["follower Fetch: served"] >= 100, seen
     assert seen["ACL states loaded by brokers"] >= 100, seen
+    for seed in range(5_100, 5_105):
+        seen.update(run_seed(seed, tmp_path / str(seed), AUTHORIZER_GROUPS).authorization)
+    for what in ("FindCoordinator", "OffsetFetch"):
+        assert seen[f"{what}: served"] >= 10, seen
+        assert seen[f"{what}: GROUP_AUTHORIZATION_FAILED"] >= 5, seen
+    assert seen["Heartbeat: served"] >= 100 and seen["OffsetCommit: served"] >= 10, seen
 
 
 def test_the_group_is_exercised(tmp_path: Path) -> None:
