@@ -7,7 +7,8 @@ request)`, the principal a real connection is bound to after SASL. Besides the p
 batches go out as a random principal), `AclWorkload` sends CreateAcls and DeleteAcls (mostly
 as the admin, sometimes as a principal that may be refused) to a random live broker,
 consumer fetches to partition leaders and, in a run with a consumer group (whose members
-connect as the admin), FindCoordinator and OffsetFetch for that group. Brokers apply ACL
+connect as the admin), FindCoordinator and OffsetFetch for that group and OffsetCommits for
+a group without members. Brokers apply ACL
 changes through ZooKeeper and learn them from its change notifications, a watch's latency
 later (broker.py).
 
@@ -39,12 +40,18 @@ from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from protocol.messages.describe_acls import AclFilterSpec
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.offset_commit import (
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopic,
+)
 from protocol.messages.offset_fetch import (
     OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetFetchTopicRequest,
 )
-from protocol.topic_partition import INTERNAL_TOPICS
+from protocol.topic_partition import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicPartition
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import World
 
@@ -146,15 +153,19 @@ class Served:
 class AclWorkload:
     def __init__(self, world: World, admin_session: int, group: str | None = None) -> None:
         """`group`: the consumer group of the run (groups.py), whose coordinator and offsets
-        the principals also ask for (FindCoordinator, OffsetFetch: they change nothing)."""
+        the principals also ask for (FindCoordinator, OffsetFetch: they change nothing);
+        they commit offsets for `outside_group`, which has no members."""
         self.world = world
         self.admin_session = admin_session
         self.group = group
+        self.outside_group = f"{group}-outside"  # no members: anyone allowed may commit
+        self._next_offset = 1_000_000  # each outside commit's offset is new
         self.patterns: tuple[tuple[ResourceType, str, PatternType], ...] = _PATTERNS
         if group is not None:
             self.patterns += (
                 (ResourceType.GROUP, group, PatternType.LITERAL),
                 (ResourceType.GROUP, group[:3], PatternType.PREFIXED),
+                (ResourceType.GROUP, self.outside_group, PatternType.LITERAL),
             )
         self.running = False
         self.counts: Counter[str] = Counter()
@@ -264,7 +275,10 @@ class AclWorkload:
     def _ask_about_group(self, group: str) -> None:
         rng = self.world.rng
         principal = self.principal()
-        request: FindCoordinatorRequest | OffsetFetchRequest
+        request: FindCoordinatorRequest | OffsetFetchRequest | OffsetCommitRequest
+        if rng.random() < 0.5:
+            self._commit_outside(principal)
+            return
         if rng.random() < 0.4:
             request = FindCoordinatorRequest((group,))
         elif rng.random() < 0.5:
@@ -272,6 +286,22 @@ class AclWorkload:
         else:
             request = OffsetFetchRequest(group, (OffsetFetchTopicRequest("t", (0, 1)),))
         self._send(principal, request, f"{type(request).__name__} as {principal}")
+
+    def _commit_outside(self, principal: Principal) -> None:
+        """An OffsetCommit for the group nobody is a member of, to its coordinator (as
+        ZooKeeper names the leader of its offsets partition)."""
+        cores = [b.groups.core for b in self.world.brokers.values() if b.groups is not None]
+        if not cores:
+            return
+        partition = cores[0].partition_of(self.outside_group)
+        found = self.world.zk.state(TopicPartition(OFFSETS_TOPIC, partition))
+        if found is None or found[0].leader < 0:
+            return
+        self._next_offset += 1
+        committed = OffsetCommitPartition(self.world.rng.randrange(4), self._next_offset)
+        request = OffsetCommitRequest(self.outside_group, (OffsetCommitTopic("t", (committed,)),))
+        label = f"OffsetCommit {self.outside_group} as {principal}"
+        self._send(principal, request, label, found[0].leader)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -317,6 +347,8 @@ def _outcome(response: object) -> str:
             codes = sorted({p.error_code for t in topics for p in t.partitions})
         case OffsetFetchResponse():
             codes = [response.error_code]
+        case OffsetCommitResponse(topics=topics):
+            codes = sorted({p.error_code for t in topics for p in t.partitions})
         case _:
             codes = []
     return ",".join(ErrorCode(c).name for c in codes)

@@ -10,7 +10,8 @@ After every step:
   authorization error, or an append, only with the grant; without it Kafka's error
   (TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED; the refused offsets undisclosed) and
   nothing changed: a refused produce's batch is in no log, a refused consumer fetch read no
-  bytes, a refused ACL change left ZooKeeper's ACLs as they were;
+  bytes, a refused ACL change left ZooKeeper's ACLs as they were, and no coordinator ever
+  holds a refused OffsetCommit's offset as committed;
 - ZooKeeper's ACLs change only in a step that served an allowed ACL change, and every broker
   holds ACLs that ZooKeeper held at some point (a lagging broker judges by an older state,
   never an invented one).
@@ -98,6 +99,8 @@ class AuthInvariants:
         self._zk_acls = self._read_zk()
         self._zk_history: set[BindingKey] = {_key(self._zk_acls)}
         self._broker_acls: dict[int, Acls] = {}
+        # Offsets of refused OffsetCommits, by (group, partition): never committed.
+        self._refused_commits: dict[tuple[str, TopicPartition], set[int]] = {}
         self.counts: Counter[str] = Counter()
 
     def _read_zk(self) -> Acls:
@@ -136,6 +139,7 @@ class AuthInvariants:
                     f"ACLs: {_show(before)} -> {_show(now)}"
                 )
         self._zk_acls = now
+        self._check_refused_commits()
         for broker_id, broker in sorted(self.world.brokers.items()):
             if not broker.alive or self._broker_acls.get(broker_id) is broker.acls:
                 continue
@@ -145,6 +149,22 @@ class AuthInvariants:
                 )
             self._broker_acls[broker_id] = broker.acls
             self.counts["ACL states loaded by brokers"] += 1
+
+    def _check_refused_commits(self) -> None:
+        """No coordinator holds the offset of a refused OffsetCommit as committed."""
+        if not self._refused_commits:
+            return
+        for broker_id, broker in sorted(self.world.brokers.items()):
+            if broker.groups is None:
+                continue
+            committed = broker.groups.core.committed_offsets
+            for (group, tp), offsets in self._refused_commits.items():
+                value = committed.get(group, {}).get(tp)
+                if value is not None and value.offset in offsets:
+                    raise InvariantViolation(
+                        f"b{broker_id}'s coordinator committed offset {value.offset} of {tp} for "
+                        f"{group}, from an OffsetCommit that was refused"
+                    )
 
     def _check_decision(self, d: Decision) -> None:
         expected = model_allows(
@@ -251,6 +271,11 @@ class AuthInvariants:
                 for p in t.partitions:
                     kind = "TOPIC" if group_may else "GROUP"
                     self._answer(s, "OffsetCommit", t.name, may, p.error_code, kind)
+            if not allowed:
+                for topic in request.topics:
+                    for sent in topic.partitions:
+                        key = (request.group_id, TopicPartition(topic.name, sent.partition_index))
+                        self._refused_commits.setdefault(key, set()).add(sent.committed_offset)
             return allowed
         if isinstance(request, OffsetFetchRequest):
             assert isinstance(response, OffsetFetchResponse)

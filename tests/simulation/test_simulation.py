@@ -44,7 +44,8 @@ IDEMPOTENT_SEEDS = range(4_020, 4_080)
 AUTHORIZER = SimConfig(authorizer=True)
 AUTHORIZER_SEEDS = range(5_020, 5_060)
 # ... with the consumer group too: its members as User:admin, the others asking for its
-# coordinator and offsets (GROUP_AUTHORIZATION_FAILED without DESCRIBE on it).
+# coordinator and offsets and committing for a group without members
+# (GROUP_AUTHORIZATION_FAILED without the grant, and no refused commit committed).
 AUTHORIZER_GROUPS = SimConfig(authorizer=True, consumer_groups=True, partitions=4)
 AUTHORIZER_GROUP_SEEDS = range(5_120, 5_140)
 
@@ -128,6 +129,7 @@ def test_the_authorizer_is_exercised(tmp_path: Path) -> None:
         assert seen[f"{what}: served"] >= 10, seen
         assert seen[f"{what}: GROUP_AUTHORIZATION_FAILED"] >= 5, seen
     assert seen["Heartbeat: served"] >= 100 and seen["OffsetCommit: served"] >= 10, seen
+    assert seen["OffsetCommit: GROUP_AUTHORIZATION_FAILED"] >= 5, seen
 
 
 def test_the_group_is_exercised(tmp_path: Path) -> None:
