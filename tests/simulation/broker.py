@@ -511,9 +511,10 @@ class SimBroker(SimProcess):
         assert self.state is not None
         groups = self.groups
         allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
 
         def respond(response: object) -> None:
-            self._served(principal, host, request, response)
+            self._served(acls, principal, host, request, response)
             self._respond(envelope, response)
 
         if groups is None:
@@ -587,10 +588,11 @@ class SimBroker(SimProcess):
     ) -> None:
         assert self.state is not None
         allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
         if allowed is not None and request.replica_id >= 0 and not may_follow(allowed):
             # As the handler: every topic refused, and no session.
             refused = self._read(request, frozenset(t.topic for t in request.topics))
-            self._served(principal, host, request, refused.response)
+            self._served(acls, principal, host, request, refused.response)
             self._respond(envelope, refused.response)
             return
         session = open_fetch(self.state.fetch_sessions, request, self.now_ms)
@@ -608,7 +610,7 @@ class SimBroker(SimProcess):
         def check(expired: bool) -> bool:
             read = self._read(request, denied)
             if expired or read.satisfied(request.min_bytes):
-                self._served(principal, host, request, read.response)
+                self._served(acls, principal, host, request, read.response)
                 self._respond(envelope, answer_fetch(session, read.response))
                 return True
             return False
@@ -631,12 +633,13 @@ class SimBroker(SimProcess):
         # end: appended at some earlier time, not now (ISR members may have crashed since).
         ends = {tp: p.log_end_offset for tp, p in self.partitions.items()}
         allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
         denied = {
             t: f"{principal} may not WRITE topic {t}"
             for t in (produce_denied(request, allowed) if allowed is not None else ())
         }
         append = append_produce(state, request, self.wall_ms, denied=denied)
-        self._served(principal, host, request, dict(append.results))
+        self._served(acls, principal, host, request, dict(append.results))
         self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
@@ -694,9 +697,12 @@ class SimBroker(SimProcess):
 
         return allowed
 
-    def _served(self, principal: Principal, host: str, request: object, response: object) -> None:
+    def _served(
+        self, acls: Acls, principal: Principal, host: str, request: object, response: object
+    ) -> None:
+        """Tell the invariants what was answered, under the ACLs it was judged by."""
         if self.world.config.authorizer:
-            served = Served(self.broker_id, self.acls, principal, host, request, response)
+            served = Served(self.broker_id, acls, principal, host, request, response)
             for hook in self.world.on_served:
                 hook(served)
 
@@ -720,6 +726,7 @@ class SimBroker(SimProcess):
         """CreateAcls and DeleteAcls, as broker/handlers/acls.py (its ZooKeeper writes are
         synchronous here)."""
         allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
         response: CreateAclsResponse | DeleteAclsResponse
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         message = f"{principal} may not ALTER cluster kafka-cluster"
@@ -734,7 +741,7 @@ class SimBroker(SimProcess):
             response = DeleteAclsResponse(tuple(failed_filter for _ in request.filters))
         else:
             response = DeleteAclsResponse(tuple(self._delete(f) for f in request.filters))
-        self._served(principal, host, request, response)
+        self._served(acls, principal, host, request, response)
         self._respond(envelope, response)
 
     def _create(self, creation: AclCreation) -> AclCreationResult:
