@@ -6,27 +6,21 @@ them, DESCRIBE to read them, as Kafka."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
 
 from broker.context import BrokerContext
-from broker.core.principal import parse_principal
+from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
+from broker.core.request_acls import may_change_acls, may_describe_acls
 from controller.zk_acls import AclsChangedError, change_acls, read_all_acls
 from controller.zk_types import ZkError
 from protocol.acl import (
-    WILDCARD,
     AccessControlEntry,
-    AclBinding,
-    AclFilter,
     AclOperation,
-    PatternType,
-    Permission,
     ResourcePattern,
     ResourceType,
 )
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.create_acls import (
-    AclCreation,
     AclCreationResult,
     CreateAclsRequest,
     CreateAclsResponse,
@@ -39,7 +33,6 @@ from protocol.messages.delete_acls import (
 )
 from protocol.messages.describe_acls import (
     AclDescription,
-    AclFilterSpec,
     DescribeAclsRequest,
     DescribeAclsResource,
     DescribeAclsResponse,
@@ -48,8 +41,6 @@ from protocol.messages.describe_acls import (
 __all__ = ["handle_create_acls", "handle_delete_acls", "handle_describe_acls"]
 
 _ATTEMPTS = 5
-_CONCRETE_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER)
-_CONCRETE_OPERATIONS = frozenset(AclOperation) - {AclOperation.UNKNOWN, AclOperation.ANY}
 # Kafka's answer (KafkaApis) when no authorizer is configured: ACLs would have no effect.
 _NO_AUTHORIZER = "no authorizer is configured on the broker (authorizer.class.name)"
 
@@ -60,18 +51,18 @@ async def handle_create_acls(
     if not ctx.authorizing:
         failed = AclCreationResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
         return CreateAclsResponse(tuple(failed for _ in request.creations))
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    if not may_change_acls(ctx.authorize):
         denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
         failed = AclCreationResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
         return CreateAclsResponse(tuple(failed for _ in request.creations))
     results = []
     for creation in request.creations:
         try:
-            binding = _binding(creation)
+            binding = binding_of(creation)
         except ValueError as exc:
             results.append(AclCreationResult(ErrorCode.INVALID_REQUEST, str(exc)))
             continue
-        code, message = await _change(ctx, binding.pattern, _adder(binding.entry))
+        code, message = await _change(ctx, binding.pattern, adder(binding.entry))
         results.append(AclCreationResult(code, message))
     return CreateAclsResponse(tuple(results))
 
@@ -81,11 +72,11 @@ async def handle_describe_acls(
 ) -> DescribeAclsResponse:
     if not ctx.authorizing:
         return DescribeAclsResponse(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+    if not may_describe_acls(ctx.authorize):
         denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.CLUSTER)
         return DescribeAclsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     try:
-        wanted = _filter(request.filter)
+        wanted = filter_of(request.filter)
     except ValueError as exc:
         return DescribeAclsResponse(ErrorCode.INVALID_REQUEST, str(exc))
     if ctx.zk is None:
@@ -114,7 +105,7 @@ async def handle_delete_acls(
     if not ctx.authorizing:
         failed = DeleteAclsFilterResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    if not may_change_acls(ctx.authorize):
         denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
         failed = DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
@@ -124,7 +115,7 @@ async def handle_delete_acls(
     results = []
     for spec in request.filters:
         try:
-            wanted = _filter(spec)
+            wanted = filter_of(spec)
         except ValueError as exc:
             results.append(DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, str(exc)))
             continue
@@ -133,7 +124,7 @@ async def handle_delete_acls(
         error: tuple[ErrorCode, str | None] = (ErrorCode.NONE, None)
         for pattern in {b.pattern for b in acls.bindings() if wanted.matches(b)}:
             removed: set[AccessControlEntry] = set()
-            drop = _dropper(wanted, pattern, removed)
+            drop = dropper(wanted, pattern, removed)
             code, message = await _change(ctx, pattern, drop)
             if code != ErrorCode.NONE:
                 error = (code, message)
@@ -156,31 +147,6 @@ async def handle_delete_acls(
     return DeleteAclsResponse(tuple(results))
 
 
-Entries = frozenset[AccessControlEntry]
-
-
-def _adder(entry: AccessControlEntry) -> Callable[[Entries], Entries]:
-    def add(old: Entries) -> Entries:
-        return old | {entry}
-
-    return add
-
-
-def _dropper(
-    wanted: AclFilter, pattern: ResourcePattern, removed: set[AccessControlEntry]
-) -> Callable[[Entries], Entries]:
-    """A change dropping the entries `wanted` matches; those dropped land in `removed` (the
-    last attempt's, when a compare-and-set is retried)."""
-
-    def drop(old: Entries) -> Entries:
-        gone = {e for e in old if wanted.matches(AclBinding(pattern, e))}
-        removed.clear()
-        removed.update(gone)
-        return old - gone
-
-    return drop
-
-
 async def _change(
     ctx: BrokerContext, pattern: ResourcePattern, change: Callable[[Entries], Entries]
 ) -> tuple[ErrorCode, str | None]:
@@ -195,58 +161,3 @@ async def _change(
             return ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}"
         return ErrorCode.NONE, None
     return ErrorCode.UNKNOWN_SERVER_ERROR, "the ACLs kept changing meanwhile; try again"
-
-
-def _binding(creation: AclCreation) -> AclBinding:
-    """A creation as Kafka checks it: concrete type, pattern, operation and permission; a
-    Type:name principal; CLUSTER named kafka-cluster."""
-    resource_type = _enum(ResourceType, creation.resource_type, "resource type")
-    if resource_type not in _CONCRETE_TYPES:
-        raise ValueError(f"resource type {resource_type.name}: TOPIC, GROUP or CLUSTER")
-    pattern_type = _enum(PatternType, creation.resource_pattern_type, "pattern type")
-    if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise ValueError(f"pattern type {pattern_type.name}: LITERAL or PREFIXED")
-    if not creation.resource_name or "/" in creation.resource_name:
-        raise ValueError("a resource name is not empty and has no /")
-    if resource_type is ResourceType.CLUSTER and creation.resource_name != "kafka-cluster":
-        raise ValueError("the CLUSTER resource is named kafka-cluster")
-    if pattern_type is PatternType.PREFIXED and creation.resource_name == WILDCARD:
-        raise ValueError("a PREFIXED pattern is not *")
-    operation = _enum(AclOperation, creation.operation, "operation")
-    if operation not in _CONCRETE_OPERATIONS:
-        raise ValueError(f"operation {operation.name} is not one an ACL can hold")
-    permission = _enum(Permission, creation.permission_type, "permission")
-    if permission not in (Permission.ALLOW, Permission.DENY):
-        raise ValueError(f"permission {permission.name}: ALLOW or DENY")
-    parse_principal(creation.principal)
-    if not creation.host:
-        raise ValueError("a host is * or an address")
-    return AclBinding(
-        ResourcePattern(resource_type, creation.resource_name, pattern_type),
-        AccessControlEntry(creation.principal, creation.host, operation, permission),
-    )
-
-
-def _filter(spec: AclFilterSpec) -> AclFilter:
-    return AclFilter(
-        _enum(ResourceType, spec.resource_type, "resource type"),
-        spec.resource_name,
-        _enum(PatternType, spec.pattern_type, "pattern type"),
-        spec.principal,
-        spec.host,
-        _enum(AclOperation, spec.operation, "operation"),
-        _enum(Permission, spec.permission_type, "permission"),
-    )
-
-
-E = TypeVar("E", ResourceType, PatternType, AclOperation, Permission)
-
-
-def _enum(kind: type[E], value: int, what: str) -> E:
-    try:
-        found = kind(value)
-    except ValueError:
-        raise ValueError(f"unknown {what} {value}") from None
-    if found.name == "UNKNOWN":
-        raise ValueError(f"unknown {what} {value}")
-    return found

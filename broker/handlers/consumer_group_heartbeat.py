@@ -8,6 +8,7 @@ from dataclasses import replace
 from broker.context import CLIENT_HOST, SESSION, BrokerContext
 from broker.core.group.membership import MayDescribe
 from broker.core.group.model import Member
+from broker.core.request_acls import heartbeat_denied
 from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -22,19 +23,13 @@ __all__ = ["handle_consumer_group_heartbeat"]
 async def handle_consumer_group_heartbeat(
     ctx: BrokerContext, header: RequestHeader, request: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        denied = ctx.denied(AclOperation.READ, ResourceType.GROUP, request.group_id)
-        return ConsumerGroupHeartbeatResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED, denied)
-    hidden = [
-        t
-        for t in request.subscribed_topic_names or ()
-        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t)
-    ]
-    if hidden:  # Kafka: a subscription must name only topics the member may describe
-        return ConsumerGroupHeartbeatResponse(
-            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, *sorted(hidden)),
-        )
+    refused, names = heartbeat_denied(request, ctx.authorize)
+    if refused == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+        denied = ctx.denied(AclOperation.READ, ResourceType.GROUP, *names)
+        return ConsumerGroupHeartbeatResponse(refused, denied)
+    if refused == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+        denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, *names)
+        return ConsumerGroupHeartbeatResponse(refused, denied)
     coordinator = ctx.group_coordinator
     if coordinator is None:
         return ConsumerGroupHeartbeatResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)

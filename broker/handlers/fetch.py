@@ -11,7 +11,7 @@ import trio
 from broker.context import SESSION, BrokerContext
 from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
 from broker.core.fetch_session import FetchContext, SessionOwner, answer_fetch, open_fetch
-from protocol.acl import AclOperation, ResourceType
+from broker.core.request_acls import fetch_denied, may_follow
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest, FetchResponse
@@ -35,7 +35,7 @@ async def handle_fetch(
         if session.error != ErrorCode.NONE:
             return answer_fetch(session, FetchResponse(session.error, ()))
         request = session.request  # an incremental fetch reads every partition of its session
-        denied = _denied(ctx, request) if ctx.authorizing else frozenset()
+        denied = fetch_denied(request, ctx.authorize) if ctx.authorizing else frozenset()
     deadline = trio.current_time() + max_wait_ms(request) / 1000
     keys = fetch_keys(request)
     while True:
@@ -57,17 +57,7 @@ def _may_follow(ctx: BrokerContext) -> bool:
     if not ctx.config.takes_follower_fetches(SESSION.get().listener):
         ctx.log_refused("follower fetch refused: not the inter-broker listener")
         return False
-    return ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
-
-
-def _denied(ctx: BrokerContext, request: FetchRequest) -> frozenset[str]:
-    """A consumer's fetch needs READ on each topic (a follower's passed CLUSTER_ACTION)."""
-    if request.replica_id >= 0:
-        return frozenset()
-    topics = {t.topic for t in request.topics}
-    return frozenset(
-        t for t in topics if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t)
-    )
+    return may_follow(ctx.authorize)
 
 
 def _read(ctx: BrokerContext, request: FetchRequest, denied: frozenset[str]) -> FetchRead:

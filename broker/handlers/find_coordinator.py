@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from broker.context import SESSION, BrokerContext
 from broker.core.group.writes import coordinator_of
+from broker.core.request_acls import find_coordinator_denied
 from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -37,10 +38,11 @@ async def handle_find_coordinator(
     # Authorized first: only a key the principal may DESCRIBE creates the offsets topic (as
     # Kafka's handleFindCoordinatorRequest, which looks the coordinator up after the check).
     refused: dict[str, Coordinator] = {}
+    not_described = find_coordinator_denied(request, ctx.authorize)
     for key in request.coordinator_keys:
         if not key:
             refused[key] = failed(key, ErrorCode.INVALID_GROUP_ID, "a group id is not empty")
-        elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        elif key in not_described:
             denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.GROUP, key)
             refused[key] = failed(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, denied)
     metadata = ctx.state.metadata

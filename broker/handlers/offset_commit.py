@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from broker.context import BrokerContext
-from protocol.acl import AclOperation, ResourceType
+from broker.core.request_acls import offset_commit_denied
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import (
@@ -25,16 +25,13 @@ async def handle_offset_commit(
     ctx: BrokerContext, header: RequestHeader, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     coordinator = ctx.group_coordinator
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    not_read = offset_commit_denied(request, ctx.authorize)
+    if not_read is None:
         return _all(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if coordinator is None:
         return _all(request.topics, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     # Kafka: READ on each topic; the others are refused and the rest committed.
-    denied = [
-        t
-        for t in request.topics
-        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name)
-    ]
+    denied = [t for t in request.topics if t.name in not_read]
     if denied:
         allowed = tuple(t for t in request.topics if t not in denied)
         refused = _all(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)

@@ -13,6 +13,7 @@ from broker.core.produce import (
     time_out,
     timeout_ms,
 )
+from broker.core.request_acls import produce_denied
 from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -26,9 +27,8 @@ async def handle_produce(
     denied: dict[str, str] = {}
     if ctx.authorizing:
         denied = {
-            t.name: ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, t.name)
-            for t in request.topic_data
-            if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+            t: ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, t)
+            for t in produce_denied(request, ctx.authorize)
         }
     append = append_produce(ctx.state, request, ctx.wall_ms(), denied=denied)
     ctx.wake(append.wake)

@@ -11,13 +11,16 @@ runs (KIP-112), and this glue does what broker/log_dir_failure.py does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, cast
 
+from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
+from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
 from broker.core.controller_requests import (
     ControllerRequestOutcome,
@@ -34,6 +37,7 @@ from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from broker.core.partition import Partition
+from broker.core.principal import Principal
 from broker.core.produce import (
     append_produce,
     check_waiting,
@@ -42,19 +46,55 @@ from broker.core.produce import (
     timeout_ms,
 )
 from broker.core.replica_manager import ReplicaManager
+from broker.core.request_acls import (
+    Allowed,
+    describable_offsets,
+    fetch_denied,
+    find_coordinator_denied,
+    heartbeat_denied,
+    may_change_acls,
+    may_fetch_offsets,
+    may_follow,
+    offset_commit_denied,
+    produce_denied,
+)
 from broker.core.state import BrokerState
 from broker.housekeeping import perform
 from broker.log.cleaner import clean
 from broker.log.manager import LogManager
 from controller.core import ControlledShutdownReply, ControlledShutdownRequested
+from controller.zk_acls import (
+    ACL_CHANGES_PATHS,
+    AclsChangedError,
+    change_acls,
+    read_all_acls,
+    watch_acl_changes,
+)
 from controller.zk_brokers import publish_log_dir_failure, set_offline_partitions, try_register
 from controller.zk_data import BrokerRegistration
 from controller.zk_isr import publish_isr_changes, write_isr
 from controller.zk_script import ZkScript
 from controller.zk_topics import get_topic_config
 from controller.zk_types import WatchEvent, ZkError
+from protocol.acl import AccessControlEntry, AclOperation, Acls, ResourcePattern, ResourceType
 from protocol.errors import ErrorCode, HighwaterError
-from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from protocol.messages.create_acls import (
+    AclCreation,
+    AclCreationResult,
+    CreateAclsRequest,
+    CreateAclsResponse,
+)
+from protocol.messages.delete_acls import (
+    DeleteAclsFilterResult,
+    DeleteAclsMatchingAcl,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+)
+from protocol.messages.describe_acls import AclFilterSpec
 from protocol.messages.fetch import INITIAL_EPOCH, FetchRequest, FetchResponse
 from protocol.messages.find_coordinator import (
     Coordinator,
@@ -62,14 +102,27 @@ from protocol.messages.find_coordinator import (
     FindCoordinatorResponse,
 )
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from protocol.messages.offset_commit import OffsetCommitRequest
-from protocol.messages.offset_fetch import OffsetFetchRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopicResponse,
+)
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from protocol.messages.produce import ProduceRequest
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from protocol.records import decode_batches, iter_batch_headers, read_header
 from protocol.topic_partition import TopicPartition
+from tests.simulation.acl_workload import (
+    BROKER,
+    CLIENT_HOST,
+    SETTINGS,
+    Authenticated,
+    Decision,
+    Served,
+)
 from tests.simulation.controller_shell import ControllerAsk, SimController, campaign
 from tests.simulation.disk import CrashCut, MirroredLog, SimDisk, SimSegment, crash
 from tests.simulation.fetcher import SimFetcher
@@ -91,6 +144,7 @@ GROUP_REQUESTS = (
 )
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+_ACL_CHANGE_ATTEMPTS = 5  # as broker/handlers/acls.py
 _REFUSALS: dict[type, type] = {
     LeaderAndIsrRequest: LeaderAndIsrResponse,
     UpdateMetadataRequest: UpdateMetadataResponse,
@@ -123,6 +177,8 @@ class SimBroker(SimProcess):
         self.purgatory = SimPurgatory(self)
         self.controller: SimController | None = None
         self.groups: SimGroupCoordinator | None = None
+        # Every ACL, as last read from ZooKeeper (broker/acl_changes.py); with an authorizer.
+        self.acls = Acls()
         # The broker epoch of this process's first registration: its incarnation.
         self.first_broker_epoch: int | None = None
         # Partitions whose log went offline in this process, and when.
@@ -320,6 +376,8 @@ class SimBroker(SimProcess):
 
     def _new_session(self) -> None:
         self.session_id = self.world.zk.open_session(self.broker_id)
+        if self.world.config.authorizer:  # a new session has no watches: read them all again
+            self._reload_acls()
         self._register()
 
     def _register(self) -> None:
@@ -345,8 +403,11 @@ class SimBroker(SimProcess):
         campaign(self.world, self)
 
     def on_watch(self, event: WatchEvent) -> None:
-        """A ZooKeeper watch of our session fired (the controller's, or the candidate's)."""
-        if self.controller is not None:
+        """A ZooKeeper watch of our session fired (the ACL listener's, the controller's, or
+        the candidate's)."""
+        if event.path in ACL_CHANGES_PATHS and self.world.config.authorizer:
+            self._reload_acls()
+        elif self.controller is not None:
             self.controller.enqueue(event)
         elif event.path == "/controller":
             campaign(self.world, self)
@@ -404,10 +465,16 @@ class SimBroker(SimProcess):
     def handle_request(self, envelope: Envelope) -> None:
         assert self.state is not None
         payload = envelope.payload
+        # Who the connection is: a client's principal, or the brokers' own.
+        principal, host = BROKER, f"10.0.1.{envelope.src}"
+        if isinstance(payload, Authenticated):
+            principal, host, payload = payload.principal, CLIENT_HOST, payload.request
         if isinstance(payload, FetchRequest):
-            self._fetch(envelope, payload)
+            self._fetch(envelope, payload, principal, host)
         elif isinstance(payload, ProduceRequest):
-            self._produce(envelope, payload)
+            self._produce(envelope, payload, principal, host)
+        elif isinstance(payload, CreateAclsRequest | DeleteAclsRequest):
+            self._acl_request(envelope, payload, principal, host)
         elif isinstance(payload, OffsetForLeaderEpochRequest):
             self._respond(envelope, answer_offset_for_leader_epoch(self.state, payload))
         elif isinstance(payload, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest):
@@ -415,7 +482,7 @@ class SimBroker(SimProcess):
                 envelope, payload, self.now_ms + self.world.config.request_timeout_ms
             )
         elif isinstance(payload, GROUP_REQUESTS):
-            self._group_request(envelope, payload)
+            self._group_request(envelope, payload, principal, host)
         elif isinstance(payload, ControllerAsk):
             if self.controller is not None and self.controller.active:
                 self.controller.ask(payload.event, functools.partial(self._respond, envelope))
@@ -461,27 +528,52 @@ class SimBroker(SimProcess):
 
     # -- the group coordinator (broker/handlers for the group APIs) ------------------------
 
-    def _group_request(self, envelope: Envelope, request: object) -> None:
+    def _group_request(
+        self, envelope: Envelope, request: object, principal: Principal, host: str
+    ) -> None:
+        """The group handlers: authorized first (broker.core.request_acls), as they are."""
         assert self.state is not None
         groups = self.groups
-        respond = functools.partial(self._respond, envelope)
+        allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
+
+        def respond(response: object) -> None:
+            self._served(acls, principal, host, request, response)
+            self._respond(envelope, response)
+
         if groups is None:
             raise TypeError(f"no consumer groups in this run: {request!r}")
         core = groups.core
         if isinstance(request, FindCoordinatorRequest):
             found = []
+            refused = find_coordinator_denied(request, allowed) if allowed else frozenset()
             for key in request.coordinator_keys:
                 broker = coordinator_of(self.state.metadata, key)
                 found.append(
-                    Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                    Coordinator(key, -1, "", -1, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                    if key in refused
+                    else Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
                     if broker is None
                     else Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE)
                 )
             respond(FindCoordinatorResponse(tuple(found)))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
-            decision = core.heartbeat(
-                request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
-            )
+            if allowed is not None:
+                code, names = heartbeat_denied(request, allowed)
+                if code != ErrorCode.NONE:
+                    return respond(ConsumerGroupHeartbeatResponse(code, f"{principal}: {names}"))
+                decision = core.heartbeat(
+                    request,
+                    groups.topics(),
+                    self.now_ms,
+                    "sim",
+                    wall_ms=self.wall_ms,
+                    principal=str(principal),
+                )
+            else:
+                decision = core.heartbeat(
+                    request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
+                )
             groups.write(decision, respond)
         elif isinstance(request, OffsetCommitRequest):
 
@@ -489,14 +581,44 @@ class SimBroker(SimProcess):
                 for hook in self.world.on_group_commit:
                     hook(request, ack)
 
-            groups.write(core.commit(request, groups.topics(), self.wall_ms), respond, committed)
+            not_read = offset_commit_denied(request, allowed) if allowed else frozenset()
+            if not not_read and not_read is not None:
+                decision_ = core.commit(request, groups.topics(), self.wall_ms)
+                return groups.write(decision_, respond, committed)
+            # As the handler: refused topics are answered apart, the others committed.
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            if not_read is not None:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            refusals = _commit_refused(request, code, not_read)
+            kept = tuple(t for t in request.topics if not_read and t.name not in not_read)
+            if not kept:
+                return respond(refusals)
+
+            def merged(response: OffsetCommitResponse) -> None:
+                respond(dataclasses.replace(response, topics=response.topics + refusals.topics))
+
+            partly = dataclasses.replace(request, topics=kept)
+            groups.write(core.commit(partly, groups.topics(), self.wall_ms), merged, committed)
         elif isinstance(request, OffsetFetchRequest):
-            respond(core.fetch(request))
+            if allowed is not None and not may_fetch_offsets(request, allowed):
+                return respond(OffsetFetchResponse((), ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            fetched = core.fetch(request)
+            respond(describable_offsets(request, fetched, allowed) if allowed else fetched)
 
     # -- Fetch and Produce -----------------------------------------------------------------
 
-    def _fetch(self, envelope: Envelope, request: FetchRequest) -> None:
+    def _fetch(
+        self, envelope: Envelope, request: FetchRequest, principal: Principal, host: str
+    ) -> None:
         assert self.state is not None
+        allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
+        if allowed is not None and request.replica_id >= 0 and not may_follow(allowed):
+            # As the handler: every topic refused, and no session.
+            refused = self._read(request, frozenset(t.topic for t in request.topics))
+            self._served(acls, principal, host, request, refused.response)
+            self._respond(envelope, refused.response)
+            return
         session = open_fetch(self.state.fetch_sessions, request, self.now_ms)
         if session.error != ErrorCode.NONE:
             self.fetch_sessions_seen[f"fetches refused: {session.error.name}"] += 1
@@ -507,30 +629,41 @@ class SimBroker(SimProcess):
         elif request.session_epoch == INITIAL_EPOCH and session.session is None:
             self.fetch_sessions_seen["sessions refused: no room"] += 1
         request = session.request
+        denied = fetch_denied(request, allowed) if allowed is not None else frozenset()
 
         def check(expired: bool) -> bool:
-            read = self._read(request)
+            read = self._read(request, denied)
             if expired or read.satisfied(request.min_bytes):
+                self._served(acls, principal, host, request, read.response)
                 self._respond(envelope, answer_fetch(session, read.response))
                 return True
             return False
 
         self.purgatory.answer_or_park(fetch_keys(request), max_wait_ms(request), check)
 
-    def _read(self, request: FetchRequest) -> FetchRead:
+    def _read(self, request: FetchRequest, denied: frozenset[str] = frozenset()) -> FetchRead:
         assert self.state is not None
-        read = read_fetch(self.state, request, self.now_ms)
+        read = read_fetch(self.state, request, self.now_ms, denied)
         self.purgatory.wake(read.wake)
         self._write_isr(read.isr_writes)
         return read
 
-    def _produce(self, envelope: Envelope, request: ProduceRequest) -> None:
+    def _produce(
+        self, envelope: Envelope, request: ProduceRequest, principal: Principal, host: str
+    ) -> None:
         assert self.state is not None
         state = self.state
         # An idempotent producer's resend the leader recognised is answered below its log
         # end: appended at some earlier time, not now (ISR members may have crashed since).
         ends = {tp: p.log_end_offset for tp, p in self.partitions.items()}
-        append = append_produce(state, request, self.wall_ms)
+        allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
+        denied = {
+            t: f"{principal} may not WRITE topic {t}"
+            for t in (produce_denied(request, allowed) if allowed is not None else ())
+        }
+        append = append_produce(state, request, self.wall_ms, denied=denied)
+        self._served(acls, principal, host, request, dict(append.results))
         self.purgatory.wake(append.wake)
         if request.acks == 0:
             return
@@ -567,6 +700,125 @@ class SimBroker(SimProcess):
             return True
 
         self.purgatory.answer_or_park(list(append.waiting), timeout_ms(request), check)
+
+    # -- authorization (broker/context.py's authorize; broker/handlers/acls.py) -------------
+
+    def _allowed(self, principal: Principal, host: str) -> Allowed | None:
+        """The authorizer core over this broker's ACLs, as `principal` from `host`, each
+        answer told to the invariants; None without an authorizer."""
+        if not self.world.config.authorizer:
+            return None
+        acls, hooks = self.acls, self.world.on_authorized
+
+        def allowed(operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+            answer = authorize(acls, SETTINGS, principal, host, operation, resource_type, name)
+            decision = Decision(
+                self.broker_id, acls, principal, host, operation, resource_type, name, answer
+            )
+            for hook in hooks:
+                hook(decision)
+            return answer
+
+        return allowed
+
+    def _served(
+        self, acls: Acls, principal: Principal, host: str, request: object, response: object
+    ) -> None:
+        """Tell the invariants what was answered, under the ACLs it was judged by."""
+        if self.world.config.authorizer:
+            served = Served(self.broker_id, acls, principal, host, request, response)
+            for hook in self.world.on_served:
+                hook(served)
+
+    def _reload_acls(self) -> None:
+        """broker/acl_changes.py's reload: re-arm the watches, then read every ACL."""
+        self._zk_run(watch_acl_changes())
+        found = self._zk_run(read_all_acls())
+        if found is not None and found[0] != self.acls:
+            self.acls = found[0]
+            self.world.trace(
+                f"b{self.broker_id} loaded ACLs ({len(self.acls.by_pattern)} patterns)"
+            )
+
+    def _acl_request(
+        self,
+        envelope: Envelope,
+        request: CreateAclsRequest | DeleteAclsRequest,
+        principal: Principal,
+        host: str,
+    ) -> None:
+        """CreateAcls and DeleteAcls, as broker/handlers/acls.py (its ZooKeeper writes are
+        synchronous here)."""
+        allowed = self._allowed(principal, host)
+        acls = self.acls  # as judged on arrival: the answer reports these
+        response: CreateAclsResponse | DeleteAclsResponse
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        message = f"{principal} may not ALTER cluster kafka-cluster"
+        if isinstance(request, CreateAclsRequest):
+            if allowed is None or not may_change_acls(allowed):
+                failed = AclCreationResult(refused, message)
+                response = CreateAclsResponse(tuple(failed for _ in request.creations))
+            else:
+                response = CreateAclsResponse(tuple(self._create(c) for c in request.creations))
+        elif allowed is None or not may_change_acls(allowed):
+            failed_filter = DeleteAclsFilterResult(refused, message)
+            response = DeleteAclsResponse(tuple(failed_filter for _ in request.filters))
+        else:
+            response = DeleteAclsResponse(tuple(self._delete(f) for f in request.filters))
+        self._served(acls, principal, host, request, response)
+        self._respond(envelope, response)
+
+    def _create(self, creation: AclCreation) -> AclCreationResult:
+        try:
+            binding = binding_of(creation)
+        except ValueError as exc:
+            return AclCreationResult(ErrorCode.INVALID_REQUEST, str(exc))
+        return AclCreationResult(*self._change_acls(binding.pattern, adder(binding.entry)))
+
+    def _delete(self, spec: AclFilterSpec) -> DeleteAclsFilterResult:
+        try:
+            wanted = filter_of(spec)
+        except ValueError as exc:
+            return DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, str(exc))
+        found = self._zk_run(read_all_acls())
+        if found is None:
+            return DeleteAclsFilterResult(ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper")
+        matching: list[DeleteAclsMatchingAcl] = []
+        error: tuple[ErrorCode, str | None] = (ErrorCode.NONE, None)
+        for pattern in sorted({b.pattern for b in found[0].bindings() if wanted.matches(b)}):
+            removed: set[AccessControlEntry] = set()
+            code, message = self._change_acls(pattern, dropper(wanted, pattern, removed))
+            if code != ErrorCode.NONE:
+                error = (code, message)
+                continue
+            matching.extend(
+                DeleteAclsMatchingAcl(
+                    ErrorCode.NONE,
+                    None,
+                    pattern.resource_type,
+                    pattern.name,
+                    pattern.pattern_type,
+                    e.principal,
+                    e.host,
+                    e.operation,
+                    e.permission,
+                )
+                for e in sorted(removed)
+            )
+        return DeleteAclsFilterResult(error[0], error[1], tuple(matching))
+
+    def _change_acls(
+        self, pattern: ResourcePattern, change: Callable[[Entries], Entries]
+    ) -> tuple[ErrorCode, str | None]:
+        for _ in range(_ACL_CHANGE_ATTEMPTS):
+            try:
+                done = self._zk_run(change_acls(pattern, change))
+            except AclsChangedError:
+                continue
+            if done is None:
+                return ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper: session gone"
+            return ErrorCode.NONE, None
+        return ErrorCode.UNKNOWN_SERVER_ERROR, "the ACLs kept changing meanwhile; try again"
 
     # -- the ISR upkeep --------------------------------------------------------------------
 
@@ -709,3 +961,19 @@ class SimBroker(SimProcess):
             if raising:
                 raise
             return None
+
+
+def _commit_refused(
+    request: OffsetCommitRequest, code: ErrorCode, only: frozenset[str] | None
+) -> OffsetCommitResponse:
+    """Every partition of the request's topics (or of those in `only`) refused with `code`."""
+    return OffsetCommitResponse(
+        tuple(
+            OffsetCommitTopicResponse(
+                t.name,
+                tuple(OffsetCommitPartitionResponse(p.partition_index, code) for p in t.partitions),
+            )
+            for t in request.topics
+            if only is None or t.name in only
+        )
+    )

@@ -28,10 +28,12 @@ from controller.zk_types import WatchEvent
 from protocol.records import decode_batches
 from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
 from tests.simulation import compaction
+from tests.simulation.acl_workload import AclWorkload
+from tests.simulation.auth_invariants import AuthInvariants
 from tests.simulation.broker import SimBroker
 from tests.simulation.config import SimConfig
 from tests.simulation.disk import BatchInfo, MirroredLog
-from tests.simulation.groups import GroupWorkload
+from tests.simulation.groups import GROUP, GroupWorkload
 from tests.simulation.idempotence import ProducerStateInvariants
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.nemesis import (
@@ -82,6 +84,7 @@ class SimReport:
     group: dict[str, int] = field(default_factory=dict)  # what the group workload saw
     fetch_sessions: dict[str, int] = field(default_factory=dict)  # KIP-227, exercised
     idempotence: dict[str, int] = field(default_factory=dict)  # the idempotent producer's
+    authorization: dict[str, int] = field(default_factory=dict)  # decisions, refusals, ACLs
 
 
 class SimCluster:
@@ -166,6 +169,12 @@ class SimCluster:
             if self.config.consumer_groups
             else None
         )
+        self.acl_workload: AclWorkload | None = None
+        self.auth_invariants: AuthInvariants | None = None
+        if self.config.authorizer:
+            group = GROUP if self.config.consumer_groups else None
+            self.acl_workload = AclWorkload(self.world, self.admin_session, group)
+            self.auth_invariants = AuthInvariants(self.world, self.admin_session)
 
     # -- wiring ----------------------------------------------------------------------------
 
@@ -217,6 +226,8 @@ class SimCluster:
             self.nemesis.start()
         if self.group is not None:
             self.group.start()
+        if self.acl_workload is not None:
+            self.acl_workload.start()
 
     def step(self) -> bool:
         """Run one event and check the invariants; False when nothing is left to run."""
@@ -234,6 +245,8 @@ class SimCluster:
                 self.producer_state_invariants.check()
             if self.group is not None:
                 self.group.check()
+            if self.auth_invariants is not None:
+                self.auth_invariants.check()
         except InvariantViolation as exc:
             self.fail(str(exc))
         return True
@@ -261,6 +274,8 @@ class SimCluster:
             replay += " --groups"
         if self.config.idempotent_producer:
             replay += " --idempotent"
+        if self.config.authorizer:
+            replay += " --authorizer"
         raise SimulationFailure(
             f"simulation seed {self.seed} failed at step {self.steps} (t={self.now_ms} ms): "
             f"{what}\nreplay: {replay}\nlast steps:\n" + "\n".join(self._recent)
@@ -282,6 +297,8 @@ class SimCluster:
         self.nemesis.running = False
         if self.group is not None:
             self.group.quiet()
+        if self.acl_workload is not None:
+            self.acl_workload.running = False
         self.world.net.cut.clear()
         self.world.net.drop_probability = 0.0
         self.trace("QUIET: network healed, no more faults or produces")
@@ -313,6 +330,10 @@ class SimCluster:
                 return f"b{broker_id} is not registered"
         if zk.controller is None:
             return "no controller"
+        if self.auth_invariants is not None:
+            for broker_id, broker in sorted(self.world.brokers.items()):
+                if broker.acls != self.auth_invariants.zk_acls():
+                    return f"b{broker_id} does not hold ZooKeeper's ACLs"
         if zk.children(zk_data.DELETE_TOPICS_PATH):
             return f"topics not deleted yet: {zk.children(zk_data.DELETE_TOPICS_PATH)}"
         if zk.data(zk_data.REASSIGN_PARTITIONS_PATH) is not None:
@@ -470,6 +491,7 @@ class SimCluster:
             group=dict(self.group.counts) if self.group is not None else {},
             fetch_sessions=self._session_counts(),
             idempotence=self._idempotence_counts(),
+            authorization=self._authorization_counts(),
         )
 
     def _idempotence_counts(self) -> dict[str, int]:
@@ -477,6 +499,11 @@ class SimCluster:
         if idempotent is None:
             return {}
         return dict(idempotent.counts + self.producer_state_invariants.counts)
+
+    def _authorization_counts(self) -> dict[str, int]:
+        if self.auth_invariants is None or self.acl_workload is None:
+            return {}
+        return dict(self.auth_invariants.counts + self.acl_workload.counts)
 
     def _session_counts(self) -> dict[str, int]:
         counts = Counter(self.session_invariants.counts)

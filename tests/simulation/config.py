@@ -106,3 +106,9 @@ class SimConfig:
     group_commit_interval_ms: Range = (30, 150)
     group_fault_interval_ms: Range = (150, 700)
     group_pause_ms: Range = (50, 900)
+    # An authorizer on every broker (acl_workload.py, auth_invariants.py): principals with
+    # ACLs created and deleted among the faults, produces and consumer fetches as those
+    # principals; no request is served without the permission it needs.
+    authorizer: bool = False
+    acl_change_interval_ms: Range = (20, 200)
+    consumer_fetch_interval_ms: Range = (10, 80)

@@ -37,6 +37,7 @@ from protocol.messages.offset_fetch import (
     OffsetFetchTopicRequest,
 )
 from protocol.topic_partition import TopicPartition
+from tests.simulation.acl_workload import ADMIN, Authenticated
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import Ack, World
@@ -135,6 +136,9 @@ class GroupWorkload:
                 member.in_flight = member.in_flight and not heartbeat
                 member.coordinator = None
 
+        label = f"{type(payload).__name__} {member.name} -> b{dst}"
+        if self.world.config.authorizer:  # the members connect as a super user
+            payload = Authenticated(ADMIN, payload)
         self.world.net.request(
             CLIENT_NODE,
             dst,
@@ -142,7 +146,7 @@ class GroupWorkload:
             timeout_ms=self.world.config.request_timeout_ms,
             on_response=answered,
             on_timeout=timed_out,
-            label=f"{type(payload).__name__} {member.name} -> b{dst}",
+            label=label,
         )
 
     def _heartbeat(self, member: Member) -> None:

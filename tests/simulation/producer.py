@@ -5,13 +5,14 @@ for a random partition, and counts the answers. Which produces were acknowledged
 by the leader at the moment it acknowledges (see `World.on_ack`), so an ack whose response is
 lost on the way still counts: the record was committed either way. With
 `idempotent_producer` the plain topic's batches go through an `IdempotentProducer` instead
-(idempotence.py).
+(idempotence.py). With `authorizer` each batch goes out as one of the client principals.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from broker.core.principal import Principal
 from protocol.errors import ErrorCode
 from protocol.messages.produce import (
     ProducePartitionData,
@@ -21,6 +22,7 @@ from protocol.messages.produce import (
 )
 from protocol.records import Record, build_batch
 from protocol.topic_partition import INTERNAL_TOPICS, TopicPartition
+from tests.simulation.acl_workload import CLIENTS, Authenticated
 from tests.simulation.idempotence import IdempotentProducer
 from tests.simulation.invariants import Invariants
 from tests.simulation.network import CLIENT_NODE
@@ -85,8 +87,14 @@ class Producer:
                 self.world.tombstoned.add((tp, record.key))
         return self.produce(tp, records)
 
-    def produce(self, tp: tuple[str, int], values: list[bytes] | list[Record]) -> bool:
-        """Send one batch to the partition's leader as ZooKeeper names it; False if none."""
+    def produce(
+        self,
+        tp: tuple[str, int],
+        values: list[bytes] | list[Record],
+        principal: Principal | None = None,
+    ) -> bool:
+        """Send one batch to the partition's leader as ZooKeeper names it; False if none.
+        With an authorizer, as `principal` (else a random client's)."""
         tp = TopicPartition(*tp)
         found = self.world.zk.state(tp)
         leader = found[0].leader if found is not None else -1
@@ -103,6 +111,9 @@ class Producer:
             (ProduceTopicData(tp.topic, (ProducePartitionData(tp.partition, records),)),),
         )
         self.sent += 1
+        payload: object = request
+        if self.world.config.authorizer:  # as one of the client principals (acl_workload.py)
+            payload = Authenticated(principal or self.world.rng.choice(CLIENTS), request)
 
         def answered(response: object) -> None:
             assert isinstance(response, ProduceResponse)
@@ -115,7 +126,7 @@ class Producer:
         self.world.net.request(
             CLIENT_NODE,
             leader,
-            request,
+            payload,
             timeout_ms=timeout_ms + self.world.config.request_timeout_ms,
             on_response=answered,
             on_timeout=timed_out,

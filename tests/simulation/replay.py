@@ -1,7 +1,7 @@
 """Replay one simulation seed, printing every step.
 
     python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--compacted] [--groups]
-        [--idempotent] [--quiet]
+        [--idempotent] [--authorizer] [--quiet]
 
 Exits 1 (after printing the failure) if an invariant breaks, 0 with a summary otherwise.
 """
@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--idempotent", action="store_true", help="an idempotent producer on the plain topic"
     )
+    parser.add_argument(
+        "--authorizer",
+        action="store_true",
+        help="an authorizer, ACL changes and principals' requests (auth_invariants.py)",
+    )
     args = parser.parse_args(argv)
     base = SimConfig(brokers=4, enable_operator=True) if args.operator else SimConfig()
     if args.compacted:
@@ -43,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         base = dataclasses.replace(base, consumer_groups=True, partitions=4)
     if args.idempotent:
         base = dataclasses.replace(base, idempotent_producer=True)
+    if args.authorizer:
+        base = dataclasses.replace(base, authorizer=True)
     config = dataclasses.replace(base, chaos_steps=args.steps)
     with tempfile.TemporaryDirectory(prefix=f"hw-sim-{args.seed}-") as directory:
         try:
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{report.produce_outcomes}"
         + (f"; the operator got done: {report.operator}" if config.enable_operator else "")
         + (f"; idempotence: {report.idempotence}" if args.idempotent else "")
+        + (f"; authorization: {report.authorization}" if args.authorizer else "")
     )
     return 0
 

@@ -37,6 +37,17 @@ GROUP_SEEDS = range(3_020, 3_080)
 # state is the replay of its log.
 IDEMPOTENT = SimConfig(idempotent_producer=True)
 IDEMPOTENT_SEEDS = range(4_020, 4_080)
+# An authorizer on every broker (auth_invariants.py): ACLs created and deleted through
+# ZooKeeper among the faults, produces, consumer fetches and ACL changes as User:admin (a
+# super user), alice, bob and mallory; no request is served without the permission it needs.
+# More seeds: `python -m tests.simulation.replay --seed N --authorizer --quiet`.
+AUTHORIZER = SimConfig(authorizer=True)
+AUTHORIZER_SEEDS = range(5_020, 5_060)
+# ... with the consumer group too: its members as User:admin, the others asking for its
+# coordinator and offsets and committing for a group without members
+# (GROUP_AUTHORIZATION_FAILED without the grant, and no refused commit committed).
+AUTHORIZER_GROUPS = SimConfig(authorizer=True, consumer_groups=True, partitions=4)
+AUTHORIZER_GROUP_SEEDS = range(5_120, 5_140)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -84,6 +95,41 @@ def test_the_idempotent_producer_is_exercised(tmp_path: Path) -> None:
         seen.update(run_seed(seed, tmp_path / str(seed), IDEMPOTENT).idempotence)
     assert seen["NONE"] >= 100 and seen["acked after a resend"] >= 5, seen
     assert seen["producer states checked"] >= 50, seen
+
+
+@pytest.mark.parametrize("seed", AUTHORIZER_SEEDS)
+def test_seed_with_an_authorizer(seed: int, tmp_path: Path) -> None:
+    report = run_seed(seed, tmp_path, AUTHORIZER)
+    assert report.steps > 0
+
+
+@pytest.mark.parametrize("seed", AUTHORIZER_GROUP_SEEDS)
+def test_seed_with_an_authorizer_and_a_consumer_group(seed: int, tmp_path: Path) -> None:
+    report = run_seed(seed, tmp_path, AUTHORIZER_GROUPS)
+    assert report.steps > 0
+
+
+def test_the_authorizer_is_exercised(tmp_path: Path) -> None:
+    """The authorizer seeds are not vacuous: requests of every kind are served and refused,
+    ACL changes are refused to principals without ALTER, and brokers load new ACLs."""
+    seen: Counter[str] = Counter()
+    for seed in range(5_000, 5_010):
+        seen.update(run_seed(seed, tmp_path / str(seed), AUTHORIZER).authorization)
+    for what in ("Produce", "consumer Fetch"):
+        assert seen[f"{what}: served"] >= 20, seen
+        assert seen[f"{what}: TOPIC_AUTHORIZATION_FAILED"] >= 20, seen
+    for what in ("CreateAcls", "DeleteAcls"):
+        assert seen[f"{what}: served"] >= 10, seen
+        assert seen[f"{what}: CLUSTER_AUTHORIZATION_FAILED"] >= 3, seen
+    assert seen["follower Fetch: served"] >= 100, seen
+    assert seen["ACL states loaded by brokers"] >= 100, seen
+    for seed in range(5_100, 5_105):
+        seen.update(run_seed(seed, tmp_path / str(seed), AUTHORIZER_GROUPS).authorization)
+    for what in ("FindCoordinator", "OffsetFetch"):
+        assert seen[f"{what}: served"] >= 10, seen
+        assert seen[f"{what}: GROUP_AUTHORIZATION_FAILED"] >= 5, seen
+    assert seen["Heartbeat: served"] >= 100 and seen["OffsetCommit: served"] >= 10, seen
+    assert seen["OffsetCommit: GROUP_AUTHORIZATION_FAILED"] >= 5, seen
 
 
 def test_the_group_is_exercised(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from tests.simulation.zk import SimZk
 if TYPE_CHECKING:
     from controller.core import ControllerContext, ControllerEvent
     from controller.leading import Reply
+    from tests.simulation.acl_workload import Decision, Served
     from tests.simulation.broker import SimBroker
 
 __all__ = ["Ack", "World"]
@@ -62,6 +63,9 @@ class World:
     )
     # A group coordinator committed an OffsetCommit (the request, the ack of its records).
     on_group_commit: list[Callable[[object, Ack], None]] = field(default_factory=list)
+    # With an authorizer: the core's answers to brokers, and the requests brokers served.
+    on_authorized: list[Callable[[Decision], None]] = field(default_factory=list)
+    on_served: list[Callable[[Served], None]] = field(default_factory=list)
     compacted: set[str] = field(default_factory=set)  # topics with cleanup.policy=compact
     tombstoned: set[tuple[TopicPartition, bytes]] = field(default_factory=set)  # ever sent
     cleanings: int = 0  # cleaned segments swapped in, on any broker

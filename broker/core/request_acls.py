@@ -1,0 +1,138 @@
+"""What the data-plane requests, the group APIs and the ACL changes need of the authorizer
+(Kafka's KafkaApis checks), as pure functions of the request and an `Allowed` answer for the
+caller's principal.
+
+The broker's handlers pass `BrokerContext.authorize`; the simulator passes the same
+`broker.core.authorizer.authorize` over its brokers' ACLs, so both ask for the same
+permissions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.fetch import FetchRequest
+from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.offset_commit import OffsetCommitRequest
+from protocol.messages.offset_fetch import (
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from protocol.messages.produce import ProduceRequest
+
+__all__ = [
+    "Allowed",
+    "describable_offsets",
+    "fetch_denied",
+    "find_coordinator_denied",
+    "heartbeat_denied",
+    "may_change_acls",
+    "may_describe_acls",
+    "may_fetch_offsets",
+    "may_follow",
+    "offset_commit_denied",
+    "produce_denied",
+]
+
+# May the request's principal do this operation on this resource?
+Allowed = Callable[[AclOperation, ResourceType, str], bool]
+
+
+def produce_denied(request: ProduceRequest, allowed: Allowed) -> frozenset[str]:
+    """The topics the producer may not WRITE (each refused with TOPIC_AUTHORIZATION_FAILED)."""
+    topics = sorted({t.name for t in request.topic_data})
+    return frozenset(t for t in topics if not allowed(AclOperation.WRITE, ResourceType.TOPIC, t))
+
+
+def fetch_denied(request: FetchRequest, allowed: Allowed) -> frozenset[str]:
+    """A consumer's fetch needs READ on each topic; a follower's (replica_id >= 0) was
+    authorized as a whole by `may_follow`."""
+    if request.replica_id >= 0:
+        return frozenset()
+    topics = sorted({t.topic for t in request.topics})
+    return frozenset(t for t in topics if not allowed(AclOperation.READ, ResourceType.TOPIC, t))
+
+
+def may_follow(allowed: Allowed) -> bool:
+    """A follower's fetch moves HWs and the ISR: CLUSTER_ACTION on the cluster."""
+    return allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def may_change_acls(allowed: Allowed) -> bool:
+    """CreateAcls and DeleteAcls: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
+    return allowed(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def may_describe_acls(allowed: Allowed) -> bool:
+    """DescribeAcls: DESCRIBE on the cluster."""
+    return allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def find_coordinator_denied(request: FindCoordinatorRequest, allowed: Allowed) -> frozenset[str]:
+    """The group ids (not empty: those are invalid) the principal may not DESCRIBE (each
+    GROUP_AUTHORIZATION_FAILED; only an allowed one may create the offsets topic)."""
+    keys = sorted({k for k in request.coordinator_keys if k})
+    return frozenset(k for k in keys if not allowed(AclOperation.DESCRIBE, ResourceType.GROUP, k))
+
+
+def offset_commit_denied(request: OffsetCommitRequest, allowed: Allowed) -> frozenset[str] | None:
+    """None without READ on the group (all GROUP_AUTHORIZATION_FAILED, topics not asked);
+    else the topics without READ (TOPIC_AUTHORIZATION_FAILED; the rest are committed)."""
+    if not allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return None
+    topics = sorted({t.name for t in request.topics})
+    return frozenset(t for t in topics if not allowed(AclOperation.READ, ResourceType.TOPIC, t))
+
+
+def may_fetch_offsets(request: OffsetFetchRequest, allowed: Allowed) -> bool:
+    """OffsetFetch: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED)."""
+    return allowed(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id)
+
+
+def describable_offsets(
+    request: OffsetFetchRequest, response: OffsetFetchResponse, allowed: Allowed
+) -> OffsetFetchResponse:
+    """Kafka: topics the principal may not DESCRIBE are left out of "all topics", and refused
+    (TOPIC_AUTHORIZATION_FAILED, offset -1) when named."""
+    described: dict[str, bool] = {}
+
+    def describable(topic: str) -> bool:
+        if topic not in described:
+            described[topic] = allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+        return described[topic]
+
+    if request.topics is None:
+        return replace(response, topics=tuple(t for t in response.topics if describable(t.name)))
+    refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return replace(
+        response,
+        topics=tuple(
+            t
+            if describable(t.name)
+            else replace(
+                t,
+                partitions=tuple(
+                    OffsetFetchPartition(p.partition_index, -1, refused) for p in t.partitions
+                ),
+            )
+            for t in response.topics
+        ),
+    )
+
+
+def heartbeat_denied(
+    request: ConsumerGroupHeartbeatRequest, allowed: Allowed
+) -> tuple[ErrorCode, tuple[str, ...]]:
+    """ConsumerGroupHeartbeat: GROUP_AUTHORIZATION_FAILED without READ on the group; else
+    TOPIC_AUTHORIZATION_FAILED and the subscribed topics the member may not DESCRIBE (Kafka:
+    a subscription names only those); else NONE."""
+    if not allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, (request.group_id,)
+    topics = sorted(set(request.subscribed_topic_names or ()))
+    hidden = tuple(t for t in topics if not allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t))
+    return (ErrorCode.TOPIC_AUTHORIZATION_FAILED, hidden) if hidden else (ErrorCode.NONE, ())

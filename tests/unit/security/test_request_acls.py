@@ -1,0 +1,146 @@
+"""What each request needs of the authorizer (broker.core.request_acls), asked of a recording
+`Allowed`: the operation and resource, once per topic, and which topics are refused."""
+
+from __future__ import annotations
+
+from broker.core.request_acls import (
+    Allowed,
+    describable_offsets,
+    fetch_denied,
+    find_coordinator_denied,
+    heartbeat_denied,
+    may_change_acls,
+    may_describe_acls,
+    may_fetch_offsets,
+    may_follow,
+    offset_commit_denied,
+    produce_denied,
+)
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitTopic,
+)
+from protocol.messages.offset_fetch import (
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchTopic,
+    OffsetFetchTopicRequest,
+)
+from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+
+Asked = list[tuple[AclOperation, ResourceType, str]]
+
+
+def grants(*granted: tuple[AclOperation, ResourceType, str]) -> tuple[Asked, Allowed]:
+    asked: Asked = []
+
+    def allowed(operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        asked.append((operation, resource_type, name))
+        return (operation, resource_type, name) in granted
+
+    return asked, allowed
+
+
+def produce(*topics: str) -> ProduceRequest:
+    data = tuple(ProduceTopicData(t, (ProducePartitionData(0, b""),)) for t in topics)
+    return ProduceRequest(-1, 1_000, data)
+
+
+def fetch(replica_id: int, *topics: str) -> FetchRequest:
+    wanted = tuple(
+        FetchTopic(t, (FetchPartition(0, 0, 100), FetchPartition(1, 0, 100))) for t in topics
+    )
+    return FetchRequest(replica_id, 0, 0, 1_000, wanted)
+
+
+def test_produce_needs_write_on_each_topic_asked_once() -> None:
+    asked, allowed = grants((AclOperation.WRITE, ResourceType.TOPIC, "a"))
+    assert produce_denied(produce("b", "a", "b"), allowed) == {"b"}
+    assert asked == [
+        (AclOperation.WRITE, ResourceType.TOPIC, "a"),
+        (AclOperation.WRITE, ResourceType.TOPIC, "b"),
+    ]
+
+
+def test_a_consumer_fetch_needs_read_on_each_topic() -> None:
+    asked, allowed = grants((AclOperation.READ, ResourceType.TOPIC, "a"))
+    assert fetch_denied(fetch(-1, "a", "b"), allowed) == {"b"}
+    assert {a[0] for a in asked} == {AclOperation.READ}
+
+
+def test_a_follower_fetch_needs_cluster_action_not_topic_acls() -> None:
+    asked, allowed = grants((AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster"))
+    assert fetch_denied(fetch(2, "a"), allowed) == frozenset()
+    assert asked == []
+    assert may_follow(allowed)
+    _, nothing = grants()
+    assert not may_follow(nothing)
+
+
+def test_acl_changes_need_alter_and_reading_them_describe_on_the_cluster() -> None:
+    asked, allowed = grants((AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"))
+    assert may_describe_acls(allowed)
+    assert not may_change_acls(allowed)
+    assert asked[-1] == (AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster")
+
+
+G = ResourceType.GROUP
+T = ResourceType.TOPIC
+
+
+def test_find_coordinator_needs_describe_on_each_group_not_asked_for_an_empty_id() -> None:
+    asked, allowed = grants((AclOperation.DESCRIBE, G, "g1"))
+    assert find_coordinator_denied(FindCoordinatorRequest(("g2", "", "g1")), allowed) == {"g2"}
+    assert asked == [(AclOperation.DESCRIBE, G, "g1"), (AclOperation.DESCRIBE, G, "g2")]
+
+
+def test_offset_commit_needs_read_on_the_group_then_on_each_topic() -> None:
+    commit = OffsetCommitRequest(
+        "g", tuple(OffsetCommitTopic(t, (OffsetCommitPartition(0, 5),)) for t in ("a", "b"))
+    )
+    asked, nothing = grants((AclOperation.READ, T, "a"))
+    assert offset_commit_denied(commit, nothing) is None
+    assert asked == [(AclOperation.READ, G, "g")]  # topics not asked without the group
+    _, group_and_a = grants((AclOperation.READ, G, "g"), (AclOperation.READ, T, "a"))
+    assert offset_commit_denied(commit, group_and_a) == frozenset({"b"})
+
+
+def test_a_heartbeat_needs_read_on_the_group_and_describe_on_what_it_subscribes() -> None:
+    join = ConsumerGroupHeartbeatRequest("g", "", 0, subscribed_topic_names=("b", "a"))
+    _, nothing = grants()
+    assert heartbeat_denied(join, nothing) == (ErrorCode.GROUP_AUTHORIZATION_FAILED, ("g",))
+    _, group_and_a = grants((AclOperation.READ, G, "g"), (AclOperation.DESCRIBE, T, "a"))
+    assert heartbeat_denied(join, group_and_a) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ("b",))
+    _, everything = grants(
+        (AclOperation.READ, G, "g"),
+        (AclOperation.DESCRIBE, T, "a"),
+        (AclOperation.DESCRIBE, T, "b"),
+    )
+    assert heartbeat_denied(join, everything) == (ErrorCode.NONE, ())
+
+
+def test_offset_fetch_needs_describe_on_the_group_and_hides_or_refuses_other_topics() -> None:
+    _, group_and_a = grants((AclOperation.DESCRIBE, G, "g"), (AclOperation.DESCRIBE, T, "a"))
+    every = OffsetFetchRequest("g")
+    assert may_fetch_offsets(every, group_and_a)
+    _, nothing = grants()
+    assert not may_fetch_offsets(every, nothing)
+    found = OffsetFetchResponse(
+        tuple(OffsetFetchTopic(t, (OffsetFetchPartition(0, 7),)) for t in ("a", "b"))
+    )
+    assert [t.name for t in describable_offsets(every, found, group_and_a).topics] == ["a"]
+    named = OffsetFetchRequest(
+        "g", (OffsetFetchTopicRequest("a", (0,)), OffsetFetchTopicRequest("b", (0,)))
+    )
+    answered = describable_offsets(named, found, group_and_a).topics
+    assert answered[0] == found.topics[0]
+    assert answered[1].partitions == (
+        OffsetFetchPartition(0, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    )
