@@ -29,8 +29,9 @@ def settings(cluster: FakeCluster, fail_on_data_loss: bool = True) -> ReadSettin
 
 
 async def fetched_at(cluster: FakeCluster, broker: int, offset: int) -> None:
-    """Wait (bounded) until `broker` has been asked for `offset`: the task read all before."""
-    with trio.fail_after(5):
+    """Wait (bounded) until `broker` has been asked for `offset`: the task read all before.
+    Generous: the read loop runs in a worker thread, slow to start on a loaded machine."""
+    with trio.fail_after(60):
         while True:
             if any(
                 b == broker and body.topics[0].partitions[0].fetch_offset == offset
