@@ -171,6 +171,7 @@ async def test_deleted_and_changed_credentials_are_handed_on(
         zk.tell(CHANGED)
         await eventually(lambda: ("dave", sha512) in ctx.credentials, "dave's credential")
         assert revoked == [{"alice"}, {"bob"}]
+        nursery.cancel_scope.cancel()
 
 
 async def test_client_quotas_reach_the_quota_managers(ctx: BrokerContext, zk: SimZkClient) -> None:
