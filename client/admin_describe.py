@@ -69,6 +69,7 @@ class PartitionDescription:
 class TopicDescription:
     name: str
     partitions: tuple[PartitionDescription, ...]
+    topic_id: str = ""  # KIP-516's, as kafka-topics prints it; "" from a broker without ids
 
 
 class TopicDescribeAdmin:
@@ -109,7 +110,11 @@ class TopicDescribeAdmin:
             [info for parts in infos.values() for info in parts], offsets_timeout_ms
         )
         return [
-            TopicDescription(name, tuple(_describe_partition(info, hws, leos) for info in parts))
+            TopicDescription(
+                name,
+                tuple(_describe_partition(info, hws, leos) for info in parts),
+                self.metadata.topic_ids.get(name, ""),
+            )
             for name, parts in infos.items()
         ]
 

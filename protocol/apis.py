@@ -80,12 +80,12 @@ class ApiSpec:
 # starts at version 0. The classes are `<prefix>Request` and `<prefix>Response`.
 _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.PRODUCE: ("produce", "Produce", 0),
-    ApiKey.FETCH: ("fetch", "Fetch", 1),
+    ApiKey.FETCH: ("fetch", "Fetch", 2),
     ApiKey.LIST_OFFSETS: ("list_offsets", "ListOffsets", 0),
-    ApiKey.METADATA: ("metadata", "Metadata", 1),
+    ApiKey.METADATA: ("metadata", "Metadata", 2),
     ApiKey.LEADER_AND_ISR: ("leader_and_isr", "LeaderAndIsr", 1),
     ApiKey.STOP_REPLICA: ("stop_replica", "StopReplica", 0),
-    ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 1),
+    ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 2),
     ApiKey.CONTROLLED_SHUTDOWN: ("controlled_shutdown", "ControlledShutdown", 0),
     ApiKey.OFFSET_COMMIT: ("offset_commit", "OffsetCommit", 0),
     ApiKey.OFFSET_FETCH: ("offset_fetch", "OffsetFetch", 0),
