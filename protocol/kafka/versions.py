@@ -1,7 +1,7 @@
 """What a Kafka listener advertises in ApiVersions: (min, max) per api key.
 
-Ranges stop below the versions that need topic IDs (KIP-516: Metadata 10+ carries a zero
-UUID, Fetch 13+ and Produce 13 are not offered), so clients use topic names throughout.
+Topic IDs (KIP-516): Metadata 10+ carries each topic's id and Fetch 13+ names topics by id
+(broker.core.fetch_topic_ids); Produce stops at 9, below Kafka 4.1's topic ids (13).
 Produce is advertised from 0, as Kafka 4 does, because librdkafka before 2.6 stops compressing
 unless it is (KAFKA-18659); a request below `DECODED_MIN` is refused as an unsupported
 version. docs/kafka.md has the table with what each API does here.
@@ -35,9 +35,9 @@ API_VERSIONS_KEY: Final = 18
 # api key -> (min, max) version advertised.
 ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     0: (0, 9),  # Produce
-    1: (4, 12),  # Fetch (KIP-227 sessions from 7)
+    1: (4, 16),  # Fetch (KIP-227 sessions from 7, topic ids from 13, v15 replica_state)
     2: (1, 7),  # ListOffsets (7: max timestamp, KIP-734)
-    3: (0, 12),  # Metadata
+    3: (0, 12),  # Metadata (topic ids from 10)
     8: (2, 8),  # OffsetCommit
     9: (1, 7),  # OffsetFetch
     10: (0, 3),  # FindCoordinator
