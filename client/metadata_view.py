@@ -118,7 +118,6 @@ class MetadataView:
         self.controller_epoch = -1
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
         self._topic_errors: dict[str, int] = {}
-        self.topic_ids: dict[str, str] = {}  # KIP-516, from brokers that send them
         self._interest: set[str] = set()  # topics refreshed when no list is given
         self.last_refresh_ms = -math.inf  # the last refresh, answered or not
         self.last_answer_ms = -math.inf  # the last refresh a broker answered
@@ -226,8 +225,6 @@ class MetadataView:
             self._topic_errors[topic.name] = topic.error_code
             if topic.error_code != 0 and not topic.partitions:
                 continue  # e.g. LEADER_NOT_AVAILABLE while being created: keep what we had
-            if topic.topic_id:
-                self.topic_ids[topic.name] = topic.topic_id
             old = self._partitions.get(topic.name, {})
             merged: dict[int, PartitionInfo] = {}
             for p in topic.partitions:

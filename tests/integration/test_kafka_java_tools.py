@@ -80,6 +80,7 @@ def test_kafka_topics_creates_and_describes_as_highwater_does(
     assert "Created topic jt." in out
     described = run(java, TOPICS, *bootstrap, "--describe", "--topic", "jt")
     ours = json.loads(cli(cluster, "topics", "describe", "jt", "--json").stdout)[0]
+    assert f"Topic: jt\tTopicId: {ours['topic_id']}\tPartitionCount: 3" in described  # KIP-516
     for p in ours["partitions"]:
         replicas = ",".join(map(str, p["replicas"]))
         assert (

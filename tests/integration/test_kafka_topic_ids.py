@@ -1,0 +1,177 @@
+"""Topic ids (KIP-516) end to end on a 3-broker cluster with Kafka listeners (docs/kafka.md):
+the znode's id, the elected controller's backfill of a znode written before ids, the same
+ids on every broker and across restarts, and Kafka clients that use them (librdkafka's
+Fetch v13+ and describe_topics)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+
+import pytest
+import trio
+from kazoo.client import KazooClient
+
+from client.cli.zookeeper_server import ZooKeeperServer
+from controller import zk_data
+from tests.integration.cluster_harness import Cluster, fetch_metadata, wait_until
+from tests.integration.kafka_wire_cluster import (
+    DEADLINE_S,
+    cli,
+    create_topic,
+    kafka_bootstrap,
+    kafka_cluster,
+    kcat,
+)
+from tests.integration.replication_checks import whole_cluster_around
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+# A topic znode as written before topic ids (Kafka's TopicZNode version 1).
+OLD_SHAPE = b'{"version":1,"partitions":{"0":[1,2,3],"1":[2,3,1]}}'
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    with kafka_cluster(zookeeper.port, tmp_path_factory.mktemp("kafka-topic-ids")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(autouse=True)
+def whole_cluster(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from whole_cluster_around(cluster, request)
+
+
+@pytest.fixture
+def zk(cluster: Cluster) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=cluster.zookeeper_connect, timeout=5.0)
+    client.start(timeout=10)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def znode(zk: KazooClient, topic: str) -> dict[str, object]:
+    data, _ = zk.get(zk_data.topic_path(topic))
+    loaded: dict[str, object] = json.loads(data)
+    return loaded
+
+
+def ids_on_each_broker(cluster: Cluster, topics: list[str]) -> dict[int, dict[str, str]] | None:
+    """Each broker's own Metadata answer (native v2): topic -> id; None while one is down."""
+    out = {}
+    for broker_id, broker in cluster.brokers.items():
+        response = trio.run(fetch_metadata, broker.port)
+        if response is None:
+            return None
+        out[broker_id] = {t.name: t.topic_id for t in response.topics if t.name in topics}
+    return out
+
+
+def wait_for_ids_everywhere(cluster: Cluster, expected: dict[str, str]) -> None:
+    wanted = {broker_id: expected for broker_id in cluster.brokers}
+    wait_until(
+        lambda: ids_on_each_broker(cluster, list(expected)) == wanted or None,
+        DEADLINE_S,
+        f"every broker's metadata to hold {expected}",
+    )
+
+
+def restart_every_broker(cluster: Cluster) -> None:
+    for broker in cluster.brokers.values():
+        broker.stop()
+    cluster.start()
+
+
+def test_ids_are_backfilled_by_the_elected_controller_and_the_same_everywhere_for_good(
+    cluster: Cluster, zk: KazooClient
+) -> None:
+    create_topic(cluster, "ids-new", partitions=2)
+    created = znode(zk, "ids-new")
+    assert created["version"] == 3
+    new_id = created["topic_id"]
+    assert isinstance(new_id, str) and len(new_id) == 22
+    # Every broker down, a topic as a cluster from before topic ids wrote it, then an election.
+    for broker in cluster.brokers.values():
+        broker.stop()
+    zk.create(zk_data.topic_config_path("ids-old"), b'{"version":1,"config":{}}', makepath=True)
+    zk.create(zk_data.topic_path("ids-old"), OLD_SHAPE, makepath=True)
+    assert "topic_id" not in znode(zk, "ids-old")
+    cluster.start()
+    old_id = wait_until(
+        lambda: znode(zk, "ids-old").get("topic_id"), DEADLINE_S, "the controller's backfill"
+    )
+    assert isinstance(old_id, str) and old_id != new_id
+    backfilled = znode(zk, "ids-old")
+    assert backfilled["version"] == 3
+    assert backfilled["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1]}
+    expected = {"ids-new": new_id, "ids-old": old_id}
+    wait_for_ids_everywhere(cluster, expected)
+    described = cli(cluster, "topics", "describe", "ids-old").stdout.decode()
+    assert f"Topic: ids-old\tTopicId: {old_id}\tPartitionCount: 2" in described
+
+    restart_every_broker(cluster)  # a new controller, new caches: the same ids
+    wait_for_ids_everywhere(cluster, expected)
+    assert znode(zk, "ids-new")["topic_id"] == new_id
+    assert znode(zk, "ids-old")["topic_id"] == old_id
+
+
+def test_confluent_kafka_fetches_by_topic_id_and_describes_ids(
+    cluster: Cluster, zk: KazooClient
+) -> None:
+    from confluent_kafka import Consumer, TopicCollection, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(cluster, "ids-ck", partitions=2)
+    topic_id = znode(zk, "ids-ck")["topic_id"]
+    lines = b"".join(b"k%d:v%d\n" % (i, i) for i in range(500))
+    kcat(cluster, "-P", "-t", "ids-ck", "-K:", stdin=lines)
+
+    sent = []
+
+    class Requests(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sent.extend(re.findall(r"Sent FetchRequest \(v(\d+)", record.getMessage()))
+
+    logger = logging.getLogger("ids-ck-consumer")
+    logger.addHandler(Requests())
+    logger.setLevel(logging.DEBUG)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap(cluster),
+            "group.id": "ids-ck",
+            "auto.offset.reset": "earliest",
+            "debug": "protocol",
+            "logger": logger,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("ids-ck", p, 0) for p in range(2)])
+        got: list[bytes] = []
+
+        def consumed() -> bool | None:
+            for message in consumer.consume(500, 1.0):
+                assert message.error() is None, message.error()
+                got.append(message.value())
+            consumer.poll(0)  # serves the logger's queue
+            return len(got) >= 500 or None
+
+        wait_until(consumed, DEADLINE_S, "the consumer to read all 500 records")
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(b"v%d" % i for i in range(500))
+    versions = {int(v) for v in sent}
+    assert versions and min(versions) >= 13, f"Fetch versions sent: {sorted(versions)}"
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap(cluster)})
+    futures = admin.describe_topics(TopicCollection(["ids-ck"]))
+    description = futures["ids-ck"].result(timeout=DEADLINE_S)
+    assert str(description.topic_id) == topic_id
