@@ -133,7 +133,7 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
         "AlterUserScramCredentials",
         0,
     ),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", "ConsumerGroupDescribe", 0),
 }
 _MESSAGES_PACKAGE: Final = "protocol.messages"

@@ -26,6 +26,8 @@ from protocol.kafka.mapping import ZERO_UUID, convert
 from protocol.kafka.records import from_kafka_batches, to_kafka_batches
 from protocol.kafka.versions import ADVERTISED, KAFKA_ONLY_KEYS
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.consumer_group_heartbeat import TopicPartitions as HeartbeatPartitions
 from protocol.messages.delete_acls import DeleteAclsRequest
 from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
 from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
@@ -242,6 +244,31 @@ def _fetch_response(translated: Translated, response: Any) -> Any:
     return dataclasses.replace(response, responses=tuple(topics))
 
 
+def _consumer_group_heartbeat(kafka: KafkaRequest) -> Translated:
+    """KIP-848's member heartbeat: owned partitions name their topic by id, which the
+    handler resolves (broker.core.group.topic_ids)."""
+    body = kafka.body
+    owned = None
+    if body.topic_partitions is not None:
+        owned = tuple(
+            HeartbeatPartitions("", tuple(t.partitions), _id(t.topic_id))
+            for t in body.topic_partitions
+        )
+    request = ConsumerGroupHeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=int(body.rebalance_timeout.total_seconds() * 1000),
+        subscribed_topic_names=body.subscribed_topic_names,
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),  # v1
+        server_assignor=body.server_assignor,
+        topic_partitions=owned,
+    )
+    return Translated(ApiKey.CONSUMER_GROUP_HEARTBEAT, request, kafka)
+
+
 def _produce(kafka: KafkaRequest) -> Translated:
     body = kafka.body
     topics = []
@@ -342,6 +369,7 @@ _REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
     ApiKey.METADATA: _metadata,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ELECT_LEADERS: _elect_leaders,

@@ -70,6 +70,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
     60: (0, 0),  # DescribeCluster (1 adds KIP-919's endpoint types: controllers are not described)
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; partitions by topic id; 1: topic regex)
 }
 
 # api key -> (min, max) version this listener decodes (kio has no Produce below 3).

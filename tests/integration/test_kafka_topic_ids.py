@@ -175,3 +175,65 @@ def test_confluent_kafka_fetches_by_topic_id_and_describes_ids(
     futures = admin.describe_topics(TopicCollection(["ids-ck"]))
     description = futures["ids-ck"].result(timeout=DEADLINE_S)
     assert str(description.topic_id) == topic_id
+
+
+def test_confluent_kafka_consumers_share_a_group_over_the_kip_848_protocol(
+    cluster: Cluster,
+) -> None:
+    """`group.protocol=consumer`: ConsumerGroupHeartbeat on the Kafka wire, whose owned
+    partitions and assignments name topics by id, hosted in the same KIP-848 coordinator as
+    Highwater's own members."""
+    from confluent_kafka import Consumer
+
+    create_topic(cluster, "ids-848", partitions=4)
+    lines = b"".join(b"k%d:v%d\n" % (i, i) for i in range(400))
+    kcat(cluster, "-P", "-t", "ids-848", "-K:", stdin=lines)
+    settings = {
+        "bootstrap.servers": kafka_bootstrap(cluster),
+        "group.id": "ids-848",
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+    }
+    first, second = Consumer(settings), Consumer(settings)
+    got: set[bytes] = set()
+
+    def poll(*consumers: Consumer) -> None:
+        for consumer in consumers:
+            for message in consumer.consume(100, 0.2):
+                assert message.error() is None, message.error()
+                got.add(message.value())
+
+    def owned(consumer: Consumer) -> set[int]:
+        return {tp.partition for tp in consumer.assignment()}
+
+    try:
+        first.subscribe(["ids-848"])
+
+        def first_owns_all() -> bool | None:
+            poll(first)
+            return owned(first) == {0, 1, 2, 3} or None
+
+        wait_until(first_owns_all, DEADLINE_S, "the only member to be given every partition")
+        second.subscribe(["ids-848"])
+
+        def shared() -> bool | None:
+            poll(first, second)
+            mine, theirs = owned(first), owned(second)
+            return (len(mine) == len(theirs) == 2 and mine | theirs == {0, 1, 2, 3}) or None
+
+        wait_until(shared, DEADLINE_S, "the two members to split the four partitions")
+
+        def all_read() -> bool | None:
+            poll(first, second)
+            return len(got) == 400 or None
+
+        wait_until(all_read, DEADLINE_S, "every record to be read by the group")
+        described = cli(cluster, "groups", "describe", "ids-848").stdout.decode()
+        rows = [line.split() for line in described.splitlines()[1:] if line.strip()]
+        # GROUP TOPIC PARTITION CURRENT-OFFSET HIGH-WATERMARK LAG MEMBER-ID HOST CLIENT-ID
+        assert sorted(int(r[2]) for r in rows) == [0, 1, 2, 3], described
+        assert len({r[6] for r in rows}) == 2 and {r[8] for r in rows} == {"rdkafka"}, described
+    finally:
+        first.close()
+        second.close()
+    assert got == {b"v%d" % i for i in range(400)}

@@ -1,6 +1,6 @@
-"""Topic ids (KIP-516) on the Kafka listener: Metadata v10-12 and Fetch v13-16 translated to
-and from Highwater's messages (broker.kafka.translate), and Fetch's id resolution
-(broker.core.fetch_topic_ids)."""
+"""Topic ids (KIP-516) on the Kafka listener: Metadata v10-12, Fetch v13-16 and KIP-848's
+ConsumerGroupHeartbeat translated to and from Highwater's messages (broker.kafka.translate),
+and the handlers' id resolution (broker.core.fetch_topic_ids, broker.core.group.topic_ids)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,17 @@ import uuid
 import pytest
 
 from broker.core.fetch_topic_ids import resolve_topic_ids, with_topic_ids
+from broker.core.group.topic_ids import named_partitions
+from broker.core.group.topic_ids import with_topic_ids as with_partition_ids
 from broker.kafka.translate import request_to_highwater, response_to_kafka
 from protocol.errors import ErrorCode
 from protocol.kafka.frames import KafkaHeader, KafkaRequest, encode_kafka_response, request_class
 from protocol.kafka.versions import ADVERTISED
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatResponse,
+    HeartbeatAssignment,
+    TopicPartitions,
+)
 from protocol.messages.fetch import (
     FetchPartition,
     FetchPartitionData,
@@ -37,6 +44,7 @@ def kafka(api_key: int, version: int, body: object) -> KafkaRequest:
 def test_the_advertised_versions_reach_topic_ids() -> None:
     assert ADVERTISED[1] == (4, 16)  # Fetch: ids from 13
     assert ADVERTISED[3] == (0, 12)  # Metadata: ids from 10
+    assert ADVERTISED[68] == (0, 1)  # ConsumerGroupHeartbeat: ids throughout
 
 
 def test_metadata_v12_asks_by_name_and_by_id() -> None:
@@ -137,3 +145,53 @@ def test_fetch_by_id_resolves_names_and_answers_unknown_ids() -> None:
     read = FetchResponse(ErrorCode.NONE, (FetchTopicResponse("t", ()),))
     answered = with_topic_ids(read, {"t": TOPIC_ID}.__getitem__, unknown)
     assert [(t.topic, t.topic_id) for t in answered.responses] == [("t", TOPIC_ID), ("", "gone")]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_kip_848_heartbeat_names_owned_topics_by_id_and_is_answered_by_id(version: int) -> None:
+    cls = request_class(68, version)
+    module = __import__(cls.__module__, fromlist=["TopicPartitions"])
+    body = cls(
+        group_id="g",
+        member_id="m",
+        member_epoch=3,
+        rebalance_timeout=datetime.timedelta(milliseconds=300_000),
+        subscribed_topic_names=("t",),
+        server_assignor=None,
+        topic_partitions=(module.TopicPartitions(topic_id=TOPIC_UUID, partitions=(0, 2)),),
+    )
+    translated = request_to_highwater(kafka(68, version, body))
+    request = translated.body
+    assert (request.group_id, request.member_id, request.member_epoch) == ("g", "m", 3)
+    assert request.rebalance_timeout_ms == 300_000
+    assert request.subscribed_topic_names == ("t",)
+    assert request.topic_partitions == (TopicPartitions("", (0, 2), TOPIC_ID),)
+    ids = _Ids({"t": TOPIC_ID})
+    assert named_partitions(request.topic_partitions, ids) == (
+        TopicPartitions("t", (0, 2), TOPIC_ID),
+    )
+    assert named_partitions((TopicPartitions("", (1,), "gone"),), ids) == ()
+    assigned = with_partition_ids((TopicPartitions("t", (1,)),), ids)
+    response = ConsumerGroupHeartbeatResponse(
+        ErrorCode.NONE,
+        member_id="m",
+        member_epoch=4,
+        heartbeat_interval_ms=5000,
+        assignment=HeartbeatAssignment(assigned),
+    )
+    out = response_to_kafka(translated, response)
+    assert out.heartbeat_interval == datetime.timedelta(milliseconds=5000)
+    (entry,) = out.assignment.topic_partitions
+    assert (entry.topic_id, entry.partitions) == (TOPIC_UUID, (1,))
+    assert encode_kafka_response(translated.kafka.header, out)
+
+
+class _Ids:
+    def __init__(self, ids: dict[str, str]) -> None:
+        self.ids = ids
+
+    def topic_id(self, name: str) -> str:
+        return self.ids.get(name, "")
+
+    def topic_name(self, topic_id: str) -> str | None:
+        return {v: k for k, v in self.ids.items()}.get(topic_id)
