@@ -94,7 +94,7 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.SASL_HANDSHAKE: ("sasl_handshake", "SaslHandshake", 0),
     ApiKey.API_VERSIONS: ("api_versions", "ApiVersions", 0),
     ApiKey.CREATE_TOPICS: ("create_topics", "CreateTopics", 0),
-    ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 0),
+    ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 1),
     ApiKey.INIT_PRODUCER_ID: ("init_producer_id", "InitProducerId", 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 1),
     ApiKey.DESCRIBE_ACLS: ("describe_acls", "DescribeAcls", 0),

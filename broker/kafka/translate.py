@@ -29,6 +29,7 @@ from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.consumer_group_heartbeat import TopicPartitions as HeartbeatPartitions
 from protocol.messages.delete_acls import DeleteAclsRequest
+from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
 from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
@@ -269,6 +270,41 @@ def _consumer_group_heartbeat(kafka: KafkaRequest) -> Translated:
     return Translated(ApiKey.CONSUMER_GROUP_HEARTBEAT, request, kafka)
 
 
+def _delete_topics(kafka: KafkaRequest) -> Translated:
+    """v6 names each topic by name or by id (KIP-516)."""
+    if kafka.header.api_version < _DELETE_TOPICS_BY_ID:
+        return Translated(ApiKey.DELETE_TOPICS, convert(kafka.body, DeleteTopicsRequest), kafka)
+    body = kafka.body
+    request = DeleteTopicsRequest(
+        topic_names=tuple(t.name for t in body.topics if t.name is not None),
+        timeout_ms=int(body.timeout.total_seconds() * 1000),
+        topic_ids=tuple(_id(t.topic_id) for t in body.topics if t.name is None),
+    )
+    return Translated(ApiKey.DELETE_TOPICS, request, kafka)
+
+
+def _delete_topics_response(translated: Translated, response: Any) -> Any:
+    """v6: a topic asked for by an unknown id has a null name, as in Kafka."""
+    if translated.kafka.header.api_version < _DELETE_TOPICS_BY_ID:
+        return response
+    results = tuple(
+        _UnnamedResult(None, r.error_code, r.error_message, r.topic_id) if not r.name else r
+        for r in response.responses
+    )
+    return dataclasses.replace(response, responses=results)
+
+
+_DELETE_TOPICS_BY_ID: Final = 6
+
+
+@dataclass(frozen=True, slots=True)
+class _UnnamedResult:
+    name: str | None
+    error_code: int
+    error_message: str | None
+    topic_id: str
+
+
 def _produce(kafka: KafkaRequest) -> Translated:
     body = kafka.body
     topics = []
@@ -370,6 +406,7 @@ _REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ELECT_LEADERS: _elect_leaders,
@@ -382,6 +419,7 @@ _RESPONSES: Final[dict[int, Callable[[Translated, Any], Any]]] = {
     ApiKey.PRODUCE: _produce_response,
     ApiKey.FETCH: _fetch_response,
     ApiKey.METADATA: _metadata_response,
+    ApiKey.DELETE_TOPICS: _delete_topics_response,
     ApiKey.FIND_COORDINATOR: _find_coordinator_response,
     ApiKey.API_VERSIONS: _api_versions_response,
     ApiKey.OFFSET_COMMIT: _offset_commit_response,

@@ -50,7 +50,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     16: (0, 4),  # ListGroups
     17: (0, 1),  # SaslHandshake (librdkafka needs 0 listed; v0 then sends raw tokens: unserved)
     19: (2, 7),  # CreateTopics
-    20: (1, 5),  # DeleteTopics (6 names topics by ID)
+    20: (1, 6),  # DeleteTopics (6: topics by name or by id)
     22: (0, 4),  # InitProducerId (non-transactional)
     23: (2, 4),  # OffsetForLeaderEpoch
     29: (1, 3),  # DescribeAcls

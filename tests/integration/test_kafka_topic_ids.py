@@ -1,21 +1,34 @@
 """Topic ids (KIP-516) end to end on a 3-broker cluster with Kafka listeners (docs/kafka.md):
 the znode's id, the elected controller's backfill of a znode written before ids, the same
 ids on every broker and across restarts, and Kafka clients that use them (librdkafka's
-Fetch v13+ and describe_topics)."""
+Fetch v13+ and describe_topics, `group.protocol=consumer`), and DeleteTopics v6 by id."""
 
 from __future__ import annotations
 
+import datetime
+import io
 import json
 import logging
 import re
+import socket
+import struct
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import trio
 from kazoo.client import KazooClient
+from kio.schema.delete_topics.v6.request import DeleteTopicState
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
 
 from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
+from protocol.errors import ErrorCode
+from protocol.kafka.frames import request_class, response_class
+from protocol.topic_id import parse_topic_id
 from tests.integration.cluster_harness import Cluster, fetch_metadata, wait_until
 from tests.integration.kafka_wire_cluster import (
     DEADLINE_S,
@@ -237,3 +250,55 @@ def test_confluent_kafka_consumers_share_a_group_over_the_kip_848_protocol(
         first.close()
         second.close()
     assert got == {b"v%d" % i for i in range(400)}
+
+
+def kafka_call(cluster: Cluster, api_key: int, version: int, body: object) -> Any:
+    """One request on broker 1's Kafka listener, written and read with kio's classes."""
+    header = RequestHeaderV2(
+        request_api_key=i16(api_key),
+        request_api_version=i16(version),
+        correlation_id=i32(9),
+        client_id="topic-ids-test",
+    )
+    out = io.BytesIO()
+    entity_writer(RequestHeaderV2)(out, header)
+    entity_writer(type(body))(out, body)
+    payload = out.getvalue()
+    broker = cluster.brokers[1]
+    with socket.create_connection((broker.host, broker.port_of("KAFKA")), DEADLINE_S) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        stream = sock.makefile("rb")
+        (size,) = struct.unpack(">i", stream.read(4))
+        answer = stream.read(size)
+    assert struct.unpack_from(">i", answer)[0] == 9 and answer[4] == 0  # header v1, no tags
+    body_out, _ = entity_reader(response_class(api_key, version))(answer, 5)
+    return body_out
+
+
+def test_delete_topics_v6_deletes_by_id_and_refuses_an_unknown_id(
+    cluster: Cluster, zk: KazooClient
+) -> None:
+    create_topic(cluster, "ids-delete", partitions=1)
+    topic_id = znode(zk, "ids-delete")["topic_id"]
+    assert isinstance(topic_id, str)
+    wait_for_ids_everywhere(cluster, {"ids-delete": topic_id})
+    unknown = uuid.UUID(int=7)
+    request = request_class(20, 6)(
+        topics=(
+            DeleteTopicState(name=None, topic_id=parse_topic_id(topic_id)),
+            DeleteTopicState(name=None, topic_id=unknown),
+        ),
+        timeout=datetime.timedelta(seconds=30),
+    )
+    deleted, refused = kafka_call(cluster, 20, 6, request).responses
+    assert (deleted.name, deleted.topic_id, deleted.error_code) == (
+        "ids-delete",
+        parse_topic_id(topic_id),
+        ErrorCode.NONE,
+    )
+    assert (refused.name, refused.topic_id, refused.error_code) == (
+        None,
+        unknown,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+    )
+    assert zk.exists(zk_data.topic_path("ids-delete")) is None

@@ -21,6 +21,11 @@ from protocol.messages.consumer_group_heartbeat import (
     HeartbeatAssignment,
     TopicPartitions,
 )
+from protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from protocol.messages.fetch import (
     FetchPartition,
     FetchPartitionData,
@@ -44,6 +49,7 @@ def kafka(api_key: int, version: int, body: object) -> KafkaRequest:
 def test_the_advertised_versions_reach_topic_ids() -> None:
     assert ADVERTISED[1] == (4, 16)  # Fetch: ids from 13
     assert ADVERTISED[3] == (0, 12)  # Metadata: ids from 10
+    assert ADVERTISED[20] == (1, 6)  # DeleteTopics: by id from 6
     assert ADVERTISED[68] == (0, 1)  # ConsumerGroupHeartbeat: ids throughout
 
 
@@ -195,3 +201,34 @@ class _Ids:
 
     def topic_name(self, topic_id: str) -> str | None:
         return {v: k for k, v in self.ids.items()}.get(topic_id)
+
+
+def test_delete_topics_v6_names_topics_by_name_or_by_id() -> None:
+    cls = request_class(20, 6)
+    module = __import__(cls.__module__, fromlist=["DeleteTopicState"])
+    body = cls(
+        topics=(
+            module.DeleteTopicState(name="a", topic_id=uuid.UUID(int=0)),
+            module.DeleteTopicState(name=None, topic_id=TOPIC_UUID),
+        ),
+        timeout=datetime.timedelta(milliseconds=3000),
+    )
+    translated = request_to_highwater(kafka(20, 6, body))
+    assert translated.body == DeleteTopicsRequest(("a",), 3000, (TOPIC_ID,))
+    response = DeleteTopicsResponse(
+        (
+            DeletableTopicResult("a", ErrorCode.NONE, topic_id=TOPIC_ID),
+            DeletableTopicResult("", ErrorCode.UNKNOWN_TOPIC_ID, "x", "AAAAAAAAAAAAAAAAAAAAAg"),
+        )
+    )
+    out = response_to_kafka(translated, response)
+    named, unknown = out.responses
+    assert (named.name, named.topic_id) == ("a", TOPIC_UUID)
+    assert (unknown.name, unknown.error_code, unknown.topic_id) == (
+        None,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        uuid.UUID(int=2),
+    )
+    assert encode_kafka_response(translated.kafka.header, out)
+    v5 = request_class(20, 5)(topic_names=("a",), timeout=datetime.timedelta(milliseconds=10))
+    assert request_to_highwater(kafka(20, 5, v5)).body == DeleteTopicsRequest(("a",), 10)
