@@ -65,6 +65,9 @@ def with_topic_ids(
     id_of: Callable[[str], str],
     unknown: tuple[FetchTopicResponse, ...] = (),
 ) -> FetchResponse:
-    """The answer with each topic's id, then the topics whose id was unknown."""
+    """The answer with each topic's id, then the topics whose id was unknown (none after a
+    top-level error, which answers no topic)."""
     topics = tuple(dataclasses.replace(t, topic_id=id_of(t.topic)) for t in response.responses)
+    if response.error_code != ErrorCode.NONE:
+        unknown = ()
     return dataclasses.replace(response, responses=topics + unknown)

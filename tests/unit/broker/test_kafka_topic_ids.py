@@ -151,6 +151,8 @@ def test_fetch_by_id_resolves_names_and_answers_unknown_ids() -> None:
     read = FetchResponse(ErrorCode.NONE, (FetchTopicResponse("t", ()),))
     answered = with_topic_ids(read, {"t": TOPIC_ID}.__getitem__, unknown)
     assert [(t.topic, t.topic_id) for t in answered.responses] == [("t", TOPIC_ID), ("", "gone")]
+    refused = FetchResponse(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ())
+    assert with_topic_ids(refused, {"t": TOPIC_ID}.__getitem__, unknown).responses == ()
 
 
 @pytest.mark.parametrize("version", [0, 1])
