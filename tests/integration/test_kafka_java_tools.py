@@ -123,6 +123,22 @@ def test_console_producer_and_consumers_and_consumer_groups(
         "print.key=true",
     )
     assert sorted(read.splitlines()) == sorted(f"key{i}\tvalue {i}" for i in range(200))
+    # KIP-848's consumer protocol: ConsumerGroupHeartbeat, partitions named by topic id
+    read_848 = run(
+        java,
+        CONSUMER,
+        *bootstrap,
+        "--topic",
+        "jc",
+        "--from-beginning",
+        "--group",
+        "jg848",
+        "--consumer-property",
+        "group.protocol=consumer",
+        "--max-messages",
+        "200",
+    )
+    assert sorted(read_848.splitlines()) == sorted(f"value {i}" for i in range(200))
     one = run(
         java,
         CONSUMER,
