@@ -17,7 +17,7 @@ from typing import Final
 
 import trio
 
-from client.errors import UnknownTopicError, error_for_code
+from client.errors import NoBrokersAvailable, UnknownTopicError, error_for_code
 from client.metadata import ClusterMetadata, PartitionInfo
 from client.network import BrokerConnectionError
 from protocol.errors import ErrorCode
@@ -29,6 +29,7 @@ from protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = [
     "DEBUG_REPLICA_ID",
@@ -69,6 +70,7 @@ class PartitionDescription:
 class TopicDescription:
     name: str
     partitions: tuple[PartitionDescription, ...]
+    topic_id: str = ""  # KIP-516's, as kafka-topics prints it; "" from a broker without ids
 
 
 class TopicDescribeAdmin:
@@ -108,10 +110,24 @@ class TopicDescribeAdmin:
         hws, leos = await self._log_offsets(
             [info for parts in infos.values() for info in parts], offsets_timeout_ms
         )
+        topic_ids = await self._topic_ids(wanted)
         return [
-            TopicDescription(name, tuple(_describe_partition(info, hws, leos) for info in parts))
+            TopicDescription(
+                name,
+                tuple(_describe_partition(info, hws, leos) for info in parts),
+                topic_ids.get(name, ""),
+            )
             for name, parts in infos.items()
         ]
+
+    async def _topic_ids(self, names: Sequence[str]) -> dict[str, str]:
+        """Each topic's id (KIP-516) from a Metadata v2 answer (the client's metadata view asks
+        v1); none from a broker that predates ids, which refuses v2 by closing the connection."""
+        try:
+            answer: MetadataResponse = await self.metadata.ask_any(MetadataRequest(tuple(names)))
+        except (BrokerConnectionError, NoBrokersAvailable):
+            return {}
+        return {t.name: t.topic_id for t in answer.topics if t.topic_id}
 
     async def _log_offsets(
         self, infos: Sequence[PartitionInfo], timeout_ms: int

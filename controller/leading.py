@@ -94,7 +94,7 @@ class LeadingController:
         if event.path == LOG_DIR_EVENT_NOTIFICATION_PATH:
             yield from self.process_log_dir_events(now_ms)
             return
-        core_event = yield from read_event(self.broker_id, event)
+        core_event = yield from read_event(self.broker_id, event, self.epoch_zk_version)
         if core_event is not None:
             yield from self.apply(core_event, now_ms)
 

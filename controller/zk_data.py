@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.messages.update_metadata import ListenerEndpoint
+from protocol.topic_id import parse_topic_id
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -303,17 +304,19 @@ def decode_log_dir_event(data: bytes) -> int:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """`/brokers/topics/<t>`: partition -> replicas (order matters: the head is preferred)."""
+    """`/brokers/topics/<t>`: partition -> replicas (order matters: the head is preferred),
+    and the topic's id (KIP-516: Kafka's TopicZNode version 3 adds "topic_id"). None: a
+    znode written before topic ids, which the controller backfills when elected."""
 
     partitions: Mapping[int, tuple[int, ...]]
+    topic_id: str | None = None
 
     def encode(self) -> bytes:
-        return _encode(
-            {
-                "version": 1,
-                "partitions": {str(p): list(r) for p, r in sorted(self.partitions.items())},
-            }
-        )
+        obj: dict[str, Any] = {"version": 1}
+        if self.topic_id is not None:
+            obj = {"version": 3, "topic_id": self.topic_id}
+        obj["partitions"] = {str(p): list(r) for p, r in sorted(self.partitions.items())}
+        return _encode(obj)
 
     @classmethod
     def decode(cls, data: bytes) -> TopicAssignment:
@@ -331,7 +334,20 @@ class TopicAssignment:
             if partition < 0:
                 raise ZkDataError(f"{what}: negative partition id {partition}")
             partitions[partition] = _int_list(raw, key, what)
-        return cls(dict(sorted(partitions.items())))
+        topic_id = obj.get("topic_id")
+        if topic_id is not None and not _is_topic_id(topic_id):
+            raise ZkDataError(f"{what}: bad topic_id {topic_id!r}")
+        return cls(dict(sorted(partitions.items())), topic_id)
+
+
+def _is_topic_id(value: Any) -> bool:
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        parse_topic_id(value)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

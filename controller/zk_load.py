@@ -26,6 +26,7 @@ from controller.core import (
     TopicDeletionRequested,
     TopicsChanged,
 )
+from controller.core.topic_ids import missing_topic_ids
 from controller.zk_brokers import live_brokers
 from controller.zk_configs import BROKERS, get_entity_config
 from controller.zk_controller_election import read_controller_id
@@ -35,7 +36,9 @@ from controller.zk_isr import (
     decode_isr_change_notification,
 )
 from controller.zk_script import ZkScript, children_or_empty, ensure_path, get_children, get_data
-from controller.zk_types import NoNodeError, WatchEvent, WatchKind
+from controller.zk_types import NoNodeError, SetOp, WatchEvent, WatchKind
+from controller.zk_writes import guarded
+from protocol.topic_id import new_topic_id
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -61,8 +64,7 @@ def load(broker_id: int, epoch: int, epoch_zk_version: int) -> ZkScript[Elected]
     if (yield from read_controller_id(watch=True)) != broker_id:
         raise ResignNeeded
     brokers = yield from read_brokers()
-    topics = yield from zk_topics.list_topics(watch=True)
-    assignments = yield from zk_topics.get_assignments(topics, watch=True)
+    assignments, topic_ids = yield from _read_topics(epoch_zk_version)
     yield from children_or_empty(zk_data.CONFIG_CHANGES_PATH, watch=True)  # before the reads
     overrides = yield from _read_unclean_overrides(assignments)
     states = yield from read_partition_states(
@@ -81,12 +83,43 @@ def load(broker_id: int, epoch: int, epoch_zk_version: int) -> ZkScript[Elected]
         reassignment_targets=plan.targets,
         reassignment_originals=plan.originals,
         reassignment_throttles=plan.throttles,
+        topic_ids=topic_ids,
     )
 
 
-def read_event(broker_id: int, event: WatchEvent) -> ZkScript[ControllerEvent | None]:
+def _read_topics(
+    epoch_zk_version: int | None,
+) -> ZkScript[tuple[dict[str, dict[int, tuple[int, ...]]], dict[str, str]]]:
+    """Every topic's assignment and id, re-arming the watches. With `epoch_zk_version` (the
+    active controller's), topics without an id are given one first (KIP-516's backfill),
+    each written only if its znode did not change since it was read."""
+    topics = yield from zk_topics.list_topics(watch=True)
+    znodes = yield from zk_topics.get_topic_znodes(topics, watch=True)
+    ids = {topic: znode.topic_id for topic, (znode, _) in znodes.items()}
+    if epoch_zk_version is not None:
+        added = missing_topic_ids(ids, new_topic_id)
+        if added:
+            ops = [
+                SetOp(
+                    zk_data.topic_path(topic),
+                    zk_data.TopicAssignment(znodes[topic][0].partitions, topic_id).encode(),
+                    znodes[topic][1],
+                )
+                for topic, topic_id in added.items()
+            ]
+            yield from guarded(ops, epoch_zk_version)
+            _log.info("topic ids assigned", topics=sorted(added))
+            ids.update(added)
+    assignments = {topic: dict(znode.partitions) for topic, (znode, _) in znodes.items()}
+    return assignments, {topic: i for topic, i in ids.items() if i is not None}
+
+
+def read_event(
+    broker_id: int, event: WatchEvent, epoch_zk_version: int | None = None
+) -> ZkScript[ControllerEvent | None]:
     """A watch notification -> the event for the core (re-reading and re-arming). ISR change
-    notifications are not handled here (see `read_isr_changes`)."""
+    notifications are not handled here (see `read_isr_changes`). `epoch_zk_version`: the
+    active controller's, to give new topics without an id one (see `_read_topics`)."""
     if event.kind is WatchKind.RESET:
         return None
     if event.path == zk_data.CONTROLLER_PATH:
@@ -99,15 +132,15 @@ def read_event(broker_id: int, event: WatchEvent) -> ZkScript[ControllerEvent | 
         # A topic's configs or the cluster-wide defaults changed: the overrides are read
         # again (a topic that now allows unclean election elects its leaderless partitions).
         yield from children_or_empty(zk_data.CONFIG_CHANGES_PATH, watch=True)
-        topics = yield from zk_topics.list_topics(watch=True)
-        assignments = yield from zk_topics.get_assignments(topics, watch=True)
-        return TopicsChanged(assignments, (yield from _read_unclean_overrides(assignments)))
+        assignments, topic_ids = yield from _read_topics(epoch_zk_version)
+        overrides = yield from _read_unclean_overrides(assignments)
+        return TopicsChanged(assignments, overrides, topic_ids)
     if event.path == zk_data.TOPICS_PATH or _is_topic_path(event.path):
         # A new or deleted topic, or (Kafka's PartitionModificationsHandler) partitions
         # added to one: re-read every assignment, re-arming each topic's data watch.
-        topics = yield from zk_topics.list_topics(watch=True)
-        assignments = yield from zk_topics.get_assignments(topics, watch=True)
-        return TopicsChanged(assignments, (yield from _read_unclean_overrides(assignments)))
+        assignments, topic_ids = yield from _read_topics(epoch_zk_version)
+        overrides = yield from _read_unclean_overrides(assignments)
+        return TopicsChanged(assignments, overrides, topic_ids)
     if event.path == zk_data.DELETE_TOPICS_PATH:
         marked = yield from zk_topics.topics_marked_for_deletion(watch=True)
         return TopicDeletionRequested(frozenset(marked))

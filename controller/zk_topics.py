@@ -22,6 +22,7 @@ from controller.zk_script import (
     set_data,
 )
 from controller.zk_types import BadVersionError, NodeExistsError, NoNodeError
+from protocol.topic_id import new_topic_id
 
 __all__ = [
     "AssignmentChangedError",
@@ -33,6 +34,7 @@ __all__ = [
     "get_assignments",
     "get_or_create_cluster_id",
     "get_topic_config",
+    "get_topic_znodes",
     "list_topics",
     "mark_topic_for_deletion",
     "topics_marked_for_deletion",
@@ -57,7 +59,8 @@ def create_topic(
     config: Mapping[str, str],
 ) -> ZkScript[None]:
     """Write /config/topics/<name> then /brokers/topics/<name> (Kafka's order: the config is
-    in place when the controller sees the topic). Raises TopicExistsError."""
+    in place when the controller sees the topic), with a new topic id (KIP-516). Raises
+    TopicExistsError."""
     if not assignment:
         raise ValueError("a topic needs at least one partition")
     if (yield from exists(zk_data.topic_path(name))) is not None:
@@ -69,7 +72,7 @@ def create_topic(
         yield from create(zk_data.topic_config_path(name), config_data, makepath=True)
     except NodeExistsError:
         yield from set_data(zk_data.topic_config_path(name), config_data)
-    data = zk_data.TopicAssignment(dict(assignment)).encode()
+    data = zk_data.TopicAssignment(dict(assignment), new_topic_id()).encode()
     try:
         yield from create(zk_data.topic_path(name), data, makepath=True)
     except NodeExistsError as exc:
@@ -85,6 +88,11 @@ def get_assignment(name: str) -> ZkScript[tuple[dict[int, tuple[int, ...]], int]
     return dict(zk_data.TopicAssignment.decode(found[0]).partitions), found[1].version
 
 
+def _topic_id(name: str) -> ZkScript[str | None]:
+    found = yield from get_data(zk_data.topic_path(name))
+    return None if found is None else zk_data.TopicAssignment.decode(found[0]).topic_id
+
+
 def add_partitions(
     name: str,
     assignment: Mapping[int, tuple[int, ...]],
@@ -95,7 +103,9 @@ def add_partitions(
     Raises AssignmentChangedError or UnknownTopicError."""
     if (yield from exists(zk_data.delete_topic_path(name))) is not None:
         raise UnknownTopicError(f"topic {name!r} is marked for deletion")
-    data = zk_data.TopicAssignment(dict(assignment)).encode()
+    # The id is kept (read again: the write below fails if the znode changed since `version`).
+    topic_id = yield from _topic_id(name)
+    data = zk_data.TopicAssignment(dict(assignment), topic_id).encode()
     try:
         yield from set_data(zk_data.topic_path(name), data, version)
     except BadVersionError as exc:
@@ -126,11 +136,20 @@ def get_assignments(
 ) -> ZkScript[dict[str, dict[int, tuple[int, ...]]]]:
     """topic -> partition -> replicas; topics that vanished meanwhile are left out. `watch`:
     also watch each topic's znode (partitions added)."""
-    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    znodes = yield from get_topic_znodes(topics, watch=watch)
+    return {topic: dict(znode.partitions) for topic, (znode, _) in znodes.items()}
+
+
+def get_topic_znodes(
+    topics: list[str], *, watch: bool = False
+) -> ZkScript[dict[str, tuple[zk_data.TopicAssignment, int]]]:
+    """topic -> (its znode, the znode's version); topics that vanished meanwhile are left
+    out. `watch`: also watch each topic's znode (partitions added)."""
+    out: dict[str, tuple[zk_data.TopicAssignment, int]] = {}
     for topic in topics:
         found = yield from get_data(zk_data.topic_path(topic), watch=watch)
         if found is not None:
-            out[topic] = dict(zk_data.TopicAssignment.decode(found[0]).partitions)
+            out[topic] = (zk_data.TopicAssignment.decode(found[0]), found[1].version)
     return out
 
 

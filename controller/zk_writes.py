@@ -115,12 +115,11 @@ def _write_topic_assignment(effect: WriteTopicAssignment, epoch_zk_version: int)
     (otherwise someone changed it meanwhile: re-load)."""
     path = zk_data.topic_path(effect.topic)
     found = yield from get_data(path)
-    if found is None or dict(zk_data.TopicAssignment.decode(found[0]).partitions) != dict(
-        effect.expected
-    ):
+    current = None if found is None else zk_data.TopicAssignment.decode(found[0])
+    if found is None or current is None or dict(current.partitions) != dict(effect.expected):
         _log.warning("topic assignment changed meanwhile; reloading", topic=effect.topic)
         raise ReloadNeeded
-    data = zk_data.TopicAssignment(dict(effect.assignment)).encode()
+    data = zk_data.TopicAssignment(dict(effect.assignment), current.topic_id).encode()
     yield from guarded([SetOp(path, data, found[1].version)], epoch_zk_version)
 
 

@@ -80,12 +80,12 @@ class ApiSpec:
 # starts at version 0. The classes are `<prefix>Request` and `<prefix>Response`.
 _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.PRODUCE: ("produce", "Produce", 0),
-    ApiKey.FETCH: ("fetch", "Fetch", 1),
+    ApiKey.FETCH: ("fetch", "Fetch", 2),
     ApiKey.LIST_OFFSETS: ("list_offsets", "ListOffsets", 0),
-    ApiKey.METADATA: ("metadata", "Metadata", 1),
+    ApiKey.METADATA: ("metadata", "Metadata", 2),
     ApiKey.LEADER_AND_ISR: ("leader_and_isr", "LeaderAndIsr", 1),
     ApiKey.STOP_REPLICA: ("stop_replica", "StopReplica", 0),
-    ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 1),
+    ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 2),
     ApiKey.CONTROLLED_SHUTDOWN: ("controlled_shutdown", "ControlledShutdown", 0),
     ApiKey.OFFSET_COMMIT: ("offset_commit", "OffsetCommit", 0),
     ApiKey.OFFSET_FETCH: ("offset_fetch", "OffsetFetch", 0),
@@ -94,7 +94,7 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.SASL_HANDSHAKE: ("sasl_handshake", "SaslHandshake", 0),
     ApiKey.API_VERSIONS: ("api_versions", "ApiVersions", 0),
     ApiKey.CREATE_TOPICS: ("create_topics", "CreateTopics", 0),
-    ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 0),
+    ApiKey.DELETE_TOPICS: ("delete_topics", "DeleteTopics", 1),
     ApiKey.INIT_PRODUCER_ID: ("init_producer_id", "InitProducerId", 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 1),
     ApiKey.DESCRIBE_ACLS: ("describe_acls", "DescribeAcls", 0),
@@ -133,7 +133,7 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
         "AlterUserScramCredentials",
         0,
     ),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", "ConsumerGroupDescribe", 0),
 }
 _MESSAGES_PACKAGE: Final = "protocol.messages"

@@ -14,6 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.messages.metadata import MetadataPartition, MetadataTopic
 from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
+from protocol.topic_id import NO_TOPIC_ID
 from protocol.topic_partition import INTERNAL_TOPICS
 
 __all__ = ["MetadataCache", "PartitionInfo"]
@@ -40,6 +41,9 @@ class MetadataCache:
     # Per listener name, each live broker's address on it (brokers that have that listener).
     by_listener: dict[str, dict[int, BrokerEndpoint]] = field(default_factory=dict)
     _unnamed: frozenset[int] = frozenset()  # live brokers whose listeners are not known
+    # Topic ids (KIP-516) both ways, as the controller sent them.
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    topic_names: dict[str, str] = field(default_factory=dict)
 
     def update(self, request: UpdateMetadataRequest) -> list[str]:
         """Apply an UpdateMetadata; returns the topics it deleted."""
@@ -61,8 +65,29 @@ class MetadataCache:
         self._unnamed = frozenset(self.brokers.keys() - named)
         for state in request.partition_states:
             self._set_partition(state)
+        for entry in request.topic_ids:
+            self._set_topic_id(entry.topic_name, entry.topic_id)
         deleted = [name for name in request.deleted_topics if self.topics.pop(name, None)]
+        for name in request.deleted_topics:
+            self.topic_names.pop(self.topic_ids.pop(name, ""), None)
         return deleted
+
+    def _set_topic_id(self, name: str, topic_id: str) -> None:
+        old = self.topic_ids.get(name)
+        if old == topic_id:
+            return
+        if old is not None:
+            self.topic_names.pop(old, None)
+        self.topic_ids[name] = topic_id
+        self.topic_names[topic_id] = name
+
+    def topic_id(self, name: str) -> str:
+        """The topic's id, or NO_TOPIC_ID if it has none (or is unknown)."""
+        return self.topic_ids.get(name, NO_TOPIC_ID)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        """The name of the topic with this id; None: no such topic."""
+        return self.topic_names.get(topic_id)
 
     def _set_partition(self, state: UpdateMetadataPartitionState) -> None:
         self.topics.setdefault(state.topic_name, {})[state.partition_index] = PartitionInfo(
@@ -113,7 +138,23 @@ class MetadataCache:
                 for index, info in sorted(partitions.items())
             ),
             is_internal=name in INTERNAL_TOPICS,
+            topic_id=self.topic_id(name),
         )
+
+    def topic_metadata_by_id(
+        self, topic_ids: Iterable[str], listener: str | None = None
+    ) -> tuple[MetadataTopic, ...]:
+        """Metadata for topics named by id; an unknown id gets UNKNOWN_TOPIC_ID and no name,
+        as in Kafka."""
+        reachable = self.brokers_on(listener)
+        out = []
+        for topic_id in topic_ids:
+            name = self.topic_names.get(topic_id)
+            if name is None or name not in self.topics:
+                out.append(MetadataTopic(ErrorCode.UNKNOWN_TOPIC_ID, "", (), topic_id=topic_id))
+            else:
+                out.append(self.topic(name, reachable))
+        return tuple(out)
 
     def _partition(
         self, index: int, info: PartitionInfo, reachable: dict[int, BrokerEndpoint]

@@ -8,6 +8,7 @@ from dataclasses import replace
 from broker.context import CLIENT_HOST, SESSION, BrokerContext
 from broker.core.group.membership import MayDescribe
 from broker.core.group.model import Member
+from broker.core.group.topic_ids import named_partitions, with_topic_ids
 from broker.core.request_acls import heartbeat_denied
 from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
@@ -15,9 +16,12 @@ from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    HeartbeatAssignment,
 )
 
 __all__ = ["handle_consumer_group_heartbeat"]
+
+_TOPIC_IDS_VERSION = 1  # KIP-516 (protocol.messages.consumer_group_heartbeat)
 
 
 async def handle_consumer_group_heartbeat(
@@ -33,6 +37,10 @@ async def handle_consumer_group_heartbeat(
     coordinator = ctx.group_coordinator
     if coordinator is None:
         return ConsumerGroupHeartbeatResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if header.api_version >= _TOPIC_IDS_VERSION and request.topic_partitions:
+        request = replace(
+            request, topic_partitions=named_partitions(request.topic_partitions, ctx.metadata)
+        )
     if not request.client_id and header.client_id:
         request = replace(request, client_id=header.client_id)
     may_describe: MayDescribe | None = None
@@ -50,4 +58,8 @@ async def handle_consumer_group_heartbeat(
         principal=str(SESSION.get().principal),
         may_describe=may_describe,
     )
-    return await coordinator.write(decision)
+    response = await coordinator.write(decision)
+    if header.api_version >= _TOPIC_IDS_VERSION and response.assignment is not None:
+        assignment = with_topic_ids(response.assignment.topic_partitions, ctx.metadata)
+        response = replace(response, assignment=HeartbeatAssignment(assignment))
+    return response

@@ -6,6 +6,8 @@ and deletes the replicas, removes the topic's znodes, and tells every broker.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import trio
 
 from broker.context import METADATA_KEY, BrokerContext
@@ -29,8 +31,23 @@ async def handle_delete_topics(
     ctx: BrokerContext, header: RequestHeader, request: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
     deadline = trio.current_time() + min(max(request.timeout_ms, 0), MAX_DELETE_TIMEOUT_MS) / 1000
+    names = list(request.topic_names)
+    unknown_ids = []
+    by_id_only = set()
+    for topic_id in request.topic_ids:  # KIP-516
+        found = ctx.metadata.topic_name(topic_id)
+        if found is None:
+            message = f"topic id {topic_id} is unknown"
+            unknown_ids.append(
+                DeletableTopicResult("", ErrorCode.UNKNOWN_TOPIC_ID, message, topic_id)
+            )
+        else:
+            by_id_only.add(found)
+            names.append(found)
+    by_id_only -= set(request.topic_names)
+    topic_ids = {name: ctx.metadata.topic_id(name) for name in names}  # before they go
     results: dict[str, DeletableTopicResult] = {}
-    for name in request.topic_names:
+    for name in names:
         if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
             denied = ctx.denied(AclOperation.DELETE, ResourceType.TOPIC, name)
             results[name] = DeletableTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, denied)
@@ -68,4 +85,10 @@ async def handle_delete_topics(
         results[name] = DeletableTopicResult(
             name, ErrorCode.REQUEST_TIMED_OUT, "deletion requested, not yet complete"
         )
-    return DeleteTopicsResponse(tuple(results[n] for n in dict.fromkeys(request.topic_names)))
+    answers = []
+    for name in dict.fromkeys(names):
+        result = replace(results[name], topic_id=topic_ids[name])
+        if name in by_id_only and result.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            result = replace(result, name="")  # as Kafka: a refusal by id names no topic
+        answers.append(result)
+    return DeleteTopicsResponse((*answers, *unknown_ids))

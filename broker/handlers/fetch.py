@@ -11,17 +11,31 @@ import trio
 from broker.context import SESSION, BrokerContext
 from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
 from broker.core.fetch_session import FetchContext, SessionOwner, answer_fetch, open_fetch
+from broker.core.fetch_topic_ids import names_topics_by_id, resolve_topic_ids, with_topic_ids
 from broker.core.request_acls import fetch_denied, may_follow
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
-from protocol.messages.fetch import FetchRequest, FetchResponse
+from protocol.messages.fetch import FetchRequest, FetchResponse, FetchTopicResponse
 
 __all__ = ["handle_fetch"]
+
+_TOPIC_IDS_VERSION = 2  # KIP-516 (protocol.messages.fetch)
 
 
 async def handle_fetch(
     ctx: BrokerContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
+    unknown: tuple[FetchTopicResponse, ...] = ()
+    if names_topics_by_id(request):  # Kafka's Fetch v13+
+        request, unknown = resolve_topic_ids(request, ctx.metadata.topic_name)
+    response = await _fetch(ctx, request)
+    if header.api_version < _TOPIC_IDS_VERSION:
+        return response
+    # Every topic's id, also in an incremental answer to a request that named none.
+    return with_topic_ids(response, ctx.metadata.topic_id, unknown)
+
+
+async def _fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
     if request.replica_id >= 0 and not _may_follow(ctx):
         # A follower's fetch from the wrong listener or without CLUSTER_ACTION (the hole
         # behind CVE-2018-1288): every topic refused, and no session, which would be

@@ -19,6 +19,7 @@ async def handle_metadata(
     listener = SESSION.get().listener
     brokers = cache.brokers_on(listener)
     topics = cache.topic_metadata(request.topics, listener)
+    by_id = cache.topic_metadata_by_id(request.topic_ids, listener)
     if ctx.authorizing:
         # Kafka: topics not describable are left out of "all topics" and refused by name.
         # Only a refusal by name is logged: leaving a topic out of "all topics" is no denial
@@ -38,10 +39,17 @@ async def handle_metadata(
                 else MetadataTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, t.name, ())
                 for t in topics
             )
+        # Asked by id: a refusal names the id only, never the topic's name.
+        by_id = tuple(
+            t
+            if t.error_code == ErrorCode.UNKNOWN_TOPIC_ID or describable(t.name)
+            else MetadataTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "", (), topic_id=t.topic_id)
+            for t in by_id
+        )
     return MetadataResponse(
         brokers=tuple(brokers[b] for b in sorted(brokers)),
         cluster_id=ctx.cluster_id,
         controller_id=cache.controller_id,
-        topics=topics,
+        topics=topics + by_id,
         controller_epoch=cache.controller_epoch,
     )

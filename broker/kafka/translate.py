@@ -13,6 +13,7 @@ stable offset is the high watermark (no transactions).
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -21,15 +22,18 @@ from broker.core.group.classic import heartbeat_error
 from protocol.apis import ApiKey, api_spec
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.kafka.frames import KafkaRequest, response_class
-from protocol.kafka.mapping import convert
+from protocol.kafka.mapping import ZERO_UUID, convert
 from protocol.kafka.records import from_kafka_batches, to_kafka_batches
 from protocol.kafka.versions import ADVERTISED, KAFKA_ONLY_KEYS
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.consumer_group_heartbeat import TopicPartitions as HeartbeatPartitions
 from protocol.messages.delete_acls import DeleteAclsRequest
+from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
 from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
-from protocol.messages.fetch import FetchRequest
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.offset_commit import OffsetCommitRequest
@@ -41,6 +45,7 @@ from protocol.messages.produce import (
     ProduceTopicData,
     ProduceTopicResponse,
 )
+from protocol.topic_id import NO_TOPIC_ID, from_uuid
 
 __all__ = ["Translated", "advertised_versions", "request_to_highwater", "response_to_kafka"]
 
@@ -100,12 +105,49 @@ def _offset_commit_response(translated: Translated, response: Any) -> Any:
 def _metadata(kafka: KafkaRequest) -> Translated:
     body = kafka.body
     topics: tuple[str, ...] | None
+    by_id: tuple[str, ...] = ()
     if body.topics is None or (kafka.header.api_version == 0 and not body.topics):
         topics = None  # v0: an empty list asks for every topic
     else:
         topics = tuple(t.name for t in body.topics if t.name is not None)
+        # v10+: a topic named by id alone (KIP-516); a zero id with no name asks for nothing.
+        by_id = tuple(
+            from_uuid(t.topic_id)
+            for t in body.topics
+            if t.name is None and getattr(t, "topic_id", None) not in (None, ZERO_UUID)
+        )
     allow = bool(getattr(body, "allow_auto_topic_creation", kafka.header.api_version < 4))
-    return Translated(ApiKey.METADATA, MetadataRequest(topics, allow), kafka)
+    return Translated(ApiKey.METADATA, MetadataRequest(topics, allow, by_id), kafka)
+
+
+def _metadata_response(translated: Translated, response: Any) -> Any:
+    """A topic asked for by an unknown id has a null name, as in Kafka, from v12 (where the
+    response's name became nullable; v10 and v11 get "")."""
+    if translated.kafka.header.api_version < _METADATA_NULL_NAMES or not any(
+        t.error_code == ErrorCode.UNKNOWN_TOPIC_ID for t in response.topics
+    ):
+        return response
+    topics = tuple(
+        _Unnamed(**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)} | {"name": None})
+        if t.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+        else t
+        for t in response.topics
+    )
+    return dataclasses.replace(response, topics=topics)
+
+
+_METADATA_NULL_NAMES: Final = 12
+
+
+@dataclass(frozen=True, slots=True)
+class _Unnamed:
+    """A Metadata topic without a name (asked for by an unknown id)."""
+
+    error_code: int
+    name: str | None
+    partitions: tuple[Any, ...]
+    is_internal: bool
+    topic_id: str
 
 
 def _find_coordinator(kafka: KafkaRequest) -> Translated:
@@ -146,8 +188,45 @@ def _offset_commit(kafka: KafkaRequest) -> Translated:
 
 
 def _fetch(kafka: KafkaRequest) -> Translated:
-    request = dataclasses.replace(convert(kafka.body, FetchRequest), replica_id=-1)
+    if kafka.header.api_version < _FETCH_TOPIC_IDS:
+        request = dataclasses.replace(convert(kafka.body, FetchRequest), replica_id=-1)
+        return Translated(ApiKey.FETCH, request, kafka)
+    # v13+ names topics by id (KIP-516), and v15 moved replica_id into replica_state; the
+    # broker's handler resolves ids to names (broker.core.fetch_topic_ids).
+    body = kafka.body
+    topics = tuple(
+        FetchTopic("", tuple(convert(p, FetchPartition) for p in t.partitions), _id(t.topic_id))
+        for t in body.topics
+    )
+    forgotten = tuple(
+        ForgottenTopic("", tuple(t.partitions), _id(t.topic_id)) for t in body.forgotten_topics_data
+    )
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=int(body.max_wait.total_seconds() * 1000),
+        min_bytes=body.min_bytes,
+        max_bytes=body.max_bytes,
+        topics=topics,
+        isolation_level=body.isolation_level,
+        session_id=body.session_id,
+        session_epoch=body.session_epoch,
+        forgotten_topics_data=forgotten,
+    )
     return Translated(ApiKey.FETCH, request, kafka)
+
+
+_FETCH_TOPIC_IDS: Final = 13
+
+
+def _id(value: uuid.UUID | None) -> str:
+    """A Kafka topic id as Highwater's; the zero UUID (or null) as one no topic has."""
+    text = from_uuid(value) if value is not None else NO_TOPIC_ID
+    return text or _NO_SUCH_TOPIC_ID
+
+
+# The zero UUID asked for on Fetch v13+: never a topic's (protocol.topic_id), so the handler
+# answers UNKNOWN_TOPIC_ID for it rather than reading it as a name.
+_NO_SUCH_TOPIC_ID: Final = "A" * 22
 
 
 def _fetch_response(translated: Translated, response: Any) -> Any:
@@ -164,6 +243,66 @@ def _fetch_response(translated: Translated, response: Any) -> Any:
             )
         topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
     return dataclasses.replace(response, responses=tuple(topics))
+
+
+def _consumer_group_heartbeat(kafka: KafkaRequest) -> Translated:
+    """KIP-848's member heartbeat: owned partitions name their topic by id, which the
+    handler resolves (broker.core.group.topic_ids)."""
+    body = kafka.body
+    owned = None
+    if body.topic_partitions is not None:
+        owned = tuple(
+            HeartbeatPartitions("", tuple(t.partitions), _id(t.topic_id))
+            for t in body.topic_partitions
+        )
+    request = ConsumerGroupHeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=int(body.rebalance_timeout.total_seconds() * 1000),
+        subscribed_topic_names=body.subscribed_topic_names,
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),  # v1
+        server_assignor=body.server_assignor,
+        topic_partitions=owned,
+    )
+    return Translated(ApiKey.CONSUMER_GROUP_HEARTBEAT, request, kafka)
+
+
+def _delete_topics(kafka: KafkaRequest) -> Translated:
+    """v6 names each topic by name or by id (KIP-516)."""
+    if kafka.header.api_version < _DELETE_TOPICS_BY_ID:
+        return Translated(ApiKey.DELETE_TOPICS, convert(kafka.body, DeleteTopicsRequest), kafka)
+    body = kafka.body
+    request = DeleteTopicsRequest(
+        topic_names=tuple(t.name for t in body.topics if t.name is not None),
+        timeout_ms=int(body.timeout.total_seconds() * 1000),
+        topic_ids=tuple(_id(t.topic_id) for t in body.topics if t.name is None),
+    )
+    return Translated(ApiKey.DELETE_TOPICS, request, kafka)
+
+
+def _delete_topics_response(translated: Translated, response: Any) -> Any:
+    """v6: a topic asked for by an unknown id has a null name, as in Kafka."""
+    if translated.kafka.header.api_version < _DELETE_TOPICS_BY_ID:
+        return response
+    results = tuple(
+        _UnnamedResult(None, r.error_code, r.error_message, r.topic_id) if not r.name else r
+        for r in response.responses
+    )
+    return dataclasses.replace(response, responses=results)
+
+
+_DELETE_TOPICS_BY_ID: Final = 6
+
+
+@dataclass(frozen=True, slots=True)
+class _UnnamedResult:
+    name: str | None
+    error_code: int
+    error_message: str | None
+    topic_id: str
 
 
 def _produce(kafka: KafkaRequest) -> Translated:
@@ -266,6 +405,8 @@ _REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
     ApiKey.METADATA: _metadata,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ELECT_LEADERS: _elect_leaders,
@@ -277,6 +418,8 @@ _REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
 _RESPONSES: Final[dict[int, Callable[[Translated, Any], Any]]] = {
     ApiKey.PRODUCE: _produce_response,
     ApiKey.FETCH: _fetch_response,
+    ApiKey.METADATA: _metadata_response,
+    ApiKey.DELETE_TOPICS: _delete_topics_response,
     ApiKey.FIND_COORDINATOR: _find_coordinator_response,
     ApiKey.API_VERSIONS: _api_versions_response,
     ApiKey.OFFSET_COMMIT: _offset_commit_response,

@@ -86,7 +86,10 @@ def describe_topic_lines(
     offline or did not answer)."""
     partitions = sorted(topic.partitions, key=lambda p: p.partition)
     rf = len(partitions[0].replicas) if partitions else 0
-    line = f"Topic: {topic.name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}"
+    line = f"Topic: {topic.name}\t"
+    if topic.topic_id:
+        line += f"TopicId: {topic.topic_id}\t"
+    line += f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}"
     if configs:
         line += "\tConfigs: " + ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
     lines = [line]

@@ -31,7 +31,11 @@ from protocol.messages.stop_replica import (
     StopReplicaRequest,
     StopReplicaTopicState,
 )
-from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
+from protocol.messages.update_metadata import (
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataTopicId,
+)
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -174,6 +178,11 @@ def update_metadata(ctx: ControllerContext, deleted_topics: Iterable[str]) -> Se
         live_brokers=tuple(live[b].endpoint() for b in sorted(live)),
         deleted_topics=tuple(sorted(deleted_topics)),
         live_broker_listeners=tuple(live[b].listeners() for b in sorted(live) if live[b].endpoints),
+        topic_ids=tuple(
+            UpdateMetadataTopicId(t, ctx.topic_ids[t])
+            for t in sorted(ctx.assignments)
+            if t in ctx.topic_ids
+        ),
     )
     return SendUpdateMetadata(tuple(sorted(live)), request)
 

@@ -43,6 +43,7 @@ class Elected:
     reassignment_targets: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     reassignment_originals: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     reassignment_throttles: Mapping[TopicPartition, int] = field(default_factory=dict)
+    topic_ids: Mapping[str, str] = field(default_factory=dict)  # topic -> its id (KIP-516)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,7 @@ class TopicsChanged:
 
     assignments: Assignments
     unclean_overrides: Mapping[str, bool] = field(default_factory=dict)
+    topic_ids: Mapping[str, str] = field(default_factory=dict)  # topic -> its id (KIP-516)
 
 
 @dataclass(frozen=True, slots=True)

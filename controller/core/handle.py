@@ -137,6 +137,7 @@ def on_elected(
         shutting_down=shutting_down,
         unclean_leader_election_enable=context.unclean_leader_election_enable,
         unclean_overrides=dict(event.unclean_overrides),
+        topic_ids=dict(event.topic_ids),
     )
     restarted = {tp: restarted_members(ctx.live_brokers, s, bounced) for tp, s in states.items()}
     ctx, effects, _changed, created = reconcile(

@@ -126,6 +126,8 @@ class ControllerContext:
     unclean_overrides: Mapping[str, bool] = field(default_factory=dict)
     # Partition reassignments in progress (mirrored in /admin/reassign_partitions).
     reassignments: Mapping[TopicPartition, Reassignment] = field(default_factory=dict)
+    # Each topic's id (KIP-516), as its znode holds it; a topic missing here has none yet.
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:

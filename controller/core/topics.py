@@ -43,14 +43,22 @@ def on_topics_changed(
     removed = sorted(context.assignments.keys() - event.assignments.keys())
     assignments = {t: dict(parts) for t, parts in event.assignments.items()}
     overrides = dict(event.unclean_overrides)
-    same_topics = not removed and assignments == {
-        t: dict(p) for t, p in context.assignments.items()
-    }
+    topic_ids = dict(event.topic_ids)
+    # A topic id written since (the backfill of an older topic's znode) is news for brokers.
+    same_topics = (
+        not removed
+        and assignments == {t: dict(p) for t, p in context.assignments.items()}
+        and topic_ids == dict(context.topic_ids)
+    )
     if same_topics and overrides == dict(context.unclean_overrides):
         return context, []
     states = {tp: s for tp, s in context.partition_states.items() if tp[0] not in removed}
     ctx = dataclasses.replace(
-        context, assignments=assignments, partition_states=states, unclean_overrides=overrides
+        context,
+        assignments=assignments,
+        partition_states=states,
+        unclean_overrides=overrides,
+        topic_ids=topic_ids,
     )
     # Kafka's TopicUncleanLeaderElectionEnable: a topic that just allowed unclean election
     # gets another election for its leaderless partitions.
@@ -106,6 +114,7 @@ def on_deletion_requested(
     ctx = dataclasses.replace(
         context,
         assignments={t: p for t, p in context.assignments.items() if t not in deleted},
+        topic_ids={t: i for t, i in context.topic_ids.items() if t not in deleted},
         partition_states={
             tp: s for tp, s in context.partition_states.items() if tp[0] not in deleted
         },

@@ -20,9 +20,11 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, Final
 
+from protocol.topic_id import to_uuid
+
 __all__ = ["ZERO_UUID", "MappingError", "convert"]
 
-ZERO_UUID: Final = uuid.UUID(int=0)
+ZERO_UUID: Final = uuid.UUID(int=0)  # a topic without an id (protocol.topic_id)
 
 _Convert = Callable[[Any], Any]
 _NO_FILLER: Final = object()
@@ -91,7 +93,7 @@ def _filler(hint: Any) -> Any:
     """A value for a required target field the source does not have, where one is obvious."""
     args = typing.get_args(hint)
     if hint is uuid.UUID or uuid.UUID in args:
-        return ZERO_UUID  # no topic IDs (KIP-516) on this wire
+        return ZERO_UUID  # a message without a topic id (KIP-516)
     if _is_timedelta(hint):
         return datetime.timedelta(0)
     if _is_tuple(_strip_optional(hint)[0]):
@@ -152,6 +154,8 @@ def _plain_converter(source: Any, target: Any) -> _Convert | None:
         if dataclasses.is_dataclass(source) and isinstance(source, type):
             return _plan(source, target)
         return lambda v: convert(v, target)
+    if target is uuid.UUID and source is str:
+        return to_uuid  # a topic id (KIP-516) in Highwater's string form
     if _is_timedelta(target):
         return lambda v: datetime.timedelta(milliseconds=v)
     if isinstance(target, type) and issubclass(target, datetime.datetime):

@@ -1,7 +1,7 @@
 """What a Kafka listener advertises in ApiVersions: (min, max) per api key.
 
-Ranges stop below the versions that need topic IDs (KIP-516: Metadata 10+ carries a zero
-UUID, Fetch 13+ and Produce 13 are not offered), so clients use topic names throughout.
+Topic IDs (KIP-516): Metadata 10+ carries each topic's id and Fetch 13+ names topics by id
+(broker.core.fetch_topic_ids); Produce stops at 9, below Kafka 4.1's topic ids (13).
 Produce is advertised from 0, as Kafka 4 does, because librdkafka before 2.6 stops compressing
 unless it is (KAFKA-18659); a request below `DECODED_MIN` is refused as an unsupported
 version. docs/kafka.md has the table with what each API does here.
@@ -35,9 +35,9 @@ API_VERSIONS_KEY: Final = 18
 # api key -> (min, max) version advertised.
 ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     0: (0, 9),  # Produce
-    1: (4, 12),  # Fetch (KIP-227 sessions from 7)
+    1: (4, 16),  # Fetch (KIP-227 sessions from 7, topic ids from 13, v15 replica_state)
     2: (1, 7),  # ListOffsets (7: max timestamp, KIP-734)
-    3: (0, 12),  # Metadata
+    3: (0, 12),  # Metadata (topic ids from 10)
     8: (2, 8),  # OffsetCommit
     9: (1, 7),  # OffsetFetch
     10: (0, 3),  # FindCoordinator
@@ -50,7 +50,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     16: (0, 4),  # ListGroups
     17: (0, 1),  # SaslHandshake (librdkafka needs 0 listed; v0 then sends raw tokens: unserved)
     19: (2, 7),  # CreateTopics
-    20: (1, 5),  # DeleteTopics (6 names topics by ID)
+    20: (1, 6),  # DeleteTopics (6: topics by name or by id)
     22: (0, 4),  # InitProducerId (non-transactional)
     23: (2, 4),  # OffsetForLeaderEpoch
     29: (1, 3),  # DescribeAcls
@@ -70,6 +70,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
     60: (0, 0),  # DescribeCluster (1 adds KIP-919's endpoint types: controllers are not described)
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; partitions by topic id; 1: topic regex)
 }
 
 # api key -> (min, max) version this listener decodes (kio has no Produce below 3).

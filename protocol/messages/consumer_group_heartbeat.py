@@ -1,11 +1,16 @@
 """ConsumerGroupHeartbeat (key 68, KIP-848): join, stay in and leave a consumer group; the
-coordinator answers with the member's epoch and, when it changed, its assignment."""
+coordinator answers with the member's epoch and, when it changed, its assignment.
+
+v1 adds topic ids (KIP-516) to the partitions: a member's owned partitions may name their
+topic by id alone (`topic` ""), and the assignment carries each topic's id, as Kafka's
+ConsumerGroupHeartbeat does."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from protocol.schema import Int16, Int32
+from protocol.schema import Int16, Int32, Since
 
 __all__ = [
     "JOIN_EPOCH",
@@ -24,8 +29,9 @@ STATIC_LEAVE_EPOCH = -2  # a static member leaving for now: its assignment waits
 
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
-    topic: str
+    topic: str  # "": named by topic_id (v1)
     partitions: tuple[Int32, ...]
+    topic_id: Annotated[str, Since(1)] = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 v1 adds fetch sessions (KIP-227): an incremental request names only the partitions whose
 fetch parameters changed, and its response only the partitions with something new.
+v2 adds topic ids (KIP-516): a topic may be named by id alone (`topic` ""), and the response
+carries each topic's id.
 """
 
 from __future__ import annotations
@@ -46,16 +48,18 @@ class FetchPartition:
 
 @dataclass(frozen=True, slots=True)
 class FetchTopic:
-    topic: str
+    topic: str  # "": named by topic_id
     partitions: tuple[FetchPartition, ...]
+    topic_id: Annotated[str, Since(2)] = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ForgottenTopic:
     """Partitions to drop from an incremental fetch session."""
 
-    topic: str
+    topic: str  # "": named by topic_id
     partitions: tuple[Int32, ...]
+    topic_id: Annotated[str, Since(2)] = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,7 @@ class FetchPartitionData:
 class FetchTopicResponse:
     topic: str
     partitions: tuple[FetchPartitionData, ...]
+    topic_id: Annotated[str, Since(2)] = ""  # set when the request named topics by id
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ __all__ = [
 class MetadataRequest:
     topics: tuple[str, ...] | None  # nil: every topic
     allow_auto_topic_creation: bool = False
+    # v2: topics asked for by id (KIP-516), answered after those in `topics`.
+    topic_ids: Annotated[tuple[str, ...], Since(2)] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,8 @@ class MetadataTopic:
     name: str
     partitions: tuple[MetadataPartition, ...]
     is_internal: bool = False
+    # v2: the topic's id (KIP-516, protocol.topic_id's string form); "" if it has none.
+    topic_id: Annotated[str, Since(2)] = ""
 
 
 @dataclass(frozen=True, slots=True)

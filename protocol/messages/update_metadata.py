@@ -14,6 +14,7 @@ __all__ = [
     "UpdateMetadataPartitionState",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
+    "UpdateMetadataTopicId",
 ]
 
 
@@ -47,6 +48,14 @@ class BrokerListeners:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateMetadataTopicId:
+    """A topic's id (KIP-516; Kafka's UpdateMetadataTopicState.topic_id, v7+)."""
+
+    topic_name: str
+    topic_id: str  # Kafka's Uuid.toString form (protocol.topic_id)
+
+
+@dataclass(frozen=True, slots=True)
 class UpdateMetadataRequest:
     controller_id: Int32
     controller_epoch: Int32
@@ -57,6 +66,9 @@ class UpdateMetadataRequest:
     # v1+: every listener of each live broker, so a Metadata request is answered with the
     # addresses of the listener it came in on. A broker missing here has only live_brokers'.
     live_broker_listeners: Annotated[tuple[BrokerListeners, ...], Since(1)] = ()
+    # v2+: each topic's id, for topics that have one (every topic once a controller has
+    # backfilled them). A topic missing here keeps the id the broker knew, if any.
+    topic_ids: Annotated[tuple[UpdateMetadataTopicId, ...], Since(2)] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ def test_kafka_topics_creates_and_describes_as_highwater_does(
     assert "Created topic jt." in out
     described = run(java, TOPICS, *bootstrap, "--describe", "--topic", "jt")
     ours = json.loads(cli(cluster, "topics", "describe", "jt", "--json").stdout)[0]
+    assert f"Topic: jt\tTopicId: {ours['topic_id']}\tPartitionCount: 3" in described  # KIP-516
     for p in ours["partitions"]:
         replicas = ",".join(map(str, p["replicas"]))
         assert (
@@ -122,6 +123,22 @@ def test_console_producer_and_consumers_and_consumer_groups(
         "print.key=true",
     )
     assert sorted(read.splitlines()) == sorted(f"key{i}\tvalue {i}" for i in range(200))
+    # KIP-848's consumer protocol: ConsumerGroupHeartbeat, partitions named by topic id
+    read_848 = run(
+        java,
+        CONSUMER,
+        *bootstrap,
+        "--topic",
+        "jc",
+        "--from-beginning",
+        "--group",
+        "jg848",
+        "--consumer-property",
+        "group.protocol=consumer",
+        "--max-messages",
+        "200",
+    )
+    assert sorted(read_848.splitlines()) == sorted(f"value {i}" for i in range(200))
     one = run(
         java,
         CONSUMER,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from broker.core.metadata_cache import MetadataCache
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
-from protocol.messages.update_metadata import UpdateMetadataPartitionState, UpdateMetadataRequest
+from protocol.messages.update_metadata import (
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataTopicId,
+)
 
 
 def _endpoint(node: int) -> BrokerEndpoint:
@@ -190,3 +196,23 @@ def test_topic_deleted_and_recreated_in_one_update_comes_back_fresh() -> None:
     assert sorted(cache.topics["t"]) == [0]
     (partition,) = cache.topic_metadata(["t"])[0].partitions
     assert partition.leader_id == 2
+
+
+def test_topic_ids_are_held_both_ways_and_forgotten_with_the_topic() -> None:
+    cache = MetadataCache()
+    update = _update((_state("t", 0, 1), _state("u", 0, 2)))
+    ids = (UpdateMetadataTopicId("t", "AAAAAAAAAAAAAAAAAAAAAg"),)
+    cache.update(dataclasses.replace(update, topic_ids=ids))
+    assert cache.topic_id("t") == "AAAAAAAAAAAAAAAAAAAAAg" and cache.topic_id("u") == ""
+    assert cache.topic_name("AAAAAAAAAAAAAAAAAAAAAg") == "t"
+    (t, u) = cache.topic_metadata(["t", "u"])
+    assert (t.topic_id, u.topic_id) == ("AAAAAAAAAAAAAAAAAAAAAg", "")
+    (by_id, unknown) = cache.topic_metadata_by_id(["AAAAAAAAAAAAAAAAAAAAAg", "nope"])
+    assert by_id == t
+    assert (unknown.error_code, unknown.name, unknown.topic_id) == (
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        "",
+        "nope",
+    )
+    cache.update(_update(deleted=("t",)))
+    assert cache.topic_name("AAAAAAAAAAAAAAAAAAAAAg") is None and cache.topic_id("t") == ""

@@ -273,7 +273,7 @@ def test_unknown_api_key_is_unsupported_version(api_key: int) -> None:
     [
         (ApiKey.CREATE_TOPICS, 1),
         (ApiKey.CREATE_TOPICS, -1),
-        (ApiKey.METADATA, 2),
+        (ApiKey.METADATA, 3),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2),
         (ApiKey.PRODUCE, 32767),
     ],

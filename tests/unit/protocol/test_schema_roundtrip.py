@@ -317,7 +317,7 @@ def test_encode_request_rejects_the_wrong_body_type() -> None:
 
 
 @pytest.mark.parametrize(
-    ("api_key", "version"), [(ApiKey.PRODUCE, 1), (ApiKey.METADATA, 2), (ApiKey.FETCH, -1)]
+    ("api_key", "version"), [(ApiKey.PRODUCE, 1), (ApiKey.METADATA, 3), (ApiKey.FETCH, -1)]
 )
 def test_encode_request_rejects_unsupported_versions(api_key: ApiKey, version: int) -> None:
     with pytest.raises(UnsupportedVersionError) as info:
