@@ -17,11 +17,12 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal, TypeVar, cast
+from typing import Literal, TypeVar, assert_never, cast
 
 from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
 from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
+from broker.core.controlled_shutdown import Ask, ShutdownAttempts, Stop, Wait
 from broker.core.controller_requests import (
     ControllerRequestOutcome,
     FollowerChange,
@@ -164,6 +165,7 @@ class SimBroker(SimProcess):
         self.last_crash: dict[TopicPartition, CrashCut] = {}
         self.lost_data_in_last_crash = False
         self.shutting_down = False  # a controlled shutdown is under way
+        self.shutdown_attempts: ShutdownAttempts | None = None  # the last one's, for views
         self.disk = SimDisk(world.rng)
         SimSegment.disks[data_dir] = self.disk
         self.fetch_sessions_seen: Counter[str] = Counter()  # across incarnations, for the report
@@ -317,37 +319,65 @@ class SimBroker(SimProcess):
         if session is not None:
             self.world.zk.expire_session(session)  # closed: its nodes go at once
 
-    def shut_down(self, attempts: int = 3) -> None:
-        """SIGTERM: ask the controller to move our leaderships away (retried, as
-        broker/controlled_shutdown.py), then stop cleanly either way."""
+    def shut_down(self) -> None:
+        """SIGTERM: ask the controller to move our leaderships away, as often and for as long
+        as broker/core/controlled_shutdown.py says (broker/controlled_shutdown.py's loop),
+        then stop cleanly either way."""
         assert self.state is not None
         self.shutting_down = True
+        config = self.world.config
+        attempts = ShutdownAttempts.start(
+            self.now_ms,
+            max_retries=config.controlled_shutdown_max_retries,
+            retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            timeout_ms=config.controlled_shutdown_timeout_ms,
+        )
+        self.shutdown_attempts = attempts
+        self._shutdown_step(attempts)
+
+    def _shutdown_step(self, attempts: ShutdownAttempts) -> None:
+        step = attempts.next_step(self.now_ms, zk_connected=self.session_id is not None)
+        match step:
+            case Stop():
+                self.world.trace(f"b{self.broker_id} controlled shutdown ends: {step.reason.value}")
+                self.stop()
+            case Wait(delay_ms):
+                self.after(delay_ms, "controlled shutdown", lambda: self._shutdown_step(attempts))
+            case Ask():
+                self._ask_shutdown(attempts, step)
+            case _:
+                assert_never(step)
+
+    def _ask_shutdown(self, attempts: ShutdownAttempts, step: Ask) -> None:
+        """One attempt: the controller's answer, or none within the step's timeout."""
+        assert self.state is not None
         event = ControlledShutdownRequested(self.broker_id, self.state.broker_epoch)
-        backoff_ms = self.world.config.controlled_shutdown_retry_backoff_ms
-        incarnation = self.incarnation
+        incarnation, done = self.incarnation, [False]
 
         def answered(reply: object) -> None:
-            if not self.alive or self.incarnation != incarnation:
-                return  # crashed meanwhile
+            if not self.alive or self.incarnation != incarnation or done[0]:
+                return  # crashed meanwhile, or this attempt already ended
+            done[0] = True
             if isinstance(reply, ControlledShutdownReply) and reply.error_code == ErrorCode.NONE:
                 self.world.trace(f"b{self.broker_id} controlled shutdown accepted: {reply}")
-                self.stop()
-            elif attempts > 1:
-                self.after(backoff_ms, "controlled shutdown", lambda: self.shut_down(attempts - 1))
+                attempts.attempt_accepted()
             else:
-                self.stop()
+                attempts.attempt_failed(self.now_ms)
+            self._shutdown_step(attempts)
 
         controller = self.world.zk.controller
         if controller is None:
             answered(None)
         elif self.controller is not None and self.controller.active:
             self.controller.ask(event, answered)
+            self.after(step.timeout_ms, "controlled shutdown times out", lambda: answered(None))
         else:
             self.world.net.request(
                 self.broker_id,
                 controller[0],
                 ControllerAsk(event),
-                timeout_ms=self.world.config.request_timeout_ms,
+                timeout_ms=step.timeout_ms,
                 on_response=answered,
                 on_timeout=lambda: answered(None),
                 label=f"ControlledShutdown b{self.broker_id}->b{controller[0]}",
