@@ -33,7 +33,10 @@ from broker.core.controller_requests import (
 from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
 from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
-from broker.core.group.writes import coordinator_of
+from broker.core.group.find_coordinator import (
+    answer_find_coordinator,
+    find_coordinator_refusals,
+)
 from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
@@ -97,11 +100,7 @@ from protocol.messages.delete_acls import (
 )
 from protocol.messages.describe_acls import AclFilterSpec
 from protocol.messages.fetch import INITIAL_EPOCH, FetchRequest, FetchResponse
-from protocol.messages.find_coordinator import (
-    Coordinator,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.offset_commit import (
     OffsetCommitPartitionResponse,
@@ -575,18 +574,13 @@ class SimBroker(SimProcess):
             raise TypeError(f"no consumer groups in this run: {request!r}")
         core = groups.core
         if isinstance(request, FindCoordinatorRequest):
-            found = []
-            refused = find_coordinator_denied(request, allowed) if allowed else frozenset()
-            for key in request.coordinator_keys:
-                broker = coordinator_of(self.state.metadata, key)
-                found.append(
-                    Coordinator(key, -1, "", -1, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-                    if key in refused
-                    else Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                    if broker is None
-                    else Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE)
-                )
-            respond(FindCoordinatorResponse(tuple(found)))
+            # The offsets topic is created with the cluster here (cluster.py): none to ask for.
+            refused = find_coordinator_refusals(
+                request,
+                find_coordinator_denied(request, allowed) if allowed else frozenset(),
+                lambda key: f"{principal} may not DESCRIBE group {key}",
+            )
+            respond(answer_find_coordinator(request, refused, self.state.metadata, None))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
             if allowed is not None:
                 code, names = heartbeat_denied(request, allowed)
