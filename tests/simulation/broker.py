@@ -22,6 +22,7 @@ from typing import Literal, TypeVar, assert_never, cast
 from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
 from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
+from broker.core.cleaning_pass import CleaningOutcome, choose_cleaning, finish_cleaning
 from broker.core.controlled_shutdown import Ask, ShutdownAttempts, Stop, Wait
 from broker.core.controller_requests import (
     ControllerRequestOutcome,
@@ -888,30 +889,24 @@ class SimBroker(SimProcess):
     def _clean(self) -> None:
         """The work is done now, on the files as they are; the swap comes a while later, as
         after a child process's run, so the log may have changed meanwhile."""
-        assert self.log_manager is not None
-        logs = {tp: (p.log, p.high_watermark) for tp, p in self.partitions.items()}
-        candidate = self.cleaner.choose(logs, self.wall_ms)
-        if candidate is None:
+        assert self.state is not None
+        chosen = choose_cleaning(self.cleaner, self.state.replica_manager, self.wall_ms)
+        if chosen is None:
             return
-        tp, log = candidate.tp, logs[candidate.tp][0]
-        self.cleaner.begin(tp)
+        candidate, log = chosen
+        tp = candidate.tp
         task = log.cleaning_task(
             candidate.first_dirty_offset, candidate.end_offset, self.wall_ms, 1 << 20
         )
         result = clean(task)
 
         def swap() -> None:
-            assert self.log_manager is not None
-            partition = self.partitions.get(tp)
-            if partition is None or partition.log is not log:
-                self.cleaner.aborted(tp)
-            elif log.replace_segments(task, result, self.wall_ms):
-                self.cleaner.done(tp, result.end_offset)
-                self.log_manager.checkpoint_cleaned(self.cleaner.checkpoints)
+            assert self.state is not None
+            manager = self.state.replica_manager
+            outcome = finish_cleaning(self.cleaner, manager, tp, log, task, result, self.wall_ms)
+            if outcome is CleaningOutcome.CLEANED:
                 self.world.cleanings += 1
                 self.world.trace(f"b{self.broker_id} cleaned {tp} below {result.end_offset}")
-            else:
-                self.cleaner.aborted(tp)
 
         self.after(self.world.draw(self.world.config.cleaning_time_ms), "cleaner swaps", swap)
 
