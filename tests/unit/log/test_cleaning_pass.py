@@ -17,8 +17,9 @@ from broker.core.cleaning_pass import (
     finish_cleaning,
 )
 from broker.core.replica_manager import ReplicaManager
-from broker.log.cleaner import clean
+from broker.log.cleaner import CleaningResult, CleaningTask, clean
 from broker.log.config import LogConfig
+from broker.log.log import Log
 from broker.log.manager import LogManager
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.records import Record, build_batch
@@ -46,14 +47,21 @@ def replicas(tmp_path: Path) -> Iterator[ReplicaManager]:
     log_manager.shutdown(NOW)
 
 
-def test_a_pass_is_swapped_in_and_checkpointed(replicas: ReplicaManager) -> None:
-    manager = CleanerManager()
+def cleaned(
+    manager: CleanerManager, replicas: ReplicaManager
+) -> tuple[Log, CleaningTask, CleaningResult]:
+    """A pass chosen (marked in progress) and run, not yet finished."""
     chosen = choose_cleaning(manager, replicas, NOW)
     assert chosen is not None
     candidate, log = chosen
-    assert TP in manager.in_progress
+    assert manager.in_progress == {candidate.tp}
     task = log.cleaning_task(candidate.first_dirty_offset, candidate.end_offset, NOW, 1 << 20)
-    result = clean(task)
+    return log, task, clean(task)
+
+
+def test_a_pass_is_swapped_in_and_checkpointed(replicas: ReplicaManager) -> None:
+    manager = CleanerManager()
+    log, task, result = cleaned(manager, replicas)
     outcome = finish_cleaning(manager, replicas, TP, log, task, result, NOW)
     assert outcome is CleaningOutcome.CLEANED
     assert manager.checkpoints == {TP: result.end_offset} and not manager.in_progress
@@ -62,11 +70,7 @@ def test_a_pass_is_swapped_in_and_checkpointed(replicas: ReplicaManager) -> None
 
 def test_a_log_replaced_meanwhile_voids_the_pass(replicas: ReplicaManager) -> None:
     manager = CleanerManager()
-    chosen = choose_cleaning(manager, replicas, NOW)
-    assert chosen is not None
-    candidate, log = chosen
-    task = log.cleaning_task(candidate.first_dirty_offset, candidate.end_offset, NOW, 1 << 20)
-    result = clean(task)
+    log, task, result = cleaned(manager, replicas)
     replicas.stop_replica(TP, delete=False)  # the partition is gone: nothing to swap into
     outcome = finish_cleaning(manager, replicas, TP, log, task, result, NOW)
     assert outcome is CleaningOutcome.GONE
@@ -75,11 +79,7 @@ def test_a_log_replaced_meanwhile_voids_the_pass(replicas: ReplicaManager) -> No
 
 def test_a_log_truncated_meanwhile_voids_the_pass(replicas: ReplicaManager) -> None:
     manager = CleanerManager()
-    chosen = choose_cleaning(manager, replicas, NOW)
-    assert chosen is not None
-    candidate, log = chosen
-    task = log.cleaning_task(candidate.first_dirty_offset, candidate.end_offset, NOW, 1 << 20)
-    result = clean(task)
+    log, task, result = cleaned(manager, replicas)
     log.truncate_to(1)
     outcome = finish_cleaning(manager, replicas, TP, log, task, result, NOW)
     assert outcome is CleaningOutcome.VOIDED
