@@ -1,8 +1,9 @@
 """The log cleaner, trio shell: `log.cleaner.threads` loops, each asking
-`core.cleaner_manager.CleanerManager` for the filthiest log, cleaning it in a child process
-(`broker.log.cleaner.clean` reads and writes files only, so produce and fetch never wait on
-its CPU) and swapping the result in (`Log.replace_segments`) on the broker's own thread. A
-child stops when the broker does, or when it finds itself orphaned."""
+`core.cleaning_pass` for the filthiest log (`core.cleaner_manager.CleanerManager`), cleaning it
+in a child process (`broker.log.cleaner.clean` reads and writes files only, so produce and
+fetch never wait on its CPU) and swapping the result in (`core.cleaning_pass.finish_cleaning`)
+on the broker's own thread. A child stops when the broker does, or when it finds itself
+orphaned."""
 
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ import structlog
 import trio
 
 from broker.core.cleaner_manager import CleanerManager
+from broker.core.cleaning_pass import (
+    CleaningOutcome,
+    choose_cleaning,
+    cleaning_failed,
+    finish_cleaning,
+)
 from broker.log.cleaner import CleaningResult, CleaningTask, clean
-from broker.log.log import Log
 from protocol.errors import HighwaterError
-from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
@@ -35,7 +40,6 @@ CLEANER_NICENESS = 10  # added to the cleaning process's nice value
 class LogCleaner:
     def __init__(self, ctx: BrokerContext, log_manager: LogManager) -> None:
         self._ctx = ctx
-        self._log_manager = log_manager
         self.manager = CleanerManager(log_manager.read_cleaned())
         config = ctx.config
         self._threads = config.log_cleaner_threads
@@ -54,56 +58,34 @@ class LogCleaner:
             if not await self.clean_once():
                 await trio.sleep(self._backoff_s)
 
-    def _logs(self) -> dict[TopicPartition, tuple[Log, int]]:
-        """Every hosted log with its high watermark (the cleaner stays below it)."""
-        partitions = self._ctx.replica_manager.partitions
-        return {tp: (p.log, p.high_watermark) for tp, p in partitions.items()}
-
     async def clean_once(self) -> bool:
         """Clean the filthiest log, if one is due; True if one was cleaned."""
-        for gone in [tp for tp in self.manager.checkpoints if tp not in self._log_manager.logs]:
-            self.manager.forget(gone)
+        replica_manager = self._ctx.replica_manager
         now_ms = self._ctx.wall_ms()
-        candidate = self.manager.choose(self._logs(), now_ms)
-        if candidate is None:
+        chosen = choose_cleaning(self.manager, replica_manager, now_ms)
+        if chosen is None:
             return False
+        candidate, log = chosen
         tp = candidate.tp
-        log = self._ctx.replica_manager.partitions[tp].log
-        self.manager.begin(tp)
         started = time.monotonic()
         task = log.cleaning_task(
             candidate.first_dirty_offset, candidate.end_offset, now_ms, self._max_map_keys
         )
         result = await _clean_in_child(task)
         if isinstance(result, CleaningFailed):
-            if result.corrupt:  # Kafka's uncleanable partitions: not retried until restart
-                self.manager.failed(tp)
-                self._log.error(
-                    "log uncleanable: a corrupt batch", topic=tp[0], partition=tp[1],
-                    error=result.message,
-                )  # fmt: skip
-            else:  # the log changed under it (truncated, deleted): the next round retries
-                self.manager.aborted(tp)
-                self._log.warning(
-                    "cleaning failed", topic=tp[0], partition=tp[1], error=result.message
-                )
+            outcome = cleaning_failed(self.manager, tp, corrupt=result.corrupt)
+            if outcome is CleaningOutcome.CORRUPT:
+                self._log.error(outcome.value, topic=tp[0], partition=tp[1], error=result.message)
+            else:
+                self._log.warning(outcome.value, topic=tp[0], partition=tp[1], error=result.message)
             return False
-        partition = self._ctx.replica_manager.partitions.get(tp)
-        if partition is None or partition.log is not log:
-            self.manager.aborted(tp)  # deleted or replaced meanwhile: nothing to swap into
+        outcome = finish_cleaning(
+            self.manager, replica_manager, tp, log, task, result, self._ctx.wall_ms()
+        )
+        if outcome is not CleaningOutcome.CLEANED:
+            if outcome is CleaningOutcome.VOIDED:
+                self._log.info(outcome.value, topic=tp[0], partition=tp[1])
             return True
-        try:
-            swapped = log.replace_segments(task, result, self._ctx.wall_ms())
-        except OSError as exc:  # the log dir failed (KIP-112): offline, not a broker crash
-            self.manager.aborted(tp)
-            self._ctx.replica_manager.storage_failed(tp, exc, write=True)
-            return True
-        if not swapped:
-            self.manager.aborted(tp)
-            self._log.info("cleaning voided: the log changed", topic=tp[0], partition=tp[1])
-            return True
-        self.manager.done(tp, result.end_offset)
-        self._log_manager.checkpoint_cleaned(self.manager.checkpoints)
         elapsed_s = max(time.monotonic() - started, 1e-6)
         self._log.info(
             "log cleaned",

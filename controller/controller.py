@@ -31,6 +31,7 @@ from controller.core import (
     ReassignmentsRequested,
     handle,
 )
+from controller.core.term_recovery import RETRY_BACKOFF_MS, Reload, Resign, TermRecovery
 from controller.inbox import Asked, Closed, ImbalanceTick, Inbox, RequestEvent
 from controller.leading import ControllerStats, LeadingController, Reply
 from controller.settings import DEFAULT_SETTINGS, ControllerSettings
@@ -58,7 +59,6 @@ from protocol.topic_partition import TopicPartition
 __all__ = ["Controller", "ControllerMovedError", "run_controller"]
 
 _T = TypeVar("_T")
-_RETRY_BACKOFF_MS = (100, 5_000)
 _WAIT_LOG_INTERVAL_S = 10.0
 
 ShutdownAnswer = tuple[ErrorCode, list[TopicPartition]]
@@ -184,7 +184,7 @@ class Controller:
         self, *, task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED
     ) -> None:
         events = self.zk.subscribe()
-        backoff_ms = _RETRY_BACKOFF_MS[0]
+        backoff_ms = RETRY_BACKOFF_MS[0]
         with events:
             task_status.started(self)
             while not self.zk.closed:
@@ -202,9 +202,9 @@ class Controller:
                 except (ZkError, zk_data.ZkDataError) as exc:
                     self._log.warning("controller election round failed", error=repr(exc))
                     await trio.sleep(backoff_ms / 1000)
-                    backoff_ms = min(2 * backoff_ms, _RETRY_BACKOFF_MS[1])
+                    backoff_ms = min(2 * backoff_ms, RETRY_BACKOFF_MS[1])
                 else:
-                    backoff_ms = _RETRY_BACKOFF_MS[0]
+                    backoff_ms = RETRY_BACKOFF_MS[0]
 
     async def _wait_connected(self, events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
         while not self.zk.connected:
@@ -273,7 +273,7 @@ class Controller:
     ) -> None:
         reload_pending = True
         delay_ms = 0  # before the next re-load, growing while re-loads keep failing
-        backoff_ms = _RETRY_BACKOFF_MS[0]
+        recovery = TermRecovery()
         while True:
             try:
                 if reload_pending:
@@ -285,22 +285,25 @@ class Controller:
                     inbox.pending.popleft()
                 else:  # idle until ZooKeeper or a broker tells us something
                     await self._handle(term, channel, inbox)
-                backoff_ms = _RETRY_BACKOFF_MS[0]
+                recovery.succeeded()
             except trio.EndOfChannel:
                 return  # the ZkClient was closed
-            except ControllerMovedError:
-                self._log.warning("controller moved: another broker has a newer epoch")
-                await self.zk.run(delete_own_controller_znode(self.zk.session_id))
-                return
-            except ResignNeeded:
-                return
-            except (ReloadNeeded, ZkError, zk_data.ZkDataError) as exc:
-                # Re-read everything; back off so a persistent failure cannot spin.
-                if not isinstance(exc, ReloadNeeded):
-                    self._log.warning("controller ZooKeeper operation failed", error=repr(exc))
-                reload_pending = True
-                delay_ms = backoff_ms
-                backoff_ms = min(2 * backoff_ms, _RETRY_BACKOFF_MS[1])
+            except Exception as exc:
+                match recovery.failed(exc):
+                    case None:
+                        raise
+                    case Resign(reason, delete_own_znode):
+                        if delete_own_znode:
+                            self._log.warning(reason)
+                            await self.zk.run(delete_own_controller_znode(self.zk.session_id))
+                        return
+                    case Reload() as reload:
+                        if reload.unexpected:
+                            self._log.warning(
+                                "controller ZooKeeper operation failed", error=repr(exc)
+                            )
+                        reload_pending = True
+                        delay_ms = reload.delay_ms
 
     async def _handle(
         self, term: LeadingController, channel: ControllerChannel, inbox: Inbox

@@ -17,11 +17,13 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal, TypeVar, cast
+from typing import Literal, TypeVar, assert_never, cast
 
 from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
 from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
+from broker.core.cleaning_pass import CleaningOutcome, choose_cleaning, finish_cleaning
+from broker.core.controlled_shutdown import Ask, ShutdownAttempts, Stop, Wait
 from broker.core.controller_requests import (
     ControllerRequestOutcome,
     FollowerChange,
@@ -32,7 +34,10 @@ from broker.core.controller_requests import (
 from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
 from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
-from broker.core.group.writes import coordinator_of
+from broker.core.group.find_coordinator import (
+    answer_find_coordinator,
+    find_coordinator_refusals,
+)
 from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
@@ -96,11 +101,7 @@ from protocol.messages.delete_acls import (
 )
 from protocol.messages.describe_acls import AclFilterSpec
 from protocol.messages.fetch import INITIAL_EPOCH, FetchRequest, FetchResponse
-from protocol.messages.find_coordinator import (
-    Coordinator,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.offset_commit import (
     OffsetCommitPartitionResponse,
@@ -164,6 +165,7 @@ class SimBroker(SimProcess):
         self.last_crash: dict[TopicPartition, CrashCut] = {}
         self.lost_data_in_last_crash = False
         self.shutting_down = False  # a controlled shutdown is under way
+        self.shutdown_attempts: ShutdownAttempts | None = None  # the last one's, for views
         self.disk = SimDisk(world.rng)
         SimSegment.disks[data_dir] = self.disk
         self.fetch_sessions_seen: Counter[str] = Counter()  # across incarnations, for the report
@@ -317,37 +319,65 @@ class SimBroker(SimProcess):
         if session is not None:
             self.world.zk.expire_session(session)  # closed: its nodes go at once
 
-    def shut_down(self, attempts: int = 3) -> None:
-        """SIGTERM: ask the controller to move our leaderships away (retried, as
-        broker/controlled_shutdown.py), then stop cleanly either way."""
+    def shut_down(self) -> None:
+        """SIGTERM: ask the controller to move our leaderships away, as often and for as long
+        as broker/core/controlled_shutdown.py says (broker/controlled_shutdown.py's loop),
+        then stop cleanly either way."""
         assert self.state is not None
         self.shutting_down = True
+        config = self.world.config
+        attempts = ShutdownAttempts.start(
+            self.now_ms,
+            max_retries=config.controlled_shutdown_max_retries,
+            retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            timeout_ms=config.controlled_shutdown_timeout_ms,
+        )
+        self.shutdown_attempts = attempts
+        self._shutdown_step(attempts)
+
+    def _shutdown_step(self, attempts: ShutdownAttempts) -> None:
+        step = attempts.next_step(self.now_ms, zk_connected=self.session_id is not None)
+        match step:
+            case Stop():
+                self.world.trace(f"b{self.broker_id} controlled shutdown ends: {step.reason.value}")
+                self.stop()
+            case Wait(delay_ms):
+                self.after(delay_ms, "controlled shutdown", lambda: self._shutdown_step(attempts))
+            case Ask():
+                self._ask_shutdown(attempts, step)
+            case _:
+                assert_never(step)
+
+    def _ask_shutdown(self, attempts: ShutdownAttempts, step: Ask) -> None:
+        """One attempt: the controller's answer, or none within the step's timeout."""
+        assert self.state is not None
         event = ControlledShutdownRequested(self.broker_id, self.state.broker_epoch)
-        backoff_ms = self.world.config.controlled_shutdown_retry_backoff_ms
-        incarnation = self.incarnation
+        incarnation, done = self.incarnation, [False]
 
         def answered(reply: object) -> None:
-            if not self.alive or self.incarnation != incarnation:
-                return  # crashed meanwhile
+            if not self.alive or self.incarnation != incarnation or done[0]:
+                return  # crashed meanwhile, or this attempt already ended
+            done[0] = True
             if isinstance(reply, ControlledShutdownReply) and reply.error_code == ErrorCode.NONE:
                 self.world.trace(f"b{self.broker_id} controlled shutdown accepted: {reply}")
-                self.stop()
-            elif attempts > 1:
-                self.after(backoff_ms, "controlled shutdown", lambda: self.shut_down(attempts - 1))
+                attempts.attempt_accepted()
             else:
-                self.stop()
+                attempts.attempt_failed(self.now_ms)
+            self._shutdown_step(attempts)
 
         controller = self.world.zk.controller
         if controller is None:
             answered(None)
         elif self.controller is not None and self.controller.active:
             self.controller.ask(event, answered)
+            self.after(step.timeout_ms, "controlled shutdown times out", lambda: answered(None))
         else:
             self.world.net.request(
                 self.broker_id,
                 controller[0],
                 ControllerAsk(event),
-                timeout_ms=self.world.config.request_timeout_ms,
+                timeout_ms=step.timeout_ms,
                 on_response=answered,
                 on_timeout=lambda: answered(None),
                 label=f"ControlledShutdown b{self.broker_id}->b{controller[0]}",
@@ -545,18 +575,13 @@ class SimBroker(SimProcess):
             raise TypeError(f"no consumer groups in this run: {request!r}")
         core = groups.core
         if isinstance(request, FindCoordinatorRequest):
-            found = []
-            refused = find_coordinator_denied(request, allowed) if allowed else frozenset()
-            for key in request.coordinator_keys:
-                broker = coordinator_of(self.state.metadata, key)
-                found.append(
-                    Coordinator(key, -1, "", -1, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-                    if key in refused
-                    else Coordinator(key, -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                    if broker is None
-                    else Coordinator(key, broker.node_id, broker.host, broker.port, ErrorCode.NONE)
-                )
-            respond(FindCoordinatorResponse(tuple(found)))
+            # The offsets topic is created with the cluster here (cluster.py): none to ask for.
+            refused = find_coordinator_refusals(
+                request,
+                find_coordinator_denied(request, allowed) if allowed else frozenset(),
+                lambda key: f"{principal} may not DESCRIBE group {key}",
+            )
+            respond(answer_find_coordinator(request, refused, self.state.metadata, None))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
             if allowed is not None:
                 code, names = heartbeat_denied(request, allowed)
@@ -864,30 +889,24 @@ class SimBroker(SimProcess):
     def _clean(self) -> None:
         """The work is done now, on the files as they are; the swap comes a while later, as
         after a child process's run, so the log may have changed meanwhile."""
-        assert self.log_manager is not None
-        logs = {tp: (p.log, p.high_watermark) for tp, p in self.partitions.items()}
-        candidate = self.cleaner.choose(logs, self.wall_ms)
-        if candidate is None:
+        assert self.state is not None
+        chosen = choose_cleaning(self.cleaner, self.state.replica_manager, self.wall_ms)
+        if chosen is None:
             return
-        tp, log = candidate.tp, logs[candidate.tp][0]
-        self.cleaner.begin(tp)
+        candidate, log = chosen
+        tp = candidate.tp
         task = log.cleaning_task(
             candidate.first_dirty_offset, candidate.end_offset, self.wall_ms, 1 << 20
         )
         result = clean(task)
 
         def swap() -> None:
-            assert self.log_manager is not None
-            partition = self.partitions.get(tp)
-            if partition is None or partition.log is not log:
-                self.cleaner.aborted(tp)
-            elif log.replace_segments(task, result, self.wall_ms):
-                self.cleaner.done(tp, result.end_offset)
-                self.log_manager.checkpoint_cleaned(self.cleaner.checkpoints)
+            assert self.state is not None
+            manager = self.state.replica_manager
+            outcome = finish_cleaning(self.cleaner, manager, tp, log, task, result, self.wall_ms)
+            if outcome is CleaningOutcome.CLEANED:
                 self.world.cleanings += 1
                 self.world.trace(f"b{self.broker_id} cleaned {tp} below {result.end_offset}")
-            else:
-                self.cleaner.aborted(tp)
 
         self.after(self.world.draw(self.world.config.cleaning_time_ms), "cleaner swaps", swap)
 

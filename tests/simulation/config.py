@@ -53,7 +53,9 @@ class SimConfig:
     controller_slow_probability: float = 0.1  # an event waits behind a slow one
     controller_slow_delay_ms: Range = (200, 1_500)
     controller_channel_backoff_ms: Range = (50, 2_000)
+    controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 200
+    controlled_shutdown_timeout_ms: int = 5_000
 
     # Network between brokers.
     network_delay_ms: Range = (1, 12)

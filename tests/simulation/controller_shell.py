@@ -2,9 +2,10 @@
 as controller/controller.py, run against the simulated ZooKeeper one event at a time.
 
 Events queue up (a term's load, watch events, requests from brokers and operators) and run
-after a drawn delay, sometimes a long one (a slow controller). A lost race re-loads, a moved
-epoch resigns, as in the trio shell; broker requests go out through a per-broker channel that
-keeps them in order and retries until answered, as controller/channel.py does.
+after a drawn delay, sometimes a long one (a slow controller). A failed step re-loads (after a
+back-off) or resigns as controller/core/term_recovery.py says, as in the trio shell; broker
+requests go out through a per-broker channel that keeps them in order and retries until
+answered, as controller/channel.py does.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from controller.core import ControllerContext, ControllerEvent, handle
+from controller.core.term_recovery import Reload, Resign, TermRecovery
 from controller.leading import LeadingController, Reply
 from controller.zk_controller_election import (
     delete_own_controller_znode,
     read_controller_id,
     try_elect,
 )
-from controller.zk_load import ResignNeeded
 from controller.zk_types import WatchEvent, ZkError
-from controller.zk_writes import ControllerMovedError, ReloadNeeded
 from tests.simulation.channel import SimChannel
 from tests.simulation.world import World
 
@@ -81,6 +81,8 @@ class SimController:
         self._queue: deque[_Item] = deque()
         self._busy = False
         self._channels: dict[int, SimChannel] = {}
+        self._recovery = TermRecovery()
+        self._reload_at_ms = 0  # no event before (a failed step's re-load backs off)
         broker.controller = self
         world.controller_count += 1
         world.trace(f"b{self.broker_id} is controller, controller epoch {epoch}")
@@ -118,6 +120,7 @@ class SimController:
         delay_ms = self.world.draw(config.controller_event_delay_ms)
         if self.world.rng.random() < config.controller_slow_probability:
             delay_ms = self.world.draw(config.controller_slow_delay_ms)
+        delay_ms = max(delay_ms, self._reload_at_ms - self.world.now_ms)  # a re-load backs off
         self.broker.after(delay_ms, "controller handles an event", self._process_next)
 
     def _process_next(self) -> None:
@@ -143,17 +146,22 @@ class SimController:
                 for hook in self.world.on_reply:
                     hook(event, answer, term.context)
                 answered = functools.partial(reply, answer)
-        except (ReloadNeeded, ZkError):
-            self.world.trace(f"controller b{self.broker_id}: a write lost a race; reloading")
-            if isinstance(item, tuple):
-                self.enqueue(item, first=True)  # served again after the re-load
-            self.enqueue("load", first=True)
-        except ControllerMovedError:
-            self.resign("controller moved")
-            with contextlib.suppress(ZkError):
-                zk.run(session, delete_own_controller_znode(session))
-        except ResignNeeded:
-            self.resign("/controller is not ours")
+            self._recovery.succeeded()
+        except Exception as exc:
+            match self._recovery.failed(exc):
+                case None:
+                    raise
+                case Resign() as resign:
+                    self.resign(resign.reason)
+                    if resign.delete_own_znode:
+                        with contextlib.suppress(ZkError):
+                            zk.run(session, delete_own_controller_znode(session))
+                case Reload() as reload:
+                    self.world.trace(f"controller b{self.broker_id}: {exc!r}; reloading")
+                    if isinstance(item, tuple):
+                        self.enqueue(item, first=True)  # served again after the re-load
+                    self.enqueue("load", first=True)
+                    self._reload_at_ms = now_ms + reload.delay_ms
         self._flush()  # the requests go out before the asker hears back, as in controller.py
         if answered is not None:
             answered()

@@ -118,6 +118,30 @@ def test_topic_deleted_while_a_replica_is_down_is_gone_everywhere(
         assert not any(tp.topic == "doomed" for tp in cluster.broker(broker).logs)
 
 
+def test_controlled_shutdown_without_a_controller_stops_within_its_timeout(
+    make_cluster: MakeCluster,
+) -> None:
+    """Cut off from the controller, a stopping broker makes its attempts within
+    controlled.shutdown.timeout.ms (broker/core/controlled_shutdown.py's shares), then stops
+    anyway; the simulator's own loop took 3 x (request.timeout.ms + back-off) = 3.6 s."""
+    cluster = make_cluster(scripted(controlled_shutdown_timeout_ms=1_500))
+    cluster.boot()
+    controller = cluster.controller_id()
+    stopping = next(b for b in (1, 2, 3) if b != controller)
+    cluster.isolate(stopping)
+    asked_ms = cluster.world.now_ms
+    cluster.broker(stopping).shut_down()
+    cluster.run_until(lambda: not cluster.broker(stopping).alive, 5_000, "the broker to stop")
+    assert cluster.world.now_ms - asked_ms <= 1_500
+    attempts = cluster.broker(stopping).shutdown_attempts
+    assert attempts is not None
+    assert (attempts.attempts, attempts.accepted) == (3, False)
+    cluster.heal()
+    cluster.restart(stopping)
+    cluster.wait_settled()
+    cluster.check_final()
+
+
 def test_controlled_shutdown_moves_leadership_before_the_leader_stops(
     make_cluster: MakeCluster,
 ) -> None:
