@@ -114,6 +114,13 @@ class GroupCoordinator:
                 del self.core.leader_epochs[p]
                 self.core.unload(p)
             return
+        # Serve only once the HW covers what was loaded: the log may end with commits the
+        # previous leader appended but never saw replicated (a next leader may lack them), and
+        # this broker's HW may lag commits that were acknowledged. Until then, clients are
+        # told COORDINATOR_LOAD_IN_PROGRESS and retry, so no OffsetFetch shows an offset
+        # that may vanish or one older than an acknowledged commit.
+        while self.core.leader_epochs.get(p) == epoch and partition.high_watermark < end:
+            await self._ctx.purgatory.wait([tp], trio.current_time() + 1.0)
         if self.core.leader_epochs.get(p) != epoch:
             return
         self.core.finish_load(p, self._ctx.now_ms())

@@ -20,6 +20,7 @@ from broker.core.group.writes import (
     replay_batches,
     write_error,
 )
+from broker.core.partition import Partition
 from broker.core.produce import append_produce, check_waiting, time_out
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
@@ -81,6 +82,17 @@ class SimGroupCoordinator:
             if next_offset < 0:
                 break
             offset = next_offset
+        self._finish_load(p, epoch, partition, end)
+
+    def _finish_load(self, p: int, epoch: int, partition: Partition, end: int) -> None:
+        """As GroupCoordinator._load: serve once the HW covers what was loaded."""
+        if self.core.leader_epochs.get(p) != epoch:
+            return
+        if partition.high_watermark < end:
+            self.broker.after(
+                10, f"loads offsets-{p}", lambda: self._finish_load(p, epoch, partition, end)
+            )
+            return
         self.core.finish_load(p, self.broker.now_ms)
         self.broker.world.trace(f"b{self.broker.broker_id} coordinates offsets-{p} (epoch {epoch})")
 
