@@ -9,9 +9,11 @@ Tables on stdout (markdown), a PNG per curve in --out."""
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.benchmarks.curves import highwater_side, kafka_side, plot
 from tests.benchmarks.curves.measure import Point, growth_exponent, idle_cpu_percent, rss_mib, table
@@ -123,6 +125,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=48_000)
     parser.add_argument("--out", type=Path, default=Path("docs"))
     parser.add_argument(
+        "--merge",
+        type=Path,
+        help="JSON of points measured before ({curve: {series: [[x, [runs]]]}}), drawn beside",
+    )
+    parser.add_argument(
         "--skip", nargs="*", default=[], choices=["highwater", "kafka", "throughput"]
     )
     args = parser.parse_args()
@@ -131,6 +138,8 @@ def main() -> None:
         name: {"Highwater": [], "Kafka": []} for name in ("idle_cpu", "rss", "failover")
     }
     curves["shutdown"] = {"Highwater": []}
+    if args.merge is not None:
+        merge(curves, json.loads(args.merge.read_text()))
     print(load_average(), flush=True)
     # Tables and PNGs after each cluster: what is measured survives a later failure.
     if "highwater" not in args.skip:
@@ -145,6 +154,14 @@ def main() -> None:
         print()
         print(table(title, "partitions", series, "records/s"))
         plot.draw(args.out / "curve-throughput.png", title, "partitions", "records/s", series)
+
+
+def merge(curves: dict[str, Series], saved: dict[str, dict[str, list[list[Any]]]]) -> None:
+    for curve, series in saved.items():
+        for name, points in series.items():
+            curves[curve].setdefault(name, []).extend(
+                Point(int(x), tuple(float(v) for v in runs)) for x, runs in points
+            )
 
 
 def report(curves: dict[str, Series], out: Path) -> None:
