@@ -108,8 +108,8 @@ class KafkaCurves:
         wait_for(self._all_in_sync, SYNC_TIMEOUT_S, "Kafka broker back in sync", every_s=0.5)
         partitions = [TopicPartition(TOPIC, i) for i in range(self.partitions)]
         # No request_timeout: confluent-kafka 2.16's elect_leaders fails on keyword arguments.
-        future = self._admin().elect_leaders(ElectionType.PREFERRED, partitions)
-        future.result(ADMIN_TIMEOUT_S)
+        admin = self._admin()  # held until the answer: a collected client drops its requests
+        admin.elect_leaders(ElectionType.PREFERRED, partitions).result(ADMIN_TIMEOUT_S)
         self.wait_in_sync()
         return took
 
