@@ -24,6 +24,7 @@ HEAP = ("-Xms256m", "-Xmx512m")
 # waits on the same ZooKeeper session expiry on both sides (Kafka's default is 18 s).
 OVERRIDES = {"zookeeper.session.timeout.ms": "6000"}
 ADMIN_TIMEOUT_S = 300.0
+PREFERRED_ATTEMPTS = 10
 
 
 class KafkaCurves:
@@ -109,7 +110,15 @@ class KafkaCurves:
         partitions = [TopicPartition(TOPIC, i) for i in range(self.partitions)]
         # No request_timeout: confluent-kafka 2.16's elect_leaders fails on keyword arguments.
         admin = self._admin()  # held until the answer: a collected client drops its requests
-        admin.elect_leaders(ElectionType.PREFERRED, partitions).result(ADMIN_TIMEOUT_S)
+        # The controller refuses a partition whose preferred replica it does not yet see in the
+        # ISR (the brokers' metadata may be ahead of it): ask again until all are preferred.
+        for _attempt in range(PREFERRED_ATTEMPTS):
+            admin.elect_leaders(ElectionType.PREFERRED, partitions).result(ADMIN_TIMEOUT_S)
+            try:
+                wait_for(lambda: self._everywhere(preferred=True), 30, "preferred leaders", 0.5)
+                break
+            except TimeoutError:
+                continue
         self.wait_in_sync()
         return took
 

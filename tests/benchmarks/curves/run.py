@@ -70,6 +70,7 @@ def kafka_partition_curves(
             rss = (sum(rss_mib(pid) for pid in kafka.broker_pids()) / 3,)
             curves["idle_cpu"]["Kafka"].append(Point(count, cpu))
             curves["rss"]["Kafka"].append(Point(count, rss))
+            print(f"Kafka {count} partitions: idle CPU {cpu} %, RSS {rss} MiB", flush=True)
             failovers = tuple(kafka.failover_s() for _ in range(runs))
             curves["failover"]["Kafka"].append(Point(count, failovers))
             print(
