@@ -26,7 +26,7 @@ QUIET_SETUPTOOLS := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignor
 # target installs.
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade -o APT::Get::Upgrade-By-Source-Package=false
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers peer-servers kafka-jars kcat zookeeper openssl nftables faketime containers browser compose-up compose-status compose-down venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers bench-curves peer-servers kafka-jars kcat zookeeper openssl nftables faketime containers browser compose-up compose-status compose-down venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -257,6 +257,12 @@ bench-groups: venv zookeeper
 # make bench-peers ARGS="--runs 1" or ARGS="--quick --json" or ARGS="--systems highwater,kafka".
 bench-peers: venv zookeeper peer-servers kafka-jars $(BENCH_STAMP)
 	$(BIN)/python -m tests.benchmarks.peers $(ARGS)
+
+# Cost as the work grows: idle CPU/RSS, controller failover and controlled shutdown vs 10 to
+# 3,000 partitions (Kafka 3.9 beside Highwater where it fits), throughput vs partitions and
+# producers; tables on stdout, PNGs into docs/ (docs/performance.md, "Cost as the work grows").
+bench-curves: venv zookeeper kafka-jars $(BENCH_STAMP)
+	$(BIN)/python -m tests.benchmarks.curves $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

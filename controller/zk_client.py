@@ -37,6 +37,7 @@ from controller.zk_types import (
     Exists,
     GetChildren,
     GetData,
+    GetDataMany,
     Multi,
     NodeExistsError,
     NoNodeError,
@@ -275,6 +276,24 @@ class ZkClient:
 
         return await self._run(call, path)
 
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """`get` of each path, unwatched: every request sent before the first answer is
+        awaited (kazoo's async calls share the session's one connection, answered in order)."""
+
+        def call() -> list[tuple[bytes, ZnodeStat] | None]:
+            pending = [self._kazoo.get_async(path) for path in paths]
+            found: list[tuple[bytes, ZnodeStat] | None] = []
+            for result in pending:
+                try:
+                    data, stat = result.get()
+                except kz.NoNodeError:
+                    found.append(None)
+                    continue
+                found.append((bytes(data or b""), _stat(stat)))
+            return found
+
+        return await self._run(call, paths[0] if paths else None)
+
     async def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
         watcher = self._on_watch if watch else None
 
@@ -416,6 +435,8 @@ class ZkClient:
         match request:
             case GetData(path, watch):
                 return await self.get(path, watch=watch)
+            case GetDataMany(paths):
+                return await self.get_many(paths)
             case Exists(path, watch):
                 return await self.exists(path, watch=watch)
             case GetChildren(path, watch):

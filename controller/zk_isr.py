@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 
 from controller.zk_data import PartitionStateZnode, ZkDataError, partition_state_path
-from controller.zk_script import ZkScript, create, ensure_path, set_data
+from controller.zk_script import ZkScript, create, ensure_path, get_data, set_data
 from controller.zk_types import BadVersionError, NoNodeError
 from protocol.topic_partition import TopicPartition
 
@@ -60,10 +60,25 @@ def write_isr(
     """CAS the partition state znode; the new zkVersion, or None if someone else wrote it
     since (the controller, or a newer leader): the caller keeps its ISR and waits for
     LeaderAndIsr."""
+    path = partition_state_path(*tp)
     try:
-        stat = yield from set_data(partition_state_path(*tp), state.encode(), expected_version)
-    except (BadVersionError, NoNodeError):
+        stat = yield from set_data(path, state.encode(), expected_version)
+    except NoNodeError:
         return None
+    except BadVersionError:
+        # The znode may already hold exactly this state: our own earlier write whose answer
+        # was lost (it timed out, the connection dropped). No controller change follows a
+        # leader's own ISR write, so waiting for one would retry this CAS forever (Kafka's
+        # KAFKA-2729; its fix, ReplicationUtils.checkLeaderAndIsrZkData, adopts the version).
+        found = yield from get_data(path)
+        if found is None:
+            return None
+        data, current = found
+        try:
+            written = PartitionStateZnode.decode(data)
+        except ZkDataError:
+            return None
+        return current.version if written == state else None
     return stat.version
 
 

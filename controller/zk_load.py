@@ -35,7 +35,14 @@ from controller.zk_isr import (
     ISR_CHANGE_PREFIX,
     decode_isr_change_notification,
 )
-from controller.zk_script import ZkScript, children_or_empty, ensure_path, get_children, get_data
+from controller.zk_script import (
+    ZkScript,
+    children_or_empty,
+    ensure_path,
+    get_children,
+    get_data,
+    get_data_many,
+)
 from controller.zk_types import NoNodeError, SetOp, WatchEvent, WatchKind
 from controller.zk_writes import guarded
 from protocol.topic_id import new_topic_id
@@ -52,6 +59,8 @@ __all__ = [
 ]
 
 MAX_ISR_NOTIFICATIONS_PER_ROUND = 1_000
+# Partition states read per pipelined batch (read_partition_states).
+STATE_READ_BATCH = 500
 _UNCLEAN_CONFIG = "unclean.leader.election.enable"
 _log = structlog.get_logger("highwater.controller")
 
@@ -221,20 +230,26 @@ def read_partition_states(
     """The state znodes that exist, each with its version as the partition epoch and its
     mzxid (to tell which broker processes started after it was written)."""
     states: dict[TopicPartition, PartitionState] = {}
-    for tp in sorted(partitions):
-        found = yield from get_data(zk_data.partition_state_path(*tp))
-        if found is None:
-            continue
-        data, stat = found
-        znode = zk_data.PartitionStateZnode.decode(data)
-        states[TopicPartition(*tp)] = PartitionState(
-            znode.leader,
-            znode.leader_epoch,
-            znode.isr,
-            znode.controller_epoch,
-            stat.version,
-            modified_zxid=stat.mzxid,
-        )
+    wanted = sorted(partitions)
+    # Pipelined, a batch at a time: one round trip per batch rather than per partition (the
+    # serial reads made a failover with 3,000 partitions wait seconds on them), each batch
+    # within one request timeout.
+    for start in range(0, len(wanted), STATE_READ_BATCH):
+        batch = wanted[start : start + STATE_READ_BATCH]
+        answers = yield from get_data_many([zk_data.partition_state_path(*tp) for tp in batch])
+        for tp, found in zip(batch, answers, strict=True):
+            if found is None:
+                continue
+            data, stat = found
+            znode = zk_data.PartitionStateZnode.decode(data)
+            states[TopicPartition(*tp)] = PartitionState(
+                znode.leader,
+                znode.leader_epoch,
+                znode.isr,
+                znode.controller_epoch,
+                stat.version,
+                modified_zxid=stat.mzxid,
+            )
     return states
 
 

@@ -8,7 +8,7 @@ A failed request is thrown into the script as its `ZkError`, where it can be cau
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import TypeVar, cast
 
 from controller.zk_types import (
@@ -17,6 +17,7 @@ from controller.zk_types import (
     Exists,
     GetChildren,
     GetData,
+    GetDataMany,
     Multi,
     NodeExistsError,
     NoNodeError,
@@ -36,6 +37,7 @@ __all__ = [
     "exists",
     "get_children",
     "get_data",
+    "get_data_many",
     "multi",
     "run_sync",
     "set_data",
@@ -52,6 +54,13 @@ ZkScript = Generator[ZkRequest, object, T]
 
 def get_data(path: str, *, watch: bool = False) -> ZkScript[tuple[bytes, ZnodeStat] | None]:
     return cast("tuple[bytes, ZnodeStat] | None", (yield GetData(path, watch)))
+
+
+def get_data_many(paths: Sequence[str]) -> ZkScript[list[tuple[bytes, ZnodeStat] | None]]:
+    """`get_data` of each path (unwatched), pipelined: one answer per path, in order."""
+    if not paths:
+        return []
+    return cast("list[tuple[bytes, ZnodeStat] | None]", (yield GetDataMany(tuple(paths))))
 
 
 def exists(path: str, *, watch: bool = False) -> ZkScript[ZnodeStat | None]:

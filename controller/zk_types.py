@@ -20,6 +20,7 @@ __all__ = [
     "Exists",
     "GetChildren",
     "GetData",
+    "GetDataMany",
     "Multi",
     "NoNodeError",
     "NodeExistsError",
@@ -133,6 +134,16 @@ class GetData:
 
 
 @dataclass(frozen=True, slots=True)
+class GetDataMany:
+    """-> per path, (data, stat) or None if missing; no watches. A driver may send them all
+    before the first answer comes back (ZooKeeper answers one session's requests in order), as
+    Kafka's KafkaZkClient.getTopicPartitionStates pipelines its GetData requests: a new
+    controller then reads N partition states in about one round trip, not N."""
+
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Exists:
     """-> stat or None."""
 
@@ -185,7 +196,7 @@ class Multi:
     ops: tuple[TransactionOp, ...]
 
 
-ZkRequest = GetData | Exists | GetChildren | Create | SetData | Delete | Multi
+ZkRequest = GetData | GetDataMany | Exists | GetChildren | Create | SetData | Delete | Multi
 
 
 # --- events -----------------------------------------------------------------------------------

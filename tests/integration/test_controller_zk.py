@@ -13,7 +13,7 @@ import trio
 
 from broker.registration import BrokerIdInUseError, maintain_registration, register_broker
 from client.cli.zookeeper_server import ZooKeeperServer
-from controller import zk_data
+from controller import zk_data, zk_load
 from controller.controller import Controller, ControllerMovedError, run_controller
 from controller.core import ControllerContext
 from controller.zk_brokers import live_brokers
@@ -31,6 +31,7 @@ from controller.zk_client import (
     ZkClient,
     ZnodeStat,
 )
+from controller.zk_isr import write_isr
 from controller.zk_topics import (
     TopicExistsError,
     UnknownTopicError,
@@ -41,6 +42,7 @@ from controller.zk_topics import (
     mark_topic_for_deletion,
 )
 from controller.zk_writes import guarded
+from protocol.topic_partition import TopicPartition
 from tests.integration.fake_broker import FakeBroker
 
 pytestmark = pytest.mark.integration
@@ -118,6 +120,52 @@ async def test_zk_client_reads_writes_and_typed_errors(zk_hosts: str) -> None:
         assert await zk.get_children("/a") == ["b"]
         await zk.delete("/a", recursive=True)
         assert await zk.exists("/a") is None
+
+
+async def test_partition_states_read_pipelined_in_order_across_batches(zk_hosts: str) -> None:
+    """More partitions than one pipelined batch, one without a state znode: every other
+    state comes back, each with its own leader and its znode's version as partition epoch."""
+    count = zk_load.STATE_READ_BATCH + 3
+    missing = zk_load.STATE_READ_BATCH - 1  # the last of the first batch
+    async with zk_session(zk_hosts) as zk:
+        ops = [
+            CreateOp(
+                zk_data.partition_state_path("t", p),
+                zk_data.PartitionStateZnode(p % 3 + 1, p, (1, 2, 3), 1).encode(),
+            )
+            for p in range(count)
+            if p != missing
+        ]
+        await zk.create(zk_data.partitions_path("t"), b"", makepath=True)
+        await zk.transaction([CreateOp(zk_data.partition_path("t", p), b"") for p in range(count)])
+        await zk.transaction(ops)
+        await zk.set(zk_data.partition_state_path("t", 7), ops[7].data)
+        wanted = [TopicPartition("t", p) for p in reversed(range(count))]
+        states = await zk.run(zk_load.read_partition_states(wanted))
+        assert sorted(states) == [TopicPartition("t", p) for p in range(count) if p != missing]
+        assert all(states[tp].leader == tp.partition % 3 + 1 for tp in states)
+        assert all(states[tp].leader_epoch == tp.partition for tp in states)
+        assert states[TopicPartition("t", 7)].partition_epoch == 1
+        assert states[TopicPartition("t", 8)].partition_epoch == 0
+        assert await zk.get_many([]) == []
+
+
+async def test_isr_write_whose_answer_was_lost_is_adopted_on_retry(zk_hosts: str) -> None:
+    """A leader's ISR CAS that succeeded but timed out: the retry with the same expected
+    version finds its own state there and takes that version (else: lost a race forever)."""
+    path = zk_data.partition_state_path("t", 0)
+    before = zk_data.PartitionStateZnode(1, 3, (1, 2), 1)
+    expanded = zk_data.PartitionStateZnode(1, 3, (1, 2, 3), 1)
+    async with zk_session(zk_hosts) as zk:
+        await zk.create(path, before.encode(), makepath=True)
+        assert await zk.run(write_isr(("t", 0), expanded, 0)) == 1  # its answer "lost"
+        assert await zk.run(write_isr(("t", 0), expanded, 0)) == 1
+        # Someone else's state (another ISR, a newer leader epoch): still a lost race.
+        assert await zk.run(write_isr(("t", 0), before, 0)) is None
+        newer = zk_data.PartitionStateZnode(2, 4, (2, 3), 2)
+        await zk.set(path, newer.encode(), version=1)
+        assert await zk.run(write_isr(("t", 0), expanded, 1)) is None
+        assert await zk.run(write_isr(("t", 1), expanded, 0)) is None  # no znode
 
 
 async def test_transaction_is_atomic_and_reports_the_failing_op(zk_hosts: str) -> None:

@@ -127,6 +127,9 @@ class SimZk:
                 if watch:
                     self._watch("data", path, session)
                 return None if node is None else (node.data, node.stat())
+            case zt.GetDataMany(paths):
+                nodes = [self._nodes.get(path) for path in paths]
+                return [None if node is None else (node.data, node.stat()) for node in nodes]
             case zt.Exists(path, watch):
                 node = self._nodes.get(path)
                 if watch:

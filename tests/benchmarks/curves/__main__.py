@@ -1,0 +1,3 @@
+from tests.benchmarks.curves.run import main
+
+main()

@@ -1,0 +1,189 @@
+"""Run: `.venv/bin/python -m tests.benchmarks.curves` (`make bench-curves`).
+
+Highwater first, then Kafka (never two clusters at once). Per partition count, grown in one
+cluster: the brokers' idle CPU and RSS over --window-s, then (Highwater) a controlled shutdown
+of a broker leading a third, then a SIGKILL of the controller; each measure --runs times.
+Then throughput: 1/10/100 partitions against 1/4/16 `highwater perf produce` processes.
+Tables on stdout (markdown), a PNG per curve in --out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.benchmarks.curves import highwater_side, kafka_side, plot
+from tests.benchmarks.curves.measure import Point, growth_exponent, idle_cpu_percent, rss_mib, table
+from tests.benchmarks.proc_cpu import load_average
+
+Series = dict[str, list[Point]]
+SETTLE_S = 5.0
+
+
+def idle(
+    side: highwater_side.HighwaterCurves | kafka_side.KafkaCurves, window_s: float, runs: int
+) -> tuple[float, ...]:
+    pids = side.broker_pids()
+    idle_cpu_percent(pids, SETTLE_S)  # leaders and fetchers settle after the last change
+    return tuple(idle_cpu_percent(pids, window_s) for _ in range(runs))
+
+
+def highwater_partition_curves(
+    counts: Sequence[int], window_s: float, runs: int, curves: dict[str, Series]
+) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="hw-curves-") as root,
+        highwater_side.running(Path(root)) as hw,
+    ):
+        for count in counts:
+            hw.grow(count)
+            cpu = idle(hw, window_s, runs)
+            rss = (sum(rss_mib(pid) for pid in hw.broker_pids()) / 3,)
+            curves["idle_cpu"]["Highwater"].append(Point(count, cpu))
+            curves["rss"]["Highwater"].append(Point(count, rss))
+            shutdowns = [hw.controlled_shutdown_s() for _ in range(runs)]
+            curves["shutdown"]["Highwater"].append(Point(count, tuple(s for s, _ in shutdowns)))
+            failovers = tuple(hw.failover_s() for _ in range(runs))
+            curves["failover"]["Highwater"].append(Point(count, failovers))
+            print(
+                f"Highwater {count} partitions: idle CPU {cpu} %, RSS/broker {rss[0]:.0f} MiB, "
+                f"shutdown {[round(s, 2) for s, _ in shutdowns]} s leading "
+                f"{[n for _, n in shutdowns]}, failover {[round(f, 2) for f in failovers]} s; "
+                f"{load_average()}",
+                flush=True,
+            )
+
+
+def kafka_partition_curves(
+    counts: Sequence[int], window_s: float, runs: int, curves: dict[str, Series]
+) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="kafka-curves-") as root,
+        kafka_side.running(Path(root)) as kafka,
+    ):
+        for count in counts:
+            kafka.grow(count)
+            cpu = idle(kafka, window_s, runs)
+            rss = (sum(rss_mib(pid) for pid in kafka.broker_pids()) / 3,)
+            curves["idle_cpu"]["Kafka"].append(Point(count, cpu))
+            curves["rss"]["Kafka"].append(Point(count, rss))
+            print(f"Kafka {count} partitions: idle CPU {cpu} %, RSS {rss} MiB", flush=True)
+            failovers = tuple(kafka.failover_s() for _ in range(runs))
+            curves["failover"]["Kafka"].append(Point(count, failovers))
+            print(
+                f"Kafka {count} partitions: idle CPU {cpu} %, RSS/broker {rss[0]:.0f} MiB, "
+                f"failover {[round(f, 2) for f in failovers]} s; {load_average()}",
+                flush=True,
+            )
+
+
+def throughput_curves(
+    partition_counts: Sequence[int], producer_counts: Sequence[int], records: int, runs: int
+) -> Series:
+    """records/s by partition count, a series per producer count; `records` in all per run,
+    split between the producers."""
+    series: Series = {f"{p} producers": [] for p in producer_counts}
+    with (
+        tempfile.TemporaryDirectory(prefix="hw-curves-tp-") as root,
+        highwater_side.running(Path(root)) as hw,
+    ):
+        for partitions in partition_counts:
+            topic = f"tp-{partitions}"
+            hw.grow(partitions, topic)
+            for producers in producer_counts:
+                rates = tuple(
+                    hw.produce_rate(topic, producers, max(1, records // producers))
+                    for _ in range(runs)
+                )
+                series[f"{producers} producers"].append(Point(partitions, rates))
+                print(
+                    f"Highwater {partitions} partitions, {producers} producers: "
+                    f"{[round(r) for r in rates]} records/s; {load_average()}",
+                    flush=True,
+                )
+    return series
+
+
+def growth_note(series: Series, floor: dict[str, float] | None = None) -> str:
+    parts = []
+    for name, points in series.items():
+        k = growth_exponent(points, (floor or {}).get(name, 0.0))
+        parts.append(f"{name}: {'n/a' if k is None else f'{k:.2f}'}")
+    return "Growth exponent k in y ~ x^k, first to last point (1 = linear): " + ", ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, nargs="+", default=[10, 100, 1000, 3000])
+    parser.add_argument("--kafka-partitions", type=int, nargs="*", default=None)
+    parser.add_argument("--window-s", type=float, default=20.0)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--tp-partitions", type=int, nargs="*", default=[1, 10, 100])
+    parser.add_argument("--producers", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--records", type=int, default=48_000)
+    parser.add_argument("--out", type=Path, default=Path("docs"))
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        help="JSON of points measured before ({curve: {series: [[x, [runs]]]}}), drawn beside",
+    )
+    parser.add_argument(
+        "--skip", nargs="*", default=[], choices=["highwater", "kafka", "throughput"]
+    )
+    args = parser.parse_args()
+    kafka_counts = args.partitions if args.kafka_partitions is None else args.kafka_partitions
+    curves: dict[str, Series] = {
+        name: {"Highwater": [], "Kafka": []} for name in ("idle_cpu", "rss", "failover")
+    }
+    curves["shutdown"] = {"Highwater": []}
+    if args.merge is not None:
+        merge(curves, json.loads(args.merge.read_text()))
+    print(load_average(), flush=True)
+    # Tables and PNGs after each cluster: what is measured survives a later failure.
+    if "highwater" not in args.skip:
+        highwater_partition_curves(args.partitions, args.window_s, args.runs, curves)
+        report(curves, args.out)
+    if "kafka" not in args.skip and kafka_counts:
+        kafka_partition_curves(kafka_counts, args.window_s, args.runs, curves)
+        report(curves, args.out)
+    if "throughput" not in args.skip and args.tp_partitions:
+        series = throughput_curves(args.tp_partitions, args.producers, args.records, args.runs)
+        title = "Produce throughput (acks=all, 100 B) vs partitions and producers"
+        print()
+        print(table(title, "partitions", series, "records/s"))
+        plot.draw(args.out / "curve-throughput.png", title, "partitions", "records/s", series)
+
+
+def merge(curves: dict[str, Series], saved: dict[str, dict[str, list[list[Any]]]]) -> None:
+    for curve, series in saved.items():
+        for name, points in series.items():
+            curves[curve].setdefault(name, []).extend(
+                Point(int(x), tuple(float(v) for v in runs)) for x, runs in points
+            )
+
+
+def report(curves: dict[str, Series], out: Path) -> None:
+    described = {
+        "idle_cpu": ("Idle CPU of 3 brokers vs partitions (RF=3)", "CPU, % of a core, 3 brokers"),
+        "rss": ("RSS per broker vs partitions (RF=3)", "MiB per broker"),
+        "failover": ("Controller SIGKILL to every partition led", "seconds"),
+        "shutdown": ("Controlled shutdown of a broker leading 1/3", "seconds"),
+    }
+    for name, (title, unit) in described.items():
+        series = {k: v for k, v in curves[name].items() if v}
+        if not series:
+            continue
+        print()
+        print(table(title, "partitions", series, unit))
+        print()
+        print(growth_note(series, _floors(name, series)))
+        plot.draw(out / f"curve-{name.replace('_', '-')}.png", title, "partitions", unit, series)
+
+
+def _floors(name: str, series: Series) -> dict[str, float]:
+    """Failover waits out the dead controller's ZooKeeper session (6 s) before any work that
+    grows with partitions: the growth is told above that floor."""
+    return {k: 6.0 for k in series} if name == "failover" else {}
