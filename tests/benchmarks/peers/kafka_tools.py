@@ -139,14 +139,14 @@ def render(highwater: list[dict[str, float]], kafka: list[dict[str, float]]) -> 
     """A row a figure: Highwater's Kafka listener and Kafka, each the median over runs with the
     range, and the ratio of the medians (Highwater / Kafka: above 1 is ahead on a rate, behind
     on a latency)."""
-    header = f"{'':<36}{'Highwater (Kafka listener)':>34}{'Kafka 3.9.2':>34}{'HW/Kafka':>10}"
+    header = f"{'':<42}{'Highwater (Kafka listener)':>34}{'Kafka 3.9.2':>34}{'HW/Kafka':>10}"
     lines = [header]
     for key, label, unit in ROWS:
         ours = Spread.of([run[key] for run in highwater])
         theirs = Spread.of([run[key] for run in kafka])
         ratio = f"{ours.median / theirs.median:.2f}" if theirs.median else "-"
         lines.append(
-            f"{label + ' (' + unit + ')':<36}{_cell(ours):>34}{_cell(theirs):>34}{ratio:>10}"
+            f"{label + ' (' + unit + ')':<42}{_cell(ours):>34}{_cell(theirs):>34}{ratio:>10}"
         )
     return "\n".join(lines)
 
