@@ -26,7 +26,7 @@ QUIET_SETUPTOOLS := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignor
 # target installs.
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-upgrade -o APT::Get::Upgrade-By-Source-Package=false
 
-.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-groups bench-peers bench-curves peer-servers kafka-jars kcat zookeeper openssl nftables faketime containers browser compose-up compose-status compose-down venv base-venv clean
+.PHONY: up down status test lint typecheck imports unit integration sim chaos soak fuzz bench bench-replication bench-latency bench-compare bench-requests bench-metrics bench-security bench-spark bench-spark-kafka bench-groups bench-peers bench-curves peer-servers kafka-jars kcat zookeeper openssl nftables faketime containers browser compose-up compose-status compose-down venv base-venv clean
 
 # The cluster and the CLI only: no Spark, no test tools.
 $(BASE_STAMP): pyproject.toml constraints.txt
@@ -248,6 +248,11 @@ bench-metrics: venv zookeeper
 
 bench-spark: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.spark
+
+# format("highwater") against Spark's own format("kafka") reading Apache Kafka 3.9, the same
+# records, one system at a time (docs/spark.md). make bench-spark-kafka ARGS="--runs 2".
+bench-spark-kafka: venv zookeeper kafka-jars
+	$(BIN)/python -m tests.benchmarks.spark_kafka_anchor $(ARGS)
 
 bench-groups: venv zookeeper
 	$(BIN)/python -m tests.benchmarks.groups

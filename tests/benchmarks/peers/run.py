@@ -76,7 +76,15 @@ def main() -> None:
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help="Comma-separated, in this order."
     )
+    parser.add_argument(
+        "--kafka-tools",
+        action="store_true",
+        help="Instead: Kafka's own perf tools against Highwater's Kafka listener and Kafka.",
+    )
     args = parser.parse_args()
+    if args.kafka_tools:
+        _kafka_tools(args.runs, args.quick)
+        return
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
@@ -113,6 +121,25 @@ def main() -> None:
             f"goal (Highwater ahead on throughput, p99 no worse than the best peer): "
             f"{met} ({detail})"
         )
+    print(f"machine load after: {after}")
+
+
+def _kafka_tools(runs: int, quick: bool) -> None:
+    from tests.benchmarks.peers import kafka_tools_run
+
+    workload = Workload(records=20_000) if quick else Workload()
+    runs = 1 if quick else runs
+    load = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    print(
+        f"Kafka 3.9.2's tools, 3 nodes on loopback, RF=3, min.insync.replicas=2, acks=all, "
+        f"{workload.record_size}-byte records: produce and consume {workload.records:,}, "
+        f"EndToEndLatency {kafka_tools_run.E2E_RECORDS:,} one at a time; {runs} run(s) each; "
+        f"before: {load}",
+        file=sys.stderr,
+        flush=True,
+    )
+    print(kafka_tools_run.measure(runs, workload))
+    after = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
     print(f"machine load after: {after}")
 
 
