@@ -1,5 +1,5 @@
-"""The broker's TCP server: its named listeners, one task per connection, requests answered in
-order.
+"""The broker's TCP server: its named listeners, one task per connection (broker.connection_task,
+around the connection's state machine, broker.core.connection), requests answered in order.
 
 One request at a time per connection (Kafka mutes the channel), so a client may pipeline. A
 bad frame, an undecodable request, an unencodable response or a failing handler closes that
@@ -25,27 +25,16 @@ import ipaddress
 import math
 import secrets
 import ssl
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import cast
 
 import structlog
 import trio
 
-from broker.client_quotas import with_throttle_time
+from broker.connection_task import Channel, Connection, ConnectionTasks
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
-from broker.core.connection import (
-    AnswerApiVersions,
-    CheckPassword,
-    Close,
-    Handle,
-    Muted,
-    NeedData,
-    SaslReply,
-    SendRefusal,
-    ServerConnection,
-)
+from broker.core.connection import ServerConnection
 from broker.core.connection_quotas import ConnectionLimits, ConnectionQuotas, Refusal
 from broker.core.principal import USER_TYPE, Principal
 from broker.core.sasl import SaslAuthenticator
@@ -53,18 +42,13 @@ from broker.core.sasl_session import SaslSession
 from broker.handlers import HANDLERS
 from broker.kafka.wire import NATIVE_WIRE, Wire
 from broker.listeners import SecurityProtocol
-from broker.purgatory import RequestClock, current_request_clock
 from broker.request_stats import RequestStats
 from broker.settings import default_of
 from broker.tls import certificate_subject
 from client.socket_io import LeanSocket
-from controller.zk_types import ZkConnectionError
-from protocol.apis import ApiKey
 
 __all__ = ["BrokerServer", "ServedListener"]
 
-# Requests up to this size (Kafka's max.request.size default) are read in place.
-DIRECT_REQUEST_MAX_BYTES = 1024 * 1024
 IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
 MAX_CONNECTIONS = cast(int, default_of("max.connections"))
 FAILED_AUTHENTICATION_DELAY_MS = cast(int, default_of("connection.failed.authentication.delay.ms"))
@@ -90,20 +74,6 @@ class ServedListener:
     wire: Wire = NATIVE_WIRE  # listener.wire.protocol.map: Highwater's msgpack or Kafka's
     # listener.name.<name>.<mechanism>.connections.max.reauth.ms: (mechanism, ms) each.
     max_reauth_ms: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(eq=False)
-class _Connection:
-    peer: str
-    listener: str
-    host: str
-    machine: ServerConnection  # its state and decisions (broker.core.connection)
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    waiting_since: float = math.inf  # trio time it began waiting for a request (idle clock)
-
-
-# A connection's byte stream: the plain socket itself, or TLS over it.
-_Channel = LeanSocket | trio.SSLStream[trio.SocketStream]
 
 
 class BrokerServer:
@@ -145,26 +115,32 @@ class BrokerServer:
             [served.name for served in self.listeners],
         )
         self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
-        self._password_checks = trio.CapacityLimiter(PASSWORD_CHECK_THREADS)
         self.auth_frame_bytes = auth_frame_bytes
         self.auth_timeout_s = auth_timeout_s
         self.max_reauth_ms = max_reauth_ms  # connections.max.reauth.ms
-        self._connections: set[_Connection] = set()
+        self._connections: set[Connection] = set()
         self._accepting = trio.CancelScope()
         self._stopping = False
         self._drained = trio.Event()
         self._logger = structlog.get_logger("highwater.server")
         # Salts the made-up SCRAM credentials of unknown users (broker.core.sasl).
         self._fake_salt_key = secrets.token_bytes(32)
+        self.tasks = ConnectionTasks(
+            ctx, request_stats, trio.CapacityLimiter(PASSWORD_CHECK_THREADS)
+        )
         # For the metrics: per-API figures (None: not recorded), connections accepted, and
         # closed by a limit (a Refusal of the quotas, idle, too slow to read).
         self.request_stats = request_stats
         self.accepted = 0
         self.accept_throttled_s = 0.0  # waits before accepting (max.connection.creation.rate)
-        self.throttled_s = 0.0  # connections muted for client quotas (KIP-219)
         self.closed_by_limit = dict.fromkeys(
             [*(refusal.value for refusal in Refusal), "idle", "slow_reader"], 0
         )
+
+    @property
+    def throttled_s(self) -> float:
+        """The time connections were muted for client quotas (KIP-219)."""
+        return self.tasks.throttled_s
 
     @property
     def connection_count(self) -> int:
@@ -204,7 +180,7 @@ class BrokerServer:
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         """Stop accepting; finish in-flight requests; close every connection."""
-        self._stopping = True
+        self._stopping = self.tasks.stopping = True
         self._accepting.cancel()
         self.ctx.purgatory.close()  # parked requests answer now with what they have
         for conn in list(self._connections):
@@ -277,13 +253,14 @@ class BrokerServer:
             )
             await trio.aclose_forcefully(stream)
             return
-        auth_deadline = trio.current_time() + self.auth_timeout_s
-        conn = _Connection(peer, served.name, quota_host, self._machine(served))
+        now_s = trio.current_time()
+        auth_deadline = now_s + self.auth_timeout_s
+        conn = Connection(peer, served.name, quota_host, self._machine(served, now_s))
         CLIENT_HOST.set(host)  # this connection's task and the handlers it calls
         SESSION.set(Session(client_host=host, listener=served.name))
         self._connections.add(conn)
         log = self._logger.bind(peer=peer, listener=served.name)
-        channel: _Channel | trio.SocketStream = stream
+        channel: Channel | trio.SocketStream = stream
         try:
             with conn.scope:
                 if served.ssl_context is None:
@@ -296,7 +273,7 @@ class BrokerServer:
                         channel = tls
                     log = log.bind(principal=str(SESSION.get().principal))
                 assert not isinstance(channel, trio.SocketStream)
-                await self._serve_requests(channel, conn, log)
+                await self.tasks.serve(channel, conn, log)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away
         except trio.TooSlowError:
@@ -312,7 +289,7 @@ class BrokerServer:
             else:
                 await trio.aclose_forcefully(channel)
 
-    def _machine(self, served: ServedListener) -> ServerConnection:
+    def _machine(self, served: ServedListener, now_s: float) -> ServerConnection:
         """A new connection's state machine; on a SASL listener it authenticates first."""
         sasl, session = None, None
         if served.security_protocol.uses_sasl:
@@ -332,7 +309,7 @@ class BrokerServer:
             auth_frame_bytes=self.auth_frame_bytes,
             auth_timeout_s=self.auth_timeout_s,
             failed_authentication_delay_s=self.failed_authentication_delay_s,
-            now_s=trio.current_time(),
+            now_s=now_s,
         )
 
     async def _tls_handshake(
@@ -363,189 +340,6 @@ class BrokerServer:
         log.info("closing connection: no TLS handshake within the authentication timeout")
         return None
 
-    async def _serve_requests(
-        self,
-        stream: _Channel,
-        conn: _Connection,
-        log: structlog.typing.FilteringBoundLogger,
-    ) -> None:
-        """Serve requests until the client goes, the broker stops or the connection's state
-        machine (broker.core.connection) closes it: read what it needs, run what it hands
-        over, write the answers, wait until the times it gives."""
-        machine = conn.machine
-        clock = RequestClock()
-        # This task's context: the purgatory adds to it (the metrics, request_percentage).
-        current_request_clock.set(clock)
-        lean = stream if isinstance(stream, LeanSocket) else None
-        waits = -1  # the LeanSocket's waits at the last request
-        # The control-plane listener's requests (the controller's, brokers') take no quota.
-        exempt = conn.listener == self.ctx.config.control_plane_listener_name
-        while not self._stopping:
-            received = time.perf_counter()
-            event = machine.next_event(trio.current_time())
-            if isinstance(event, Close):
-                if event.message is not None:
-                    getattr(log, event.level)(event.message, **event.fields)
-                return
-            if isinstance(event, NeedData):
-                if not await self._receive(stream, conn, event, log):
-                    return
-                continue
-            if isinstance(event, Muted):
-                await trio.sleep_until(event.until_s)
-                continue
-            if lean is not None:
-                if lean.waits == waits:
-                    # No wait since the last request (a client pipelining): let others run.
-                    await trio.lowlevel.checkpoint()
-                waits = lean.waits
-            if isinstance(event, SendRefusal):
-                await self._send(stream, [event.frame])
-            elif isinstance(event, AnswerApiVersions):
-                call = event.call
-                response = await HANDLERS[ApiKey.API_VERSIONS](self.ctx, call.header, call.body)
-                await self._send(stream, machine.wire.encode(call, response))
-            elif isinstance(event, CheckPassword):
-                matches = None
-                with trio.move_on_at(event.deadline_s):
-                    check = event.check.run
-                    matches = await trio.to_thread.run_sync(check, limiter=self._password_checks)
-                machine.password_checked(matches, trio.current_time())
-            elif isinstance(event, SaslReply):
-                log = await self._sasl_reply(stream, machine.wire, event, log)
-            else:
-                if not await self._handle(stream, machine, event, log, clock, exempt, received):
-                    return
-
-    async def _receive(
-        self,
-        stream: _Channel,
-        conn: _Connection,
-        need: NeedData,
-        log: structlog.typing.FilteringBoundLogger,
-    ) -> bool:
-        """Read more of the stream into the connection's decoder; False: the client went, or
-        the authentication deadline passed (logged)."""
-        machine = conn.machine
-        if need.deadline_s is not None:
-            with trio.move_on_at(need.deadline_s) as idle:
-                data = await stream.receive_some(need.receive_bytes)
-            if idle.cancelled_caught:
-                close = machine.deadline_passed()
-                getattr(log, close.level)(close.message, **close.fields)
-                return False
-            machine.receive_data(data)
-            return bool(data)
-        conn.waiting_since = trio.current_time()  # _close_idle_connections
-        if isinstance(stream, LeanSocket):
-            # A request up to DIRECT_REQUEST_MAX_BYTES (a Produce of several batches) is read
-            # straight into its own buffer; a longer one as it arrives, so a length alone sets
-            # aside no more than that.
-            count = await stream.receive_frames(
-                machine.decoder, need.receive_bytes, DIRECT_REQUEST_MAX_BYTES
-            )
-        else:
-            data = await stream.receive_some(need.receive_bytes)
-            machine.receive_data(data)
-            count = len(data)
-        conn.waiting_since = math.inf
-        return bool(count)
-
-    async def _handle(
-        self,
-        stream: _Channel,
-        machine: ServerConnection,
-        event: Handle,
-        log: structlog.typing.FilteringBoundLogger,
-        clock: RequestClock,
-        exempt: bool,
-        received: float,
-    ) -> bool:
-        """Run one request's handler, charge its client's quotas (KIP-219) and send the
-        response; False: close the connection (a failing handler, logged)."""
-        request, header = event.call, event.call.header
-        handler = HANDLERS[header.api_key]
-        log.debug("request", api_key=header.api_key, correlation_id=header.correlation_id)
-        clock.remote_s = 0.0
-        started = time.perf_counter()
-        try:
-            response = await handler(self.ctx, header, request.body)
-        except ZkConnectionError as exc:
-            # An expected condition, not a bug: ZooKeeper is away (a session being
-            # re-established, or the ensemble stopping). The peer retries on a new
-            # connection (the controller's requests, every client's).
-            log.warning(
-                "request needs ZooKeeper, which did not answer; connection closed",
-                api_key=header.api_key,
-                error=str(exc),
-            )
-            return False
-        except Exception:
-            log.exception("request handler failed", api_key=header.api_key)
-            return False
-        handled = time.perf_counter()
-        throttle_ms = 0
-        if not exempt:
-            throttle_ms = self.ctx.client_quotas.charge(
-                SESSION.get().principal,
-                header.client_id,
-                header.api_key,
-                request.body,
-                response,
-                handled - started - clock.remote_s,  # less its waits in the purgatory
-                self.ctx.now_ms(),
-            )
-            response = with_throttle_time(response, throttle_ms)
-        size = 0
-        if response is not None:
-            try:
-                parts = machine.wire.encode(request, response)
-            except Exception:
-                # A bug in that handler, which must not take the broker down.
-                log.exception("response could not be encoded", api_key=header.api_key)
-                return False
-            size = await self._send(stream, parts)
-        machine.handled(throttle_ms, trio.current_time())
-        if self.request_stats is not None:
-            remote_s = clock.remote_s
-            self.request_stats.record(
-                header.api_key,
-                started - received,
-                handled - started - remote_s,
-                remote_s,
-                time.perf_counter() - handled,
-                event.frame_bytes,
-                size,
-                response,
-            )
-        if throttle_ms > 0:
-            self.throttled_s += throttle_ms / 1000
-        return True
-
-    async def _sasl_reply(
-        self,
-        stream: _Channel,
-        wire: Wire,
-        reply: SaslReply,
-        log: structlog.typing.FilteringBoundLogger,
-    ) -> structlog.typing.FilteringBoundLogger:
-        """Send a SASL step's answer (a failure's after connection.failed.authentication.delay.ms:
-        Kafka's delayed close, so a guesser gets one answer per delay per connection); the
-        connection's logger, bound to the principal once authenticated."""
-        if reply.delay_s > 0:
-            await trio.sleep(reply.delay_s)
-        await self._send(stream, wire.encode(reply.call, reply.response))
-        if reply.principal is None:
-            return log
-        SESSION.set(dataclasses.replace(SESSION.get(), principal=reply.principal))
-        structlog.contextvars.bind_contextvars(principal=str(reply.principal))
-        log.info(
-            "re-authenticated" if reply.reauthenticated else "authenticated",
-            principal=str(reply.principal),
-            mechanism=reply.mechanism,
-        )
-        return log if reply.close else log.bind(principal=str(reply.principal))
-
     def close_sessions_of(self, users: frozenset[str]) -> None:
         """Close the SASL connections authenticated as one of `users` (their credentials were
         deleted or changed): at once if idle, else once the request in hand is answered."""
@@ -561,16 +355,6 @@ class BrokerServer:
                 conn.machine.revoke()
                 if not conn.machine.busy:
                     conn.scope.cancel()
-
-    async def _send(self, stream: _Channel, parts: list[bytes]) -> int:
-        """Write a response's frame, given in pieces (`encode_response_parts`); its size."""
-        size = sum(map(len, parts))
-        if isinstance(stream, LeanSocket):
-            await stream.send_parts(parts, _send_timeout_s(size))
-        else:
-            with trio.fail_after(_send_timeout_s(size)):
-                await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
-        return size
 
 
 _REFUSALS = {
@@ -589,8 +373,3 @@ def _unmapped(host: str) -> str:
             if mapped is not None:
                 return str(mapped)
     return host
-
-
-def _send_timeout_s(size: int) -> float:
-    # A bounded wait for slow readers: 30 s plus 1 s per MiB.
-    return 30.0 + size / (1024 * 1024) if size >= 0 else math.inf
