@@ -1,5 +1,5 @@
-"""The broker's TCP server: its named listeners, one task per connection, requests answered in
-order.
+"""The broker's TCP server: its named listeners, one task per connection (broker.connection_task,
+around the connection's state machine, broker.core.connection), requests answered in order.
 
 One request at a time per connection (Kafka mutes the channel), so a client may pipeline. A
 bad frame, an undecodable request, an unencodable response or a failing handler closes that
@@ -25,40 +25,30 @@ import ipaddress
 import math
 import secrets
 import ssl
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import cast
 
 import structlog
 import trio
 
-from broker.client_quotas import with_throttle_time
+from broker.connection_task import Channel, Connection, ConnectionTasks
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
+from broker.core.connection import ServerConnection
 from broker.core.connection_quotas import ConnectionLimits, ConnectionQuotas, Refusal
 from broker.core.principal import USER_TYPE, Principal
-from broker.core.sasl import PasswordCheck, SaslAuthenticator, SaslStage, SaslStep
-from broker.core.sasl_session import Admission, SaslSession
+from broker.core.sasl import SaslAuthenticator
+from broker.core.sasl_session import SaslSession
 from broker.handlers import HANDLERS
-from broker.kafka.wire import NATIVE_WIRE, Call, Wire
+from broker.kafka.wire import NATIVE_WIRE, Wire
 from broker.listeners import SecurityProtocol
-from broker.purgatory import RequestClock, current_request_clock
 from broker.request_stats import RequestStats
 from broker.settings import default_of
 from broker.tls import certificate_subject
 from client.socket_io import LeanSocket
-from controller.zk_types import ZkConnectionError
-from protocol.apis import ApiKey
-from protocol.codec import RequestDecodeError
-from protocol.errors import ErrorCode, FrameError
-from protocol.framing import LENGTH_PREFIX_BYTES, NEED_DATA, FrameDecoder
-from protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 
 __all__ = ["BrokerServer", "ServedListener"]
 
-_RECEIVE_BYTES = 256 * 1024
-# Requests up to this size (Kafka's max.request.size default) are read in place.
-DIRECT_REQUEST_MAX_BYTES = 1024 * 1024
 IDLE_TIMEOUT_S = cast(int, default_of("connections.max.idle.ms")) / 1000
 MAX_CONNECTIONS = cast(int, default_of("max.connections"))
 FAILED_AUTHENTICATION_DELAY_MS = cast(int, default_of("connection.failed.authentication.delay.ms"))
@@ -84,22 +74,6 @@ class ServedListener:
     wire: Wire = NATIVE_WIRE  # listener.wire.protocol.map: Highwater's msgpack or Kafka's
     # listener.name.<name>.<mechanism>.connections.max.reauth.ms: (mechanism, ms) each.
     max_reauth_ms: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(eq=False)
-class _Connection:
-    peer: str
-    listener: str
-    host: str
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    busy: bool = False
-    waiting_since: float = math.inf  # trio time it began waiting for a request (idle clock)
-    session: SaslSession | None = None  # SASL listeners
-    closing: bool = False  # close after the request being handled (close_sessions_of)
-
-
-# A connection's byte stream: the plain socket itself, or TLS over it.
-_Channel = LeanSocket | trio.SSLStream[trio.SocketStream]
 
 
 class BrokerServer:
@@ -141,26 +115,32 @@ class BrokerServer:
             [served.name for served in self.listeners],
         )
         self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
-        self._password_checks = trio.CapacityLimiter(PASSWORD_CHECK_THREADS)
         self.auth_frame_bytes = auth_frame_bytes
         self.auth_timeout_s = auth_timeout_s
         self.max_reauth_ms = max_reauth_ms  # connections.max.reauth.ms
-        self._connections: set[_Connection] = set()
+        self._connections: set[Connection] = set()
         self._accepting = trio.CancelScope()
         self._stopping = False
         self._drained = trio.Event()
         self._logger = structlog.get_logger("highwater.server")
         # Salts the made-up SCRAM credentials of unknown users (broker.core.sasl).
         self._fake_salt_key = secrets.token_bytes(32)
+        self.tasks = ConnectionTasks(
+            ctx, request_stats, trio.CapacityLimiter(PASSWORD_CHECK_THREADS)
+        )
         # For the metrics: per-API figures (None: not recorded), connections accepted, and
         # closed by a limit (a Refusal of the quotas, idle, too slow to read).
         self.request_stats = request_stats
         self.accepted = 0
         self.accept_throttled_s = 0.0  # waits before accepting (max.connection.creation.rate)
-        self.throttled_s = 0.0  # connections muted for client quotas (KIP-219)
         self.closed_by_limit = dict.fromkeys(
             [*(refusal.value for refusal in Refusal), "idle", "slow_reader"], 0
         )
+
+    @property
+    def throttled_s(self) -> float:
+        """The time connections were muted for client quotas (KIP-219)."""
+        return self.tasks.throttled_s
 
     @property
     def connection_count(self) -> int:
@@ -200,11 +180,11 @@ class BrokerServer:
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         """Stop accepting; finish in-flight requests; close every connection."""
-        self._stopping = True
+        self._stopping = self.tasks.stopping = True
         self._accepting.cancel()
         self.ctx.purgatory.close()  # parked requests answer now with what they have
         for conn in list(self._connections):
-            if not conn.busy:
+            if not conn.machine.busy:
                 conn.scope.cancel()
         with trio.move_on_after(drain_timeout_s):
             if self._connections:
@@ -220,7 +200,7 @@ class BrokerServer:
             await trio.sleep(max(idle_s / 4, 0.01))
             now = trio.current_time()
             for conn in list(self._connections):
-                if not conn.busy and now - conn.waiting_since >= idle_s:
+                if not conn.machine.busy and now - conn.waiting_since >= idle_s:
                     self.closed_by_limit["idle"] += 1
                     conn.waiting_since = math.inf  # counted once
                     conn.scope.cancel()
@@ -273,37 +253,27 @@ class BrokerServer:
             )
             await trio.aclose_forcefully(stream)
             return
-        conn = _Connection(peer, served.name, quota_host)
+        now_s = trio.current_time()
+        auth_deadline = now_s + self.auth_timeout_s
+        conn = Connection(peer, served.name, quota_host, self._machine(served, now_s))
         CLIENT_HOST.set(host)  # this connection's task and the handlers it calls
         SESSION.set(Session(client_host=host, listener=served.name))
         self._connections.add(conn)
         log = self._logger.bind(peer=peer, listener=served.name)
-        channel: _Channel | trio.SocketStream = stream
+        channel: Channel | trio.SocketStream = stream
         try:
             with conn.scope:
                 if served.ssl_context is None:
                     channel = LeanSocket(stream)
-                if served.security_protocol is SecurityProtocol.PLAINTEXT:
-                    assert isinstance(channel, LeanSocket)
-                    await self._serve_requests(channel, served.wire, conn, log, None, math.inf)
-                else:
-                    auth_deadline = trio.current_time() + self.auth_timeout_s
+                if served.security_protocol is not SecurityProtocol.PLAINTEXT:
                     if served.ssl_context is not None:
                         tls = await self._tls_handshake(stream, served, auth_deadline, log)
                         if tls is None:
                             return
                         channel = tls
-                    sasl = None
-                    if served.security_protocol.uses_sasl:
-                        conn.session = SaslSession(self.max_reauth_ms, dict(served.max_reauth_ms))
-                        sasl = SaslAuthenticator(
-                            served.sasl_mechanisms,
-                            lambda user, mechanism: self.ctx.credentials.get((user, mechanism)),
-                            fake_salt_key=self._fake_salt_key,
-                        )
                     log = log.bind(principal=str(SESSION.get().principal))
-                    assert not isinstance(channel, trio.SocketStream)
-                    await self._serve_requests(channel, served.wire, conn, log, sasl, auth_deadline)
+                assert not isinstance(channel, trio.SocketStream)
+                await self.tasks.serve(channel, conn, log)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away
         except trio.TooSlowError:
@@ -318,6 +288,29 @@ class BrokerServer:
                 channel.close()
             else:
                 await trio.aclose_forcefully(channel)
+
+    def _machine(self, served: ServedListener, now_s: float) -> ServerConnection:
+        """A new connection's state machine; on a SASL listener it authenticates first."""
+        sasl, session = None, None
+        if served.security_protocol.uses_sasl:
+            session = SaslSession(self.max_reauth_ms, dict(served.max_reauth_ms))
+            sasl = SaslAuthenticator(
+                served.sasl_mechanisms,
+                lambda user, mechanism: self.ctx.credentials.get((user, mechanism)),
+                fake_salt_key=self._fake_salt_key,
+            )
+        return ServerConnection(
+            served.wire,
+            max_frame_bytes=self.max_frame_bytes,
+            served_api_keys=HANDLERS.keys(),
+            idle_timeout_s=IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s,
+            sasl=sasl,
+            session=session,
+            auth_frame_bytes=self.auth_frame_bytes,
+            auth_timeout_s=self.auth_timeout_s,
+            failed_authentication_delay_s=self.failed_authentication_delay_s,
+            now_s=now_s,
+        )
 
     async def _tls_handshake(
         self,
@@ -347,271 +340,21 @@ class BrokerServer:
         log.info("closing connection: no TLS handshake within the authentication timeout")
         return None
 
-    async def _serve_requests(
-        self,
-        stream: _Channel,
-        wire: Wire,
-        conn: _Connection,
-        log: structlog.typing.FilteringBoundLogger,
-        sasl: SaslAuthenticator | None,
-        auth_deadline: float,
-    ) -> None:
-        """Serve requests until the client goes, the broker stops or a request is bad. With
-        `sasl`, until it completes: small frames, small reads, the SASL requests only, and
-        all of it by `auth_deadline`."""
-        authenticating = sasl is not None
-        max_frame = self.auth_frame_bytes if authenticating else self.max_frame_bytes
-        receive_bytes = max_frame + LENGTH_PREFIX_BYTES if authenticating else _RECEIVE_BYTES
-        decoder = FrameDecoder(max_frame)
-        idle_s = IDLE_TIMEOUT_S if self.idle_timeout_s is None else self.idle_timeout_s
-        stats = self.request_stats
-        clock = RequestClock()
-        # This task's context: the purgatory adds to it (the metrics, request_percentage).
-        current_request_clock.set(clock)
-        lean = stream if isinstance(stream, LeanSocket) else None
-        waits = -1  # the LeanSocket's waits at the last request
-        # The control-plane listener's requests (the controller's, brokers') take no quota.
-        exempt = conn.listener == self.ctx.config.control_plane_listener_name
-        while not self._stopping and not conn.closing:
-            try:
-                frame_body = decoder.next_frame()
-            except FrameError as exc:
-                log.warning("closing connection: bad frame", error=str(exc))
-                return
-            if frame_body is NEED_DATA:
-                if authenticating:
-                    with trio.move_on_at(min(trio.current_time() + idle_s, auth_deadline)) as idle:
-                        data = await stream.receive_some(receive_bytes)
-                    if idle.cancelled_caught:
-                        log.info("closing connection: not authenticated in time")
-                        return
-                    decoder.receive_data(data)
-                    count = len(data)
-                else:
-                    conn.waiting_since = trio.current_time()  # _close_idle_connections
-                    if lean is not None:
-                        # A request up to DIRECT_REQUEST_MAX_BYTES (a Produce of several
-                        # batches) is read straight into its own buffer; a longer one as it
-                        # arrives, so a length alone sets aside no more than that.
-                        count = await lean.receive_frames(
-                            decoder, receive_bytes, DIRECT_REQUEST_MAX_BYTES
-                        )
-                    else:
-                        data = await stream.receive_some(receive_bytes)
-                        decoder.receive_data(data)
-                        count = len(data)
-                    conn.waiting_since = math.inf
-                if not count:
-                    return
-                continue
-            assert isinstance(frame_body, bytes | bytearray)
-            if lean is not None:
-                if lean.waits == waits:
-                    # No wait since the last request (a client pipelining): let others run.
-                    await trio.lowlevel.checkpoint()
-                waits = lean.waits
-            received = time.perf_counter()
-            try:
-                request = wire.decode(frame_body)
-            except RequestDecodeError as exc:
-                refusal = wire.refusal(exc)
-                if refusal is not None:
-                    await self._send(stream, [refusal])
-                    continue
-                log.warning("closing connection: bad request", error=str(exc), wire=wire.name)
-                return
-            header = request.header
-            if conn.session is not None and not authenticating:
-                assert sasl is not None
-                admission = conn.session.admit(header.api_key, trio.current_time() * 1000)
-                if admission is Admission.EXPIRED:
-                    log.info("closing connection: authentication session expired")
-                    return
-                if admission is Admission.REAUTHENTICATE:  # KIP-368
-                    sasl.begin_reauthentication()
-                    authenticating = True
-                    decoder.max_frame_bytes = self.auth_frame_bytes
-                    receive_bytes = self.auth_frame_bytes + LENGTH_PREFIX_BYTES
-                    auth_deadline = trio.current_time() + self.auth_timeout_s
-            if authenticating:
-                assert sasl is not None
-                if not await self._authenticate(
-                    stream, wire, sasl, request, log, auth_deadline, conn.session
-                ):
-                    return
-                if sasl.stage is SaslStage.COMPLETE:
-                    authenticating = False
-                    decoder.max_frame_bytes = self.max_frame_bytes
-                    receive_bytes, auth_deadline = _RECEIVE_BYTES, math.inf
-                    log = log.bind(principal=str(SESSION.get().principal))
-                continue
-            handler = HANDLERS.get(header.api_key)
-            if handler is None:
-                log.warning("closing connection: api not served", api_key=header.api_key)
-                return
-            conn.busy = True
-            log.debug("request", api_key=header.api_key, correlation_id=header.correlation_id)
-            clock.remote_s = 0.0
-            started = time.perf_counter()
-            try:
-                response = await handler(self.ctx, header, request.body)
-            except ZkConnectionError as exc:
-                # An expected condition, not a bug: ZooKeeper is away (a session being
-                # re-established, or the ensemble stopping). The peer retries on a new
-                # connection (the controller's requests, every client's).
-                log.warning(
-                    "request needs ZooKeeper, which did not answer; connection closed",
-                    api_key=header.api_key,
-                    error=str(exc),
-                )
-                return
-            except Exception:
-                log.exception("request handler failed", api_key=header.api_key)
-                return
-            handled = time.perf_counter()
-            throttle_ms = 0
-            if not exempt:
-                throttle_ms = self.ctx.client_quotas.charge(
-                    SESSION.get().principal,
-                    header.client_id,
-                    header.api_key,
-                    request.body,
-                    response,
-                    handled - started - clock.remote_s,  # less its waits in the purgatory
-                    self.ctx.now_ms(),
-                )
-                response = with_throttle_time(response, throttle_ms)
-            size = 0
-            if response is not None:
-                try:
-                    parts = wire.encode(request, response)
-                except Exception:
-                    # A bug in that handler, which must not take the broker down.
-                    log.exception("response could not be encoded", api_key=header.api_key)
-                    return
-                size = await self._send(stream, parts)
-            conn.busy = False
-            if stats is not None:
-                remote_s = clock.remote_s
-                stats.record(
-                    header.api_key,
-                    started - received,
-                    handled - started - remote_s,
-                    remote_s,
-                    time.perf_counter() - handled,
-                    len(frame_body) + 4,
-                    size,
-                    response,
-                )
-            if throttle_ms > 0:
-                # KIP-219: the response went out with its throttle time; nothing more is read
-                # from this connection until it has passed (Kafka mutes the channel).
-                self.throttled_s += throttle_ms / 1000
-                await trio.sleep(throttle_ms / 1000)
-
-    async def _authenticate(
-        self,
-        stream: _Channel,
-        wire: Wire,
-        sasl: SaslAuthenticator,
-        request: Call,
-        log: structlog.typing.FilteringBoundLogger,
-        deadline: float,
-        session: SaslSession | None,
-    ) -> bool:
-        """One request before authentication; False: close the connection. A PLAIN password
-        is checked in a thread (PASSWORD_CHECK_THREADS at once), by `deadline`; a failure is
-        answered, and the connection closed, after connection.failed.authentication.delay.ms
-        (Kafka's delayed close: a guesser gets one answer per delay per connection)."""
-        header, body = request.header, request.body
-        if not sasl.admits(header.api_key):
-            log.warning(
-                "closing connection: request before authentication",
-                api_key=header.api_key,
-                stage=sasl.stage.value,
-            )
-            return False
-        if header.api_key == ApiKey.API_VERSIONS:
-            response = await HANDLERS[ApiKey.API_VERSIONS](self.ctx, header, body)
-            await self._send(stream, wire.encode(request, response))
-            return True
-        step = (
-            sasl.handshake(body)
-            if header.api_key == ApiKey.SASL_HANDSHAKE
-            else sasl.authenticate(body)
-        )
-        if isinstance(step, PasswordCheck):
-            with trio.move_on_at(deadline):
-                matches = await trio.to_thread.run_sync(step.run, limiter=self._password_checks)
-                step = sasl.password_checked(matches)
-            if isinstance(step, PasswordCheck):  # still waiting for a thread at the deadline
-                log.info("closing connection: not authenticated in time")
-                return False
-        reauthenticating = session is not None and session.principal is not None
-        if step.principal is not None and session is not None:
-            assert sasl.mechanism is not None
-            step = _with_session(step, session, sasl.mechanism, trio.current_time() * 1000)
-        if step.close and self.failed_authentication_delay_s > 0:
-            await trio.sleep(self.failed_authentication_delay_s)
-        await self._send(stream, wire.encode(request, step.response))
-        if step.principal is not None:
-            SESSION.set(dataclasses.replace(SESSION.get(), principal=step.principal))
-            structlog.contextvars.bind_contextvars(principal=str(step.principal))
-            log.info(
-                "re-authenticated" if reauthenticating else "authenticated",
-                principal=str(step.principal),
-                mechanism=sasl.mechanism,
-            )
-        if step.close:
-            log.info(
-                "closing connection: authentication failed",
-                mechanism=sasl.mechanism,
-                error=ErrorCode(step.response.error_code).name,
-                reason=getattr(step.response, "error_message", None),
-            )
-        return not step.close
-
     def close_sessions_of(self, users: frozenset[str]) -> None:
         """Close the SASL connections authenticated as one of `users` (their credentials were
         deleted or changed): at once if idle, else once the request in hand is answered."""
         for conn in list(self._connections):
-            if conn.session is not None and conn.session.user() in users:
+            session = conn.machine.session
+            if session is not None and session.user() in users:
                 self._logger.info(
                     "closing connection: the user's credentials were deleted or changed",
                     peer=conn.peer,
                     listener=conn.listener,
-                    principal=str(conn.session.principal),
+                    principal=str(session.principal),
                 )
-                conn.closing = True
-                if not conn.busy:
+                conn.machine.revoke()
+                if not conn.machine.busy:
                     conn.scope.cancel()
-
-    async def _send(self, stream: _Channel, parts: list[bytes]) -> int:
-        """Write a response's frame, given in pieces (`encode_response_parts`); its size."""
-        size = sum(map(len, parts))
-        if isinstance(stream, LeanSocket):
-            await stream.send_parts(parts, _send_timeout_s(size))
-        else:
-            with trio.fail_after(_send_timeout_s(size)):
-                await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
-        return size
-
-
-def _with_session(step: SaslStep, session: SaslSession, mechanism: str, now_ms: float) -> SaslStep:
-    """A successful SaslAuthenticate step with the session's lifetime in its response, or a
-    refusal instead (another principal on re-authentication)."""
-    assert step.principal is not None
-    completion = session.authenticated(step.principal, mechanism, now_ms)
-    if completion.refusal is not None:
-        failed = SaslAuthenticateResponse(
-            ErrorCode.SASL_AUTHENTICATION_FAILED, completion.refusal, b""
-        )
-        return SaslStep(failed, close=True)
-    assert isinstance(step.response, SaslAuthenticateResponse)
-    response = dataclasses.replace(
-        step.response, session_lifetime_ms=completion.session_lifetime_ms
-    )
-    return dataclasses.replace(step, response=response)
 
 
 _REFUSALS = {
@@ -630,8 +373,3 @@ def _unmapped(host: str) -> str:
             if mapped is not None:
                 return str(mapped)
     return host
-
-
-def _send_timeout_s(size: int) -> float:
-    # A bounded wait for slow readers: 30 s plus 1 s per MiB.
-    return 30.0 + size / (1024 * 1024) if size >= 0 else math.inf

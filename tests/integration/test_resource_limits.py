@@ -24,6 +24,7 @@ from typing import Final
 import pytest
 import trio
 
+import broker.connection_task
 import broker.server
 from broker.config import load_config
 from broker.context import BrokerContext
@@ -438,7 +439,7 @@ async def test_a_large_request_in_pieces_is_answered_and_its_records_kept_whole(
     batch = build_batch([Record(value) for value in values])
     data = (ProduceTopicData(TOPIC, (ProducePartitionData(0, batch),)),)
     whole = request_frame(ProduceRequest(1, 5000, data), correlation_id=21)
-    assert DIRECT_FRAME_BYTES < len(whole) <= broker.server.DIRECT_REQUEST_MAX_BYTES
+    assert DIRECT_FRAME_BYTES < len(whole) <= broker.connection_task.DIRECT_REQUEST_MAX_BYTES
     cuts = [0, 3, 1000, len(whole) // 2, len(whole)]
     async with await trio.open_tcp_stream("127.0.0.1", port) as client:
         for start, end in itertools.pairwise(cuts):
@@ -543,10 +544,10 @@ async def quick_broker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, idle_s: float, send_s: float
 ) -> AsyncIterator[int]:
     """An in-process broker (no ZooKeeper, no partitions) whose idle timeout
-    (broker/server.py IDLE_TIMEOUT_S) and response send timeout (`_send_timeout_s`) are
-    `idle_s` and `send_s`; yields its port."""
+    (broker/server.py IDLE_TIMEOUT_S) and response send timeout (broker/connection_task.py
+    `_send_timeout_s`) are `idle_s` and `send_s`; yields its port."""
     monkeypatch.setattr(broker.server, "IDLE_TIMEOUT_S", idle_s)
-    monkeypatch.setattr(broker.server, "_send_timeout_s", lambda size: send_s)
+    monkeypatch.setattr(broker.connection_task, "_send_timeout_s", lambda size: send_s)
     config = load_config(
         None, ["broker.id=1", "zookeeper.connect=127.0.0.1:1", f"log.dirs={tmp_path}"]
     )
