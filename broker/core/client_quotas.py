@@ -18,6 +18,7 @@ window (Kafka's QuotaUtils.boundedThrottleTime, KIP-219).
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -138,8 +139,8 @@ def parse_quota_configs(stored: Mapping[str, str]) -> tuple[dict[str, float], di
         except ValueError:
             problems[key] = f"{raw!r} is not a number"
             continue
-        if value <= 0:
-            problems[key] = f"{raw!r} must be positive"
+        if not 0 < value < math.inf:  # NaN too
+            problems[key] = f"{raw!r} must be a positive number"
             continue
         quotas[key] = value
     return quotas, problems

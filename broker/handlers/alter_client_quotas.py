@@ -6,6 +6,8 @@ cluster, as Kafka."""
 
 from __future__ import annotations
 
+import math
+
 from broker.context import BrokerContext
 from broker.core.client_quotas import QUOTA_CONFIG_KEYS, QuotaType
 from broker.quota_entities import stored_entity
@@ -87,8 +89,8 @@ def _check_ops(ops: tuple[OpData, ...]) -> str | None:
         seen.add(op.key)
         if op.remove:
             continue
-        if not op.value > 0:
-            return f"{op.key} must be positive, not {op.value}"
+        if not 0 < op.value < math.inf:  # NaN too
+            return f"{op.key} must be a positive number, not {op.value}"
         if op.key != QuotaType.REQUEST and not float(op.value).is_integer():
             return f"{op.key} is a whole number of bytes per second, not {op.value}"
     return None

@@ -29,6 +29,7 @@ from protocol.records import CRC_START, Record, build_batch, crc32c
 from protocol.schema import (
     BoolType,
     BytesType,
+    FloatType,
     IntType,
     IntWire,
     ListType,
@@ -128,6 +129,8 @@ def _value(wire: WireType) -> st.SearchStrategy[Any]:
         return _ints(wire.int_type)
     if isinstance(wire, BoolType):
         return st.booleans()
+    if isinstance(wire, FloatType):  # a quota's value: NaN, infinities and negatives too
+        return st.floats()
     if isinstance(wire, StrType):
         return _NAMES
     if isinstance(wire, BytesType):

@@ -83,6 +83,7 @@ from protocol.schema import (
     MAX_ITEMS_DEFAULT,
     BoolType,
     BytesType,
+    FloatType,
     IntType,
     IntWire,
     ListType,
@@ -486,6 +487,8 @@ def _full_value(wire: WireType, version: int) -> Any:
         return -7
     if isinstance(wire, BoolType):
         return True
+    if isinstance(wire, FloatType):
+        return -7.0
     if isinstance(wire, StrType):
         return ABSENT_TOPIC
     if isinstance(wire, BytesType):
@@ -545,6 +548,8 @@ def _value(wire: WireType, facts: ClusterFacts) -> st.SearchStrategy[Any]:
         return _nonsense_int(wire.int_type)
     if isinstance(wire, BoolType):
         return st.booleans()
+    if isinstance(wire, FloatType):
+        return st.floats()  # NaN and infinities too: a quota's value must refuse them
     if isinstance(wire, StrType):
         return _names(facts)
     if isinstance(wire, BytesType):
@@ -910,6 +915,16 @@ def _bad_values(wire: WireType) -> st.SearchStrategy[Any]:
     if isinstance(wire, NullableType):
         return _bad_values(wire.inner).filter(lambda v: v is not None)
     small_list = st.lists(st.integers(-3, 3), min_size=1, max_size=2)
+    if isinstance(wire, FloatType):  # a msgpack float (32 or 64 bits) is what it takes
+        return st.one_of(
+            st.sampled_from([r for r in RAW_VALUES if "float" not in r.what]),
+            _ANY_INT,
+            st.booleans(),
+            st.text(max_size=4),
+            st.binary(max_size=4),
+            st.none(),
+            small_list,
+        )
     options: list[st.SearchStrategy[Any]] = [_RAWS]
     if isinstance(wire, IntWire):
         options += [
