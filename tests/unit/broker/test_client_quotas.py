@@ -184,8 +184,6 @@ def test_an_entity_names_something() -> None:
 
 
 def test_a_stored_quota_that_is_not_a_positive_finite_number_is_refused() -> None:
-    from broker.core.client_quotas import parse_quota_configs
-
     stored = {"producer_byte_rate": "nan", "consumer_byte_rate": "inf", "request_percentage": "50"}
     quotas, problems = parse_quota_configs(stored)
     assert quotas == {"request_percentage": 50.0}
