@@ -70,12 +70,21 @@ def run_cli(cluster: Cluster, *args: str) -> str:
 
 
 async def leader_of(cluster: Cluster, topic: str) -> BrokerProcess:
-    async def leader() -> BrokerProcess | None:
-        meta = await fetch_metadata(cluster.brokers[1].port)
+    async def leader_id(port: int) -> int:
+        meta = await fetch_metadata(port)
         for t in meta.topics if meta is not None else ():
-            if t.name == topic and t.partitions and t.partitions[0].leader_id >= 0:
-                return cluster.brokers[t.partitions[0].leader_id]
-        return None
+            if t.name == topic and t.partitions:
+                return t.partitions[0].leader_id
+        return -1
+
+    async def leader() -> BrokerProcess | None:
+        named = await leader_id(cluster.brokers[1].port)
+        if named < 0:
+            return None
+        # The leader's own metadata names it only after its LeaderAndIsr (the controller
+        # sends UpdateMetadata after): until then a produce to it is UNKNOWN_TOPIC_OR_PARTITION.
+        broker = cluster.brokers[named]
+        return broker if await leader_id(broker.port) == named else None
 
     return await eventually(leader, 30, f"a leader for {topic}")
 

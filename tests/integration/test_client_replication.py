@@ -76,7 +76,9 @@ async def test_describe_asks_every_replica_for_its_log_end_offset(
             capture_stdout=True,
         )
     lines = shown.stdout.decode().splitlines()
-    assert lines[0] == "Topic: described\tPartitionCount: 1\tReplicationFactor: 3"
+    topic, topic_id, *counts = lines[0].split("\t")
+    assert (topic, counts) == ("Topic: described", ["PartitionCount: 1", "ReplicationFactor: 3"])
+    assert topic_id.startswith("TopicId: ") and len(topic_id) == len("TopicId: ") + 22
     assert lines[1].split() == [
         "Partition",
         "Leader",

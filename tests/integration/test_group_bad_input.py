@@ -25,7 +25,6 @@ from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
-    TopicPartitions,
 )
 from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
@@ -116,7 +115,8 @@ async def _set_up(cluster: Cluster) -> Setup:
         for assignor in ("range", "uniform"):  # two new group epochs: the member's is 3
             member = await settle(conn, member, server_assignor=assignor)
         assert member.epoch == 3, member
-        assert member.owned == (TopicPartitions(TOPIC, (0, 1, 2)),), member
+        # The assignment names the topic by name and (ConsumerGroupHeartbeat v1) by id.
+        assert [(t.topic, t.partitions) for t in member.owned] == [(TOPIC, (0, 1, 2))], member
         await commit(conn, member, COMMITTED)
     finally:
         await conn.aclose()
