@@ -31,7 +31,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from tests.integration.cluster_harness import BrokerProcess, Cluster, eventually, fetch_metadata
 from tests.integration.metrics_checks import metrics_cluster, scrape, value
-from tests.integration.quota_load import fetch_for, produce_for
+from tests.integration.quota_load import ProduceLoad, fetch_for, produce_for
 from tests.integration.secure_cluster import (
     ADMIN_PASSWORD,
     Pki,
@@ -87,6 +87,17 @@ async def leader_of(cluster: Cluster, topic: str) -> BrokerProcess:
         return broker if await leader_id(broker.port) == named else None
 
     return await eventually(leader, 30, f"a leader for {topic}")
+
+
+def assert_held_to_quota(held: ProduceLoad, free: ProduceLoad) -> None:
+    """The client with the quota was throttled and kept within twice it; the other client-id
+    was never throttled and ran faster than that."""
+    print(f"with the quota: {held}, {held.rate_bytes_per_s:.0f} B/s")
+    print(f"without: {free}, {free.rate_bytes_per_s:.0f} B/s")
+    assert held.throttled > 0 and held.max_throttle_ms > 0
+    assert held.rate_bytes_per_s <= 2 * QUOTA_BYTES_PER_S
+    assert free.throttled == 0
+    assert free.rate_bytes_per_s > 2 * QUOTA_BYTES_PER_S
 
 
 def test_quota_cli_round_trip(cluster: Cluster) -> None:
@@ -173,13 +184,7 @@ async def test_a_throttled_client_id_gets_its_quota_and_the_other_does_not(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run, "throttled")
             nursery.start_soon(run, "free")
-        throttled, free = loads["throttled"], loads["free"]
-        print(f"throttled: {throttled}, {throttled.rate_bytes_per_s:.0f} B/s")
-        print(f"free: {free}, {free.rate_bytes_per_s:.0f} B/s")
-        assert throttled.throttled > 0 and throttled.max_throttle_ms > 0
-        assert throttled.rate_bytes_per_s <= 2 * QUOTA_BYTES_PER_S
-        assert free.throttled == 0
-        assert free.rate_bytes_per_s > 2 * QUOTA_BYTES_PER_S
+        assert_held_to_quota(loads["throttled"], loads["free"])
         found = scrape(leader)
         assert found is not None
         labels = {"quota_type": "Produce", "user": "", "client_id": "throttled"}
@@ -220,13 +225,7 @@ async def test_a_consumer_client_id_gets_its_fetch_quota(cluster: Cluster) -> No
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run, "slow-reader")
             nursery.start_soon(run, "fast-reader")
-        slow, fast = loads["slow-reader"], loads["fast-reader"]
-        print(f"slow: {slow}, {slow.rate_bytes_per_s:.0f} B/s")
-        print(f"fast: {fast}, {fast.rate_bytes_per_s:.0f} B/s")
-        assert slow.throttled > 0 and slow.max_throttle_ms > 0
-        assert slow.rate_bytes_per_s <= 2 * QUOTA_BYTES_PER_S
-        assert fast.throttled == 0
-        assert fast.rate_bytes_per_s > 2 * QUOTA_BYTES_PER_S
+        assert_held_to_quota(loads["slow-reader"], loads["fast-reader"])
     finally:
         run_cli(cluster, "configs", "alter", *quota, "--delete-config", "consumer_byte_rate")
 
