@@ -83,7 +83,7 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
     ApiKey.FETCH: ("fetch", "Fetch", 2),
     ApiKey.LIST_OFFSETS: ("list_offsets", "ListOffsets", 0),
     ApiKey.METADATA: ("metadata", "Metadata", 2),
-    ApiKey.LEADER_AND_ISR: ("leader_and_isr", "LeaderAndIsr", 1),
+    ApiKey.LEADER_AND_ISR: ("leader_and_isr", "LeaderAndIsr", 2),
     ApiKey.STOP_REPLICA: ("stop_replica", "StopReplica", 0),
     ApiKey.UPDATE_METADATA: ("update_metadata", "UpdateMetadata", 2),
     ApiKey.CONTROLLED_SHUTDOWN: ("controlled_shutdown", "ControlledShutdown", 0),

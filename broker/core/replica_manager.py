@@ -17,6 +17,7 @@ from broker.config.dynamic_update import partition_config
 from broker.config.log_config import LogConfig
 from broker.config.topic_config import TopicConfigError
 from broker.core.partition import NotLeaderError, Partition, ReadResult
+from broker.core.topic_id_check import has_consistent_topic_id
 from broker.log.errors import LogStorageError, is_transient
 from broker.log.manager import LogManager
 from protocol.errors import ErrorCode, HighwaterError
@@ -134,11 +135,16 @@ class ReplicaManager:
             if tp in self.offline:  # Kafka answers the controller so for an offline replica
                 results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
                 continue
+            if not self._topic_id_matches(tp, state.topic_id):
+                results.append((*tp, ErrorCode.INCONSISTENT_TOPIC_ID.value))
+                continue
             overrides = (topic_configs or {}).get(tp[0], {})
             try:
                 config = partition_config(self.log_manager.default_config, overrides)
                 partition = self._get_or_create(tp, wall_ms, config.log_config)
                 partition.min_insync_replicas = config.min_insync_replicas
+                if state.topic_id and not partition.log.topic_id:
+                    partition.log.assign_topic_id(state.topic_id)  # new, or from before ids
             except (HighwaterError, OSError, ValueError, TopicConfigError) as exc:
                 self._logger.error("cannot open partition log", tp=tp, error=str(exc))
                 results.append((*tp, ErrorCode.KAFKA_STORAGE_ERROR.value))
@@ -152,6 +158,41 @@ class ReplicaManager:
             code = ErrorCode.NONE if applied else ErrorCode.FENCED_LEADER_EPOCH
             results.append((*tp, code.value))
         return results
+
+    def _topic_id_matches(self, tp: TopicPartition, topic_id: str) -> bool:
+        """Check the LeaderAndIsr's topic id against the log's (KIP-516). A hosted partition
+        whose log holds another id refuses the state (Kafka's ReplicaManager
+        .becomeLeaderOrFollower answers INCONSISTENT_TOPIC_ID). A log no LeaderAndIsr has
+        claimed since it was loaded (or since StopReplica) with another id is a deleted
+        topic's, recreated under its name while this broker was down: it is deleted, and the
+        state applies to a new, empty log, as Kafka's LogManager deletes a stray log whose
+        topic id is not the topic's. Never keep the old records as the new topic's."""
+        hosted = self.partitions.get(tp)
+        log = hosted.log if hosted is not None else self.log_manager.get_log(tp)
+        if log is None or has_consistent_topic_id(topic_id, log.topic_id):
+            return True
+        if hosted is not None:
+            self._logger.error(
+                "topic id of the request differs from the log's",
+                topic=tp[0],
+                partition=tp[1],
+                topic_id=topic_id,
+                log_topic_id=log.topic_id,
+            )
+            return False
+        self._logger.warning(
+            "deleting the log of a deleted topic: its topic id is not the topic's",
+            topic=tp[0],
+            partition=tp[1],
+            topic_id=topic_id,
+            log_topic_id=log.topic_id,
+        )
+        try:
+            self.stop_replica(tp, delete=True)
+        except OSError as exc:
+            self.storage_failed(tp, exc, write=True)
+            return False
+        return True
 
     def _get_or_create(self, tp: TopicPartition, wall_ms: int, config: LogConfig) -> Partition:
         partition = self.partitions.get(tp)

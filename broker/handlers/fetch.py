@@ -16,6 +16,8 @@ from broker.core.request_acls import fetch_denied, may_follow
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest, FetchResponse, FetchTopicResponse
+from protocol.topic_id import NO_TOPIC_ID
+from protocol.topic_partition import TopicPartition
 
 __all__ = ["handle_fetch"]
 
@@ -27,7 +29,9 @@ async def handle_fetch(
 ) -> FetchResponse:
     unknown: tuple[FetchTopicResponse, ...] = ()
     if names_topics_by_id(request):  # Kafka's Fetch v13+
-        request, unknown = resolve_topic_ids(request, ctx.metadata.topic_name)
+        request, unknown = resolve_topic_ids(
+            request, ctx.metadata.topic_name, lambda tp: _log_topic_id(ctx, tp)
+        )
     response = await _fetch(ctx, request)
     if header.api_version < _TOPIC_IDS_VERSION:
         return response
@@ -61,6 +65,12 @@ async def _fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
             break
     count_sent(ctx.state, request, read.response)
     return answer_fetch(session, read.response)
+
+
+def _log_topic_id(ctx: BrokerContext, tp: TopicPartition) -> str:
+    """The id stored with the log this broker hosts for `tp`; "" for none or no log."""
+    partition = ctx.state.replica_manager.partitions.get(tp)
+    return partition.log.topic_id if partition is not None else NO_TOPIC_ID
 
 
 def _may_follow(ctx: BrokerContext) -> bool:

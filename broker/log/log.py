@@ -44,6 +44,7 @@ from broker.log.loader import (
     remove_stray_files,
     segment_bases,
 )
+from broker.log.partition_metadata import read_topic_id, write_topic_id
 from broker.log.producer_snapshot import (
     delete_snapshots_below,
     list_snapshot_offsets,
@@ -70,6 +71,7 @@ from protocol.records import (
     check_batches,
 )
 from protocol.stats import Timings
+from protocol.topic_id import NO_TOPIC_ID
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "FetchDataInfo", "Log", "LogAppendInfo"]
 
@@ -128,6 +130,8 @@ class Log:
         # or flushed since (by flush.messages, a roll): the next check starts it again.
         self._flush_timer_from_ms: int | None = None
         self._logger = structlog.get_logger("highwater.log").bind(log=directory.name)
+        # The topic's id (KIP-516) from partition.metadata; "" until the log learns it.
+        self.topic_id = NO_TOPIC_ID
         self.producer_state = ProducerStateManager()
         self._load_producer_state()
 
@@ -195,7 +199,16 @@ class Log:
             for segment in segments:
                 if segment.next_offset > recovery_point:
                     segment.flush()
-        return cls(directory, config, segments, start, log_end_offset, epoch_cache)
+        log = cls(directory, config, segments, start, log_end_offset, epoch_cache)
+        log.topic_id = read_topic_id(directory)
+        return log
+
+    def assign_topic_id(self, topic_id: str) -> None:
+        """Store the topic's id in partition.metadata (Kafka's UnifiedLog.assignTopicId): once,
+        for a log created here or one from before ids. The caller checks that a log that has
+        an id is given the same one."""
+        write_topic_id(self.directory, topic_id)
+        self.topic_id = topic_id
 
     # -- state -----------------------------------------------------------------------------
 

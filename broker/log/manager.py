@@ -25,6 +25,7 @@ from broker.config.log_config import LogConfig
 from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_path
 from broker.log.errors import LogStorageError, is_transient
 from broker.log.log import Log
+from broker.log.partition_metadata import CorruptPartitionMetadataError
 from protocol.stats import Timings
 from protocol.topic_partition import TopicPartition
 
@@ -140,7 +141,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     clean_shutdown=clean,
                 )
-            except OSError as exc:  # this log's files: it alone is offline
+            except (OSError, CorruptPartitionMetadataError) as exc:  # it alone is offline
                 self.fail_log(tp, exc)
                 continue
             self.logs[tp].flush_timer = self.flush_timer

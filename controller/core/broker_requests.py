@@ -36,6 +36,7 @@ from protocol.messages.update_metadata import (
     UpdateMetadataRequest,
     UpdateMetadataTopicId,
 )
+from protocol.topic_id import NO_TOPIC_ID
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -81,6 +82,7 @@ def leader_and_isr_effects(
             replication_throttle_bytes_per_sec=(
                 reassignment.throttle_bytes_per_sec if reassignment else -1
             ),
+            topic_id=ctx.topic_ids.get(tp[0], NO_TOPIC_ID),
         )
         skip = None if excluded is None else excluded.get(tp)
         for replica in replicas:

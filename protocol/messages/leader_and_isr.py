@@ -31,6 +31,9 @@ class LeaderAndIsrPartitionState:
     is_new: bool = False
     # v1: a reassignment's throttle on its adding replicas' catch-up (-1: none).
     replication_throttle_bytes_per_sec: Annotated[Int64, Since(1)] = -1
+    # v2: the topic's id (KIP-516; Kafka's LeaderAndIsr v5+), "" for none. A broker whose
+    # log holds another id answers INCONSISTENT_TOPIC_ID; a log without one takes it.
+    topic_id: Annotated[str, Since(2)] = ""
 
 
 @dataclass(frozen=True, slots=True)

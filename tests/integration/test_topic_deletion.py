@@ -3,7 +3,9 @@ controller failover.
 
 StopReplica goes only to live replicas; a replica that was down keeps the topic's log until
 it is back and the controller's next (full) UpdateMetadata shows the topic gone. A pending
-deletion is a znode under /admin/delete_topics, so the next controller finishes it.
+deletion is a znode under /admin/delete_topics, so the next controller finishes it. A topic
+created again under the same name while a replica was down has a new id (KIP-516): the
+replica's old log holds the old id (partition.metadata), so it is deleted, not served.
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ import pytest
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
+from controller.zk_topics import create_topic as create_zk_topic
 from tests.integration.cluster_harness import Cluster, eventually, wait_until
 from tests.integration.replication_checks import (
     FAST_REPLICATION,
+    ZkView,
     create_topic,
     produce,
+    read_committed,
     running_cluster,
     wait_converged,
+    wait_isr,
+    wait_led,
     wait_whole,
     whole_cluster_around,
     zk_view,
@@ -104,3 +111,50 @@ async def test_deletion_requested_while_the_controller_is_down_completes(cluster
     await wait_whole(cluster)
     gone = old_controller.partition_dir(topic, 0)
     wait_until(lambda: not gone.exists(), 30, "deleted on the old controller when back")
+
+
+@pytest.mark.timeout(120)
+async def test_a_topic_recreated_while_a_replica_was_down_drops_the_old_log(
+    cluster: Cluster,
+) -> None:
+    """The data-safety point of KIP-516: the replica that was down must not take the deleted
+    topic's records for the new topic's (before topic ids it truncated them to the new
+    leader's end and kept the rest, and served them once it led)."""
+    topic = "recreated-while-down"
+    ids = sorted(cluster.brokers)
+    leader, down = cluster.brokers[ids[0]], cluster.brokers[ids[-1]]
+    await create_topic(cluster, topic, [[leader.broker_id, down.broker_id]])
+    await produce(cluster, topic, 0, [f"old-{i}".encode() for i in range(5)])
+    await wait_converged([leader, down], topic, 0, 5)
+    assert down.stop() == 0
+
+    async with Admin(cluster.live_bootstrap) as admin:
+        await admin.delete_topic(topic)
+    wait_until(_gone(leader.partition_dir(topic, 0)), 30, "deleted on the live replica")
+    async with zk_view(cluster) as zk:
+        await eventually(
+            lambda: _topic_gone(zk, topic), 30, "the deletion to complete in ZooKeeper"
+        )
+        # CreateTopics refuses a replica on a broker that is down, so the topic znode is
+        # written as Kafka's ZooKeeper-mode admin (AdminZkClient) wrote it, unchecked.
+        await zk.zk.run(create_zk_topic(topic, {0: (leader.broker_id, down.broker_id)}, {}))
+        await wait_led(cluster, zk, topic, 0, leader.broker_id)
+    new = [b"new-0", b"new-1"]
+    await produce(cluster, topic, 0, new)
+
+    down.start()
+    await wait_whole(cluster)
+    async with zk_view(cluster) as zk:
+        await wait_isr(cluster, zk, topic, 0, [leader.broker_id, down.broker_id])
+        # The replica that was down now leads: a consumer sees only the new records.
+        assert leader.stop() == 0
+        await wait_led(cluster, zk, topic, 0, down.broker_id)
+    assert await read_committed(cluster, topic, 0) == new
+    assert "deleting the log of a deleted topic" in down.log_text()
+    metadata = "partition.metadata"
+    stored = (down.partition_dir(topic, 0) / metadata).read_text()
+    assert stored == (leader.partition_dir(topic, 0) / metadata).read_text(), "the new id"
+
+
+async def _topic_gone(zk: ZkView, topic: str) -> bool:
+    return await zk.partition_state(topic, 0) is None

@@ -4,6 +4,7 @@ and the handlers' id resolution (broker.core.fetch_topic_ids, broker.core.group.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 
@@ -153,6 +154,40 @@ def test_fetch_by_id_resolves_names_and_answers_unknown_ids() -> None:
     assert [(t.topic, t.topic_id) for t in answered.responses] == [("t", TOPIC_ID), ("", "gone")]
     refused = FetchResponse(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ())
     assert with_topic_ids(refused, {"t": TOPIC_ID}.__getitem__, unknown).responses == ()
+
+
+def test_fetch_by_id_answers_inconsistent_topic_id_where_the_log_holds_another() -> None:
+    """Kafka's ReplicaManager.readFromLog: the id resolves to the topic, but this broker's
+    log of a partition holds another id (a deleted topic's): that partition is not read."""
+    request = FetchRequest(
+        -1,
+        500,
+        1,
+        1 << 20,
+        (
+            FetchTopic(
+                "",
+                (FetchPartition(0, 0, 10), FetchPartition(1, 0, 10), FetchPartition(2, 0, 10)),
+                TOPIC_ID,
+            ),
+        ),
+    )
+    logs = {("t", 0): "AAAAAAAAAAAAAAAAAAAAAQ", ("t", 1): TOPIC_ID}  # t-2: no id stored
+    resolved, refused = resolve_topic_ids(request, {TOPIC_ID: "t"}.get, lambda tp: logs.get(tp, ""))
+    (topic,) = resolved.topics
+    assert (topic.topic, [p.partition for p in topic.partitions]) == ("t", [1, 2])
+    (inconsistent,) = refused
+    assert inconsistent.topic_id == TOPIC_ID
+    assert [(p.partition_index, p.error_code) for p in inconsistent.partitions] == [
+        (0, ErrorCode.INCONSISTENT_TOPIC_ID)
+    ]
+    only = dataclasses.replace(
+        request,
+        topics=(dataclasses.replace(topic, topic="", partitions=(FetchPartition(0, 0, 10),)),),
+    )
+    resolved, refused = resolve_topic_ids(only, {TOPIC_ID: "t"}.get, lambda tp: logs.get(tp, ""))
+    assert resolved.topics == ()
+    assert [p.error_code for p in refused[0].partitions] == [ErrorCode.INCONSISTENT_TOPIC_ID]
 
 
 @pytest.mark.parametrize("version", [0, 1])

@@ -1,10 +1,13 @@
-"""ReplicaManager: LeaderAndIsr, StopReplica, per-partition errors and the HW checkpoint.
+"""ReplicaManager: LeaderAndIsr (its topic ids too), StopReplica, per-partition errors and the
+HW checkpoint.
 
 Real LogManager and logs in tmp_path.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,11 +15,15 @@ import pytest
 
 from broker.config.log_config import LogConfig
 from broker.core.replica_manager import ReplicaManager
+from broker.core.topic_id_check import has_consistent_topic_id
 from broker.log.checkpoints import EpochEntry
 from broker.log.manager import LogManager
+from broker.log.partition_metadata import read_topic_id
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.records import Record, build_batch, decode_batches
+from protocol.topic_id import from_uuid
+from protocol.topic_partition import TopicPartition
 
 ME = 1
 OTHER = 2
@@ -335,3 +342,71 @@ def test_a_hosted_partition_of_a_deleted_topic_goes_when_a_later_controller_says
         assert ("t", 0) not in rm.partitions and ("t", 0) not in manager.logs
     finally:
         manager.shutdown(NOW)
+
+
+# -- topic ids (KIP-516): LeaderAndIsr's against the ids logs store (partition.metadata) --
+
+OLD_ID = from_uuid(uuid.UUID(int=2))
+NEW_ID = from_uuid(uuid.UUID(int=3))
+TP = TopicPartition("t", 0)
+
+
+def test_ids_agree_unless_both_sides_have_one_and_they_differ() -> None:
+    assert has_consistent_topic_id(OLD_ID, OLD_ID)
+    assert has_consistent_topic_id("", OLD_ID)  # a request from before ids
+    assert has_consistent_topic_id(OLD_ID, "")  # a log from before ids
+    assert has_consistent_topic_id("", "")
+    assert not has_consistent_topic_id(NEW_ID, OLD_ID)
+
+
+def test_a_new_log_stores_the_id_and_an_old_log_is_backfilled(tmp_path: Path) -> None:
+    manager = open_manager(tmp_path)
+    rm = ReplicaManager(ME, manager)
+    assert rm.become_leader_or_follower((state(),), NOW, wall_ms=NOW) == [("t", 0, 0)]
+    assert rm.partitions[TP].log.topic_id == ""  # no id in the request: none stored
+    assert read_topic_id(tmp_path / "t-0") == ""
+    given = dataclasses.replace(state(epoch=1), topic_id=OLD_ID)
+    assert rm.become_leader_or_follower((given,), NOW, wall_ms=NOW) == [("t", 0, 0)]
+    assert rm.partitions[TP].log.topic_id == OLD_ID
+    assert read_topic_id(tmp_path / "t-0") == OLD_ID
+    fresh = dataclasses.replace(state("u"), topic_id=NEW_ID)
+    assert rm.become_leader_or_follower((fresh,), NOW, wall_ms=NOW) == [("u", 0, 0)]
+    assert read_topic_id(tmp_path / "u-0") == NEW_ID
+    manager.shutdown(NOW)
+
+
+def test_a_hosted_log_with_another_id_refuses_the_state(tmp_path: Path) -> None:
+    manager = open_manager(tmp_path)
+    rm = ReplicaManager(ME, manager)
+    first = dataclasses.replace(state(), topic_id=OLD_ID)
+    rm.become_leader_or_follower((first,), NOW, wall_ms=NOW)
+    assert rm.append(TP, batch(b"kept"), NOW).error_code == ErrorCode.NONE
+    other = dataclasses.replace(state(leader=2, epoch=1, replicas=(ME, 2)), topic_id=NEW_ID)
+    (answer,) = rm.become_leader_or_follower((other,), NOW, wall_ms=NOW)
+    assert answer == ("t", 0, ErrorCode.INCONSISTENT_TOPIC_ID)
+    partition = rm.partitions[TP]
+    assert (partition.is_leader, partition.leader_epoch) == (True, 0), "not applied"
+    assert partition.log.topic_id == OLD_ID
+    assert partition.log_end_offset == 1
+    manager.shutdown(NOW)
+
+
+def test_a_loaded_log_of_a_deleted_topic_is_deleted_not_adopted(tmp_path: Path) -> None:
+    manager = open_manager(tmp_path)
+    rm = ReplicaManager(ME, manager)
+    rm.become_leader_or_follower((dataclasses.replace(state(), topic_id=OLD_ID),), NOW, wall_ms=NOW)
+    rm.append(TP, batch(b"old-0"), NOW)
+    rm.append(TP, batch(b"old-1"), NOW)
+    rm.checkpoint_high_watermarks()
+    manager.shutdown(NOW)
+
+    manager = open_manager(tmp_path)  # the broker restarts; the topic was created again
+    rm = ReplicaManager(ME, manager)
+    assert manager.logs[TP].topic_id == OLD_ID
+    recreated = dataclasses.replace(state(leader=2, replicas=(2, ME)), topic_id=NEW_ID)
+    assert rm.become_leader_or_follower((recreated,), NOW, wall_ms=NOW) == [("t", 0, 0)]
+    partition = rm.partitions[TP]
+    assert partition.log.topic_id == NEW_ID
+    assert (partition.log_end_offset, partition.high_watermark) == (0, 0), "the old data went"
+    assert read_topic_id(tmp_path / "t-0") == NEW_ID
+    manager.shutdown(NOW)
