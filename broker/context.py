@@ -15,6 +15,7 @@ import trio
 
 from broker.client_quotas import ClientQuotas
 from broker.core.authorizer import AuthorizerSettings, authorize, authorize_any
+from broker.core.delayed import Actions
 from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.metadata_cache import MetadataCache
@@ -350,6 +351,11 @@ class BrokerContext:
                 partition = self.replica_manager.partitions.get(write.tp)
                 if self.state.isr.written(write, partition, None, self.now_ms()):
                     self.purgatory.notify(write.tp)
+
+    def apply(self, actions: Actions) -> None:
+        """What a delayed operation's try asked for (Purgatory.complete's `apply`)."""
+        self.wake(actions.complete_keys)
+        self.write_isr(actions.isr_writes)
 
     def partitions_changed(self) -> None:
         """After a controller request: the group coordinator follows the offsets partitions
