@@ -26,7 +26,8 @@ from typing import TypeVar
 
 import trio
 
-from broker.core.delayed import Actions, DelayedOperation
+from broker.core.actions import Actions
+from broker.core.delayed import DelayedOperation
 from broker.core.state import BrokerState
 from client.deadlines import Deadlines, Timeout
 

@@ -5,40 +5,26 @@ A shell parks one under its `watch_keys` (broker/purgatory.py in trio, SimPurgat
 simulator) and calls `try_complete(state, now_ms)` when one of them is woken, or `expire(now_ms)`
 once its deadline passed and a last `try_complete` did not finish it; `response()` is then the
 answer. What a try did that other requests must see (a HW moved, a follower may join the ISR)
-is its `Actions`, which the shell applies after every try: the objects decide, the shells only
-wake, write and time.
+is its `Actions` (broker.core.actions), which the shell applies after every try: the objects
+decide, the shells only wake, write and time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from broker.core.actions import NO_ACTIONS, Actions
 from broker.core.fetch import FetchRead, fetch_keys, read_fetch
-from broker.core.isr import IsrWrite
 from broker.core.produce import ProduceAppend, check_waiting, produce_response, time_out
 from broker.core.state import BrokerState
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["NO_ACTIONS", "Actions", "DelayedFetch", "DelayedOperation", "DelayedProduce"]
+__all__ = ["DelayedFetch", "DelayedOperation", "DelayedProduce"]
 
 R_co = TypeVar("R_co", covariant=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Actions:
-    """What a core step asks its shell to do: wake the requests parked on `complete_keys`
-    (their partitions changed: appended to, HW moved, leadership lost) and start
-    `isr_writes` (Kafka's AlterPartition; here the ZooKeeper CAS)."""
-
-    complete_keys: Sequence[TopicPartition] = ()
-    isr_writes: Sequence[IsrWrite] = field(default=())
-
-
-NO_ACTIONS = Actions()
 
 
 class DelayedOperation(Protocol[R_co]):

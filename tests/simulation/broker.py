@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal, TypeVar, assert_never, cast
 
 from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
+from broker.core.actions import Actions
 from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
 from broker.core.cleaning_pass import CleaningOutcome, choose_cleaning, finish_cleaning
@@ -32,7 +33,7 @@ from broker.core.controller_requests import (
     apply_stop_replica,
     apply_update_metadata,
 )
-from broker.core.delayed import Actions, DelayedFetch, DelayedProduce
+from broker.core.delayed import DelayedFetch, DelayedProduce
 from broker.core.fetch import max_wait_ms
 from broker.core.fetch_session import FetchContext, FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
@@ -546,10 +547,7 @@ class SimBroker(SimProcess):
         else:
             outcome = apply_stop_replica(state, request)  # type: ignore[assignment]
         self.world.trace(f"b{self.broker_id} applied {type(request).__name__}")
-        self._change_followers(outcome.followers)
-        self.purgatory.wake(outcome.wake)
-        if self.groups is not None:
-            self.groups.sync()
+        self.apply(outcome.actions)
         self._respond(envelope, outcome.response)
 
     # -- the group coordinator (broker/handlers for the group APIs) ------------------------
@@ -659,9 +657,12 @@ class SimBroker(SimProcess):
         self.purgatory.complete(fetch, self.state, max_wait_ms(request), self.apply, answer)
 
     def apply(self, actions: Actions) -> None:
-        """As BrokerContext.apply: wake the keys, start the ISR writes."""
+        """As BrokerContext.apply, in the same order."""
+        self._change_followers(actions.follower_changes)
         self.purgatory.wake(actions.complete_keys)
         self._write_isr(actions.isr_writes)
+        if actions.group_resync and self.groups is not None:
+            self.groups.sync()
 
     def _produce(
         self, envelope: Envelope, request: ProduceRequest, principal: Principal, host: str

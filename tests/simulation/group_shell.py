@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from broker.core.delayed import Actions
+from broker.core.actions import Actions
 from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupSettings
 from broker.core.group.runtime import start_write
 from broker.core.group.writes import follow_leadership, replay_batches

@@ -10,7 +10,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from broker.core.delayed import Actions, DelayedOperation
+from broker.core.actions import Actions
+from broker.core.delayed import DelayedOperation
 from broker.core.state import BrokerState
 from tests.simulation.process import SimProcess
 

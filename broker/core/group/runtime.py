@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from broker.core.delayed import NO_ACTIONS, Actions, DelayedProduce
+from broker.core.actions import NO_ACTIONS, Actions
+from broker.core.delayed import DelayedProduce
 from broker.core.group.coordinator import Decision, GroupCoordinatorCore, PartitionLoad
 from broker.core.group.writes import coordinator_batches, write_error
 from broker.core.produce import append_produce

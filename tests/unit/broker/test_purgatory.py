@@ -10,7 +10,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from broker.core.delayed import Actions
+from broker.core.actions import Actions
 from broker.purgatory import Purgatory
 
 
