@@ -14,6 +14,7 @@ import structlog
 import trio
 
 from broker.client_quotas import ClientQuotas
+from broker.core.actions import Actions
 from broker.core.authorizer import AuthorizerSettings, authorize, authorize_any
 from broker.core.fetch_session import FetchSessionCache
 from broker.core.isr import IsrCore, IsrSettings, IsrWrite
@@ -350,6 +351,15 @@ class BrokerContext:
                 partition = self.replica_manager.partitions.get(write.tp)
                 if self.state.isr.written(write, partition, None, self.now_ms()):
                     self.purgatory.notify(write.tp)
+
+    def apply(self, actions: Actions) -> None:
+        """What a core step asked for: a controller request's outcome, a delayed
+        operation's try (Purgatory.complete's `apply`)."""
+        self.change_followers(actions.follower_changes)
+        self.wake(actions.complete_keys)
+        self.write_isr(actions.isr_writes)
+        if actions.group_resync:
+            self.partitions_changed()
 
     def partitions_changed(self) -> None:
         """After a controller request: the group coordinator follows the offsets partitions

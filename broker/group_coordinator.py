@@ -19,20 +19,12 @@ from broker.core.group.coordinator import (
     Decision,
     GroupCoordinatorCore,
     GroupSettings,
-    PartitionLoad,
 )
-from broker.core.group.writes import (
-    coordinator_batches,
-    follow_leadership,
-    replay_batches,
-    write_error,
-)
-from broker.core.produce import append_produce, check_waiting, time_out
+from broker.core.group.runtime import start_write
+from broker.core.group.writes import follow_leadership, replay_batches
 from controller.assignment import assign_replicas
 from controller.zk_client import ZkError
 from controller.zk_topics import TopicExistsError, create_topic
-from protocol.errors import ErrorCode
-from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -92,7 +84,8 @@ class GroupCoordinator:
     async def _load(self, p: int, epoch: int) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, p)
         partition = self._ctx.replica_manager.partitions.get(tp)
-        if partition is None:
+        if partition is None:  # gone meanwhile (its log went offline)
+            self.core.load_failed(p, epoch)
             return
         log = partition.log
         offset, end = log.log_start_offset, log.log_end_offset
@@ -110,9 +103,7 @@ class GroupCoordinator:
                 await trio.lowlevel.checkpoint()
         except Exception as exc:  # the log went away or is unreadable: not coordinating it
             self._log.warning("loading failed", partition=p, error=repr(exc))
-            if self.core.leader_epochs.get(p) == epoch:
-                del self.core.leader_epochs[p]
-                self.core.unload(p)
+            self.core.load_failed(p, epoch)
             return
         # Serve only once the HW covers what was loaded: the log may end with commits the
         # previous leader appended but never saw replicated (a next leader may lack them), and
@@ -138,45 +129,17 @@ class GroupCoordinator:
 
     async def write(self, decision: Decision[R]) -> R:
         """Append the decision's records (acks=all), replay them, and answer once they are
-        committed; the decision's failure answer if that does not happen."""
-        if not decision.records:
-            return decision.response
-        p = decision.partition
-        if self.core.partitions.get(p) is not PartitionLoad.LOADED:
-            return decision.failed(ErrorCode.NOT_COORDINATOR)
-        wall_ms = self._ctx.wall_ms()
-        tp = TopicPartition(OFFSETS_TOPIC, p)
-        request = ProduceRequest(
-            acks=-1,
-            timeout_ms=self._ctx.config.offsets_commit_timeout_ms,
-            topic_data=(
-                ProduceTopicData(
-                    OFFSETS_TOPIC,
-                    (ProducePartitionData(p, coordinator_batches(decision.records, wall_ms)),),
-                ),
-            ),
+        committed; the decision's failure answer if that does not happen
+        (broker.core.group.runtime)."""
+        ctx = self._ctx
+        timeout_ms = ctx.config.offsets_commit_timeout_ms
+        write = start_write(self.core, ctx.state, decision, ctx.wall_ms(), timeout_ms)
+        if write.produce is not None:  # appended and replayed: the timers may have changed
+            self._timers_changed.set()
+        deadline = trio.current_time() + timeout_ms / 1000
+        return await ctx.purgatory.complete(
+            write, ctx.state, ctx.now_ms, deadline, "topic", ctx.apply
         )
-        append = append_produce(self._ctx.state, request, wall_ms, internal=True)
-        code = ErrorCode(append.results[tp].error_code)
-        if code != ErrorCode.NONE:
-            return decision.failed(write_error(code))
-        for key, value in decision.records:
-            self.core.replay(key, value, committed=False)
-        self._timers_changed.set()
-        self._ctx.wake(append.wake)
-        deadline = trio.current_time() + request.timeout_ms / 1000
-        gave_up = False
-        while append.waiting:
-            check_waiting(self._ctx.state, append)
-            if not append.waiting or trio.current_time() >= deadline or gave_up:
-                break
-            gave_up = not await self._ctx.purgatory.wait(list(append.waiting), deadline)
-        time_out(append)
-        code = ErrorCode(append.results[tp].error_code)
-        if code != ErrorCode.NONE:
-            return decision.failed(write_error(code))
-        self.core.records_committed(decision.records, append.results[tp].base_offset)
-        return decision.response
 
     # -- timers --------------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 Kafka parks a delayed fetch (or an acks=all produce) under "watch keys", its partitions, and
 completes it when one of them changes or its deadline passes. Here a waiter is a task that
 calls `wait(keys, deadline, kind)`; whoever changes a partition calls `notify(key)`. The waiter
-then re-checks its condition itself, so a spurious wake-up is harmless. The time a request
+then re-checks its condition itself, so a spurious wake-up is harmless. `complete` is that
+loop once for every delayed operation (broker.core.delayed): park it, `try_complete` it at
+each wake-up, `expire` it at the deadline, and apply each try's `Actions`. The time a request
 spends here is its "remote" time (Kafka's RemoteTimeMs): added to the `RequestClock` that the
 server binds to the connection's task, if any.
 
@@ -18,14 +20,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from contextvars import ContextVar
+from typing import TypeVar
 
 import trio
 
+from broker.core.actions import Actions
+from broker.core.delayed import DelayedOperation
+from broker.core.state import BrokerState
 from client.deadlines import Deadlines, Timeout
 
 __all__ = ["PURGATORY_KINDS", "Purgatory", "RequestClock", "current_request_clock"]
+
+R = TypeVar("R")
 
 # What waits, as Kafka names its purgatories: acks=all produces, long-polling fetches, and
 # CreateTopics/DeleteTopics/CreatePartitions waiting for the metadata ("topic").
@@ -121,6 +129,30 @@ class Purgatory:
                         del self._watchers[key]
             if timed:
                 self._deadlines.end(waiter)
+
+    async def complete(
+        self,
+        operation: DelayedOperation[R],
+        state: BrokerState,
+        now_ms: Callable[[], int],
+        deadline: float,
+        kind: str,
+        apply: Callable[[Actions], None],
+    ) -> R:
+        """Try `operation` now and at each wake-up of its keys until it completes; once
+        `deadline` (trio time) passed, or at shutdown, one last try and then it expires.
+        Each try's actions are applied as they come."""
+        gave_up = False  # the deadline passed, or the broker is shutting down
+        while True:
+            done = operation.try_complete(state, now_ms())
+            apply(operation.take_actions())
+            if done:
+                break
+            if gave_up or trio.current_time() >= deadline:
+                operation.expire(now_ms())
+                break
+            gave_up = not await self.wait(operation.watch_keys, deadline, kind)
+        return operation.response()
 
     def close(self) -> None:
         """Shutting down: wake every waiter now and make later waits return at once."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from broker.core.actions import Actions
 from broker.core.state import METADATA_KEY, BrokerState
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
@@ -53,6 +54,12 @@ class ControllerRequestOutcome(Generic[R]):
     response: R
     followers: list[FollowerChange] = field(default_factory=list)
     wake: list[WakeKey] = field(default_factory=list)
+
+    @property
+    def actions(self) -> Actions:
+        """Fetchers to change, keys to wake (leadership or metadata moved), and the group
+        coordinator to follow its offsets partitions."""
+        return Actions(self.wake, follower_changes=self.followers, group_resync=True)
 
 
 def apply_leader_and_isr(

@@ -1,9 +1,10 @@
 """Produce: validate each partition's batches (header, CRC and records) and append.
 
 acks=0 gets no response; acks=1 is answered once the leader appended; acks=-1 (all) waits
-until the HW covers the appended batches (the shell parks it; `check_waiting` decides), as
-Kafka's DelayedProduce: the HW covering a batch counts only if the ISR that got it there had
-min.insync.replicas members (Kafka's checkEnoughReplicasReachOffset).
+until the HW covers the appended batches (broker.core.delayed.DelayedProduce parks it;
+`check_waiting` decides), as Kafka's DelayedProduce: the HW covering a batch counts only if
+the ISR that got it there had min.insync.replicas members (Kafka's
+checkEnoughReplicasReachOffset).
 """
 
 from __future__ import annotations

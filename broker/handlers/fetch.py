@@ -1,15 +1,16 @@
 """Fetch: open its session (broker.core.fetch_session), read (broker.core.fetch), and
-long-poll in the purgatory until enough bytes, an error to report, or `max_wait_ms` (Kafka's
-DelayedFetch); the session decides which partitions the answer names. A follower's fetch is
-authorized before its session opens; a session belongs to the principal and listener that
-opened it."""
+long-poll in the purgatory until enough bytes, an error to report, or `max_wait_ms`
+(broker.core.delayed.DelayedFetch); the session decides which partitions the answer names.
+A follower's fetch is authorized before its session opens; a session belongs to the
+principal and listener that opened it."""
 
 from __future__ import annotations
 
 import trio
 
 from broker.context import SESSION, BrokerContext
-from broker.core.fetch import FetchRead, count_sent, fetch_keys, max_wait_ms, read_fetch
+from broker.core.delayed import DelayedFetch
+from broker.core.fetch import count_sent, max_wait_ms
 from broker.core.fetch_session import FetchContext, SessionOwner, answer_fetch, open_fetch
 from broker.core.fetch_topic_ids import names_topics_by_id, resolve_topic_ids, with_topic_ids
 from broker.core.request_acls import fetch_denied, may_follow
@@ -55,16 +56,12 @@ async def _fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
         request = session.request  # an incremental fetch reads every partition of its session
         denied = fetch_denied(request, ctx.authorize) if ctx.authorizing else frozenset()
     deadline = trio.current_time() + max_wait_ms(request) / 1000
-    keys = fetch_keys(request)
-    while True:
-        read = _read(ctx, request, denied)
-        if read.satisfied(request.min_bytes) or trio.current_time() >= deadline:
-            break
-        if not await ctx.purgatory.wait(keys, deadline, "fetch"):  # deadline, or shutdown
-            read = _read(ctx, request, denied)
-            break
-    count_sent(ctx.state, request, read.response)
-    return answer_fetch(session, read.response)
+    fetch = DelayedFetch(request, denied)
+    response = await ctx.purgatory.complete(
+        fetch, ctx.state, ctx.now_ms, deadline, "fetch", ctx.apply
+    )
+    count_sent(ctx.state, request, response)
+    return answer_fetch(session, response)
 
 
 def _log_topic_id(ctx: BrokerContext, tp: TopicPartition) -> str:
@@ -82,10 +79,3 @@ def _may_follow(ctx: BrokerContext) -> bool:
         ctx.log_refused("follower fetch refused: not the inter-broker listener")
         return False
     return may_follow(ctx.authorize)
-
-
-def _read(ctx: BrokerContext, request: FetchRequest, denied: frozenset[str]) -> FetchRead:
-    read = read_fetch(ctx.state, request, ctx.now_ms(), denied)
-    ctx.wake(read.wake)
-    ctx.write_isr(read.isr_writes)
-    return read

@@ -34,7 +34,5 @@ async def handle_leader_and_isr(
         outcome = apply_leader_and_isr(
             ctx.state, request, topic_configs, ctx.now_ms(), wall_ms=ctx.wall_ms()
         )
-    ctx.change_followers(outcome.followers)
-    ctx.wake(outcome.wake)
-    ctx.partitions_changed()
+    ctx.apply(outcome.actions)
     return outcome.response

@@ -1,18 +1,14 @@
 """Produce: append (broker.core.produce); acks=all waits in the purgatory until the HW covers
-the batches or `timeout_ms` passes (Kafka's DelayedProduce); acks=0 gets no response."""
+the batches or `timeout_ms` passes (broker.core.delayed.DelayedProduce); acks=0 gets no
+response."""
 
 from __future__ import annotations
 
 import trio
 
 from broker.context import BrokerContext
-from broker.core.produce import (
-    append_produce,
-    check_waiting,
-    produce_response,
-    time_out,
-    timeout_ms,
-)
+from broker.core.delayed import DelayedProduce
+from broker.core.produce import append_produce, timeout_ms
 from broker.core.request_acls import produce_denied
 from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
@@ -30,16 +26,13 @@ async def handle_produce(
             t: ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, t)
             for t in produce_denied(request, ctx.authorize)
         }
-    append = append_produce(ctx.state, request, ctx.wall_ms(), denied=denied)
-    ctx.wake(append.wake)
+    produce = DelayedProduce(
+        request, append_produce(ctx.state, request, ctx.wall_ms(), denied=denied)
+    )
+    ctx.apply(produce.take_actions())
     if request.acks == 0:
         return None
     deadline = trio.current_time() + timeout_ms(request) / 1000
-    gave_up = False  # the purgatory's deadline passed, or the broker is shutting down
-    while append.waiting:
-        check_waiting(ctx.state, append)
-        if not append.waiting or trio.current_time() >= deadline or gave_up:
-            break
-        gave_up = not await ctx.purgatory.wait(list(append.waiting), deadline, "produce")
-    time_out(append)
-    return produce_response(request, append)
+    return await ctx.purgatory.complete(
+        produce, ctx.state, ctx.now_ms, deadline, "produce", ctx.apply
+    )

@@ -25,7 +25,5 @@ async def handle_stop_replica(
     if refused != ErrorCode.NONE:
         return StopReplicaResponse(refused)
     outcome = apply_stop_replica(ctx.state, request)
-    ctx.change_followers(outcome.followers)
-    ctx.wake(outcome.wake)
-    ctx.partitions_changed()
+    ctx.apply(outcome.actions)
     return outcome.response

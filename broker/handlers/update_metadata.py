@@ -25,7 +25,5 @@ async def handle_update_metadata(
     if refused != ErrorCode.NONE:
         return UpdateMetadataResponse(refused)
     outcome = apply_update_metadata(ctx.state, request)
-    ctx.change_followers(outcome.followers)
-    ctx.wake(outcome.wake)
-    ctx.partitions_changed()
+    ctx.apply(outcome.actions)
     return outcome.response

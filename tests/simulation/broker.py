@@ -2,7 +2,8 @@
 
 The glue only does what trio, sockets and kazoo do for the real broker: it delivers requests
 to the same core functions the handlers call, parks fetches and acks=all produces until a
-key they wait on is woken or their deadline passes (the purgatory), runs the ISR writes and
+key they wait on is woken or their deadline passes (the purgatory: the same delayed
+operations as the real broker's, broker.core.delayed), runs the ISR writes and
 the followers' requests, and keeps the timers. A crash loses the process and unflushed data;
 the log directory (segments, checkpoint files) survives and is recovered by the real
 LogManager at the next start. A full disk fails its writes: the real log dir failure path
@@ -30,6 +31,7 @@ from broker.core.acl_admin import (
     dropper,
     filter_of,
 )
+from broker.core.actions import Actions
 from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
 from broker.core.cleaning_pass import CleaningOutcome, choose_cleaning, finish_cleaning
@@ -41,8 +43,9 @@ from broker.core.controller_requests import (
     apply_stop_replica,
     apply_update_metadata,
 )
-from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
-from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
+from broker.core.delayed import DelayedFetch, DelayedProduce
+from broker.core.fetch import max_wait_ms
+from broker.core.fetch_session import FetchContext, FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchState, FollowerSet
 from broker.core.group.find_coordinator import (
     answer_find_coordinator,
@@ -53,13 +56,7 @@ from broker.core.isr import IsrCore, IsrSettings, IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from broker.core.partition import Partition
 from broker.core.principal import Principal
-from broker.core.produce import (
-    append_produce,
-    check_waiting,
-    produce_response,
-    time_out,
-    timeout_ms,
-)
+from broker.core.produce import append_produce, timeout_ms
 from broker.core.replica_manager import ReplicaManager
 from broker.core.request_acls import (
     Allowed,
@@ -558,10 +555,7 @@ class SimBroker(SimProcess):
         else:
             outcome = apply_stop_replica(state, request)  # type: ignore[assignment]
         self.world.trace(f"b{self.broker_id} applied {type(request).__name__}")
-        self._change_followers(outcome.followers)
-        self.purgatory.wake(outcome.wake)
-        if self.groups is not None:
-            self.groups.sync()
+        self.apply(outcome.actions)
         self._respond(envelope, outcome.response)
 
     # -- the group coordinator (broker/handlers for the group APIs) ------------------------
@@ -646,40 +640,37 @@ class SimBroker(SimProcess):
         assert self.state is not None
         allowed = self._allowed(principal, host)
         acls = self.acls  # as judged on arrival: the answer reports these
+        session: FetchContext | None = None
         if allowed is not None and request.replica_id >= 0 and not may_follow(allowed):
             # As the handler: every topic refused, and no session.
-            refused = self._read(request, frozenset(t.topic for t in request.topics))
-            self._served(acls, principal, host, request, refused.response)
-            self._respond(envelope, refused.response)
-            return
-        session = open_fetch(self.state.fetch_sessions, request, self.now_ms)
-        if session.error != ErrorCode.NONE:
-            self.fetch_sessions_seen[f"fetches refused: {session.error.name}"] += 1
-            self._respond(envelope, answer_fetch(session, FetchResponse(session.error, ())))
-            return
-        if session.incremental:
-            self.fetch_sessions_seen["incremental fetches"] += 1
-        elif request.session_epoch == INITIAL_EPOCH and session.session is None:
-            self.fetch_sessions_seen["sessions refused: no room"] += 1
-        request = session.request
-        denied = fetch_denied(request, allowed) if allowed is not None else frozenset()
+            denied = frozenset(t.topic for t in request.topics)
+        else:
+            session = open_fetch(self.state.fetch_sessions, request, self.now_ms)
+            if session.error != ErrorCode.NONE:
+                self.fetch_sessions_seen[f"fetches refused: {session.error.name}"] += 1
+                self._respond(envelope, answer_fetch(session, FetchResponse(session.error, ())))
+                return
+            if session.incremental:
+                self.fetch_sessions_seen["incremental fetches"] += 1
+            elif request.session_epoch == INITIAL_EPOCH and session.session is None:
+                self.fetch_sessions_seen["sessions refused: no room"] += 1
+            request = session.request
+            denied = fetch_denied(request, allowed) if allowed is not None else frozenset()
 
-        def check(expired: bool) -> bool:
-            read = self._read(request, denied)
-            if expired or read.satisfied(request.min_bytes):
-                self._served(acls, principal, host, request, read.response)
-                self._respond(envelope, answer_fetch(session, read.response))
-                return True
-            return False
+        def answer(response: FetchResponse) -> None:
+            self._served(acls, principal, host, request, response)
+            self._respond(envelope, answer_fetch(session, response) if session else response)
 
-        self.purgatory.answer_or_park(fetch_keys(request), max_wait_ms(request), check)
+        fetch = DelayedFetch(request, denied)
+        self.purgatory.complete(fetch, self.state, max_wait_ms(request), self.apply, answer)
 
-    def _read(self, request: FetchRequest, denied: frozenset[str] = frozenset()) -> FetchRead:
-        assert self.state is not None
-        read = read_fetch(self.state, request, self.now_ms, denied)
-        self.purgatory.wake(read.wake)
-        self._write_isr(read.isr_writes)
-        return read
+    def apply(self, actions: Actions) -> None:
+        """As BrokerContext.apply, in the same order."""
+        self._change_followers(actions.follower_changes)
+        self.purgatory.wake(actions.complete_keys)
+        self._write_isr(actions.isr_writes)
+        if actions.group_resync and self.groups is not None:
+            self.groups.sync()
 
     def _produce(
         self, envelope: Envelope, request: ProduceRequest, principal: Principal, host: str
@@ -696,8 +687,9 @@ class SimBroker(SimProcess):
             for t in (produce_denied(request, allowed) if allowed is not None else ())
         }
         append = append_produce(state, request, self.wall_ms, denied=denied)
+        produce = DelayedProduce(request, append)
         self._served(acls, principal, host, request, dict(append.results))
-        self.purgatory.wake(append.wake)
+        self.apply(produce.take_actions())
         if request.acks == 0:
             return
         needed, now_ms = dict(append.waiting), self.now_ms
@@ -706,8 +698,9 @@ class SimBroker(SimProcess):
             (t.name, d.index): d.records for t in request.topic_data for d in t.partition_data
         }
 
-        def check(expired: bool) -> bool:
-            for tp in check_waiting(state, append):  # tell the invariants, with the ISR
+        def apply(actions: Actions) -> None:
+            self.apply(actions)
+            for tp in produce.acked:  # tell the invariants, with the ISR
                 partition, records = self.partitions[tp], batches[tp]
                 decoded = [r for b in decode_batches(records) for r in b.records]
                 values = tuple(r.value or b"" for r in decoded)
@@ -726,13 +719,9 @@ class SimBroker(SimProcess):
                 )
                 for hook in self.world.on_ack:
                     hook(ack)
-            if append.waiting and not expired:
-                return False
-            time_out(append)
-            self._respond(envelope, produce_response(request, append))
-            return True
 
-        self.purgatory.answer_or_park(list(append.waiting), timeout_ms(request), check)
+        respond = functools.partial(self._respond, envelope)
+        self.purgatory.complete(produce, state, timeout_ms(request), apply, respond)
 
     # -- authorization (broker/context.py's authorize; broker/handlers/acls.py) -------------
 

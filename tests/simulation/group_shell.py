@@ -1,29 +1,19 @@
 """The group coordinator's shell in the simulator, around the same core as
 broker/group_coordinator.py: loads an offsets partition (a little after becoming its leader),
-forgets it when leadership moves, writes each decision through the produce path with
-acks=all and replays it, answers once committed, and runs the timers."""
+forgets it when leadership moves, writes each decision as the real one does (the same
+broker.core.group.runtime: append with acks=all, replay, answer once committed), and runs the
+timers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from broker.core.group.coordinator import (
-    Decision,
-    GroupCoordinatorCore,
-    GroupSettings,
-    PartitionLoad,
-)
-from broker.core.group.writes import (
-    coordinator_batches,
-    follow_leadership,
-    replay_batches,
-    write_error,
-)
+from broker.core.actions import Actions
+from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupSettings
+from broker.core.group.runtime import start_write
+from broker.core.group.writes import follow_leadership, replay_batches
 from broker.core.partition import Partition
-from broker.core.produce import append_produce, check_waiting, time_out
-from protocol.errors import ErrorCode
-from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from protocol.records import read_header
 from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
 from tests.simulation.world import Ack
@@ -68,9 +58,8 @@ class SimGroupCoordinator:
         if self.core.leader_epochs.get(p) != epoch:
             return
         partition = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
-        if partition is None:  # gone meanwhile (its log went offline): as GroupCoordinator._load
-            del self.epochs[p]
-            self.core.unload(p)
+        if partition is None:  # gone meanwhile: as GroupCoordinator._load
+            self.core.load_failed(p, epoch)
             return
         log = partition.log
         offset, end = log.log_start_offset, log.log_end_offset
@@ -102,67 +91,41 @@ class SimGroupCoordinator:
         respond: Callable[[R], None],
         on_committed: Callable[[Ack], None] | None = None,
     ) -> None:
-        """As GroupCoordinator.write: append, replay, answer once committed (or fail). The
-        commit is told to the invariants as a produce's ack is (and to `on_committed`)."""
+        """As GroupCoordinator.write (broker.core.group.runtime): append, replay, answer once
+        committed (or fail). The commit is told to the invariants as a produce's ack is (and
+        to `on_committed`)."""
         broker = self.broker
         assert broker.state is not None
-        if not decision.records:
-            return respond(decision.response)
-        p = decision.partition
-        if self.core.partitions.get(p) is not PartitionLoad.LOADED:
-            return respond(decision.failed(ErrorCode.NOT_COORDINATOR))
-        tp = TopicPartition(OFFSETS_TOPIC, p)
-        records = coordinator_batches(decision.records, broker.wall_ms)
-        request = ProduceRequest(
-            -1,
-            broker.world.config.produce_timeout_ms,
-            (ProduceTopicData(OFFSETS_TOPIC, (ProducePartitionData(p, records),)),),
-        )
-        state = broker.state
-        append = append_produce(state, request, broker.wall_ms, internal=True)
-        code = append.results[tp].error_code
-        if code != ErrorCode.NONE:
-            return respond(decision.failed(write_error(code)))
-        for key, value in decision.records:
-            self.core.replay(key, value, committed=False)
-        broker.purgatory.wake(append.wake)
-        appended_ms, next_offset = broker.now_ms, append.waiting.get(tp, -1)
+        timeout_ms = broker.world.config.produce_timeout_ms
+        write = start_write(self.core, broker.state, decision, broker.wall_ms, timeout_ms)
+        produce = write.produce
+        appended_ms = broker.now_ms
+        next_offset = -1 if produce is None else produce.append.waiting.get(write.tp, -1)
 
-        def check(expired: bool) -> bool:
-            for _ in check_waiting(state, append):
-                partition = broker.partitions[tp]
-                ack = Ack(
-                    tp,
-                    append.results[tp].base_offset,
-                    next_offset,
-                    read_header(records).crc,
-                    tuple(v or b"" for _, v in decision.records),
-                    broker.broker_id,
-                    partition.leader_epoch,
-                    partition.isr,
-                    appended_ms,
-                    broker.now_ms,
-                    tuple(k for k, _ in decision.records),
-                )
-                for hook in broker.world.on_ack:
-                    hook(ack)
-                if on_committed is not None:
-                    on_committed(ack)
-            if append.waiting and not expired:
-                return False
-            time_out(append)
-            final = append.results[tp].error_code
-            if final == ErrorCode.NONE:
-                self.core.records_committed(decision.records, append.results[tp].base_offset)
-            respond(
-                decision.response
-                if final == ErrorCode.NONE
-                else decision.failed(write_error(final))
+        def apply(actions: Actions) -> None:
+            broker.apply(actions)
+            if produce is None or not produce.acked:
+                return
+            partition = broker.partitions[write.tp]
+            ack = Ack(
+                write.tp,
+                write.base_offset,
+                next_offset,
+                read_header(write.batches).crc,
+                tuple(v or b"" for _, v in decision.records),
+                broker.broker_id,
+                partition.leader_epoch,
+                partition.isr,
+                appended_ms,
+                broker.now_ms,
+                tuple(k for k, _ in decision.records),
             )
-            return True
+            for hook in broker.world.on_ack:
+                hook(ack)
+            if on_committed is not None:
+                on_committed(ack)
 
-        broker.purgatory.answer_or_park(list(append.waiting), request.timeout_ms, check)
-        return None
+        broker.purgatory.complete(write, broker.state, write.timeout_ms, apply, respond)
 
     def _timers(self) -> None:
         for decision in self.core.expire(self.broker.now_ms, wall_ms=self.broker.wall_ms):

@@ -1,15 +1,23 @@
 """broker/purgatory.py in simulated time: requests parked under keys until one is woken
-(each re-checks as a later step, as its trio task would) or their deadline passes."""
+(each re-checks as a later step, as its trio task would) or their deadline passes. `complete`
+is Purgatory.complete: a delayed operation (broker.core.delayed) tried at each wake-up,
+expired at its deadline, each try's actions applied."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
+from broker.core.actions import Actions
+from broker.core.delayed import DelayedOperation
+from broker.core.state import BrokerState
 from tests.simulation.process import SimProcess
 
 __all__ = ["SimPurgatory"]
+
+R = TypeVar("R")
 
 
 @dataclass(eq=False, slots=True)
@@ -34,6 +42,29 @@ class SimPurgatory:
         parked = _Parked(frozenset(keys), check)
         self._parked.append(parked)
         self._process.after(wait_ms, "deadline", functools.partial(self._settle, parked, True))
+
+    def complete(
+        self,
+        operation: DelayedOperation[R],
+        state: BrokerState,
+        wait_ms: int,
+        apply: Callable[[Actions], None],
+        answer: Callable[[R], None],
+    ) -> None:
+        """Try `operation` now and at each wake-up until it completes, or expire it after
+        a last try once `wait_ms` passed; then `answer` its response."""
+
+        def check(expired: bool) -> bool:
+            done = operation.try_complete(state, self._process.now_ms)
+            apply(operation.take_actions())
+            if not done:
+                if not expired:
+                    return False
+                operation.expire(self._process.now_ms)
+            answer(operation.response())
+            return True
+
+        self.answer_or_park(operation.watch_keys, wait_ms, check)
 
     def wake(self, keys: Iterable[Hashable]) -> None:
         woken = set(keys)

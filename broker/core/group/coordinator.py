@@ -197,6 +197,13 @@ class GroupCoordinatorCore:
             for member in group.members.values():
                 self._touch(group, member.member_id, now_ms)
 
+    def load_failed(self, partition: int, leader_epoch: int) -> None:
+        """The partition's log went away or is unreadable while loading it at `leader_epoch`:
+        not coordinating it (until leadership comes back), unless leadership moved on already."""
+        if self.leader_epochs.get(partition) == leader_epoch:
+            del self.leader_epochs[partition]
+            self.unload(partition)
+
     def unload(self, partition: int) -> None:
         """Stop coordinating the partition's groups (leadership moved): forget them."""
         self.partitions.pop(partition, None)

@@ -10,6 +10,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from broker.core.actions import Actions
 from broker.purgatory import Purgatory
 
 
@@ -223,3 +224,78 @@ def test_a_purgatory_outlives_a_trio_run() -> None:
 
     assert trio.run(timed_out) is False
     assert trio.run(timed_out) is False
+
+
+class _Countdown:
+    """A delayed operation done after `tries` tries; records what the purgatory did."""
+
+    def __init__(self, tries: int) -> None:
+        self.tries_left = tries
+        self.tried = 0
+        self.expired = False
+        self.watch_keys = ["k"]
+
+    def try_complete(self, state: object, now_ms: int) -> bool:
+        self.tried += 1
+        self.tries_left -= 1
+        return self.tries_left <= 0
+
+    def expire(self, now_ms: int) -> None:
+        self.expired = True
+
+    def take_actions(self) -> Actions:
+        return Actions((f"woken by try {self.tried}",))  # type: ignore[arg-type]
+
+    def response(self) -> tuple[int, bool]:
+        return self.tried, self.expired
+
+
+async def test_complete_tries_at_each_wake_up_until_done(autojump_clock: MockClock) -> None:
+    purgatory = Purgatory()
+    operation = _Countdown(tries=3)
+    applied: list[Actions] = []
+    results: list[tuple[int, bool]] = []
+
+    async def parked() -> None:
+        results.append(
+            await purgatory.complete(
+                operation,
+                None,
+                lambda: 0,
+                trio.current_time() + 60,
+                "produce",
+                applied.append,  # type: ignore[arg-type]
+            )
+        )
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked)
+        for _ in range(2):
+            await trio.sleep(1)
+            assert purgatory.waiting["produce"] == 1
+            purgatory.notify("k")
+    assert results == [(3, False)]
+    assert [list(a.complete_keys) for a in applied] == [
+        ["woken by try 1"],
+        ["woken by try 2"],
+        ["woken by try 3"],
+    ]
+
+
+async def test_complete_expires_after_a_last_try_at_the_deadline(
+    autojump_clock: MockClock,
+) -> None:
+    purgatory = Purgatory()
+    operation = _Countdown(tries=100)
+    start = trio.current_time()
+    result = await purgatory.complete(
+        operation,
+        None,
+        lambda: 0,
+        start + 5,
+        "fetch",
+        lambda _: None,  # type: ignore[arg-type]
+    )
+    assert result == (2, True)  # tried on arrival and once more at the deadline
+    assert trio.current_time() - start == pytest.approx(5)
+    assert purgatory.watched_keys == 0

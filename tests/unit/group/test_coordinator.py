@@ -285,3 +285,15 @@ def test_offset_fetch_sees_a_commit_once_it_is_committed_and_never_an_older_one(
     shell.core.records_committed(first, 10)  # its task resumed last
     assert fetched() == [1806]
     assert shell.core.offsets["g"][T[0]].offset == 1806
+
+
+def test_a_load_that_failed_answers_not_coordinator_unless_leadership_moved_on() -> None:
+    shell = Shell()
+    p = shell.core.partition_of("g")
+    shell.core.leader_epochs[p] = 4
+    shell.core.begin_load(p)
+    shell.core.load_failed(p, 3)  # an older load's failure: the newer one goes on
+    assert shell.heartbeat("g", "", 0).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    shell.core.load_failed(p, 4)
+    assert p not in shell.core.leader_epochs
+    assert shell.heartbeat("g", "", 0).error_code == ErrorCode.NOT_COORDINATOR

@@ -1,0 +1,232 @@
+"""broker.core.delayed and broker.core.group.runtime: the delayed operations a purgatory parks
+(DelayedProduce, DelayedFetch, the coordinator's DelayedWrite), tried and expired by hand on
+real logs, as either shell would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.config.log_config import LogConfig
+from broker.core.delayed import DelayedFetch, DelayedProduce
+from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupSettings
+from broker.core.group.model import OffsetValue
+from broker.core.group.records import offset_record
+from broker.core.group.runtime import start_write
+from broker.core.isr import IsrCore, IsrSettings
+from broker.core.produce import append_produce
+from broker.core.replica_manager import ReplicaManager
+from broker.core.state import BrokerState
+from broker.log.manager import LogManager
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
+from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
+from tests.unit.log.helpers import T0, make_batch
+
+T0_ = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+OFFSETS_0 = TopicPartition(OFFSETS_TOPIC, 0)
+
+
+def _led(tp: TopicPartition, leader: int = 1, leader_epoch: int = 0) -> LeaderAndIsrPartitionState:
+    return LeaderAndIsrPartitionState(
+        tp.topic, tp.partition, 1, leader, leader_epoch, (1, 2), 0, (1, 2)
+    )
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[BrokerState]:
+    """Broker 1 leads t-0, t-1 and offsets-0, with broker 2 in every ISR: the HW waits for 2."""
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup(T0)
+    replicas = ReplicaManager(1, manager)
+    replicas.become_leader_or_follower((_led(T0_), _led(T1), _led(OFFSETS_0)), T0, wall_ms=T0)
+    yield BrokerState(replicas, IsrCore(1, IsrSettings(30_000, 5_000, 60_000), T0), 1)
+    manager.shutdown(T0)
+
+
+def _follower_caught_up(state: BrokerState, tp: TopicPartition) -> None:
+    partition = state.replica_manager.partitions[tp]
+    end = partition.log_end_offset
+    assert partition.update_follower_fetch(2, end, end, T0), "the HW should have moved"
+
+
+def _lose_leadership(state: BrokerState, tp: TopicPartition) -> None:
+    state.replica_manager.become_leader_or_follower(
+        (_led(tp, leader=2, leader_epoch=1),), T0, wall_ms=T0
+    )
+
+
+def _produce(state: BrokerState, acks: int, *tps: TopicPartition) -> DelayedProduce:
+    request = ProduceRequest(
+        acks,
+        1000,
+        tuple(
+            ProduceTopicData(tp.topic, (ProducePartitionData(tp.partition, make_batch(2)),))
+            for tp in tps
+        ),
+    )
+    return DelayedProduce(request, append_produce(state, request, T0))
+
+
+def _answers(produce: DelayedProduce) -> list[tuple[int, ErrorCode, int]]:
+    return [
+        (p.index, ErrorCode(p.error_code), p.base_offset)
+        for t in produce.response().responses
+        for p in t.partition_responses
+    ]
+
+
+# -- DelayedProduce ----------------------------------------------------------------------
+
+
+def test_acks_1_completes_at_its_first_try_and_wakes_what_waits_on_its_partition(
+    state: BrokerState,
+) -> None:
+    produce = _produce(state, 1, T0_)
+    assert list(produce.take_actions().complete_keys) == [T0_]
+    assert list(produce.take_actions().complete_keys) == []  # each action is asked once
+    assert produce.watch_keys == []
+    assert produce.try_complete(state, T0)
+    assert _answers(produce) == [(0, ErrorCode.NONE, 0)]
+
+
+def test_acks_all_completes_once_the_hw_covers_the_batch(state: BrokerState) -> None:
+    produce = _produce(state, -1, T0_)
+    assert produce.watch_keys == [T0_]
+    assert not produce.try_complete(state, T0)
+    assert produce.acked == []
+    _follower_caught_up(state, T0_)
+    assert produce.try_complete(state, T0)
+    assert produce.acked == [T0_]
+    assert _answers(produce) == [(0, ErrorCode.NONE, 0)]
+
+
+def test_acks_all_completes_with_an_error_when_leadership_moves(state: BrokerState) -> None:
+    produce = _produce(state, -1, T0_)
+    assert not produce.try_complete(state, T0)
+    _lose_leadership(state, T0_)
+    assert produce.try_complete(state, T0)
+    assert produce.acked == []
+    assert _answers(produce) == [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)]
+
+
+def test_expiry_times_out_only_the_partitions_still_waiting(state: BrokerState) -> None:
+    produce = _produce(state, -1, T0_, T1)
+    _follower_caught_up(state, T0_)
+    assert not produce.try_complete(state, T0)
+    assert produce.watch_keys == [T1]
+    produce.expire(T0)
+    assert _answers(produce) == [(0, ErrorCode.NONE, 0), (1, ErrorCode.REQUEST_TIMED_OUT, -1)]
+
+
+# -- DelayedFetch ------------------------------------------------------------------------
+
+
+def _fetch(min_bytes: int, replica_id: int = -1, offset: int = 0) -> DelayedFetch:
+    partitions = (FetchPartition(0, offset, 1 << 20),)
+    request = FetchRequest(replica_id, 500, min_bytes, 1 << 20, (FetchTopic("t", partitions),))
+    return DelayedFetch(request)
+
+
+def test_a_fetch_waits_for_min_bytes_and_expires_with_its_last_read(state: BrokerState) -> None:
+    fetch = _fetch(min_bytes=1)
+    assert fetch.watch_keys == [T0_]
+    assert not fetch.try_complete(state, T0)
+    fetch.expire(T0)
+    [data] = fetch.response().responses[0].partitions
+    assert (data.error_code, data.records, data.high_watermark) == (ErrorCode.NONE, b"", 0)
+
+
+def test_a_fetch_completes_once_the_hw_exposes_enough_bytes(state: BrokerState) -> None:
+    fetch = _fetch(min_bytes=1)
+    _produce(state, 1, T0_)
+    assert not fetch.try_complete(state, T0)  # appended, but not below the HW yet
+    _follower_caught_up(state, T0_)
+    assert fetch.try_complete(state, T0)
+    assert fetch.response().responses[0].partitions[0].records != b""
+
+
+def test_a_followers_fetch_moves_the_hw_and_asks_to_wake_its_partition(
+    state: BrokerState,
+) -> None:
+    _produce(state, 1, T0_)
+    end = state.replica_manager.partitions[T0_].log_end_offset
+    fetch = _fetch(min_bytes=1 << 20, replica_id=2, offset=end)
+    assert not fetch.try_complete(state, T0)
+    assert list(fetch.take_actions().complete_keys) == [T0_]
+    assert state.replica_manager.partitions[T0_].high_watermark == end
+    assert not fetch.try_complete(state, T0)
+    assert list(fetch.take_actions().complete_keys) == []  # the HW did not move again
+
+
+def test_a_fetch_completes_with_an_error_when_leadership_moves(state: BrokerState) -> None:
+    fetch = _fetch(min_bytes=1)
+    assert not fetch.try_complete(state, T0)
+    _lose_leadership(state, T0_)
+    assert fetch.try_complete(state, T0)
+    [data] = fetch.response().responses[0].partitions
+    assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+# -- the coordinator's DelayedWrite (broker.core.group.runtime) ---------------------------
+
+
+def _core() -> GroupCoordinatorCore:
+    core = GroupCoordinatorCore(GroupSettings(1, 45_000, 5_000), lambda: "m")
+    core.begin_load(0)
+    core.finish_load(0, T0)
+    return core
+
+
+def _decision(records: bool = True) -> Decision[str]:
+    record = offset_record("g", T0_, OffsetValue(7))
+    return Decision(0, "ok", lambda code: code.name, [record] if records else [])
+
+
+def _committed(core: GroupCoordinatorCore) -> int | None:
+    value = core.committed_offsets.get("g", {}).get(T0_)
+    return None if value is None else value.offset
+
+
+def test_a_write_with_no_records_answers_at_once(state: BrokerState) -> None:
+    write = start_write(_core(), state, _decision(records=False), T0, 1000)
+    assert write.produce is None and write.watch_keys == []
+    assert write.try_complete(state, T0)
+    assert write.response() == "ok"
+
+
+def test_a_write_to_a_partition_not_loaded_is_not_coordinator(state: BrokerState) -> None:
+    core = _core()
+    core.unload(0)
+    write = start_write(core, state, _decision(), T0, 1000)
+    assert write.try_complete(state, T0)
+    assert write.response() == "NOT_COORDINATOR"
+    assert state.replica_manager.partitions[OFFSETS_0].log_end_offset == 0
+
+
+def test_a_write_is_replayed_at_once_and_committed_once_the_hw_covers_it(
+    state: BrokerState,
+) -> None:
+    core = _core()
+    write = start_write(core, state, _decision(), T0, 1000)
+    assert write.watch_keys == [OFFSETS_0]
+    assert list(write.take_actions().complete_keys) == [OFFSETS_0]
+    assert not write.try_complete(state, T0)
+    assert core.offsets["g"][T0_].offset == 7 and _committed(core) is None
+    _follower_caught_up(state, OFFSETS_0)
+    assert write.try_complete(state, T0)
+    assert write.response() == "ok" and _committed(core) == 7
+
+
+def test_an_expired_write_answers_its_failure_and_commits_nothing(state: BrokerState) -> None:
+    core = _core()
+    write = start_write(core, state, _decision(), T0, 1000)
+    assert not write.try_complete(state, T0)
+    write.expire(T0)
+    assert write.response() == "COORDINATOR_NOT_AVAILABLE"  # REQUEST_TIMED_OUT, for a client
+    assert _committed(core) is None
