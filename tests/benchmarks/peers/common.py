@@ -82,4 +82,6 @@ class WithBrokers(Protocol):
 class CountsRounds(Protocol):
     """A peer whose partition leader counts the Produce requests it served."""
 
+    def leader_pid(self) -> int: ...
+
     def leader_produce_requests(self) -> float: ...

@@ -12,9 +12,11 @@ from tests.benchmarks.peers.table import HIGHWATER, KAFKA, Spread, cell, ratio
 
 # The extra figures one run records beside table.ROWS's (run.py):
 BROKER_CPU = "broker_cpu"  # the 3 brokers' cores over the end-to-end phase (not ZooKeeper)
+LEADER_CPU = "leader_cpu"  # the leader's (broker 1's) cores over that phase
 ROUNDS_PER_S = "rounds_per_s"  # Produce requests the leader served a second in that phase
 FLOOR_TRIO = "floor_trio"  # round_floor's 3 trio processes at that rate (cores)
 FLOOR_PLAIN = "floor_plain"  # round_floor's 3 epoll loops at that rate (cores)
+FLOOR_TRIO_LEADER_US = "floor_trio_leader_us"  # round_floor's trio leader: CPU µs per round
 BUILD_ONLY = "build_only"  # `perf produce`'s build-only ceiling (rec/s) in this process
 
 CPU_FLOOR_BOUND = 1.5
@@ -67,6 +69,11 @@ def rounds_per_s(produce_before: float, produce_after: float, elapsed_s: float) 
     if produce_after < produce_before:
         raise ValueError("the request counter went backwards (a broker restarted?)")
     return (produce_after - produce_before) / elapsed_s
+
+
+def leader_us_per_round(leader_cores: float, rounds_per_s: float) -> float:
+    """The leader's CPU µs per round (per Produce) over a phase, to set beside the floor's."""
+    return leader_cores / rounds_per_s * 1e6 if rounds_per_s > 0 else 0.0
 
 
 def _spread(runs: Sequence[Mapping[str, float]] | None, key: str) -> Spread | None:
@@ -160,6 +167,17 @@ def render(runs: Mapping[str, Sequence[Mapping[str, float]]]) -> str:
             f"the floor's rate: the leader's Produce requests a second in the end-to-end phase, "
             f"{_cell(rate, 'rec/s')} rounds/s; the no-work floor at that rate: trio "
             f"{_cell(trio, 'cores')} cores, plain epoll {_cell(plain, 'cores')} cores"
+        )
+    leader = [
+        leader_us_per_round(r[LEADER_CPU], r[ROUNDS_PER_S])
+        for r in mine or ()
+        if LEADER_CPU in r and ROUNDS_PER_S in r
+    ]
+    floor_leader = _spread(mine, FLOOR_TRIO_LEADER_US)
+    if leader and floor_leader is not None:
+        text.append(
+            f"the leader's CPU per round: {_cell(Spread.of(leader), 'rec/s')} µs, of which the "
+            f"trio floor's leader {_cell(floor_leader, 'rec/s')} µs"
         )
     text.append("medians (ranges in brackets); met or missed on the medians")
     return "\n".join(t.rstrip() for t in text)

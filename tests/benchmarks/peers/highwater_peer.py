@@ -41,6 +41,11 @@ class HighwaterPeer:
         zookeeper = [self.zookeeper.pid] if self.zookeeper.pid is not None else []
         return [*self.broker_pids(), *zookeeper]
 
+    def leader_pid(self) -> int:
+        process = self.cluster.brokers[LEADER].process
+        assert process is not None, "the leader is not running"
+        return process.pid
+
     def leader_produce_requests(self) -> float:
         """Produce requests broker 1 (every topic's leader) has served, from its /metrics."""
         with urllib.request.urlopen(self.metrics_url, timeout=5) as page:

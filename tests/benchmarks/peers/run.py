@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 from client.cli.perf_tools import build_only_rate
@@ -43,25 +44,52 @@ def _systems() -> dict[str, Callable[[], AbstractContextManager[Peer]]]:
     }
 
 
-def one_run(peer: Peer, run: int, workload: Workload) -> dict[str, float]:
+def one_run(
+    peer: Peer, run: int, workload: Workload, profile: str | None = None
+) -> dict[str, float]:
     peer.prepare(run)
     figures = {"produce": peer.produce(run, workload), "consume": peer.consume(run, workload)}
     pids = peer.server_pids()
     brokers = peer.broker_pids() if isinstance(peer, WithBrokers) else []
+    leader = [peer.leader_pid()] if isinstance(peer, CountsRounds) else []
     produces = peer.leader_produce_requests() if isinstance(peer, CountsRounds) else 0.0
     before_s, brokers_before_s = total_cpu_seconds(pids), total_cpu_seconds(brokers)
+    leader_before_s = total_cpu_seconds(leader)
+    spy = _py_spy(leader[0], f"{profile}-run{run}.txt", workload) if profile and leader else None
     started = time.monotonic()
     latencies = peer.end_to_end(run, workload)
     elapsed_s = time.monotonic() - started
+    if spy is not None:
+        spy.wait(timeout=60)
     figures["cpu"] = (total_cpu_seconds(pids) - before_s) / elapsed_s
     if brokers:
         figures[goals.BROKER_CPU] = (total_cpu_seconds(brokers) - brokers_before_s) / elapsed_s
     if isinstance(peer, CountsRounds):
         after = peer.leader_produce_requests()
         figures[goals.ROUNDS_PER_S] = goals.rounds_per_s(produces, after, elapsed_s)
+        figures[goals.LEADER_CPU] = (total_cpu_seconds(leader) - leader_before_s) / elapsed_s
     if len(latencies) < workload.e2e_records:
         raise SystemExit(f"{peer.name}: {len(latencies)} of {workload.e2e_records} records seen")
     return figures | table.latency_figures(latencies)
+
+
+def _py_spy(pid: int, path: str, workload: Workload) -> subprocess.Popen[bytes]:
+    """py-spy sampling the leader (without pausing it) for the end-to-end phase's length,
+    collapsed stacks into `path`; for finding where its time goes, not for a measured run."""
+    command = [
+        str(Path(sys.executable).with_name("py-spy")),
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(max(1, int(workload.duration_s))),
+        "--nonblocking",
+        "--format",
+        "raw",
+        "--output",
+        path,
+    ]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL)
 
 
 def yardsticks(figures: dict[str, float], workload: Workload, floor_s: float) -> None:
@@ -70,8 +98,10 @@ def yardsticks(figures: dict[str, float], workload: Workload, floor_s: float) ->
     with no cluster up: the floor's three processes are a system of their own."""
     rate = figures[goals.ROUNDS_PER_S]
     for key, server in ((goals.FLOOR_TRIO, "trio"), (goals.FLOOR_PLAIN, "plain")):
-        achieved, _per_round_us, cores, _p50_ms = round_floor.run_once(server, rate, floor_s)
+        achieved, per_round_us, cores, _p50_ms = round_floor.run_once(server, rate, floor_s)
         figures[key] = cores
+        if server == "trio":
+            figures[goals.FLOOR_TRIO_LEADER_US] = per_round_us[0]
         print(
             f"  no-work floor ({server}) at {rate:.0f} rounds/s asked: {achieved:.0f} rounds/s, "
             f"{cores:.2f} cores",
@@ -89,7 +119,7 @@ def yardsticks(figures: dict[str, float], workload: Workload, floor_s: float) ->
 
 
 def measure(
-    systems: list[str], runs: int, workload: Workload, floor_s: float
+    systems: list[str], runs: int, workload: Workload, floor_s: float, profile: str | None = None
 ) -> Iterator[tuple[str, list[dict[str, float]]]]:
     starters = _systems()
     for key in systems:
@@ -98,7 +128,8 @@ def measure(
         with starters[key]() as peer:
             results = []
             for run in range(1, runs + 1):
-                figures = one_run(peer, run, workload)
+                spied = profile if key == "highwater" else None
+                figures = one_run(peer, run, workload, spied)
                 results.append(figures)
                 print(
                     f"{peer.name} run {run}: produce {figures['produce']:,.0f} rec/s, consume "
@@ -138,6 +169,12 @@ def main() -> None:
         action="store_true",
         help="Instead: Kafka's own perf tools against Highwater's Kafka listener and Kafka.",
     )
+    parser.add_argument(
+        "--profile-leader",
+        metavar="PREFIX",
+        help="py-spy (the venv's) samples Highwater's leader in each end-to-end phase into "
+        "PREFIX-runN.txt (collapsed stacks); the figures of such a run are not clean.",
+    )
     args = parser.parse_args()
     if args.kafka_tools:
         _kafka_tools(args.runs, args.quick)
@@ -157,7 +194,7 @@ def main() -> None:
         file=sys.stderr,
         flush=True,
     )
-    results = dict(measure(systems, runs, workload, floor_s))
+    results = dict(measure(systems, runs, workload, floor_s, args.profile_leader))
     after = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
     if args.json:
         document: dict[str, Any] = {

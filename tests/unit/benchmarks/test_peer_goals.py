@@ -19,7 +19,9 @@ def highwater(produce: float, cpu: float, floor: float, build: float) -> dict[st
         "cpu": cpu + 0.1,
         goals.BROKER_CPU: cpu,
         goals.ROUNDS_PER_S: 400.0,
+        goals.LEADER_CPU: cpu / 2,
         goals.FLOOR_TRIO: floor,
+        goals.FLOOR_TRIO_LEADER_US: floor * 1000,
         goals.FLOOR_PLAIN: floor / 2,
         goals.BUILD_ONLY: build,
     }
@@ -100,11 +102,21 @@ def test_rounds_per_s_from_the_leaders_counter() -> None:
 def test_render_has_every_row_its_verdict_and_the_floor_detail() -> None:
     text = goals.render(RUNS)
     lines = text.splitlines()
-    assert len(lines) == 1 + 7 + 2
+    assert len(lines) == 1 + 7 + 3
     assert lines[1].split()[-1] == "met"  # produce
     assert lines[4].split()[-1] == "MISSED"  # p99
     assert "trio floor 0.45 (0.40-0.50)" in lines[6]
     assert "400 rounds/s" in lines[8] and "plain epoll 0.23 (0.20-0.25) cores" in lines[8]
+    # the leader's 0.45 and 0.35 cores at 400 rounds/s; the floor's leader 500 and 400 µs
+    assert lines[9] == (
+        "the leader's CPU per round: 1,000 (875-1,125) µs, of which the trio floor's leader "
+        "450 (400-500) µs"
+    )
+
+
+def test_leader_us_per_round() -> None:
+    assert goals.leader_us_per_round(0.5, 400.0) == pytest.approx(1250.0)
+    assert goals.leader_us_per_round(0.5, 0.0) == 0.0
 
 
 def test_document_is_one_entry_per_line_with_the_verdict() -> None:
