@@ -17,6 +17,9 @@ ROUNDS_PER_S = "rounds_per_s"  # Produce requests the leader served a second in 
 FLOOR_TRIO = "floor_trio"  # round_floor's 3 trio processes at that rate (cores)
 FLOOR_PLAIN = "floor_plain"  # round_floor's 3 epoll loops at that rate (cores)
 FLOOR_TRIO_LEADER_US = "floor_trio_leader_us"  # round_floor's trio leader: CPU µs per round
+# The end-to-end phase's records over its wall time, the clients' start and the last records'
+# delivery included: a lower bound on the rate the producer sent at (it paces to 10,000/s).
+E2E_RATE = "e2e_rate"
 BUILD_ONLY = "build_only"  # `perf produce`'s build-only ceiling (rec/s) in this process
 
 CPU_FLOOR_BOUND = 1.5
@@ -167,6 +170,13 @@ def render(runs: Mapping[str, Sequence[Mapping[str, float]]]) -> str:
             f"the floor's rate: the leader's Produce requests a second in the end-to-end phase, "
             f"{_cell(rate, 'rec/s')} rounds/s; the no-work floor at that rate: trio "
             f"{_cell(trio, 'cores')} cores, plain epoll {_cell(plain, 'cores')} cores"
+        )
+    paces = [(system, _spread(figures, E2E_RATE)) for system, figures in runs.items()]
+    shown = [f"{system} {_cell(pace, 'rec/s')}" for system, pace in paces if pace is not None]
+    if shown:
+        text.append(
+            "end-to-end records over the phase's wall time (clients' start and drain included, "
+            f"so at most the 10,000 rec/s sent): {', '.join(shown)} rec/s"
         )
     leader = [
         leader_us_per_round(r[LEADER_CPU], r[ROUNDS_PER_S])

@@ -62,6 +62,7 @@ def one_run(
     if spy is not None:
         spy.wait(timeout=60)
     figures["cpu"] = (total_cpu_seconds(pids) - before_s) / elapsed_s
+    figures[goals.E2E_RATE] = workload.e2e_records / elapsed_s
     if brokers:
         figures[goals.BROKER_CPU] = (total_cpu_seconds(brokers) - brokers_before_s) / elapsed_s
     if isinstance(peer, CountsRounds):
@@ -148,7 +149,7 @@ def measure(
 
 
 def _extra(figures: dict[str, float]) -> str:
-    text = ""
+    text = f", end-to-end {figures[goals.E2E_RATE]:,.0f} rec/s over its wall time"
     if goals.BROKER_CPU in figures:
         text += f" (brokers {figures[goals.BROKER_CPU]:.2f})"
     if goals.ROUNDS_PER_S in figures:
