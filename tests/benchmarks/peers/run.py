@@ -149,9 +149,8 @@ def measure(
 
 
 def _extra(figures: dict[str, float]) -> str:
-    text = f", end-to-end {figures[goals.E2E_RATE]:,.0f} rec/s over its wall time"
-    if goals.BROKER_CPU in figures:
-        text += f" (brokers {figures[goals.BROKER_CPU]:.2f})"
+    text = f" (brokers {figures[goals.BROKER_CPU]:.2f})" if goals.BROKER_CPU in figures else ""
+    text += f", end-to-end {figures[goals.E2E_RATE]:,.0f} rec/s over its wall time"
     if goals.ROUNDS_PER_S in figures:
         text += f", leader's Produce {figures[goals.ROUNDS_PER_S]:.0f}/s"
     return text
