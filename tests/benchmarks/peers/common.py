@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from client.cli.perf_tools import payload
 
@@ -69,3 +69,19 @@ def wait_until(condition: Callable[[], T | None], timeout_s: float, what: str) -
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.1)
+
+
+@runtime_checkable
+class WithBrokers(Protocol):
+    """A peer whose server processes include a coordinator (ZooKeeper) beside its brokers."""
+
+    def broker_pids(self) -> list[int]: ...
+
+
+@runtime_checkable
+class CountsRounds(Protocol):
+    """A peer whose partition leader counts the Produce requests it served."""
+
+    def leader_pid(self) -> int: ...
+
+    def leader_produce_requests(self) -> float: ...

@@ -6,6 +6,7 @@ clients and settings that drive Apache Kafka (kafka_peer.py)."""
 from __future__ import annotations
 
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -16,23 +17,39 @@ from client.cli import perf_tools
 from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from tests.benchmarks.peers import confluent_client
 from tests.benchmarks.peers.common import Workload
+from tests.benchmarks.wakes import request_counts
 from tests.integration.cluster_harness import Cluster
 from tests.integration.replication_checks import create_topic, prepare_cluster
 
 ACKS_ALL = -1
 KAFKA_LISTENER = "KAFKA"
+LEADER = 1
 
 
 class HighwaterPeer:
     name = "Highwater"
 
-    def __init__(self, zookeeper: ZooKeeperServer, cluster: Cluster) -> None:
+    def __init__(self, zookeeper: ZooKeeperServer, cluster: Cluster, metrics_url: str) -> None:
         self.zookeeper = zookeeper
         self.cluster = cluster
+        self.metrics_url = metrics_url
+
+    def broker_pids(self) -> list[int]:
+        return [b.process.pid for b in self.cluster.brokers.values() if b.process is not None]
 
     def server_pids(self) -> list[int]:
-        brokers = [b.process.pid for b in self.cluster.brokers.values() if b.process is not None]
-        return [*brokers, *([self.zookeeper.pid] if self.zookeeper.pid is not None else [])]
+        zookeeper = [self.zookeeper.pid] if self.zookeeper.pid is not None else []
+        return [*self.broker_pids(), *zookeeper]
+
+    def leader_pid(self) -> int:
+        process = self.cluster.brokers[LEADER].process
+        assert process is not None, "the leader is not running"
+        return process.pid
+
+    def leader_produce_requests(self) -> float:
+        """Produce requests broker 1 (every topic's leader) has served, from its /metrics."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as page:
+            return request_counts(page.read().decode()).get("Produce", 0.0)
 
     def prepare(self, run: int) -> None:
         for name in (f"produce-{run}", f"e2e-{run}"):
@@ -118,11 +135,18 @@ def running(kafka_wire: bool = False) -> Iterator[HighwaterPeer]:
             # first, then one speaking Kafka's protocol.
             overrides["listener.wire.protocol.map"] = f"{KAFKA_LISTENER}:kafka"
             listeners = {"PLAINTEXT": "PLAINTEXT", KAFKA_LISTENER: "PLAINTEXT"}
-        cluster = Cluster(zookeeper.port, Path(root) / "brokers", 3, overrides, None, listeners)
+        # The leader's metrics listener, for its Produce request count (the rounds a second
+        # the no-work floor is run at, run.py).
+        metrics_port = free_port()
+        leader_overrides = {LEADER: {"metrics.listener": f"http://127.0.0.1:{metrics_port}"}}
+        cluster = Cluster(
+            zookeeper.port, Path(root) / "brokers", 3, overrides, leader_overrides, listeners
+        )
         try:
             cluster.start()
             prepare_cluster(cluster, timeout_s=60)
-            yield (HighwaterKafkaWirePeer if kafka_wire else HighwaterPeer)(zookeeper, cluster)
+            peer = HighwaterKafkaWirePeer if kafka_wire else HighwaterPeer
+            yield peer(zookeeper, cluster, f"http://127.0.0.1:{metrics_port}/metrics")
         finally:
             cluster.stop()
             zookeeper.stop()

@@ -32,6 +32,9 @@ class KafkaPeer:
     def server_pids(self) -> list[int]:
         return self.cluster.pids()
 
+    def broker_pids(self) -> list[int]:
+        return [b.process.pid for b in self.cluster.brokers.values() if b.process is not None]
+
     def prepare(self, run: int) -> None:
         create_topics(self.cluster.bootstrap, [f"produce-{run}", f"e2e-{run}"])
 
