@@ -173,6 +173,7 @@ def main() -> None:
     curves["shutdown"] = {"Highwater": []}
     if args.merge is not None:
         merge(curves, json.loads(args.merge.read_text()))
+        report(curves, args.out)  # also redraws saved points alone (with --skip of all four)
     print(load_average(), flush=True)
     # Tables and PNGs after each cluster: what is measured survives a later failure.
     if "highwater" not in args.skip:
