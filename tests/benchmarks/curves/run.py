@@ -124,8 +124,10 @@ def restart_curves(gibs: Sequence[int], runs: int) -> Series:
         for gib in gibs:
             held = restart.fill(hw, victim, gib * restart.GIB)
             times = [restart.restart_s(hw, victim) for _ in range(runs)]
+            # x: what the broker holds (a round of filling can overshoot the target)
+            held_gib = max(1, round(held / restart.GIB))
             for step, values in zip(steps, restart.by_step(times), strict=True):
-                series[step].append(Point(gib, values))
+                series[step].append(Point(held_gib, values))
             print(
                 f"Highwater restart with {held / restart.GIB:.2f} GiB: "
                 + ", ".join(
