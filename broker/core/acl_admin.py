@@ -5,7 +5,8 @@ and the simulator share these."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from broker.core.principal import parse_principal
@@ -20,10 +21,30 @@ from protocol.acl import (
     ResourcePattern,
     ResourceType,
 )
+from protocol.errors import ErrorCode
 from protocol.messages.create_acls import AclCreation
+from protocol.messages.delete_acls import DeleteAclsFilterResult, DeleteAclsMatchingAcl
 from protocol.messages.describe_acls import AclFilterSpec
 
-__all__ = ["Entries", "adder", "binding_of", "dropper", "filter_of"]
+__all__ = [
+    "ACL_CHANGE_ATTEMPTS",
+    "KEPT_CHANGING",
+    "Entries",
+    "FilterDeletion",
+    "Outcome",
+    "adder",
+    "binding_of",
+    "dropper",
+    "filter_of",
+]
+
+# A pattern's compare-and-set is tried this often when another writer keeps coming first.
+ACL_CHANGE_ATTEMPTS: Final = 5
+Outcome = tuple[ErrorCode, str | None]
+KEPT_CHANGING: Final[Outcome] = (
+    ErrorCode.UNKNOWN_SERVER_ERROR,
+    "the ACLs kept changing meanwhile; try again",
+)
 
 _CONCRETE_TYPES: Final = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER)
 _CONCRETE_OPERATIONS: Final = frozenset(AclOperation) - {AclOperation.UNKNOWN, AclOperation.ANY}
@@ -51,6 +72,44 @@ def dropper(
         return old - gone
 
     return drop
+
+
+@dataclass
+class FilterDeletion:
+    """One DeleteAcls filter's answer, built pattern by pattern as each pattern's change is
+    written: the entries removed (Kafka's DeleteAclsMatchingAcl) and the last failure."""
+
+    wanted: AclFilter
+    matching: list[DeleteAclsMatchingAcl] = field(default_factory=list)
+    error: Outcome = (ErrorCode.NONE, None)
+
+    def patterns(self, bindings: Iterable[AclBinding]) -> list[ResourcePattern]:
+        """The stored patterns holding an entry this filter matches, in a fixed order."""
+        return sorted({b.pattern for b in bindings if self.wanted.matches(b)})
+
+    def written(
+        self, pattern: ResourcePattern, outcome: Outcome, removed: set[AccessControlEntry]
+    ) -> None:
+        if outcome[0] != ErrorCode.NONE:
+            self.error = outcome
+            return
+        self.matching.extend(
+            DeleteAclsMatchingAcl(
+                ErrorCode.NONE,
+                None,
+                pattern.resource_type,
+                pattern.name,
+                pattern.pattern_type,
+                e.principal,
+                e.host,
+                e.operation,
+                e.permission,
+            )
+            for e in sorted(removed)
+        )
+
+    def result(self) -> DeleteAclsFilterResult:
+        return DeleteAclsFilterResult(self.error[0], self.error[1], tuple(self.matching))
 
 
 def binding_of(creation: AclCreation) -> AclBinding:

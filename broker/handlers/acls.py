@@ -8,7 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.context import BrokerContext
-from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
+from broker.core.acl_admin import (
+    ACL_CHANGE_ATTEMPTS,
+    KEPT_CHANGING,
+    Entries,
+    FilterDeletion,
+    adder,
+    binding_of,
+    dropper,
+    filter_of,
+)
 from broker.core.request_acls import may_change_acls, may_describe_acls
 from controller.zk_acls import AclsChangedError, change_acls, read_all_acls
 from controller.zk_types import ZkError
@@ -27,7 +36,6 @@ from protocol.messages.create_acls import (
 )
 from protocol.messages.delete_acls import (
     DeleteAclsFilterResult,
-    DeleteAclsMatchingAcl,
     DeleteAclsRequest,
     DeleteAclsResponse,
 )
@@ -40,7 +48,6 @@ from protocol.messages.describe_acls import (
 
 __all__ = ["handle_create_acls", "handle_delete_acls", "handle_describe_acls"]
 
-_ATTEMPTS = 5
 # Kafka's answer (KafkaApis) when no authorizer is configured: ACLs would have no effect.
 _NO_AUTHORIZER = "no authorizer is configured on the broker (authorizer.class.name)"
 
@@ -120,30 +127,12 @@ async def handle_delete_acls(
             results.append(DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, str(exc)))
             continue
         acls, _ = await ctx.zk.run(read_all_acls())
-        matching: list[DeleteAclsMatchingAcl] = []
-        error: tuple[ErrorCode, str | None] = (ErrorCode.NONE, None)
-        for pattern in {b.pattern for b in acls.bindings() if wanted.matches(b)}:
+        deletion = FilterDeletion(wanted)
+        for pattern in deletion.patterns(acls.bindings()):
             removed: set[AccessControlEntry] = set()
-            drop = dropper(wanted, pattern, removed)
-            code, message = await _change(ctx, pattern, drop)
-            if code != ErrorCode.NONE:
-                error = (code, message)
-                continue
-            matching.extend(
-                DeleteAclsMatchingAcl(
-                    ErrorCode.NONE,
-                    None,
-                    pattern.resource_type,
-                    pattern.name,
-                    pattern.pattern_type,
-                    e.principal,
-                    e.host,
-                    e.operation,
-                    e.permission,
-                )
-                for e in sorted(removed)
-            )
-        results.append(DeleteAclsFilterResult(error[0], error[1], tuple(matching)))
+            outcome = await _change(ctx, pattern, dropper(wanted, pattern, removed))
+            deletion.written(pattern, outcome, removed)
+        results.append(deletion.result())
     return DeleteAclsResponse(tuple(results))
 
 
@@ -152,7 +141,7 @@ async def _change(
 ) -> tuple[ErrorCode, str | None]:
     if ctx.zk is None:
         return ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session"
-    for _ in range(_ATTEMPTS):
+    for _ in range(ACL_CHANGE_ATTEMPTS):
         try:
             await ctx.zk.run(change_acls(pattern, change))
         except AclsChangedError:
@@ -160,4 +149,4 @@ async def _change(
         except ZkError as exc:
             return ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}"
         return ErrorCode.NONE, None
-    return ErrorCode.UNKNOWN_SERVER_ERROR, "the ACLs kept changing meanwhile; try again"
+    return KEPT_CHANGING

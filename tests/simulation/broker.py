@@ -19,7 +19,17 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, assert_never, cast
 
-from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
+from broker.core.acl_admin import (
+    ACL_CHANGE_ATTEMPTS,
+    KEPT_CHANGING,
+    Entries,
+    FilterDeletion,
+    Outcome,
+    adder,
+    binding_of,
+    dropper,
+    filter_of,
+)
 from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
 from broker.core.cleaning_pass import CleaningOutcome, choose_cleaning, finish_cleaning
@@ -95,7 +105,6 @@ from protocol.messages.create_acls import (
 )
 from protocol.messages.delete_acls import (
     DeleteAclsFilterResult,
-    DeleteAclsMatchingAcl,
     DeleteAclsRequest,
     DeleteAclsResponse,
 )
@@ -145,7 +154,6 @@ GROUP_REQUESTS = (
 )
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
-_ACL_CHANGE_ATTEMPTS = 5  # as broker/handlers/acls.py
 _REFUSALS: dict[type, type] = {
     LeaderAndIsrRequest: LeaderAndIsrResponse,
     UpdateMetadataRequest: UpdateMetadataResponse,
@@ -808,34 +816,17 @@ class SimBroker(SimProcess):
         found = self._zk_run(read_all_acls())
         if found is None:
             return DeleteAclsFilterResult(ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper")
-        matching: list[DeleteAclsMatchingAcl] = []
-        error: tuple[ErrorCode, str | None] = (ErrorCode.NONE, None)
-        for pattern in sorted({b.pattern for b in found[0].bindings() if wanted.matches(b)}):
+        deletion = FilterDeletion(wanted)
+        for pattern in deletion.patterns(found[0].bindings()):
             removed: set[AccessControlEntry] = set()
-            code, message = self._change_acls(pattern, dropper(wanted, pattern, removed))
-            if code != ErrorCode.NONE:
-                error = (code, message)
-                continue
-            matching.extend(
-                DeleteAclsMatchingAcl(
-                    ErrorCode.NONE,
-                    None,
-                    pattern.resource_type,
-                    pattern.name,
-                    pattern.pattern_type,
-                    e.principal,
-                    e.host,
-                    e.operation,
-                    e.permission,
-                )
-                for e in sorted(removed)
-            )
-        return DeleteAclsFilterResult(error[0], error[1], tuple(matching))
+            outcome = self._change_acls(pattern, dropper(wanted, pattern, removed))
+            deletion.written(pattern, outcome, removed)
+        return deletion.result()
 
     def _change_acls(
         self, pattern: ResourcePattern, change: Callable[[Entries], Entries]
-    ) -> tuple[ErrorCode, str | None]:
-        for _ in range(_ACL_CHANGE_ATTEMPTS):
+    ) -> Outcome:
+        for _ in range(ACL_CHANGE_ATTEMPTS):
             try:
                 done = self._zk_run(change_acls(pattern, change))
             except AclsChangedError:
@@ -843,7 +834,7 @@ class SimBroker(SimProcess):
             if done is None:
                 return ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper: session gone"
             return ErrorCode.NONE, None
-        return ErrorCode.UNKNOWN_SERVER_ERROR, "the ACLs kept changing meanwhile; try again"
+        return KEPT_CHANGING
 
     # -- the ISR upkeep --------------------------------------------------------------------
 
