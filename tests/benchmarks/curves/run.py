@@ -191,41 +191,44 @@ def main() -> None:
         print(table(title, "partitions", series, "records/s"))
         plot.draw(args.out / "curve-throughput.png", title, "partitions", "records/s", series)
     if "restart" not in args.skip and args.restart_gib:
-        series = restart_curves(args.restart_gib, args.runs)
-        title = "Broker restart after SIGKILL vs data on its disk (RF=3)"
-        print()
-        print(table(title, "GiB", series, "s from SIGKILL"))
-        print()
-        print(growth_note(series))
-        plot.draw(
-            args.out / "curve-restart.png", title, "GiB on the broker's disk", "seconds", series
-        )
+        curves["restart"] = restart_curves(args.restart_gib, args.runs)
+        report(curves, args.out, only="restart")
 
 
 def merge(curves: dict[str, Series], saved: dict[str, dict[str, list[list[Any]]]]) -> None:
     for curve, series in saved.items():
         for name, points in series.items():
-            curves[curve].setdefault(name, []).extend(
+            curves.setdefault(curve, {}).setdefault(name, []).extend(
                 Point(int(x), tuple(float(v) for v in runs)) for x, runs in points
             )
 
 
-def report(curves: dict[str, Series], out: Path) -> None:
+def report(curves: dict[str, Series], out: Path, only: str | None = None) -> None:
+    """A table, growth exponents and a PNG per curve with points (or the curve `only`)."""
     described = {
         "idle_cpu": ("Idle CPU of 3 brokers vs partitions (RF=3)", "CPU, % of a core, 3 brokers"),
         "rss": ("RSS per broker vs partitions (RF=3)", "MiB per broker"),
         "failover": ("Controller SIGKILL to every partition led", "seconds"),
         "shutdown": ("Controlled shutdown of a broker leading 1/3", "seconds"),
+        "restart": ("Broker restart after SIGKILL vs data on its disk (RF=3)", "s from SIGKILL"),
     }
     for name, (title, unit) in described.items():
-        series = {k: v for k, v in curves[name].items() if v}
-        if not series:
+        series = {k: v for k, v in curves.get(name, {}).items() if v}
+        if not series or only not in (None, name):
             continue
+        x_name = "GiB" if name == "restart" else "partitions"
         print()
-        print(table(title, "partitions", series, unit))
+        print(table(title, x_name, series, unit))
         print()
         print(growth_note(series, _floors(name, series)))
-        plot.draw(out / f"curve-{name.replace('_', '-')}.png", title, "partitions", unit, series)
+        plot.draw(
+            out / f"curve-{name.replace('_', '-')}.png",
+            title,
+            "GiB on the broker's disk" if name == "restart" else "partitions",
+            unit,
+            series,
+            log_x=name != "restart",
+        )
 
 
 def _floors(name: str, series: Series) -> dict[str, float]:
