@@ -265,7 +265,9 @@ bench-peers: venv zookeeper peer-servers kafka-jars $(BENCH_STAMP)
 
 # Cost as the work grows: idle CPU/RSS, controller failover and controlled shutdown vs 10 to
 # 3,000 partitions (Kafka 3.9 beside Highwater where it fits), throughput vs partitions and
-# producers; tables on stdout, PNGs into docs/ (docs/performance.md, "Cost as the work grows").
+# producers, a broker's restart vs 1/5/20 GiB on its disk (RF=3: 3x the largest must be free,
+# else e.g. ARGS="--restart-gib 1 5"); tables on stdout, PNGs into docs/ (docs/performance.md,
+# "Cost as the work grows").
 bench-curves: venv zookeeper kafka-jars $(BENCH_STAMP)
 	$(BIN)/python -m tests.benchmarks.curves $(ARGS)
 

@@ -20,6 +20,7 @@ from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from protocol.messages.elect_leaders import ElectionType
 from protocol.messages.metadata import MetadataResponse
+from tests.benchmarks.curves.broker_log import events_since, seconds_to
 from tests.benchmarks.curves.measure import wait_for
 from tests.integration.cluster_harness import BrokerProcess, Cluster, fetch_metadata
 from tests.integration.replication_checks import prepare_cluster
@@ -95,6 +96,18 @@ class HighwaterCurves:
                     return False
         return True
 
+    def in_every_isr(self, topic: str, broker_id: int) -> bool:
+        """Every running broker's metadata: `broker_id` in the ISR of every partition of
+        `topic`."""
+        for broker in self.cluster.running_brokers():
+            response = self.metadata(broker)
+            if response is None:
+                return False
+            found = [t for t in response.topics if t.name == topic]
+            if not found or not all(broker_id in p.isr_nodes for p in found[0].partitions):
+                return False
+        return True
+
     def leaders_of(self, broker_id: int) -> int:
         response = self.metadata(self.cluster.brokers[broker_id])
         assert response is not None
@@ -119,19 +132,25 @@ class HighwaterCurves:
         self.restore(victim)
         return took
 
-    def controlled_shutdown_s(self) -> tuple[float, int]:
+    def controlled_shutdown_s(self) -> tuple[float, int, float | None]:
         """SIGTERM a broker that is not the controller (it leads a third of the partitions);
-        seconds until it exited, and how many it led. Then it is back, leaders preferred."""
+        seconds until it exited, how many it led, and seconds until the controller accepted
+        (its "controlled shutdown accepted" line; None: it logged none). Then it is back,
+        leaders preferred."""
         controller = self.controller_id()
         victim_id = max(b for b in self.cluster.brokers if b != controller)
         victim = self.cluster.brokers[victim_id]
         led = self.leaders_of(victim_id)
+        offset = victim.log_path.stat().st_size
+        signalled_at = time.time()
         started = time.monotonic()
         code = victim.stop(SYNC_TIMEOUT_S)
         took = time.monotonic() - started
         assert code == 0, f"broker {victim_id} exited with {code}"
+        events = list(events_since(victim.log_path, offset))
+        accepted = seconds_to(events, "controlled shutdown accepted", signalled_at)
         self.restore(victim)
-        return took, led
+        return took, led, accepted
 
     def restore(self, broker: BrokerProcess) -> None:
         broker.start()

@@ -4,6 +4,7 @@ Highwater first, then Kafka (never two clusters at once). Per partition count, g
 cluster: the brokers' idle CPU and RSS over --window-s, then (Highwater) a controlled shutdown
 of a broker leading a third, then a SIGKILL of the controller; each measure --runs times.
 Then throughput: 1/10/100 partitions against 1/4/16 `highwater perf produce` processes.
+Then a broker's restart after SIGKILL against 1/5/20 GiB on its disk (restart.py).
 Tables on stdout (markdown), a PNG per curve in --out."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.curves import highwater_side, kafka_side, plot
+from tests.benchmarks.curves import highwater_side, kafka_side, plot, restart
 from tests.benchmarks.curves.measure import Point, growth_exponent, idle_cpu_percent, rss_mib, table
 from tests.benchmarks.proc_cpu import load_average
 
@@ -45,13 +46,15 @@ def highwater_partition_curves(
             curves["idle_cpu"]["Highwater"].append(Point(count, cpu))
             curves["rss"]["Highwater"].append(Point(count, rss))
             shutdowns = [hw.controlled_shutdown_s() for _ in range(runs)]
-            curves["shutdown"]["Highwater"].append(Point(count, tuple(s for s, _ in shutdowns)))
+            curves["shutdown"]["Highwater"].append(Point(count, tuple(s for s, _, _ in shutdowns)))
             failovers = tuple(hw.failover_s() for _ in range(runs))
             curves["failover"]["Highwater"].append(Point(count, failovers))
             print(
                 f"Highwater {count} partitions: idle CPU {cpu} %, RSS/broker {rss[0]:.0f} MiB, "
-                f"shutdown {[round(s, 2) for s, _ in shutdowns]} s leading "
-                f"{[n for _, n in shutdowns]}, failover {[round(f, 2) for f in failovers]} s; "
+                f"shutdown {[round(s, 2) for s, _, _ in shutdowns]} s leading "
+                f"{[n for _, n, _ in shutdowns]} (accepted after "
+                f"{[None if a is None else round(a, 2) for _, _, a in shutdowns]} s), "
+                f"failover {[round(f, 2) for f in failovers]} s; "
                 f"{load_average()}",
                 flush=True,
             )
@@ -107,6 +110,36 @@ def throughput_curves(
     return series
 
 
+def restart_curves(gibs: Sequence[int], runs: int) -> Series:
+    """Seconds from SIGKILL to each step of a restart (restart.py), a series per step, by the
+    GiB the broker holds; the data grows in one cluster, in the order given."""
+    steps = restart.STEPS
+    series: Series = {step: [] for step in steps}
+    with (
+        tempfile.TemporaryDirectory(prefix="hw-curves-restart-") as root,
+        highwater_side.running(Path(root)) as hw,
+    ):
+        restart.create_topic(hw)
+        victim = max(b for b in hw.cluster.brokers if b != hw.controller_id())
+        for gib in gibs:
+            held = restart.fill(hw, victim, gib * restart.GIB)
+            times = [restart.restart_s(hw, victim) for _ in range(runs)]
+            # x: what the broker holds (a round of filling can overshoot the target)
+            held_gib = max(1, round(held / restart.GIB))
+            for step, values in zip(steps, restart.by_step(times), strict=True):
+                series[step].append(Point(held_gib, values))
+            print(
+                f"Highwater restart with {held / restart.GIB:.2f} GiB: "
+                + ", ".join(
+                    f"{step} {[round(v, 2) for v in values]} s"
+                    for step, values in zip(steps, restart.by_step(times), strict=True)
+                )
+                + f"; {load_average()}",
+                flush=True,
+            )
+    return series
+
+
 def growth_note(series: Series, floor: dict[str, float] | None = None) -> str:
     parts = []
     for name, points in series.items():
@@ -124,6 +157,7 @@ def main() -> None:
     parser.add_argument("--tp-partitions", type=int, nargs="*", default=[1, 10, 100])
     parser.add_argument("--producers", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--records", type=int, default=48_000)
+    parser.add_argument("--restart-gib", type=int, nargs="*", default=[1, 5, 20])
     parser.add_argument("--out", type=Path, default=Path("docs"))
     parser.add_argument(
         "--merge",
@@ -131,7 +165,7 @@ def main() -> None:
         help="JSON of points measured before ({curve: {series: [[x, [runs]]]}}), drawn beside",
     )
     parser.add_argument(
-        "--skip", nargs="*", default=[], choices=["highwater", "kafka", "throughput"]
+        "--skip", nargs="*", default=[], choices=["highwater", "kafka", "throughput", "restart"]
     )
     args = parser.parse_args()
     kafka_counts = args.partitions if args.kafka_partitions is None else args.kafka_partitions
@@ -141,6 +175,7 @@ def main() -> None:
     curves["shutdown"] = {"Highwater": []}
     if args.merge is not None:
         merge(curves, json.loads(args.merge.read_text()))
+        report(curves, args.out)  # also redraws saved points alone (with --skip of all four)
     print(load_average(), flush=True)
     # Tables and PNGs after each cluster: what is measured survives a later failure.
     if "highwater" not in args.skip:
@@ -155,32 +190,45 @@ def main() -> None:
         print()
         print(table(title, "partitions", series, "records/s"))
         plot.draw(args.out / "curve-throughput.png", title, "partitions", "records/s", series)
+    if "restart" not in args.skip and args.restart_gib:
+        curves["restart"] = restart_curves(args.restart_gib, args.runs)
+        report(curves, args.out, only="restart")
 
 
 def merge(curves: dict[str, Series], saved: dict[str, dict[str, list[list[Any]]]]) -> None:
     for curve, series in saved.items():
         for name, points in series.items():
-            curves[curve].setdefault(name, []).extend(
+            curves.setdefault(curve, {}).setdefault(name, []).extend(
                 Point(int(x), tuple(float(v) for v in runs)) for x, runs in points
             )
 
 
-def report(curves: dict[str, Series], out: Path) -> None:
+def report(curves: dict[str, Series], out: Path, only: str | None = None) -> None:
+    """A table, growth exponents and a PNG per curve with points (or the curve `only`)."""
     described = {
         "idle_cpu": ("Idle CPU of 3 brokers vs partitions (RF=3)", "CPU, % of a core, 3 brokers"),
         "rss": ("RSS per broker vs partitions (RF=3)", "MiB per broker"),
         "failover": ("Controller SIGKILL to every partition led", "seconds"),
         "shutdown": ("Controlled shutdown of a broker leading 1/3", "seconds"),
+        "restart": ("Broker restart after SIGKILL vs data on its disk (RF=3)", "s from SIGKILL"),
     }
     for name, (title, unit) in described.items():
-        series = {k: v for k, v in curves[name].items() if v}
-        if not series:
+        series = {k: v for k, v in curves.get(name, {}).items() if v}
+        if not series or only not in (None, name):
             continue
+        x_name = "GiB" if name == "restart" else "partitions"
         print()
-        print(table(title, "partitions", series, unit))
+        print(table(title, x_name, series, unit))
         print()
         print(growth_note(series, _floors(name, series)))
-        plot.draw(out / f"curve-{name.replace('_', '-')}.png", title, "partitions", unit, series)
+        plot.draw(
+            out / f"curve-{name.replace('_', '-')}.png",
+            title,
+            "GiB on the broker's disk" if name == "restart" else "partitions",
+            unit,
+            series,
+            log_x=name != "restart",
+        )
 
 
 def _floors(name: str, series: Series) -> dict[str, float]:

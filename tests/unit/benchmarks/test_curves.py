@@ -35,6 +35,7 @@ def test_growth_exponent_tells_linear_from_quadratic_and_flat() -> None:
 def test_point_takes_the_middle_run_and_the_range() -> None:
     point = Point(3, (5.0, 1.0, 3.0))
     assert (point.low, point.mid, point.high) == (1.0, 3.0, 5.0)
+    assert Point(3, (68.0, 24.0)).mid == 46.0  # two runs: their mean, not the higher
 
 
 def test_table_has_a_row_per_x_and_a_dash_where_a_series_has_no_point() -> None:
@@ -46,7 +47,7 @@ def test_table_has_a_row_per_x_and_a_dash_where_a_series_has_no_point() -> None:
     )
     lines = text.splitlines()
     assert lines[2] == "| partitions | Highwater (%) | Kafka (%) |"
-    assert lines[4] == "| 10 | 2 (1-2) | 0.5 |"
+    assert lines[4] == "| 10 | 1.5 (1-2) | 0.5 |"
     assert lines[5] == "| 3000 | 4 | - |"
 
 

@@ -289,3 +289,25 @@ def test_a_leader_truncated_as_follower_leads_again_with_the_new_leaders_sequenc
     assert me.append_as_leader(idem(28), leader_epoch=4, now_ms=T0).duplicate
     assert me.append_as_leader(idem(30), leader_epoch=4, now_ms=T0).first_offset == 30
     assert code(me, idem(40)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_close_writes_no_snapshot_when_nothing_is_new(tmp_path: Path) -> None:
+    """Kafka's takeSnapshot: none for a log without batches, none again at the same LEO (a
+    shutdown of a broker with thousands of idle partitions writes and fsyncs nothing for
+    them)."""
+    empty = tmp_path / "empty-0"
+    open_log(empty).close()
+    assert list_snapshot_offsets(empty) == []
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    leader_append(log, idem(0))
+    log.close()
+    written = snapshot_path(directory, 2).stat()
+    open_log(directory).close()  # reopened and closed with no append in between
+    again = snapshot_path(directory, 2).stat()
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    log = open_log(directory)
+    assert leader_append(log, idem(0)) == (0, 1, True)
+    assert leader_append(log, idem(2)) == (2, 3, False)
+    log.close()
+    assert list_snapshot_offsets(directory) == [2, 4]
