@@ -8,7 +8,7 @@ the response says the largest throttle time earned (`throttle_time_ms`) and goes
 then the server reads nothing more from that connection for that long (KIP-219: the broker
 mutes the channel, the client backs off). Follower fetches and the requests of the
 control-plane listener are exempt, as Kafka's replication is throttled by its own quotas.
-The decisions are broker.core.client_quotas; the stored quotas come from config_changes.py.
+The decisions are broker.core.client_quotas; the stored quotas come from config/change_listener.py.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from protocol.acl import CLUSTER_NAME, AclOperation, Acls, ResourceType
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
+    from broker.config.broker_config import BrokerConfig
     from broker.core.controller_requests import FollowerChange
     from broker.group_coordinator import GroupCoordinator
     from broker.isr_manager import IsrManager
@@ -106,13 +106,14 @@ class BrokerContext:
     producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
     group_coordinator: GroupCoordinator | None = None  # consumer groups (None: not started)
     cluster_id: str | None = None
-    # SCRAM credentials by (user, mechanism), as stored in /config/users (config_changes.py).
+    # SCRAM credentials by (user, mechanism), as stored in /config/users
+    # (config/change_listener.py).
     credentials: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
     # Every ACL, as stored in ZooKeeper (acl_changes.py); checked when authorizer.class.name
     # is set.
     acls: Acls = field(default_factory=Acls)
     _authorizer: AuthorizerSettings | None = field(init=False, default=None)
-    # Client quotas as stored in /config/users and /config/clients (config_changes.py).
+    # Client quotas as stored in /config/users and /config/clients (config/change_listener.py).
     client_quotas: ClientQuotas = field(init=False)
     # Held while topic configs are read from ZooKeeper and applied (LeaderAndIsr, config
     # changes): whichever reads later applies later, so no stale read wins.

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import trio
 
-from broker.config import BrokerConfig, ConfigError, load_config
+from broker.config.broker_config import BrokerConfig, ConfigError, load_config
 from broker.inter_broker import inter_broker_security
 from client.network import BrokerConnectionError, connect
 from client.security import ClientSecurity

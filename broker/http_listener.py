@@ -41,7 +41,7 @@ from broker.core.visible_cluster import MayDescribe, visible_snapshot
 from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
+    from broker.config.broker_config import BrokerConfig
     from broker.http_auth import HttpAccess
 
 __all__ = ["HttpListener", "build_app"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from broker.config import BrokerConfig
+from broker.config.broker_config import BrokerConfig
 from broker.listeners import SecurityProtocol
 from client.security import ClientSecurity
 

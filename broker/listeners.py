@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from broker.config_def import InvalidValue, Value
+from broker.config.config_def import InvalidValue, Value
 
 __all__ = [
     "DEFAULT_PROTOCOL_MAP",

@@ -25,9 +25,9 @@ import structlog
 import trio
 
 from broker.acl_changes import AclChangeListener
-from broker.config import BrokerConfig, describe
-from broker.config_changes import ConfigChangeListener
-from broker.config_def import (
+from broker.config.broker_config import BrokerConfig, describe
+from broker.config.change_listener import ConfigChangeListener
+from broker.config.config_def import (
     metrics_listener_uses_tls,
     parse_metrics_listener,
     parse_per_ip_overrides,

@@ -32,6 +32,7 @@ from typing import cast
 import structlog
 import trio
 
+from broker.config.settings import default_of
 from broker.connection_task import Channel, Connection, ConnectionTasks
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
 from broker.core.connection import ServerConnection
@@ -43,7 +44,6 @@ from broker.handlers import HANDLERS
 from broker.kafka.wire import NATIVE_WIRE, Wire
 from broker.listeners import SecurityProtocol
 from broker.request_stats import RequestStats
-from broker.settings import default_of
 from broker.tls import certificate_subject
 from client.socket_io import LeanSocket
 

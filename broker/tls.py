@@ -8,7 +8,7 @@ from __future__ import annotations
 import ssl
 from typing import Any, Final
 
-from broker.config import BrokerConfig
+from broker.config.broker_config import BrokerConfig
 
 __all__ = ["certificate_subject", "https_context", "server_context"]
 

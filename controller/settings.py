@@ -2,7 +2,7 @@
 
 The controller never imports the broker: the broker builds this from its BrokerConfig, whose
 attributes have the same names (`ControllerSettings.of(config)`). The defaults are the broker
-table's (broker/settings.py); tests/unit/controller/test_settings.py keeps them equal.
+table's (broker/config/settings.py); tests/unit/controller/test_settings.py keeps them equal.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.log.config import NEVER_MS
+from broker.config.log_config import NEVER_MS
 from broker.log.log import Log
 from protocol.topic_partition import TopicPartition
 

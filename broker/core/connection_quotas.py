@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from broker.config_def import INT_MAX
+from broker.config.config_def import INT_MAX
 
 __all__ = ["ConnectionLimits", "ConnectionQuotas", "Refusal"]
 

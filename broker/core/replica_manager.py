@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from broker.core.dynamic_config import partition_config
+from broker.config.dynamic_update import partition_config
+from broker.config.log_config import LogConfig
+from broker.config.topic_config import TopicConfigError
 from broker.core.partition import NotLeaderError, Partition, ReadResult
-from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError, is_transient
 from broker.log.manager import LogManager
-from broker.topic_config import TopicConfigError
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.topic_partition import TopicPartition

@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 import re
 
+from broker.config.topic_config import TopicConfigError, validate_topic_config
 from broker.context import BrokerContext
 from broker.handlers.leader_wait import admin_deadline, wait_for_leaders
-from broker.topic_config import TopicConfigError, validate_topic_config
 from controller.assignment import assign_replicas
 from controller.zk_topics import TopicExistsError, create_topic
 from protocol.acl import AclOperation, ResourceType

@@ -2,7 +2,7 @@
 
 A topic's configs are its overrides (`/config/topics/<t>`) over this broker's settings: the
 cluster-wide dynamic defaults (`/config/brokers/<default>`), server.properties, the built-in
-defaults (broker/dynamic_config.py). Both znodes are read at each request, so a describe right
+defaults (broker/config/config_admin.py). Both znodes are read at each request, so a describe right
 after an alter shows it, whichever broker answers. The BROKER resource "" lists the dynamic
 defaults that are set; a broker id must be this broker's (as in Kafka, ask that broker).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from broker.config.config_admin import describe_broker, describe_broker_defaults, describe_topic
 from broker.context import BrokerContext
-from broker.dynamic_config import describe_broker, describe_broker_defaults, describe_topic
 from broker.handlers.create_topics import validate_topic_name
 from controller import zk_data
 from controller.zk_configs import BROKERS, TOPICS, get_entity_config

@@ -3,22 +3,22 @@ defaults, while the cluster runs.
 
 As in Kafka's ZooKeeper mode, the broker that receives the request (any broker) reads the
 entity's stored configs, applies the operations, checks the result exactly as topic creation
-or server.properties would (broker/dynamic_config.py), and writes it back with a
+or server.properties would (broker/config/config_admin.py), and writes it back with a
 `/config/changes` notification in one transaction, compare-and-set on the znode's version
 (again, a few times, if another writer came first). Every broker, watching the notifications,
-applies the change within seconds (broker/config_changes.py). Each resource succeeds or fails
-whole, with an error naming the key.
+applies the change within seconds (broker/config/change_listener.py). Each resource succeeds
+or fails whole, with an error naming the key.
 """
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
-from broker.dynamic_config import (
+from broker.config.config_admin import (
     AlterConfigError,
     altered_broker_defaults,
     altered_topic_config,
     static_defaults,
 )
+from broker.context import BrokerContext
 from broker.handlers.create_topics import validate_topic_name
 from controller import zk_data
 from controller.zk_configs import (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment, segment_file_name
 from protocol.compression import Compression
 from protocol.records import (

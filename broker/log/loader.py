@@ -10,8 +10,8 @@ from typing import Final
 
 import structlog
 
+from broker.config.log_config import LogConfig
 from broker.log.checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
-from broker.log.config import LogConfig
 from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.segment import LogSegment
 

@@ -22,6 +22,7 @@ from typing import Final, NamedTuple
 
 import structlog
 
+from broker.config.log_config import LogConfig
 from broker.log.cleaner import (
     CLEANED_SUFFIX,
     CleanedGroup,
@@ -29,7 +30,6 @@ from broker.log.cleaner import (
     CleaningTask,
     SegmentRef,
 )
-from broker.log.config import LogConfig
 from broker.log.errors import (
     LogStorageError,
     OffsetOutOfRangeError,

@@ -21,8 +21,8 @@ from typing import Final, TextIO, TypeVar
 
 import structlog
 
+from broker.config.log_config import LogConfig
 from broker.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_path
-from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError, is_transient
 from broker.log.log import Log
 from protocol.stats import Timings

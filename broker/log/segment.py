@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.errors import CorruptIndexError, LogStorageError
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final, NoReturn
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.errors import MessageTooLargeError, RecordListTooLargeError
 from protocol.compression import check_supported
 from protocol.errors import InvalidRecordError

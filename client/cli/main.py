@@ -194,7 +194,7 @@ def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
     """Run a broker in the foreground until SIGTERM or Ctrl-C."""
     import trio
 
-    from broker.config import ConfigError, load_config
+    from broker.config.broker_config import ConfigError, load_config
     from broker.main import run_broker
     from client.cli.common import readable_client_errors
 

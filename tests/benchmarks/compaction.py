@@ -23,8 +23,8 @@ from pathlib import Path
 
 import trio
 
+from broker.config.log_config import LogConfig
 from broker.log.cleaner import clean
-from broker.log.config import LogConfig
 from broker.log.log import Log
 from protocol.records import Record, build_batch
 

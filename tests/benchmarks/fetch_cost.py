@@ -20,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.config.log_config import LogConfig
 from broker.core.fetch import read_fetch
 from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
 from broker.core.follower import FetcherSettings, FetchRound, Follower
@@ -27,7 +28,6 @@ from broker.core.isr import IsrCore, IsrSettings
 from broker.core.replica_manager import ReplicaManager
 from broker.core.replication_quota import ReplicationQuota
 from broker.core.state import BrokerState
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from protocol.apis import ApiKey
 from protocol.codec import (

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import broker.log.log as log_module
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from client.cli.perf_tools import payload, records_per_batch
 from protocol.compression import Compression

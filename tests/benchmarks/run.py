@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from protocol.codec import RequestHeader, decode_request, encode_request
 from protocol.framing import LENGTH_PREFIX_BYTES

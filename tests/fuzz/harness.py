@@ -32,7 +32,7 @@ from typing import Any, Final
 import trio
 import trio.testing
 
-from broker.config import load_config
+from broker.config.broker_config import load_config
 from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
 from broker.handlers import HANDLERS

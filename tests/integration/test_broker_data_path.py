@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.config import load_config
+from broker.config.broker_config import load_config
 from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
 from broker.log.manager import LogManager

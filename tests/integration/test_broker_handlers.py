@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from broker.config import load_config
+from broker.config.broker_config import load_config
 from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
 from broker.log.manager import LogManager

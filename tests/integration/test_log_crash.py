@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from protocol.records import decode_batches
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 WRITER = r"""
 import signal, sys
 from pathlib import Path
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.manager import LogManager
 from protocol.records import Record, build_batch
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import trio
 
-from broker.settings import ACL_AUTHORIZER
+from broker.config.settings import ACL_AUTHORIZER
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer, free_port
 from client.network import connect

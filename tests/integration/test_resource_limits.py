@@ -26,7 +26,7 @@ import trio
 
 import broker.connection_task
 import broker.server
-from broker.config import load_config
+from broker.config.broker_config import load_config
 from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
 from broker.log.manager import LogManager

@@ -21,7 +21,7 @@ from typing import Literal
 
 import structlog
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from controller import zk_data
 from controller.zk_topics import create_topic
 from controller.zk_types import WatchEvent

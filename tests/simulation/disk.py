@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from broker.config.log_config import LogConfig
 from broker.log.cleaner import CleaningResult, CleaningTask
-from broker.log.config import LogConfig
 from broker.log.log import Log, LogAppendInfo
 from broker.log.segment import LogSegment
 from protocol.records import check_batches

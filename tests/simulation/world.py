@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from protocol.topic_partition import TopicPartition
 from tests.simulation.config import SimConfig
 from tests.simulation.network import Network

@@ -17,8 +17,8 @@ from typing import Any
 import click
 import pytest
 
-from broker.config import KNOWN_KEYS, load_config
-from broker.config_def import parse_metrics_listener
+from broker.config.broker_config import KNOWN_KEYS, load_config
+from broker.config.config_def import parse_metrics_listener
 from broker.healthcheck import broker_args_from_cmdline
 from client.cli.main import main
 from tests.compose import images

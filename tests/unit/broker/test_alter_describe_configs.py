@@ -1,12 +1,12 @@
 """IncrementalAlterConfigs' checks and DescribeConfigs' values and sources
-(broker/dynamic_config.py): pure, from a BrokerConfig and the stored configs."""
+(broker/config/config_admin.py): pure, from a BrokerConfig and the stored configs."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.config import load_config
-from broker.dynamic_config import (
+from broker.config.broker_config import load_config
+from broker.config.config_admin import (
     AlterConfigError,
     altered_broker_defaults,
     altered_topic_config,
@@ -15,7 +15,7 @@ from broker.dynamic_config import (
     describe_topic,
     static_defaults,
 )
-from broker.topic_config import TOPIC_CONFIG_KEYS
+from broker.config.topic_config import TOPIC_CONFIG_KEYS
 from protocol.errors import ErrorCode
 from protocol.messages.describe_configs import ConfigSource, DescribeConfigsResourceResult
 from protocol.messages.incremental_alter_configs import AlterableConfig, AlterConfigOpType
@@ -78,7 +78,7 @@ def test_a_bad_operation_refuses_the_resource_naming_the_key(
 
 
 def test_values_are_checked_exactly_as_at_creation() -> None:
-    """The same message as CreateTopics gives (broker/topic_config.py)."""
+    """The same message as CreateTopics gives (broker/config/topic_config.py)."""
     error = refused(lambda: altered_topic_config({}, [op("retention.ms", "-2")]))
     assert error.message == (
         "invalid value '-2' for topic config retention.ms: "

@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 import broker.main
-from broker.config import BrokerConfig
+from broker.config.broker_config import BrokerConfig
 from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
 from broker.log.manager import LogManager

@@ -1,4 +1,4 @@
-"""broker.config: reading server.properties, Kafka's defaults and precedence, and clear errors."""
+"""BrokerConfig: reading server.properties, Kafka's defaults and precedence, and clear errors."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from broker import settings_doc
-from broker.config import (
+from broker.config import settings_doc
+from broker.config.broker_config import (
     KNOWN_KEYS,
     BrokerConfig,
     ConfigError,
@@ -19,9 +19,9 @@ from broker.config import (
     load_config,
     value_of,
 )
-from broker.config_def import Type, format_value
-from broker.log.config import LogConfig
-from broker.settings import SETTINGS, default_of
+from broker.config.config_def import Type, format_value
+from broker.config.log_config import LogConfig
+from broker.config.settings import SETTINGS, default_of
 from protocol.java_properties import parse_properties
 
 REQUIRED = ("broker.id=1", "zookeeper.connect=127.0.0.1:2181")
@@ -649,9 +649,9 @@ def test_the_examples_commented_defaults_are_the_tables() -> None:
 
 
 def test_operations_md_settings_tables_are_up_to_date() -> None:
-    """Regenerate with `python -m broker.settings_doc` after changing the settings table."""
+    """Regenerate with `python -m broker.config.settings_doc` after changing the settings table."""
     text = settings_doc.DOC.read_text(encoding="utf-8")
-    assert settings_doc.update(text) == text, "run: python -m broker.settings_doc"
+    assert settings_doc.update(text) == text, "run: python -m broker.config.settings_doc"
     assert settings_doc.main(["--check"]) == 0
     for s in SETTINGS:
         assert f"| `{s.key}` |" in text

@@ -1,4 +1,4 @@
-"""The config change listener (broker/config_changes.py) over the simulator's in-memory
+"""The config change listener (broker/config/change_listener.py) over the simulator's in-memory
 ZooKeeper: notifications reach the open logs, a reconnection reads everything, and broken
 stored configs never stop the broker."""
 
@@ -13,8 +13,8 @@ from typing import Any, cast
 import pytest
 import trio
 
-from broker.config import BrokerConfig
-from broker.config_changes import ConfigChangeListener
+from broker.config.broker_config import BrokerConfig
+from broker.config.change_listener import ConfigChangeListener
 from broker.context import BrokerContext
 from broker.core.client_quotas import QuotaEntity, QuotaType
 from broker.core.replica_manager import ReplicaManager

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.core.isr import IsrCore, IsrSettings
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState, ElectedController
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from protocol.errors import ErrorCode
 

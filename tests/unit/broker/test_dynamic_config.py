@@ -1,4 +1,4 @@
-"""Config changes on a running broker (broker.core.dynamic_config): what a change of the
+"""Config changes on a running broker (broker.config.dynamic_update): what a change of the
 dynamic broker defaults or of a topic's configs changes where, and applying it to real logs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.core.dynamic_config import (
+from broker.config.dynamic_update import (
     BrokerDefaults,
     PartitionConfig,
     apply_config_update,
@@ -17,13 +17,13 @@ from broker.core.dynamic_config import (
     plan_config_update,
     with_dynamic_defaults,
 )
+from broker.config.log_config import LogConfig
+from broker.config.settings import SETTINGS
+from broker.config.topic_config import TOPIC_SETTINGS
 from broker.core.isr import IsrCore, IsrSettings
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.settings import SETTINGS
-from broker.topic_config import TOPIC_SETTINGS
 from protocol.errors import HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.records import Record, build_batch

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import structlog
 
+from broker.config.log_config import LogConfig
 from broker.core import fetch as fetch_module
 from broker.core.fetch import FetchRead, read_fetch
 from broker.core.isr import IsrCore, IsrSettings
 from broker.core.partition import DEBUG_REPLICA_ID
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import load_config
+from broker.config.broker_config import load_config
 from broker.healthcheck import (
     BrokerArgs,
     Unhealthy,

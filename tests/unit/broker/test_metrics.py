@@ -16,13 +16,13 @@ import trio.testing
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.config import BrokerConfig
+from broker.config.broker_config import BrokerConfig
+from broker.config.log_config import LogConfig
 from broker.context import BrokerContext
 from broker.core.client_quotas import DEFAULT_ENTITY, QuotaEntity
 from broker.core.isr import IsrWrite
 from broker.core.principal import Principal
 from broker.core.replica_manager import ReplicaManager
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.metrics import MAX_QUOTA_SERIES, GroupLag, api_name, new_registry
 from broker.purgatory import Purgatory, RequestClock, current_request_clock

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.core.partition import (
     FencedLeaderEpochError,
     NotLeaderError,
@@ -17,7 +18,6 @@ from broker.core.partition import (
     UnknownLeaderEpochError,
 )
 from broker.log.checkpoints import EpochEntry
-from broker.log.config import LogConfig
 from broker.log.errors import OffsetOutOfRangeError
 from broker.log.log import Log
 from protocol.errors import ErrorCode

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.core.partition import Partition
-from broker.log.config import LogConfig
 from broker.log.log import Log
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.core.isr import IsrCore, IsrSettings
 from broker.core.produce import append_produce, produce_response
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState

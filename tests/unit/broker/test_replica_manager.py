@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.core.replica_manager import ReplicaManager
 from broker.log.checkpoints import EpochEntry
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState

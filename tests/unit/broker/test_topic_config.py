@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, load_config
-from broker.log.config import LogConfig
-from broker.topic_config import (
+from broker.config.broker_config import BrokerConfig, ConfigError, load_config
+from broker.config.log_config import LogConfig
+from broker.config.topic_config import (
     TOPIC_CONFIG_KEYS,
     TOPIC_SETTINGS,
     TopicConfigError,

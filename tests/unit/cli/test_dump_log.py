@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from client.cli.main import main
 from protocol.records import Record, build_batch

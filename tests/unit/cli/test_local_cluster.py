@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import load_config
+from broker.config.broker_config import load_config
 from client.cli import local_cluster
 from client.cli.local_cluster import ClusterError, ClusterLayout, broker_command, broker_properties
 from client.cli.zookeeper_server import free_port

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from broker.settings import default_of
+from broker.config.settings import default_of
 from controller.settings import ControllerSettings
 
 

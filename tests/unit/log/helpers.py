@@ -6,7 +6,7 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE, Log
 from protocol.compression import Compression
 from protocol.records import (

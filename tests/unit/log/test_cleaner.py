@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.config.log_config import LogConfig
 from broker.log.cleaner import CleaningResult, clean
-from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.log import Log
 from protocol.compression import Compression

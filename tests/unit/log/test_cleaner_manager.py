@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from broker.config.log_config import LogConfig
 from broker.core.cleaner_manager import CleanerManager
-from broker.log.config import LogConfig
 from broker.log.log import Log
 from protocol.records import Record, build_batch
 from protocol.topic_partition import TopicPartition

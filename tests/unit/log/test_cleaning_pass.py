@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.core.cleaner_manager import CleanerManager
 from broker.core.cleaning_pass import (
     CleaningOutcome,
@@ -18,7 +19,6 @@ from broker.core.cleaning_pass import (
 )
 from broker.core.replica_manager import ReplicaManager
 from broker.log.cleaner import CleaningResult, CleaningTask, clean
-from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.log.manager import LogManager
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState

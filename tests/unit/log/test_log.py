@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.log.checkpoints import EpochEntry
-from broker.log.config import LogConfig
 from broker.log.errors import MessageTooLargeError, OffsetOutOfRangeError
 from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE, Log
 from protocol.compression import Compression

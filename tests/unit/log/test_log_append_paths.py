@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log, LogAppendInfo
 from protocol.errors import HighwaterError
 from protocol.records import (

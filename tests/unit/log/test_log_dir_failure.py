@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.core.fetch import read_fetch
 from broker.core.isr import IsrCore, IsrSettings
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
-from broker.log.config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT_FILE, LogManager
 from broker.log.segment import FileSlice, LogSegment

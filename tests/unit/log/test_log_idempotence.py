@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.log import Log
 from broker.log.producer_snapshot import list_snapshot_offsets, snapshot_path
 from protocol.errors import ErrorCode, HighwaterError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.errors import LogStorageError
 from broker.log.manager import (
     CLEAN_SHUTDOWN_FILE,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.config.log_config import LogConfig
 from broker.log.checkpoints import EpochEntry
-from broker.log.config import LogConfig
 from broker.log.log import LEADER_EPOCH_CHECKPOINT_FILE, Log
 from protocol.records import read_header
 from tests.unit.log.helpers import (

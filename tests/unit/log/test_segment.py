@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.config import LogConfig
+from broker.config.log_config import LogConfig
 from broker.log.errors import OffsetOutOfRangeError
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError, ErrorCode

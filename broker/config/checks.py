@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from broker.config_def import is_loopback, metrics_listener_uses_tls, parse_metrics_listener
+from broker.config.config_def import is_loopback, metrics_listener_uses_tls, parse_metrics_listener
 from broker.listeners import Listener, SecurityProtocol
 
 __all__ = [
@@ -21,7 +21,7 @@ __all__ = [
 
 
 class Given(Protocol):
-    """The settings as given (broker.config's loader)."""
+    """The settings as given (broker.config.broker_config's loader)."""
 
     def is_set(self, key: str) -> bool: ...
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from broker.config_def import InvalidValue, Setting, Value, string
-from broker.log.config import LogConfig
-from broker.settings import default_of, setting
+from broker.config.config_def import InvalidValue, Setting, Value, string
+from broker.config.log_config import LogConfig
+from broker.config.settings import default_of, setting
 
 __all__ = [
     "TOPIC_CONFIG_KEYS",

@@ -1,7 +1,7 @@
 """Per-log settings, named after Kafka's (`log.segment.bytes` -> segment_bytes, ...).
 
-These defaults and minimums are the only copy: broker/settings.py takes its `log.*` defaults
-and bounds from here (broker.log must not import upward).
+These defaults and minimums are the only copy: settings.py takes its `log.*` defaults and
+bounds from here. It imports nothing else of the broker, so the log engine (broker.log) can.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ partition's min.insync.replicas, with what the defaults and the topic's override
 `apply_config_update` carries out the difference: the new config applies to the open
 segments at once (retention, max.message.bytes, segment size and time, flushes), and logs
 whose retention limits were lowered are checked at once rather than at the next
-log.retention.check.interval.ms. The shell (broker/config_changes.py) reads ZooKeeper and
+log.retention.check.interval.ms. The shell (broker/config/change_listener.py) reads ZooKeeper and
 calls these.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker.config_def import InvalidValue, Value
-from broker.log.config import LogConfig
-from broker.settings import KNOWN_KEYS, setting
-from broker.topic_config import TopicConfigError, log_config_for
+from broker.config.config_def import InvalidValue, Value
+from broker.config.log_config import LogConfig
+from broker.config.settings import KNOWN_KEYS, setting
+from broker.config.topic_config import TopicConfigError, log_config_for
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:

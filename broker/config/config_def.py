@@ -1,7 +1,7 @@
 """What one setting is (Kafka's ConfigDef entry), how its value parses, and the value syntaxes.
 
-broker/settings.py holds the table of the broker's settings, broker/topic_config.py the topic
-configs; both are made of `Setting`s, so a value is parsed and checked the same way wherever it
+settings.py holds the table of the broker's settings, topic_config.py the topic configs;
+both are made of `Setting`s, so a value is parsed and checked the same way wherever it
 comes from. A bad value raises `InvalidValue` with what was expected; callers name the key.
 """
 

@@ -1,7 +1,7 @@
 """Broker configuration: Kafka's `server.properties` names, format, defaults and precedence.
 
 `load_config(path, overrides)` reads a java .properties file, applies `key=value` overrides
-(the CLI's `--override`) and checks every value against the table in broker/settings.py
+(the CLI's `--override`) and checks every value against the table in broker/config/settings.py
 (names, types, defaults, bounds, fallbacks), returning a frozen `BrokerConfig`. Anything wrong
 raises `ConfigError` naming the key, the value and what was expected, so a broker fails at
 start-up instead of running with a setting it silently misread. Deliberate differences from
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from broker.config_checks import (
+from broker.config.checks import (
     check_metrics_listener,
     check_security,
     check_zookeeper_login,
@@ -27,12 +27,22 @@ from broker.config_checks import (
     inter_broker_listener,
     only_plaintext,
 )
-from broker.config_def import (
+from broker.config.config_def import (
     InvalidValue,
     Type,
     Value,
     format_value,
     number,
+)
+from broker.config.log_config import LogConfig
+from broker.config.settings import (
+    ACL_AUTHORIZER,
+    KNOWN_KEYS,
+    MECHANISMS,
+    SETTINGS,
+    default_of,
+    resolve,
+    setting,
 )
 from broker.core.principal import Principal, parse_super_users
 from broker.listeners import (
@@ -44,16 +54,6 @@ from broker.listeners import (
     parse_protocol_map,
     parse_wire_map,
     resolve_listeners,
-)
-from broker.log.config import LogConfig
-from broker.settings import (
-    ACL_AUTHORIZER,
-    KNOWN_KEYS,
-    MECHANISMS,
-    SETTINGS,
-    default_of,
-    resolve,
-    setting,
 )
 from protocol.jaas import JaasLogin, parse_jaas_login
 from protocol.java_properties import PropertiesFormatError, property_lines
@@ -130,7 +130,7 @@ _DEFAULT_HOST, _DEFAULT_PORT = _DEFAULT_ADDRESS.host, _DEFAULT_ADDRESS.port
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
-    """The effective broker settings: one typed attribute per setting of broker/settings.py.
+    """The effective broker settings: one typed attribute per setting of broker/config/settings.py.
 
     Built by `load_config`, which validates; constructing one directly (tests, in-process
     brokers) skips validation, so keep values sane there.

@@ -3,7 +3,7 @@ ZkNodeChangeNotificationListener).
 
 A trio task watches `/config/changes`. For each notification after the last one handled it
 reads the entity it names (a topic's `/config/topics/<t>`, or the cluster-wide defaults
-`/config/brokers/<default>`), then lets broker.core.dynamic_config decide what changes on
+`/config/brokers/<default>`), then lets broker.config.dynamic_update decide what changes on
 which open log and applies it; logs whose retention was lowered are checked at once. After a
 (re)connection, at start and after a failed round it reads everything instead: the defaults
 and the configs of every topic with a log here. LeaderAndIsr reads topic configs too; the two
@@ -22,17 +22,17 @@ import structlog
 import trio
 
 from broker.client_quotas import stored_quotas
-from broker.context import BrokerContext, wall_clock_ms
-from broker.core.dynamic_config import (
+from broker.config.config_admin import static_defaults
+from broker.config.dynamic_update import (
     BrokerDefaults,
     apply_config_update,
     open_log_configs,
     plan_config_update,
     with_dynamic_defaults,
 )
+from broker.context import BrokerContext, wall_clock_ms
 from broker.core.sasl_session import revoked_users
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential
-from broker.dynamic_config import static_defaults
 from controller import zk_data
 from controller.zk_client import ZkClient, run_each
 from controller.zk_configs import (

@@ -1,9 +1,9 @@
 """The broker's settings: one entry each (Kafka name, attribute, type, default, bounds, doc).
 
-broker/config.py parses and checks server.properties and --override with it, BrokerConfig's
+broker_config.py parses and checks server.properties and --override with it, BrokerConfig's
 defaults and describe() come from it, topic configs name their broker setting in it, and
-docs/operations.md's tables are rendered from it (`python -m broker.settings_doc`). The log
-engine's defaults and minimums stay in broker/log/config.py, which this table reads. Past
+docs/operations.md's tables are rendered from it (`python -m broker.config.settings_doc`). The log
+engine's defaults and minimums stay in log_config.py, which this table reads. Past
 500 lines by design: one entry per setting, in one place, as Kafka's KafkaConfig defines them.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Final
 
-from broker.config_def import (
+from broker.config.config_def import (
     INT_MAX,
     PER_IP_OVERRIDES_SYNTAX,
     ZK_SYNTAX,
@@ -32,6 +32,13 @@ from broker.config_def import (
     string,
     strings,
 )
+from broker.config.log_config import (
+    CLEANUP_POLICIES,
+    MIN_SEGMENT_BYTES,
+    MIN_SEGMENT_INDEX_BYTES,
+    NO_LIMIT,
+    LogConfig,
+)
 from broker.core.principal import parse_super_users
 from broker.listeners import (
     DEFAULT_PROTOCOL_MAP,
@@ -42,13 +49,6 @@ from broker.listeners import (
     check_listener_list,
     check_protocol_map,
     check_wire_map,
-)
-from broker.log.config import (
-    CLEANUP_POLICIES,
-    MIN_SEGMENT_BYTES,
-    MIN_SEGMENT_INDEX_BYTES,
-    NO_LIMIT,
-    LogConfig,
 )
 from protocol.jaas import parse_jaas_login
 

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
-from broker.config import SECRET_KEYS, BrokerConfig, value_of
-from broker.config_def import InvalidValue, Setting, Type, format_value
-from broker.core.dynamic_config import BrokerDefaults, with_dynamic_defaults
-from broker.settings import KNOWN_KEYS, SETTINGS, setting
-from broker.topic_config import (
+from broker.config.broker_config import SECRET_KEYS, BrokerConfig, value_of
+from broker.config.config_def import InvalidValue, Setting, Type, format_value
+from broker.config.dynamic_update import BrokerDefaults, with_dynamic_defaults
+from broker.config.settings import KNOWN_KEYS, SETTINGS, setting
+from broker.config.topic_config import (
     TOPIC_CONFIG_KEYS,
     TopicConfigError,
     topic_setting,
@@ -72,7 +72,7 @@ def altered_topic_config(
     current: Mapping[str, str], ops: Sequence[AlterableConfig]
 ) -> dict[str, str]:
     """The topic's stored overrides after `ops`, each key and value checked as CreateTopics
-    checks them (broker/topic_config.py), the result as a whole too."""
+    checks them (broker/config/topic_config.py), the result as a whole too."""
     config = dict(current)
     for op in _checked_ops(ops):
         try:
