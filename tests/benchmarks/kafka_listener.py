@@ -67,14 +67,17 @@ def _rate(output: str) -> float:
     return float(match.group(1))
 
 
-def _kafka_produce(
-    bootstrap: str, topic: str, records: int, extra: dict[str, object] | None = None
-) -> float:
+# Seconds confluent-kafka's produce loops spent waiting for the brokers, by step name: blocked
+# on a full local queue (BufferError, then poll) and in the final flush. The rest of a loop's
+# time is its own: produce() calls from one Python thread.
+WAITS: dict[str, list[tuple[float, float, float]]] = {}
+
+
+def _kafka_produce(bootstrap: str, topic: str, records: int, waits: str = "kafka produce") -> float:
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, **(extra or {})}
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    blocked_s = 0.0
     started = time.perf_counter()
     for i in range(records):
         while True:
@@ -82,12 +85,17 @@ def _kafka_produce(
                 producer.produce(topic, VALUE, partition=i % PARTITIONS)
                 break
             except BufferError:
+                blocked = time.perf_counter()
                 producer.poll(0.01)
+                blocked_s += time.perf_counter() - blocked
         if i % 10_000 == 0:
             producer.poll(0)
+    flushing = time.perf_counter()
     if producer.flush(120) != 0:
         raise RuntimeError("records left unsent")
-    return records / (time.perf_counter() - started)
+    ended = time.perf_counter()
+    WAITS.setdefault(waits, []).append((ended - started, blocked_s, ended - flushing))
+    return records / (ended - started)
 
 
 def _loop_alone(records: int) -> float:
@@ -279,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
                 topic = f"apache-{run}"
                 _create_apache_topic(apache.bootstrap, topic)
                 apache_pids = [p for p in apache.pids() if p != apache.zookeeper.pid]
-                to_apache = partial(_kafka_produce, apache.bootstrap, topic, args.records)
+                to_apache = partial(
+                    _kafka_produce, apache.bootstrap, topic, args.records, "apache-kafka produce"
+                )
                 steps.append(("apache-kafka produce", apache_pids, to_apache))
             for name, server_pids, work in steps:
                 rate, cpu_us, client_us = _measured(server_pids, work, args.records)
@@ -288,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{rate:,.0f} records/s, brokers {cpu_us:.1f} µs CPU/record, "
                     f"client {client_us:.1f} µs CPU/record"
                 )
+                if name in WAITS:
+                    total_s, blocked_s, flush_s = WAITS[name][-1]
+                    shown += (
+                        f"; of its {total_s:.2f} s, {blocked_s:.2f} s blocked on a full queue "
+                        f"and {flush_s:.2f} s in the final flush"
+                    )
                 print(f"  run {run + 1}, {name}: {shown}", flush=True)
     print(load_average())
     _report(figures, args.records, args.runs)
