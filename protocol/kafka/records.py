@@ -90,7 +90,9 @@ def _from_kafka_batch(records: bytes, pos: int, header: BatchHeader, max_bytes: 
     section = records[pos + BATCH_HEADER_BYTES : pos + header.size]
     plain = decompress(header.compression, section, max_bytes)
     base = header.base_timestamp
-    if _compiled is not None:
+    # hasattr: a module built before Produce's compiled path (an editable install not rebuilt)
+    # has Fetch's function only; Produce then takes aiokafka's path rather than failing.
+    if _compiled is not None and hasattr(_compiled, "from_kafka_section"):
         converted = _compiled.from_kafka_section(plain, header.record_count)
         if converted is not None:
             packed, max_timestamp_delta = converted
