@@ -39,6 +39,7 @@ __all__ = [
     "batch_entries",
     "build_batch",
     "build_batch_from_entries",
+    "build_batch_from_section",
     "check_batches",
     "crc32c",
     "decode_batch",
@@ -345,9 +346,40 @@ def build_batch_from_entries(
     none (a producer's last batch, emptied: its header keeps the producer's sequence)."""
     if not entries and last_offset_delta is None:
         raise ValueError("a batch holds at least one record")
-    section = compress(compression, msgpack.packb(entries, use_bin_type=True))
+    return build_batch_from_section(
+        msgpack.packb(entries, use_bin_type=True),
+        len(entries),
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        last_offset_delta=last_offset_delta,
+    )
+
+
+def build_batch_from_section(
+    plain_section: bytes,
+    count: int,
+    *,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: Compression = Compression.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """One batch from its records section already packed (the msgpack array of `count`
+    entries, uncompressed): build_batch_from_entries' second half, for a section packed
+    elsewhere (the Kafka listener's compiled transcoder)."""
+    section = compress(compression, plain_section)
     batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
-    count = len(entries)
     if last_offset_delta is None:
         last_offset_delta = count - 1
     tail = (

@@ -3,9 +3,11 @@
 The two share the 61-byte batch header field for field; only the records section differs
 (Kafka: varint-framed records; Highwater: one msgpack array, docs/protocol.md). So a batch
 keeps its header values (offsets, producer id, epoch and sequence, timestamps, codec) and
-only its records section is re-encoded, then its length and CRC are computed anew. Kafka's
-records are read and written by aiokafka's C record codec. Each conversion is bounded:
-records sections decompress through protocol.compression's limits.
+only its records section is re-encoded, then its length and CRC are computed anew. Each
+section goes through the compiled transcoder (_transcode.c) where it was built and the
+section is of the usual shape, else through aiokafka's C record codec, the reference (tests
+hold the two to the same bytes). Each conversion is bounded: records sections decompress
+through protocol.compression's limits.
 
 As Kafka's LogValidator, a produced batch's max_timestamp is recomputed from its records
 rather than trusted, and transactional, control and LogAppendTime batches are refused.
@@ -34,6 +36,7 @@ from protocol.records import (
     BatchHeader,
     batch_entries,
     build_batch_from_entries,
+    build_batch_from_section,
     crc32c,
     iter_plain_sections,
     read_header,
@@ -86,8 +89,25 @@ def _from_kafka_batch(records: bytes, pos: int, header: BatchHeader, max_bytes: 
         raise InvalidRecordError("a produced batch holds at least one record")
     section = records[pos + BATCH_HEADER_BYTES : pos + header.size]
     plain = decompress(header.compression, section, max_bytes)
-    entries = []
     base = header.base_timestamp
+    # hasattr: a module built before Produce's compiled path (an editable install not rebuilt)
+    # has Fetch's function only; Produce then takes aiokafka's path rather than failing.
+    if _compiled is not None and hasattr(_compiled, "from_kafka_section"):
+        converted = _compiled.from_kafka_section(plain, header.record_count)
+        if converted is not None:
+            packed, max_timestamp_delta = converted
+            return build_batch_from_section(
+                packed,
+                header.record_count,
+                base_timestamp=base,
+                max_timestamp=base + max_timestamp_delta,
+                compression=Compression(header.compression),
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                last_offset_delta=header.last_offset_delta,
+            )
+    entries = []
     try:
         for record in DefaultRecordBatch(_uncompressed(header, plain)):
             entries.append(

@@ -7,9 +7,16 @@ read them back, three ways: the native client (`highwater perf produce --acks al
 consume`), confluent-kafka through the Kafka listener (idempotent, its default linger; a
 consumer assigned every partition), and kcat through the Kafka listener (librdkafka with no
 Python per record, so the client is no ceiling); both librdkafka consumers fetch ahead as
-CONSUMER_QUEUE says. Prints records/s, the Kafka/native ratio, and the three brokers' CPU
-per record (from /proc) for each. The goals (issue text): Kafka-listener
+CONSUMER_QUEUE says. Prints records/s, the Kafka/native ratio, the three brokers' CPU
+per record (from /proc) and the client's own CPU per record (its process and threads, from
+getrusage) for each. The goals (issue text): Kafka-listener
 throughput at least 0.8 of native, broker CPU per record at most 1.25x native.
+
+Two more rows show what is the client's and what is the broker's: each run also times the
+same confluent-kafka produce loop with no broker at all (a bootstrap nobody listens on and a
+queue the records fit in: what produce() alone costs, an upper bound on the client), and with
+`--kafka` the same loop against Apache Kafka 3.9.2 (tests/benchmarks/kafka/cluster.py, three
+brokers beside Highwater's, idle while Highwater's are measured).
 """
 
 from __future__ import annotations
@@ -17,15 +24,19 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 
-from tests.benchmarks.proc_cpu import broker_pids, total_cpu_seconds
+from tests.benchmarks.kafka.cluster import running as kafka_running
+from tests.benchmarks.proc_cpu import broker_pids, load_average, total_cpu_seconds
 
 CLI = [sys.executable, "-m", "client.cli"]
 BASE_PORT = 19600
@@ -56,10 +67,17 @@ def _rate(output: str) -> float:
     return float(match.group(1))
 
 
-def _kafka_produce(bootstrap: str, topic: str, records: int) -> float:
+# Seconds confluent-kafka's produce loops spent waiting for the brokers, by step name: blocked
+# on a full local queue (BufferError, then poll) and in the final flush. The rest of a loop's
+# time is its own: produce() calls from one Python thread.
+WAITS: dict[str, list[tuple[float, float, float]]] = {}
+
+
+def _kafka_produce(bootstrap: str, topic: str, records: int, waits: str = "kafka produce") -> float:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    blocked_s = 0.0
     started = time.perf_counter()
     for i in range(records):
         while True:
@@ -67,12 +85,42 @@ def _kafka_produce(bootstrap: str, topic: str, records: int) -> float:
                 producer.produce(topic, VALUE, partition=i % PARTITIONS)
                 break
             except BufferError:
+                blocked = time.perf_counter()
                 producer.poll(0.01)
+                blocked_s += time.perf_counter() - blocked
         if i % 10_000 == 0:
             producer.poll(0)
+    flushing = time.perf_counter()
     if producer.flush(120) != 0:
         raise RuntimeError("records left unsent")
-    return records / (time.perf_counter() - started)
+    ended = time.perf_counter()
+    WAITS.setdefault(waits, []).append((ended - started, blocked_s, ended - flushing))
+    return records / (ended - started)
+
+
+def _loop_alone(records: int) -> float:
+    """The same produce loop with no broker to wait for: a bootstrap nobody listens on (port 1
+    refuses) and a queue the records fit in, so produce() never raises BufferError. What the
+    client's Python loop costs on its own, with librdkafka building no requests."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "queue.buffering.max.messages": records + 1,
+            "queue.buffering.max.kbytes": 2**21,
+            "log_level": 0,
+        }
+    )
+    started = time.perf_counter()
+    for i in range(records):
+        producer.produce("none", VALUE, partition=i % PARTITIONS)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    elapsed = time.perf_counter() - started
+    producer.purge()
+    producer.flush(0)
+    return records / elapsed
 
 
 def _kafka_consume(bootstrap: str, topic: str, records: int) -> float:
@@ -128,11 +176,25 @@ def _kcat_consume(bootstrap: str, topic: str, records: int) -> float:
     return records / elapsed
 
 
-def _measured(pids: list[int], work: Callable[[], float], records: int) -> tuple[float, float]:
-    """(records/s, brokers' CPU µs per record) of one piece of work."""
-    before = total_cpu_seconds(pids)
+def _client_cpu_seconds() -> float:
+    """CPU this process (confluent-kafka's Python loop and librdkafka's threads) and its
+    finished children (the CLI's perf tools, kcat) have used."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def _measured(
+    pids: list[int], work: Callable[[], float], records: int
+) -> tuple[float, float, float]:
+    """(records/s, brokers' CPU µs per record, the client's CPU µs per record) of one piece
+    of work."""
+    before, client_before = total_cpu_seconds(pids), _client_cpu_seconds()
     rate = work()
-    return rate, (total_cpu_seconds(pids) - before) * 1e6 / records
+    brokers = (total_cpu_seconds(pids) - before) * 1e6 / records
+    return rate, brokers, (_client_cpu_seconds() - client_before) * 1e6 / records
 
 
 def _steps(
@@ -172,11 +234,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--kafka",
+        action="store_true",
+        help="also the confluent-kafka produce loop against Apache Kafka 3.9.2 (make kafka-jars)",
+    )
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="kafka-listener-bench-"))
     env = {k: v for k, v in os.environ.items() if k != "HIGHWATER_DEBUG"}
     env["HIGHWATER_BOOTSTRAP"] = f"127.0.0.1:{BASE_PORT}"
     kafka = f"127.0.0.1:{BASE_PORT + 100}"
+    print(load_average(), flush=True)
     _cli(
         "dev",
         "up",
@@ -188,10 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         str(ZK_PORT),
         env=env,
     )
-    figures: dict[str, list[tuple[float, float]]] = {}
+    figures: dict[str, list[tuple[float, float, float]]] = {}
     lines = root / "records.txt"
     lines.write_bytes((VALUE + b"\n") * args.records)
-    try:
+    with ExitStack() as stack:
+        stack.callback(_cli, "dev", "down", "--dir", str(root), env=env)
+        apache = stack.enter_context(kafka_running(root / "apache-kafka")) if args.kafka else None
         pids = list(broker_pids(root).values())
         for run in range(args.runs):
             native, via_kafka = f"native-{run}", f"kafka-{run}"
@@ -208,28 +278,93 @@ def main(argv: list[str] | None = None) -> int:
                     "min.insync.replicas=2",
                     env=env,
                 )
-            steps = _steps(kafka, native, via_kafka, args.records, env, lines)
-            for name, work in steps:
-                rate, cpu_us = _measured(pids, work, args.records)
-                figures.setdefault(name, []).append((rate, cpu_us))
-                shown = f"{rate:,.0f} records/s, brokers {cpu_us:.1f} µs CPU/record"
+            steps = [
+                (name, pids, work)
+                for name, work in _steps(kafka, native, via_kafka, args.records, env, lines)
+            ]
+            steps.append(("loop alone", [], lambda: _loop_alone(args.records)))
+            if apache is not None:
+                topic = f"apache-{run}"
+                _create_apache_topic(apache.bootstrap, topic)
+                apache_pids = [p for p in apache.pids() if p != apache.zookeeper.pid]
+                to_apache = partial(
+                    _kafka_produce, apache.bootstrap, topic, args.records, "apache-kafka produce"
+                )
+                steps.append(("apache-kafka produce", apache_pids, to_apache))
+            for name, server_pids, work in steps:
+                rate, cpu_us, client_us = _measured(server_pids, work, args.records)
+                figures.setdefault(name, []).append((rate, cpu_us, client_us))
+                shown = (
+                    f"{rate:,.0f} records/s, brokers {cpu_us:.1f} µs CPU/record, "
+                    f"client {client_us:.1f} µs CPU/record"
+                )
+                if name in WAITS:
+                    total_s, blocked_s, flush_s = WAITS[name][-1]
+                    shown += (
+                        f"; of its {total_s:.2f} s, {blocked_s:.2f} s blocked on a full queue "
+                        f"and {flush_s:.2f} s in the final flush"
+                    )
                 print(f"  run {run + 1}, {name}: {shown}", flush=True)
-    finally:
-        _cli("dev", "down", "--dir", str(root), env=env)
-    print(f"\n{args.records:,} records of 100 B, RF=3, acks=all; medians of {args.runs} runs")
+    print(load_average())
+    _report(figures, args.records, args.runs)
+    return 0
+
+
+def _create_apache_topic(bootstrap: str, topic: str) -> None:
+    """The benchmark's topic on Apache Kafka: PARTITIONS partitions, RF=3,
+    min.insync.replicas=2, returned once every partition is led with all three in sync."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        partitions = admin.list_topics(topic, timeout=5).topics[topic].partitions
+        if len(partitions) == PARTITIONS and all(
+            p.leader >= 0 and len(p.isrs) == 3 for p in partitions.values()
+        ):
+            return
+        time.sleep(0.2)  # polling the metadata with a deadline, not synchronising
+    raise RuntimeError(f"{topic} not led and in sync within 30 s")
+
+
+def _spread(values: list[float], digits: str) -> str:
+    return f"{statistics.median(values):{digits}} ({min(values):{digits}}-{max(values):{digits}})"
+
+
+def _report(figures: dict[str, list[tuple[float, float, float]]], records: int, runs: int) -> None:
+    print(f"\n{records:,} records of 100 B, RF=3, acks=all; medians of {runs} runs")
     print("the Kafka listener with confluent-kafka (Python) and with kcat, against native:")
-    print(f"{'':16} {'native':>10} {'confluent':>10} {'/native':>8} {'kcat':>10} {'/native':>8}")
+    print(f"{'':18} {'native':>10} {'confluent':>10} {'/native':>8} {'kcat':>10} {'/native':>8}")
     for what in ("produce", "consume"):
-        runs = [figures[f"{client} {what}"] for client in ("native", "kafka", "kcat")]
-        rates = [statistics.median(r for r, _ in run) for run in runs]
-        cpus = [statistics.median(c for _, c in run) for run in runs]
-        for label, (n, c, k) in ((f"{what} rec/s", rates), (f"{what} µs/rec", cpus)):
-            digits = ",.0f" if "rec/s" in label else ".1f"
+        runs_ = [figures[f"{client} {what}"] for client in ("native", "kafka", "kcat")]
+        for label, index, digits in (
+            (f"{what} rec/s", 0, ",.0f"),
+            (f"{what} µs/rec", 1, ".1f"),
+            ("  client µs/rec", 2, ".1f"),
+        ):
+            n, c, k = (statistics.median(f[index] for f in run) for run in runs_)
             print(
-                f"{label:16} {n:>10{digits}} {c:>10{digits}} {c / n:>8.2f} "
+                f"{label:18} {n:>10{digits}} {c:>10{digits}} {c / n:>8.2f} "
                 f"{k:>10{digits}} {k / n:>8.2f}"
             )
-    return 0
+    print("\nmedian (range) over runs; native produce's client CPU includes the CLI's start-up")
+    for name in (
+        "native produce",
+        "kafka produce",
+        "kcat produce",
+        "loop alone",
+        "apache-kafka produce",
+    ):
+        if name not in figures:
+            continue
+        rates = [f[0] for f in figures[name]]
+        print(
+            f"{name:22} {_spread(rates, ',.0f')} records/s, "
+            f"brokers {_spread([f[1] for f in figures[name]], '.1f')} µs/rec, "
+            f"client {_spread([f[2] for f in figures[name]], '.1f')} µs/rec"
+        )
 
 
 if __name__ == "__main__":
