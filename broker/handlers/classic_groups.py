@@ -140,10 +140,19 @@ def _member(coordinator: GroupCoordinator, group_id: str, member_id: str) -> Mem
 
 
 async def _heartbeat(
-    ctx: BrokerContext, coordinator: GroupCoordinator, request: ConsumerGroupHeartbeatRequest
+    ctx: BrokerContext,
+    coordinator: GroupCoordinator,
+    request: ConsumerGroupHeartbeatRequest,
+    *,
+    classic: bool = False,
 ) -> Any:
     decision = coordinator.core.heartbeat(
-        request, coordinator.topics(), ctx.now_ms(), CLIENT_HOST.get(), wall_ms=ctx.wall_ms()
+        request,
+        coordinator.topics(),
+        ctx.now_ms(),
+        CLIENT_HOST.get(),
+        wall_ms=ctx.wall_ms(),
+        classic=classic,
     )
     return await coordinator.write(decision)
 
@@ -183,7 +192,7 @@ async def handle_join_group(ctx: BrokerContext, header: RequestHeader, request: 
         client_id=header.client_id or "",
         rack_id=subscription.rack_id,
     )
-    response = await _heartbeat(ctx, coordinator, join_heartbeat(join, known))
+    response = await _heartbeat(ctx, coordinator, join_heartbeat(join, known), classic=True)
     if response.error_code != ErrorCode.NONE:
         return JoinGroupResult(heartbeat_error(response.error_code))
     member = _member(coordinator, request.group_id, response.member_id)

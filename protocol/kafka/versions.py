@@ -71,6 +71,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     51: (0, 0),  # AlterUserScramCredentials
     60: (0, 0),  # DescribeCluster (1 adds KIP-919's endpoint types: controllers are not described)
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; partitions by topic id; 1: topic regex)
+    69: (0, 1),  # ConsumerGroupDescribe (KIP-848; partitions by topic id; 1: member_type)
 }
 
 # api key -> (min, max) version this listener decodes (kio has no Produce below 3).
