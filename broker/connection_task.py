@@ -36,6 +36,7 @@ from broker.request_stats import RequestStats
 from client.socket_io import LeanSocket
 from controller.zk_types import ZkConnectionError
 from protocol.apis import ApiKey
+from protocol.framing import frame
 
 __all__ = ["DIRECT_REQUEST_MAX_BYTES", "Channel", "Connection", "ConnectionTasks", "send"]
 
@@ -244,7 +245,10 @@ class ConnectionTasks:
         connection's logger, bound to the principal once authenticated."""
         if reply.delay_s > 0:
             await trio.sleep(reply.delay_s)
-        await send(stream, wire.encode(reply.call, reply.response))
+        if not reply.raw:
+            await send(stream, wire.encode(reply.call, reply.response))
+        elif not reply.close:  # a raw token's answer: the server's token alone
+            await send(stream, [frame(bytes(reply.response.auth_bytes))])
         if reply.principal is None:
             return log
         SESSION.set(dataclasses.replace(SESSION.get(), principal=reply.principal))

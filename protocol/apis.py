@@ -134,7 +134,7 @@ _TABLE: Final[dict[ApiKey, tuple[str, str, int]]] = {
         0,
     ),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 1),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", "ConsumerGroupDescribe", 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", "ConsumerGroupDescribe", 1),
 }
 _MESSAGES_PACKAGE: Final = "protocol.messages"
 _KEY_BY_MODULE: Final = {f"{_MESSAGES_PACKAGE}.{m}": key for key, (m, _, _) in _TABLE.items()}

@@ -14,6 +14,11 @@ SaslHandshake on an authenticated connection re-runs the exchange (KIP-368,
 broker.core.sasl_session); any other request after the session's end closes it, and so does
 `revoke` (the user's credentials were deleted or changed), once the request in hand is
 answered. Every close comes out as a `Close` with the log event to write.
+
+After a SaslHandshake v0 on the Kafka wire, as Kafka's SaslServerAuthenticator does for a
+client without SaslAuthenticate, the frames until the exchange completes are raw SASL tokens:
+no request header; each is read as a SaslAuthenticate and answered with the server's token
+alone (`SaslReply.raw`), and a failure closes the connection without an answer.
 """
 
 from __future__ import annotations
@@ -31,10 +36,10 @@ from broker.core.sasl import PasswordCheck, SaslAuthenticator, SaslStage, SaslSt
 from broker.core.sasl_session import Admission, SaslSession
 from broker.kafka.wire import Call, Wire
 from protocol.apis import ApiKey
-from protocol.codec import RequestDecodeError
+from protocol.codec import RequestDecodeError, RequestHeader
 from protocol.errors import ErrorCode, FrameError
 from protocol.framing import LENGTH_PREFIX_BYTES, NEED_DATA, FrameDecoder
-from protocol.messages.sasl_authenticate import SaslAuthenticateResponse
+from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 __all__ = [
     "AnswerApiVersions",
@@ -105,7 +110,9 @@ class CheckPassword:
 class SaslReply:
     """Wait `delay_s` (connection.failed.authentication.delay.ms on a failure), then send
     `response` to `call`. `principal`: the exchange completed as it (`reauthenticated`: on an
-    already authenticated connection); `close`: the next event closes the connection."""
+    already authenticated connection); `close`: the next event closes the connection.
+    `raw`: the answer to a raw token (after a SaslHandshake v0): send `response.auth_bytes`
+    as a frame of its own, and nothing on a failure."""
 
     call: Call
     response: Any
@@ -114,6 +121,7 @@ class SaslReply:
     reauthenticated: bool = False
     mechanism: str | None = None
     close: bool = False
+    raw: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +147,8 @@ ConnectionEvent = (
 )
 
 _NOT_IN_TIME = "closing connection: not authenticated in time"
+# The header a raw SASL token is read under (it has none of its own).
+_RAW_TOKEN = RequestHeader(ApiKey.SASL_AUTHENTICATE, 0, -1, None)
 
 
 class ServerConnection:
@@ -171,6 +181,7 @@ class ServerConnection:
         self.muted_until_s = -math.inf
         self._pending: deque[ConnectionEvent] = deque()  # the events that come next
         self._checking: Call | None = None  # the request whose password is being checked
+        self._raw_tokens = False  # after a SaslHandshake v0: frames are raw SASL tokens
         if sasl is None:
             self.state = ConnectionState.SERVING
             self.auth_deadline_s = math.inf
@@ -218,6 +229,9 @@ class ServerConnection:
                 return NeedData(self.auth_frame_bytes + LENGTH_PREFIX_BYTES, deadline_s)
             return NeedData(RECEIVE_BYTES, None)
         assert isinstance(frame_body, bytes | bytearray)
+        if authenticating and self._raw_tokens:
+            raw = Call(_RAW_TOKEN, SaslAuthenticateRequest(bytes(frame_body)))
+            return self._authenticate(raw, now_s)
         try:
             call = self.wire.decode(frame_body)
         except RequestDecodeError as exc:
@@ -288,6 +302,8 @@ class ServerConnection:
         if isinstance(step, PasswordCheck):
             self._checking = call
             return CheckPassword(step, self.auth_deadline_s)
+        if header.api_key == ApiKey.SASL_HANDSHAKE and not step.close:
+            self._raw_tokens = _handshake_v0(call)
         return self._reply(call, step, now_s)
 
     def _reply(self, call: Call, step: SaslStep, now_s: float) -> SaslReply:
@@ -309,6 +325,7 @@ class ServerConnection:
             self.state = ConnectionState.SERVING
             self.decoder.max_frame_bytes = self.max_frame_bytes
             self.auth_deadline_s = math.inf
+            self._raw_tokens = False
         return SaslReply(
             call,
             step.response,
@@ -317,11 +334,18 @@ class ServerConnection:
             reauthenticated=reauthenticated,
             mechanism=sasl.mechanism,
             close=step.close,
+            raw=call.header is _RAW_TOKEN,
         )
 
     def _close(self, message: str | None, level: str = "info", **fields: Any) -> Close:
         self.state = ConnectionState.CLOSED
         return Close(message, level, fields)
+
+
+def _handshake_v0(call: Call) -> bool:
+    """A Kafka client's SaslHandshake v0: its tokens follow raw (Kafka's
+    SaslServerAuthenticator reads SaslAuthenticate only after a v1 handshake)."""
+    return call.kafka is not None and call.kafka.kafka.header.api_version == 0
 
 
 def _with_session(step: SaslStep, session: SaslSession, mechanism: str, now_ms: float) -> SaslStep:

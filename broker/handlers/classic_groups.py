@@ -13,10 +13,15 @@ from broker.context import CLIENT_HOST, BrokerContext
 from broker.core.group.classic import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicJoin,
+    classic_heartbeat_answer,
+    classic_member,
+    forget_synced,
     heartbeat_error,
     join_heartbeat,
+    join_refusal,
+    keep_alive_heartbeat,
     leave_heartbeat,
-    needs_rejoin,
+    sync_group,
 )
 from broker.core.group.membership import assignor_of
 from broker.core.group.model import GroupState, Member
@@ -134,16 +139,23 @@ def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[GroupCoordinator | 
 
 
 def _member(coordinator: GroupCoordinator, group_id: str, member_id: str) -> Member | None:
-    group = coordinator.core.groups.get(group_id)
-    member = group.members.get(member_id) if group is not None and member_id else None
-    return None if member is None or member.left_static else member
+    return classic_member(coordinator.core.groups.get(group_id), member_id)
 
 
 async def _heartbeat(
-    ctx: BrokerContext, coordinator: GroupCoordinator, request: ConsumerGroupHeartbeatRequest
+    ctx: BrokerContext,
+    coordinator: GroupCoordinator,
+    request: ConsumerGroupHeartbeatRequest,
+    *,
+    classic: bool = False,
 ) -> Any:
     decision = coordinator.core.heartbeat(
-        request, coordinator.topics(), ctx.now_ms(), CLIENT_HOST.get(), wall_ms=ctx.wall_ms()
+        request,
+        coordinator.topics(),
+        ctx.now_ms(),
+        CLIENT_HOST.get(),
+        wall_ms=ctx.wall_ms(),
+        classic=classic,
     )
     return await coordinator.write(decision)
 
@@ -168,8 +180,9 @@ async def handle_join_group(ctx: BrokerContext, header: RequestHeader, request: 
         return JoinGroupResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     instance_id = getattr(request, "group_instance_id", None)
     known = _member(coordinator, request.group_id, request.member_id)
-    if known is None and request.member_id and instance_id is None:
-        return JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)  # it starts again with no id
+    refusal = join_refusal(known, request.member_id, instance_id)
+    if refusal != ErrorCode.NONE:
+        return JoinGroupResult(refusal)
     join = ClassicJoin(
         group_id=request.group_id,
         member_id="" if known is None else known.member_id,
@@ -183,13 +196,13 @@ async def handle_join_group(ctx: BrokerContext, header: RequestHeader, request: 
         client_id=header.client_id or "",
         rack_id=subscription.rack_id,
     )
-    response = await _heartbeat(ctx, coordinator, join_heartbeat(join, known))
+    response = await _heartbeat(ctx, coordinator, join_heartbeat(join, known), classic=True)
     if response.error_code != ErrorCode.NONE:
         return JoinGroupResult(heartbeat_error(response.error_code))
     member = _member(coordinator, request.group_id, response.member_id)
     if member is None:  # removed meanwhile (its session ran out): it joins again
         return JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
-    coordinator.classic_synced.pop((request.group_id, member.member_id), None)
+    forget_synced(coordinator.classic_synced, request.group_id, member.member_id)
     return JoinGroupResult(
         ErrorCode.NONE,
         generation_id=member.member_epoch,
@@ -204,14 +217,14 @@ async def handle_sync_group(ctx: BrokerContext, header: RequestHeader, request: 
     if coordinator is None:
         return SyncGroupResult(code)
     member = _member(coordinator, request.group_id, request.member_id)
-    if member is None:
-        return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
-    if request.generation_id != member.member_epoch:
-        return SyncGroupResult(ErrorCode.ILLEGAL_GENERATION)
-    coordinator.classic_synced[(request.group_id, member.member_id)] = member.assigned
+    code, assignment = sync_group(
+        coordinator.classic_synced, request.group_id, member, request.generation_id
+    )
+    if code != ErrorCode.NONE:
+        return SyncGroupResult(code)
     return SyncGroupResult(
         ErrorCode.NONE,
-        encode_assignment(member.assigned),
+        encode_assignment(assignment),
         CONSUMER_PROTOCOL_TYPE,
         getattr(request, "protocol_name", None),
     )
@@ -224,20 +237,15 @@ async def handle_heartbeat(ctx: BrokerContext, header: RequestHeader, request: A
     member = _member(coordinator, request.group_id, request.member_id)
     if member is None:
         return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
-    # At the member's epoch in the group (a classic member's generation may lag it): this
-    # keeps its session and lets its reconciliation go on; the answer below says whether
-    # the assignment it has is still the one it was given.
-    alive = ConsumerGroupHeartbeatRequest(request.group_id, member.member_id, member.member_epoch)
-    response = await _heartbeat(ctx, coordinator, alive)
+    response = await _heartbeat(ctx, coordinator, keep_alive_heartbeat(request.group_id, member))
     if response.error_code != ErrorCode.NONE:
         return HeartbeatResult(heartbeat_error(response.error_code))
     member = _member(coordinator, request.group_id, request.member_id)
-    if member is None:
-        return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
-    synced = coordinator.classic_synced.get((request.group_id, member.member_id))
-    if needs_rejoin(member, request.generation_id, synced):
-        return HeartbeatResult(ErrorCode.REBALANCE_IN_PROGRESS)
-    return HeartbeatResult(ErrorCode.NONE)
+    return HeartbeatResult(
+        classic_heartbeat_answer(
+            coordinator.classic_synced, request.group_id, member, request.generation_id
+        )
+    )
 
 
 async def handle_leave_group(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
@@ -261,7 +269,7 @@ async def handle_leave_group(ctx: BrokerContext, header: RequestHeader, request:
             )
             continue
         response = await _heartbeat(ctx, coordinator, leave_heartbeat(request.group_id, member))
-        coordinator.classic_synced.pop((request.group_id, member.member_id), None)
+        forget_synced(coordinator.classic_synced, request.group_id, member.member_id)
         results.append(
             LeftMember(
                 member.member_id, identity.group_instance_id, heartbeat_error(response.error_code)

@@ -1,9 +1,13 @@
 """ConsumerGroupDescribe (KIP-848): state, epochs, assignor and members of groups this broker
-coordinates (others: NOT_COORDINATOR, each)."""
+coordinates (others: NOT_COORDINATOR, each). From v1 members' partitions carry their topic's
+id (KIP-516), as the Kafka listener answers them (broker.kafka.translate)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from broker.context import BrokerContext
+from broker.core.group.topic_ids import with_topic_ids
 from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
@@ -14,6 +18,8 @@ from protocol.messages.consumer_group_describe import (
 )
 
 __all__ = ["handle_consumer_group_describe"]
+
+_TOPIC_IDS_VERSION = 1
 
 
 async def handle_consumer_group_describe(
@@ -32,7 +38,21 @@ async def handle_consumer_group_describe(
         else DescribedGroup(g, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         for g in dict.fromkeys(request.group_ids)
     )
+    if header.api_version >= _TOPIC_IDS_VERSION:
+        groups = tuple(_with_ids(ctx, g) for g in groups)
     return ConsumerGroupDescribeResponse(groups)
+
+
+def _with_ids(ctx: BrokerContext, group: DescribedGroup) -> DescribedGroup:
+    members = tuple(
+        replace(
+            m,
+            assignment=with_topic_ids(m.assignment, ctx.metadata),
+            target_assignment=with_topic_ids(m.target_assignment, ctx.metadata),
+        )
+        for m in group.members
+    )
+    return replace(group, members=members)
 
 
 def _visible(ctx: BrokerContext, group: DescribedGroup) -> DescribedGroup:

@@ -4,7 +4,8 @@ broker's handler takes, and back for the response. Pure.
 Most APIs need nothing but protocol.kafka.mapping's field-by-name conversion. What is
 written out here is where the two differ: record batches (Produce, Fetch), the ApiVersions
 table, Metadata's topic list, FindCoordinator's single key before v4, OffsetCommit's
-generation, DescribeUserScramCredentials' user structs, and two safety rules of this
+generation, DescribeUserScramCredentials' user structs, ConsumerGroupDescribe's members and
+what Kafka does not call a consumer group, and two safety rules of this
 listener: every request is a client's (replica_id is forced to -1, so no follower
 privileges: Kafka's own listeners refuse those without CLUSTER_ACTION) and Fetch's last
 stable offset is the high watermark (no transactions).
@@ -26,6 +27,7 @@ from protocol.kafka.mapping import ZERO_UUID, convert
 from protocol.kafka.records import from_kafka_batches, to_kafka_batches
 from protocol.kafka.versions import ADVERTISED, KAFKA_ONLY_KEYS
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
+from protocol.messages.consumer_group_describe import CLASSIC_MEMBER, DescribedGroup
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.consumer_group_heartbeat import TopicPartitions as HeartbeatPartitions
 from protocol.messages.delete_acls import DeleteAclsRequest
@@ -270,6 +272,104 @@ def _consumer_group_heartbeat(kafka: KafkaRequest) -> Translated:
     return Translated(ApiKey.CONSUMER_GROUP_HEARTBEAT, request, kafka)
 
 
+def _consumer_group_describe_response(translated: Translated, response: Any) -> Any:
+    """Kafka's shape (members' partitions by topic id and name, each assignment a struct) and
+    Kafka 4.0's answers for what is not a consumer group (GroupMetadataManager.consumerGroup):
+    no group at all is "not found"; one of classic members only, or of committed offsets
+    only (a memberless commit makes a classic group in Kafka), is "not a consumer group"."""
+    return _DescribeResponse(
+        response.throttle_time_ms, tuple(map(_described_for_kafka, response.groups))
+    )
+
+
+def _described_for_kafka(group: DescribedGroup) -> Any:
+    gid = group.group_id
+    if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return _not_found(gid, "not found")
+    if group.error_code != ErrorCode.NONE:
+        return group
+    offsets_only = group.group_epoch < 0
+    classic_only = bool(group.members) and all(
+        m.member_type == CLASSIC_MEMBER for m in group.members
+    )
+    if offsets_only or classic_only:
+        return _not_found(gid, "is not a consumer group")
+    members = tuple(
+        _DescribeMember(
+            **{
+                f.name: getattr(m, f.name)
+                for f in dataclasses.fields(m)
+                if f.name not in ("assignment", "target_assignment")
+            },
+            assignment=_DescribeAssignment(_kafka_partitions(m.assignment)),
+            target_assignment=_DescribeAssignment(_kafka_partitions(m.target_assignment)),
+        )
+        for m in group.members
+    )
+    return _DescribeGroup(
+        group.group_id,
+        group.error_code,
+        group.error_message,
+        group.group_state,
+        group.group_epoch,
+        group.assignment_epoch,
+        group.assignor_name,
+        members,
+    )
+
+
+def _not_found(group_id: str, why: str) -> DescribedGroup:
+    return DescribedGroup(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} {why}.")
+
+
+def _kafka_partitions(partitions: tuple[Any, ...]) -> tuple[_DescribePartitions, ...]:
+    return tuple(_DescribePartitions(p.topic_id, p.topic, p.partitions) for p in partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class _DescribePartitions:
+    topic_id: str
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _DescribeAssignment:
+    topic_partitions: tuple[_DescribePartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _DescribeMember:
+    member_id: str
+    instance_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: _DescribeAssignment
+    target_assignment: _DescribeAssignment
+    member_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class _DescribeGroup:
+    group_id: str
+    error_code: int
+    error_message: str | None
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: tuple[_DescribeMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _DescribeResponse:
+    throttle_time_ms: int
+    groups: tuple[Any, ...]
+
+
 def _delete_topics(kafka: KafkaRequest) -> Translated:
     """v6 names each topic by name or by id (KIP-516)."""
     if kafka.header.api_version < _DELETE_TOPICS_BY_ID:
@@ -423,4 +523,5 @@ _RESPONSES: Final[dict[int, Callable[[Translated, Any], Any]]] = {
     ApiKey.FIND_COORDINATOR: _find_coordinator_response,
     ApiKey.API_VERSIONS: _api_versions_response,
     ApiKey.OFFSET_COMMIT: _offset_commit_response,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe_response,
 }

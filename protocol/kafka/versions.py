@@ -48,7 +48,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     15: (0, 5),  # DescribeGroups
     18: (0, 3),  # ApiVersions
     16: (0, 4),  # ListGroups
-    17: (0, 1),  # SaslHandshake (librdkafka needs 0 listed; v0 then sends raw tokens: unserved)
+    17: (0, 1),  # SaslHandshake (v0: raw SASL tokens follow, broker.core.connection)
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics (6: topics by name or by id)
     22: (0, 4),  # InitProducerId (non-transactional)
@@ -71,6 +71,7 @@ ADVERTISED: Final[dict[int, tuple[int, int]]] = {
     51: (0, 0),  # AlterUserScramCredentials
     60: (0, 0),  # DescribeCluster (1 adds KIP-919's endpoint types: controllers are not described)
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; partitions by topic id; 1: topic regex)
+    69: (0, 1),  # ConsumerGroupDescribe (KIP-848; partitions by topic id; 1: member_type)
 }
 
 # api key -> (min, max) version this listener decodes (kio has no Produce below 3).

@@ -1,18 +1,29 @@
-"""ConsumerGroupDescribe (key 69, KIP-848): groups' state, epochs, assignor and members."""
+"""ConsumerGroupDescribe (key 69, KIP-848): groups' state, epochs, assignor and members.
+
+v1, as Kafka's: each member's type (a classic JoinGroup member or a consumer-protocol one,
+KIP-1099), and its partitions carry their topic's id (KIP-516)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Final
 
 from protocol.messages.consumer_group_heartbeat import TopicPartitions
-from protocol.schema import Int16, Int32
+from protocol.schema import Int8, Int16, Int32, Since
 
 __all__ = [
+    "CLASSIC_MEMBER",
+    "CONSUMER_MEMBER",
+    "UNKNOWN_MEMBER_TYPE",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
     "DescribedGroup",
     "DescribedMember",
 ]
+
+UNKNOWN_MEMBER_TYPE: Final = -1
+CLASSIC_MEMBER: Final = 0  # joined with JoinGroup
+CONSUMER_MEMBER: Final = 1  # joined with ConsumerGroupHeartbeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +42,7 @@ class DescribedMember:
     subscribed_topic_regex: str | None
     assignment: tuple[TopicPartitions, ...]  # what it owns now
     target_assignment: tuple[TopicPartitions, ...]  # what it will own once reconciled
+    member_type: Annotated[Int8, Since(1)] = UNKNOWN_MEMBER_TYPE
 
 
 @dataclass(frozen=True, slots=True)

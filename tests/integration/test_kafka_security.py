@@ -5,6 +5,9 @@ librdkafka's re-authentication (KIP-368) under `connections.max.reauth.ms` (docs
 
 from __future__ import annotations
 
+import socket
+import ssl
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -12,6 +15,7 @@ from typing import Any
 
 import pytest
 import trio
+from scramp import ScramClient
 
 from client.admin import Admin
 from client.cli.zookeeper_server import ZooKeeperServer
@@ -229,3 +233,68 @@ def test_confluent_kafka_reauthenticates_and_produces_past_several_sessions(
 
 def _kafka_events(broker: Any, event: str, since: int) -> list[dict[str, Any]]:
     return logged_events(broker, event, since=since, principal="User:admin", listener="KAFKA")
+
+
+def _kafka_string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def _send_frame(sock: ssl.SSLSocket, body: bytes) -> None:
+    sock.sendall(struct.pack(">i", len(body)) + body)
+
+
+def _read_frame(sock: ssl.SSLSocket) -> bytes | None:
+    """One frame, or None if the broker closed the connection."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return data[4:]
+
+
+def _raw_scram_login(cluster: Cluster, pki: Pki, password: str) -> tuple[ssl.SSLSocket, bool]:
+    """SaslHandshake v0 (SCRAM-SHA-256), then the SCRAM exchange as raw tokens, as a client
+    without SaslAuthenticate speaks it; whether the broker completed it."""
+    host, port = cluster.bootstrap_on("KAFKA").split(",")[0].rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    sock = context.wrap_socket(
+        socket.create_connection((host, int(port)), DEADLINE_S), server_hostname=host
+    )
+    header = struct.pack(">hhi", 17, 0, 1) + _kafka_string("raw-sasl")
+    _send_frame(sock, header + _kafka_string("SCRAM-SHA-256"))
+    answer = _read_frame(sock)
+    assert answer is not None
+    (correlation_id, error_code) = struct.unpack_from(">ih", answer)
+    assert (correlation_id, error_code) == (1, 0)
+    client = ScramClient(["SCRAM-SHA-256"], "admin", password)
+    _send_frame(sock, client.get_client_first().encode())  # no request header
+    server_first = _read_frame(sock)
+    assert server_first is not None and server_first.startswith(b"r=")
+    client.set_server_first(server_first.decode())
+    _send_frame(sock, client.get_client_final().encode())
+    server_final = _read_frame(sock)
+    if server_final is None:
+        return sock, False
+    client.set_server_final(server_final.decode())  # raises unless the server proved itself
+    return sock, True
+
+
+def test_raw_sasl_tokens_after_a_v0_handshake_log_in(cluster: Cluster, pki: Pki) -> None:
+    """Kafka's SaslServerAuthenticator reads the frames after a SaslHandshake v0 as raw SASL
+    tokens; no client at hand sends them to a broker that offers SaslAuthenticate, so this
+    socket client does, then sends an ordinary request on the authenticated connection."""
+    sock, completed = _raw_scram_login(cluster, pki, "admin-secret")
+    with sock:
+        assert completed
+        metadata_v0 = struct.pack(">hhi", 3, 0, 7) + _kafka_string("raw-sasl")
+        _send_frame(sock, metadata_v0 + struct.pack(">i", 0))
+        answer = _read_frame(sock)
+        assert answer is not None and struct.unpack_from(">i", answer)[0] == 7
+        (brokers,) = struct.unpack_from(">i", answer, 4)
+        assert brokers == 1
+    refused, completed = _raw_scram_login(cluster, pki, "not-the-password")
+    with refused:
+        assert not completed  # closed without an answer, as Kafka does

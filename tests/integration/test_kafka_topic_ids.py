@@ -254,8 +254,10 @@ def test_confluent_kafka_consumers_share_a_group_over_the_kip_848_protocol(
     assert got == {b"v%d" % i for i in range(400)}
 
 
-def kafka_call(cluster: Cluster, api_key: int, version: int, body: object) -> Any:
-    """One request on broker 1's Kafka listener, written and read with kio's classes."""
+def kafka_call(
+    cluster: Cluster, api_key: int, version: int, body: object, broker_id: int = 1
+) -> Any:
+    """One request on a broker's Kafka listener, written and read with kio's classes."""
     header = RequestHeaderV2(
         request_api_key=i16(api_key),
         request_api_version=i16(version),
@@ -266,7 +268,7 @@ def kafka_call(cluster: Cluster, api_key: int, version: int, body: object) -> An
     entity_writer(RequestHeaderV2)(out, header)
     entity_writer(type(body))(out, body)
     payload = out.getvalue()
-    broker = cluster.brokers[1]
+    broker = cluster.brokers[broker_id]
     with socket.create_connection((broker.host, broker.port_of("KAFKA")), DEADLINE_S) as sock:
         sock.sendall(struct.pack(">i", len(payload)) + payload)
         stream = sock.makefile("rb")
@@ -275,6 +277,122 @@ def kafka_call(cluster: Cluster, api_key: int, version: int, body: object) -> An
     assert struct.unpack_from(">i", answer)[0] == 9 and answer[4] == 0  # header v1, no tags
     body_out, _ = entity_reader(response_class(api_key, version))(answer, 5)
     return body_out
+
+
+def describe_at_coordinator(cluster: Cluster, version: int, group: str) -> Any:
+    """A group's ConsumerGroupDescribe entry as its coordinator answers it (the other
+    brokers: NOT_COORDINATOR)."""
+    request = request_class(69, version)(group_ids=(group,), include_authorized_operations=False)
+    for broker_id in sorted(cluster.brokers):
+        (answer,) = kafka_call(cluster, 69, version, request, broker_id).groups
+        if answer.error_code != ErrorCode.NOT_COORDINATOR:
+            return answer
+    raise AssertionError(f"no broker coordinates {group}")
+
+
+def test_confluent_kafka_describes_a_consumer_protocol_group_with_consumer_group_describe(
+    cluster: Cluster, zk: KazooClient
+) -> None:
+    """AdminClient.describe_consumer_groups sends ConsumerGroupDescribe (69) for a group of
+    `group.protocol=consumer` members; the raw answer has Kafka's epochs, member types and
+    topic ids; a group of classic members only and an unknown group are GROUP_ID_NOT_FOUND
+    as Kafka 4.0 answers them."""
+    from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(cluster, "ids-describe", partitions=4)
+    topic_id = znode(zk, "ids-describe")["topic_id"]
+    assert isinstance(topic_id, str)
+    settings = {
+        "bootstrap.servers": kafka_bootstrap(cluster),
+        "group.id": "ids-describe",
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+    }
+    members = [Consumer(settings), Consumer(settings)]
+    classic = Consumer(
+        {**settings, "group.id": "ids-describe-classic", "group.protocol": "classic"}
+    )
+    sent: list[tuple[str, str]] = []
+
+    class Requests(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sent.extend(re.findall(r"Sent (\w+)Request \(v(\d+)", record.getMessage()))
+
+    logger = logging.getLogger("ids-describe-admin")
+    logger.addHandler(Requests())
+    logger.setLevel(logging.DEBUG)
+    admin = AdminClient(
+        {"bootstrap.servers": kafka_bootstrap(cluster), "debug": "protocol", "logger": logger}
+    )
+
+    def owned(consumer: Consumer) -> set[int]:
+        return {tp.partition for tp in consumer.assignment()}
+
+    try:
+        for consumer in (*members, classic):
+            consumer.subscribe(["ids-describe"])
+
+        def shared() -> bool | None:
+            for consumer in (*members, classic):
+                consumer.poll(0.2)
+            first, second = map(owned, members)
+            return (len(first) == len(second) == 2 and len(owned(classic)) == 4) or None
+
+        wait_until(
+            shared, DEADLINE_S, "two consumer members with 2 partitions, a classic one with 4"
+        )
+
+        def described() -> Any:
+            for consumer in (*members, classic):
+                consumer.poll(0.1)
+            (future,) = admin.describe_consumer_groups(["ids-describe"]).values()
+            group = future.result(timeout=DEADLINE_S)
+            admin.poll(0)  # serves the logger's queue
+            return group if group.state == ConsumerGroupState.STABLE else None
+
+        group = wait_until(described, DEADLINE_S, "the group described as Stable")
+        assert group.type == ConsumerGroupType.CONSUMER
+        assert group.partition_assignor == "uniform"
+        by_member = {
+            m.member_id: {tp.partition for tp in m.assignment.topic_partitions}
+            for m in group.members
+        }
+        assert by_member == {c.memberid(): owned(c) for c in members}
+        for m in group.members:
+            assert {tp.topic for tp in m.assignment.topic_partitions} == {"ids-describe"}
+            assert m.target_assignment is not None
+            target = {tp.partition for tp in m.target_assignment.topic_partitions}
+            assert target == by_member[m.member_id]
+            assert m.client_id == "rdkafka"
+        admin.poll(0)
+        # librdkafka 2.16 sends v0 (it reads no member_type); the raw v1 call below has it.
+        assert ("ConsumerGroupDescribe", "0") in sent, sorted(set(sent))
+        assert not any(name == "DescribeGroups" for name, _ in sent), sorted(set(sent))
+
+        ours, theirs, unknown = (
+            describe_at_coordinator(cluster, 1, g)
+            for g in ("ids-describe", "ids-describe-classic", "nope")
+        )
+        assert (ours.error_code, ours.group_state) == (ErrorCode.NONE, "Stable")
+        assert ours.group_epoch == ours.assignment_epoch > 0
+        assert {m.member_id for m in ours.members} == set(by_member)
+        for m in ours.members:
+            assert (m.member_epoch, m.member_type) == (ours.assignment_epoch, 1)
+            (tps,) = m.assignment.topic_partitions
+            assert (tps.topic_id, tps.topic_name) == (parse_topic_id(topic_id), "ids-describe")
+            assert set(tps.partitions) == by_member[m.member_id]
+        assert (theirs.error_code, theirs.error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            "Group ids-describe-classic is not a consumer group.",
+        )
+        assert (unknown.error_code, unknown.error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            "Group nope not found.",
+        )
+    finally:
+        for consumer in (*members, classic):
+            consumer.close()
 
 
 def test_delete_topics_v6_deletes_by_id_and_refuses_an_unknown_id(

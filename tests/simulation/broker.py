@@ -130,6 +130,7 @@ from tests.simulation.acl_workload import (
     Decision,
     Served,
 )
+from tests.simulation.classic_shell import CLASSIC_REQUESTS, serve_classic
 from tests.simulation.controller_shell import ControllerAsk, SimController, campaign
 from tests.simulation.disk import CrashCut, MirroredLog, SimDisk, SimSegment, crash
 from tests.simulation.fetcher import SimFetcher
@@ -148,6 +149,7 @@ GROUP_REQUESTS = (
     ConsumerGroupHeartbeatRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    *CLASSIC_REQUESTS,
 )
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
@@ -626,6 +628,9 @@ class SimBroker(SimProcess):
 
             partly = dataclasses.replace(request, topics=kept)
             groups.write(core.commit(partly, groups.topics(), self.wall_ms), merged, committed)
+        elif isinstance(request, CLASSIC_REQUESTS):
+            # The members connect as a super user (groups.py): no ACL decision to make.
+            serve_classic(groups, request, self.now_ms, self.wall_ms, respond)
         elif isinstance(request, OffsetFetchRequest):
             if allowed is not None and not may_fetch_offsets(request, allowed):
                 return respond(OffsetFetchResponse((), ErrorCode.GROUP_AUTHORIZATION_FAILED))

@@ -270,7 +270,9 @@ class SimCluster:
             replay += " --operator"
         if self.config.compacted_topic:
             replay += " --compacted"
-        if self.config.consumer_groups:
+        if self.config.group_classic_members:
+            replay += " --classic"
+        elif self.config.consumer_groups:
             replay += " --groups"
         if self.config.idempotent_producer:
             replay += " --idempotent"

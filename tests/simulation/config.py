@@ -99,6 +99,9 @@ class SimConfig:
     # their own (groups.py). Kafka's timeouts scaled down like the rest.
     consumer_groups: bool = False
     group_members: int = 3
+    # Classic members (JoinGroup/SyncGroup/Heartbeat, classic_shell.py) in the same group,
+    # alternately cooperative (cooperative-sticky) and eager (range).
+    group_classic_members: int = 0
     offsets_partitions: int = 2
     group_session_timeout_ms: int = 400
     group_heartbeat_interval_ms: int = 60

@@ -8,6 +8,11 @@ the group invariants checked after every step:
 - a member's epoch never goes down;
 - no acknowledged commit is lost: the coordinator of a group holds, for every partition, at
   least the largest offset it ever acknowledged (commits only move forward here).
+
+With `group_classic_members`, Kafka clients of the classic protocol join the same group
+(classic_shell.py: JoinGroup, SyncGroup, Heartbeat through broker.core.group.classic), as
+librdkafka does: a cooperative one gives up only what SyncGroup no longer gives it, then joins
+again; an eager one gives up everything (committing it) before it joins again.
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ from protocol.messages.offset_fetch import (
 )
 from protocol.topic_partition import TopicPartition
 from tests.simulation.acl_workload import ADMIN, Authenticated
+from tests.simulation.classic_shell import (
+    ClassicAnswer,
+    SimHeartbeat,
+    SimJoinGroup,
+    SimSyncGroup,
+)
 from tests.simulation.invariants import Invariants, InvariantViolation
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import Ack, World
@@ -67,6 +78,8 @@ class Member:
     paused_until_ms: int = -1
     generation: int = 0  # a restart forgets everything: answers to older requests are ignored
     epochs: dict[str, int] = field(default_factory=dict)  # member id -> highest epoch seen
+    classic: str = ""  # "cooperative" or "eager": a classic member; "": a KIP-848 one
+    phase: str = "join"  # a classic member's next request: join, sync or heartbeat
 
 
 class GroupWorkload:
@@ -76,6 +89,10 @@ class GroupWorkload:
         self.invariants = invariants
         config = world.config
         self.members = [Member(f"c{i}") for i in range(config.group_members)]
+        self.members += [
+            Member(f"k{i}", classic="cooperative" if i % 2 == 0 else "eager")
+            for i in range(config.group_classic_members)
+        ]
         # The largest offset committed per partition (the coordinator acknowledged it, HW
         # past its record), with the ack of that record: only while some ISR member that
         # got it has neither crashed nor left the ISR must it survive (as any produce).
@@ -84,6 +101,8 @@ class GroupWorkload:
         world.on_group_commit.append(self._committed)
         self.running = False
         self.counts = {"rebalances": 0, "lost": 0, "commits": 0, "committed": 0, "faults": 0}
+        if config.group_classic_members:
+            self.counts |= {"classic joins": 0, "classic revocations": 0, "eager give-ups": 0}
 
     def start(self) -> None:
         self.running = True
@@ -165,6 +184,8 @@ class GroupWorkload:
                 heartbeat=True,
             )
             return
+        if member.classic:
+            return self._classic(member)
         joining = member.epoch == 0
         member.revoking = set()  # let go (committed on revoke) before saying so
         sent_ms = self.world.now_ms
@@ -232,12 +253,93 @@ class GroupWorkload:
         if gained:
             self._fetch_positions(member, gained)
 
+    # -- classic members -----------------------------------------------------------------------
+
+    def _classic(self, member: Member) -> None:
+        """Its next request, as librdkafka's classic consumer sends them."""
+        assert member.coordinator is not None
+        sent_ms = self.world.now_ms
+        request: object
+        if member.phase == "join":
+            if member.classic == "eager" and member.owned:
+                # An eager member gives up everything before it joins (on_revoke commits).
+                self.counts["eager give-ups"] += 1
+                self._commit(member, set(member.owned))
+                member.owned, member.positions = set(), {}
+            request = SimJoinGroup(
+                GROUP,
+                member.member_id,
+                ("cooperative-sticky",) if member.classic == "cooperative" else ("range",),
+                (self.topic,),
+                tuple(sorted(member.owned)),
+                self.world.config.group_rebalance_timeout_ms,
+            )
+        elif member.phase == "sync":
+            request = SimSyncGroup(GROUP, member.member_id, member.epoch)
+        else:
+            request = SimHeartbeat(GROUP, member.member_id, member.epoch)
+        self._request(
+            member,
+            member.coordinator,
+            request,
+            lambda r: self._classic_answered(member, request, r, sent_ms),
+            heartbeat=True,
+        )
+
+    def _classic_answered(
+        self, member: Member, request: object, answer: ClassicAnswer, sent_ms: int
+    ) -> None:
+        member.in_flight = False
+        code = ErrorCode(answer.error_code)
+        if code in _RETRIABLE:
+            member.coordinator = None
+            return
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+            self._lose(member)  # librdkafka: its partitions are lost; it joins again
+            return
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            member.valid_until_ms = sent_ms + self.world.config.group_session_timeout_ms
+            member.phase = "join"
+            self._schedule(member, 1)
+            return
+        if code != ErrorCode.NONE:
+            raise InvariantViolation(f"{member.name}: unexpected classic error {code.name}")
+        member.valid_until_ms = sent_ms + self.world.config.group_session_timeout_ms
+        if isinstance(request, SimJoinGroup):
+            self.counts["classic joins"] += 1
+            seen = member.epochs.get(answer.member_id, -1)
+            if answer.generation_id < seen:
+                raise InvariantViolation(
+                    f"{member.name}: generation went from {seen} to {answer.generation_id}"
+                )
+            member.epochs[answer.member_id] = answer.generation_id
+            member.member_id, member.epoch = answer.member_id, answer.generation_id
+            member.phase = "sync"
+            self._schedule(member, 1)
+        elif isinstance(request, SimSyncGroup):
+            new = set(answer.assignment)
+            revoked, gained = member.owned - new, new - member.owned
+            if revoked or gained:
+                self.counts["rebalances"] += 1
+            member.phase = "heartbeat"
+            if revoked:  # cooperative: commit and let go, then join again to say so
+                self.counts["classic revocations"] += 1
+                self._commit(member, revoked)
+                for tp in revoked:
+                    member.positions.pop(tp, None)
+                member.phase = "join"
+                self._schedule(member, 1)
+            member.owned = new
+            if gained:
+                self._fetch_positions(member, gained)
+
     def _lose(self, member: Member) -> None:
         """Fenced: its partitions may be someone else's already; it rejoins from scratch."""
         self.counts["lost"] += 1
         member.member_id, member.epoch = "", 0
         member.owned, member.revoking, member.positions = set(), set(), {}
         member.valid_until_ms = -1
+        member.phase = "join"
 
     def _fetch_positions(self, member: Member, partitions: set[TopicPartition]) -> None:
         if member.coordinator is None:

@@ -1,7 +1,7 @@
 """Replay one simulation seed, printing every step.
 
     python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--compacted] [--groups]
-        [--idempotent] [--authorizer] [--quiet]
+        [--classic] [--idempotent] [--authorizer] [--quiet]
 
 Exits 1 (after printing the failure) if an invariant breaks, 0 with a summary otherwise.
 """
@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         "--groups", action="store_true", help="a consumer group and its coordinator too"
     )
     parser.add_argument(
+        "--classic",
+        action="store_true",
+        help="the group mixes classic members (test_simulation.py's CLASSIC_GROUPS)",
+    )
+    parser.add_argument(
         "--idempotent", action="store_true", help="an idempotent producer on the plain topic"
     )
     parser.add_argument(
@@ -46,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         base = dataclasses.replace(base, compacted_topic=True)
     if args.groups:
         base = dataclasses.replace(base, consumer_groups=True, partitions=4)
+    if args.classic:
+        base = dataclasses.replace(
+            base, consumer_groups=True, partitions=6, group_members=1, group_classic_members=3
+        )
     if args.idempotent:
         base = dataclasses.replace(base, idempotent_producer=True)
     if args.authorizer:

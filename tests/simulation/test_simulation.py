@@ -32,6 +32,14 @@ COMPACTED_SEEDS = range(2_020, 2_080)
 # survive coordinator failover), its members paused and restarted among the broker faults.
 GROUPS = SimConfig(consumer_groups=True, partitions=4)
 GROUP_SEEDS = range(3_020, 3_080)
+# ... with classic members in the same group (groups.py, classic_shell.py: JoinGroup,
+# SyncGroup and Heartbeat through broker.core.group.classic, as the Kafka listener serves
+# them): one KIP-848 member, two cooperative and one eager classic member on six partitions,
+# under the same invariants.
+CLASSIC_GROUPS = SimConfig(
+    consumer_groups=True, partitions=6, group_members=1, group_classic_members=3
+)
+CLASSIC_GROUP_SEEDS = range(3_120, 3_140)
 # An idempotent producer on "t" (idempotence.py): no leader whose log holds a producer's
 # acknowledged batch refuses the next one as out of order, and every new leader's producer
 # state is the replay of its log.
@@ -103,6 +111,12 @@ def test_seed_with_a_consumer_group(seed: int, tmp_path: Path) -> None:
     assert report.steps > 0
 
 
+@pytest.mark.parametrize("seed", CLASSIC_GROUP_SEEDS)
+def test_seed_with_classic_and_kip_848_members_in_one_group(seed: int, tmp_path: Path) -> None:
+    report = run_seed(seed, tmp_path, CLASSIC_GROUPS)
+    assert report.steps > 0
+
+
 @pytest.mark.parametrize("seed", IDEMPOTENT_SEEDS)
 def test_seed_with_an_idempotent_producer(seed: int, tmp_path: Path) -> None:
     report = run_seed(seed, tmp_path, IDEMPOTENT)
@@ -162,6 +176,17 @@ def test_the_group_is_exercised(tmp_path: Path) -> None:
     for seed in range(3_000, 3_010):
         seen.update(run_seed(seed, tmp_path / str(seed), GROUPS).group)
     assert seen["rebalances"] >= 30 and seen["lost"] >= 10 and seen["committed"] >= 30, seen
+
+
+def test_the_classic_members_are_exercised(tmp_path: Path) -> None:
+    """The mixed seeds are not vacuous: classic members join and rejoin, eager ones give up
+    everything before rejoining, cooperative ones let go of what SyncGroup no longer gives
+    them, and commits are acknowledged."""
+    seen: Counter[str] = Counter()
+    for seed in range(3_100, 3_106):
+        seen.update(run_seed(seed, tmp_path / str(seed), CLASSIC_GROUPS).group)
+    assert seen["classic joins"] >= 50 and seen["eager give-ups"] >= 5, seen
+    assert seen["classic revocations"] >= 1 and seen["committed"] >= 20, seen
 
 
 def test_the_operator_gets_everything_done(tmp_path: Path) -> None:

@@ -11,16 +11,19 @@ assignment stays server-side. docs/kafka.md ("Consumer groups") has the mapping.
   letting go of partitions is given what it keeps, which a cooperative client revokes.
 - Heartbeat: REBALANCE_IN_PROGRESS once the member's assignment is no longer the one it was
   given (its epoch moved, it has partitions to let go or to receive), so it joins again.
-Pure: the handlers in broker.handlers.classic_groups drive it.
+Pure: the handlers in broker.handlers.classic_groups drive it, and so do the simulation's
+classic members (tests/simulation/classic_shell.py). `Synced` is what each member was last
+given at SyncGroup, which the shell keeps (not in the group's record: a new coordinator
+has every member join again, as Kafka's classic members do after a coordinator move).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from broker.core.group.model import Assignment, Member, MemberState
+from broker.core.group.model import Assignment, Group, Member, MemberState
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
     JOIN_EPOCH,
@@ -34,11 +37,18 @@ from protocol.topic_partition import TopicPartition
 __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
     "ClassicJoin",
+    "Synced",
+    "classic_heartbeat_answer",
+    "classic_member",
+    "forget_synced",
     "heartbeat_error",
     "join_heartbeat",
+    "join_refusal",
+    "keep_alive_heartbeat",
     "leave_heartbeat",
     "needs_rejoin",
     "server_assignor",
+    "sync_group",
 ]
 
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
@@ -105,6 +115,61 @@ def needs_rejoin(member: Member, generation_id: int, synced: Assignment | None) 
         or synced is None
         or synced != member.assigned
     )
+
+
+# (group id, member id) -> the assignment SyncGroup last gave the member.
+Synced = MutableMapping[tuple[str, str], Assignment]
+
+
+def classic_member(group: Group | None, member_id: str) -> Member | None:
+    """The member a classic request names, if the group has it (a static member gone for now
+    is not there)."""
+    member = group.members.get(member_id) if group is not None and member_id else None
+    return None if member is None or member.left_static else member
+
+
+def join_refusal(known: Member | None, member_id: str, instance_id: str | None) -> int:
+    """A JoinGroup naming a member id the group does not have is UNKNOWN_MEMBER_ID (the
+    client starts again with no id), unless it is a static member's (KIP-345)."""
+    if known is None and member_id and instance_id is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.NONE
+
+
+def forget_synced(synced: Synced, group_id: str, member_id: str) -> None:
+    """After a JoinGroup or a LeaveGroup: what the member was given no longer holds."""
+    synced.pop((group_id, member_id), None)
+
+
+def sync_group(
+    synced: Synced, group_id: str, member: Member | None, generation_id: int
+) -> tuple[int, Assignment]:
+    """SyncGroup: the member's current assignment, remembered as what it was given."""
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID, frozenset()
+    if generation_id != member.member_epoch:
+        return ErrorCode.ILLEGAL_GENERATION, frozenset()
+    synced[(group_id, member.member_id)] = member.assigned
+    return ErrorCode.NONE, member.assigned
+
+
+def keep_alive_heartbeat(group_id: str, member: Member) -> ConsumerGroupHeartbeatRequest:
+    """The ConsumerGroupHeartbeat a classic Heartbeat stands for: at the member's epoch in
+    the group (its generation may lag it), which keeps its session and lets its
+    reconciliation go on."""
+    return ConsumerGroupHeartbeatRequest(group_id, member.member_id, member.member_epoch)
+
+
+def classic_heartbeat_answer(
+    synced: Synced, group_id: str, member: Member | None, generation_id: int
+) -> int:
+    """A Heartbeat's answer once its keep-alive was written: whether the assignment the
+    member has is still the one it was given."""
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if needs_rejoin(member, generation_id, synced.get((group_id, member.member_id))):
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    return ErrorCode.NONE
 
 
 def heartbeat_error(code: int) -> int:

@@ -36,7 +36,12 @@ from broker.core.group.records import (
     replay,
 )
 from protocol.errors import ErrorCode
-from protocol.messages.consumer_group_describe import DescribedGroup, DescribedMember
+from protocol.messages.consumer_group_describe import (
+    CLASSIC_MEMBER,
+    CONSUMER_MEMBER,
+    DescribedGroup,
+    DescribedMember,
+)
 from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -231,10 +236,12 @@ class GroupCoordinatorCore:
         wall_ms: int,
         principal: str = "",
         may_describe: MayDescribe | None = None,
+        classic: bool = False,
     ) -> Decision[ConsumerGroupHeartbeatResponse]:
         """`now_ms` (monotonic) restarts the member's session timer; `wall_ms` (the wall
         clock) goes into the records. `principal` sent it; `may_describe` filters what
-        members' regexes resolve to (membership.MayDescribe)."""
+        members' regexes resolve to (membership.MayDescribe); `classic`: it stands for a
+        JoinGroup (broker.core.group.classic)."""
         partition = self.partition_of(request.group_id)
 
         def refused(code: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
@@ -255,6 +262,7 @@ class GroupCoordinatorCore:
                 max_group_size=self.settings.max_group_size,
                 principal=principal,
                 may_describe=may_describe,
+                classic=classic,
             )
         except HeartbeatRefused as exc:
             return Decision(partition, refused(exc.code, str(exc)), refused)
@@ -433,6 +441,7 @@ class GroupCoordinatorCore:
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_wire(m.assigned),
                 target_assignment=_wire(group.target.get(m.member_id, frozenset())),
+                member_type=CLASSIC_MEMBER if m.classic else CONSUMER_MEMBER,
             )
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         )

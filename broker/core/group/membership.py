@@ -73,10 +73,11 @@ def apply_heartbeat(
     max_group_size: int,
     principal: str = "",
     may_describe: MayDescribe | None = None,
+    classic: bool = False,
 ) -> MemberUpdate:
     """The group after this heartbeat; HeartbeatRefused with Kafka's error otherwise.
     `topics`: topic -> partition count, as the broker's metadata has them; `principal` sent
-    the heartbeat."""
+    the heartbeat; `classic`: it stands for a JoinGroup (a member joining is marked so)."""
     _check_fields(request)
     epoch = request.member_epoch
     if epoch == JOIN_EPOCH:
@@ -88,6 +89,8 @@ def apply_heartbeat(
     updated = _with_request_fields(member, request, client_host)
     if principal:
         updated = replace(updated, principal=principal)
+    if epoch == JOIN_EPOCH:
+        updated = replace(updated, classic=classic)
     group = _put(group, updated)
     metadata = subscription_metadata(group, topics, may_describe)
     if (

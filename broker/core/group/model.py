@@ -57,6 +57,9 @@ class Member:
     # Who sent its last heartbeat (a Kafka principal, "User:alice"; "" before one was
     # recorded): its regex resolves only over topics this principal may DESCRIBE.
     principal: str = ""
+    # Joined with JoinGroup (broker.core.group.classic), not ConsumerGroupHeartbeat: Kafka's
+    # ConsumerGroupMember.useClassicProtocol(); ConsumerGroupDescribe v1's member_type 0.
+    classic: bool = False
 
     def owns(self) -> Assignment:
         """What no other member may be given: what it has and what it is still letting go."""

@@ -146,6 +146,7 @@ def _member(m: Member) -> dict[str, Any]:
         "pending_revocation": _partitions(m.pending_revocation),
         "left_static": m.left_static,
         "principal": m.principal,
+        "classic": m.classic,
     }
 
 
@@ -169,6 +170,7 @@ def _group(group_id: str, body: Any) -> Group:
                 pending_revocation=_assignment(plain["pending_revocation"]),
                 left_static=plain["left_static"],
                 principal=plain.get("principal", ""),  # absent from older records
+                classic=plain.get("classic", False),  # likewise
             )
             members[member.member_id] = member
         target: Mapping[str, Assignment] = {m: _assignment(a) for m, a in body["target"].items()}

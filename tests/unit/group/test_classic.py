@@ -7,13 +7,19 @@ from dataclasses import replace
 
 from broker.core.group.classic import (
     ClassicJoin,
+    classic_heartbeat_answer,
+    classic_member,
+    forget_synced,
     heartbeat_error,
     join_heartbeat,
+    join_refusal,
+    keep_alive_heartbeat,
     leave_heartbeat,
     needs_rejoin,
     server_assignor,
+    sync_group,
 )
-from broker.core.group.model import Member, MemberState
+from broker.core.group.model import Group, Member, MemberState
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import TopicPartitions
 from protocol.topic_partition import TopicPartition
@@ -79,3 +85,35 @@ def test_a_stale_epoch_is_an_illegal_generation_to_a_classic_member() -> None:
     assert heartbeat_error(ErrorCode.FENCED_MEMBER_EPOCH) == ErrorCode.ILLEGAL_GENERATION
     assert heartbeat_error(ErrorCode.STALE_MEMBER_EPOCH) == ErrorCode.ILLEGAL_GENERATION
     assert heartbeat_error(ErrorCode.UNKNOWN_MEMBER_ID) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_sync_group_gives_the_current_assignment_and_remembers_it() -> None:
+    owned = frozenset({TopicPartition("a", 0)})
+    member = Member("m1", member_epoch=4, assigned=owned)
+    synced: dict[tuple[str, str], frozenset[TopicPartition]] = {}
+    assert sync_group(synced, "g", member, 3) == (ErrorCode.ILLEGAL_GENERATION, frozenset())
+    assert sync_group(synced, "g", None, 4) == (ErrorCode.UNKNOWN_MEMBER_ID, frozenset())
+    assert synced == {}
+    assert sync_group(synced, "g", member, 4) == (ErrorCode.NONE, owned)
+    assert synced == {("g", "m1"): owned}
+    assert classic_heartbeat_answer(synced, "g", member, 4) == ErrorCode.NONE
+    moved = replace(member, assigned=frozenset())
+    assert classic_heartbeat_answer(synced, "g", moved, 4) == ErrorCode.REBALANCE_IN_PROGRESS
+    forget_synced(synced, "g", "m1")
+    assert classic_heartbeat_answer(synced, "g", member, 4) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert classic_heartbeat_answer(synced, "g", None, 4) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_an_unknown_member_id_joins_again_without_it_unless_static() -> None:
+    assert join_refusal(None, "m9", None) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert join_refusal(None, "m9", "i1") == ErrorCode.NONE
+    assert join_refusal(None, "", None) == ErrorCode.NONE
+    assert join_refusal(Member("m9", member_epoch=1), "m9", None) == ErrorCode.NONE
+
+
+def test_a_static_member_gone_for_now_is_not_a_classic_member() -> None:
+    here, gone = Member("m1", member_epoch=1), Member("m2", member_epoch=1, left_static=True)
+    group = Group("g", members={"m1": here, "m2": gone})
+    assert classic_member(group, "m1") is here
+    assert classic_member(group, "m2") is None and classic_member(None, "m1") is None
+    assert keep_alive_heartbeat("g", here).member_epoch == 1
