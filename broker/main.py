@@ -154,7 +154,7 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
                     tune_garbage_collector()  # docs/performance.md, "What mattered", item 2
                 await stopping.wait()
                 if config.controlled_shutdown_enable and not starting.cancelled_caught:
-                    await controlled_shutdown(ctx)
+                    await controlled_shutdown(ctx, zk)
                 # The controller (if we are it) resigns before requests drain: those waiting
                 # for it (other brokers' controlled shutdowns) are answered NOT_CONTROLLER now.
                 candidacy.cancel()
@@ -201,10 +201,10 @@ async def _start(
         raise StartupError(f"cannot listen on {wanted}: {exc.strerror or exc}") from exc
     # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon as we
     # have registered.
-    ctx.fetchers = ReplicaFetcherManager(ctx)
-    await nursery.start(ctx.fetchers.run)
-    ctx.isr_manager = IsrManager(ctx, zk)
-    await nursery.start(ctx.isr_manager.run)
+    ctx.fetchers = fetchers = ReplicaFetcherManager(ctx)
+    await nursery.start(fetchers.run)
+    ctx.isr_writes = isr_manager = IsrManager(ctx, zk)
+    await nursery.start(isr_manager.run)
     await nursery.start(LogDirFailureHandler(ctx, zk).run)
     ctx.group_coordinator = GroupCoordinator(ctx)
     await nursery.start(ctx.group_coordinator.run)

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 
 from broker.core.controller_requests import FollowerChange
-from broker.core.follower import FetcherSettings, Follower, FollowerSet
+from broker.core.follower import FetcherSettings, FetchState, Follower, FollowerSet
 from broker.core.replication_quota import ReplicationQuota
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.errors import HighwaterError
@@ -62,6 +63,11 @@ class ReplicaFetcherManager:
             self._nursery.start_soon(fetcher.run)
         if update.woken is not None:
             self._fetchers[update.woken.leader].changed()
+
+    def followed(self) -> Iterator[tuple[TopicPartition, FetchState]]:
+        """Every partition followed, with its fetch state, by leader then partition."""
+        for follower in self.followers.by_leader.values():
+            yield from sorted(follower.partitions.items())
 
     def fetching_from(self) -> dict[TopicPartition, int]:
         """tp -> the leader's broker id, for every partition being followed (for tests/logs)."""
