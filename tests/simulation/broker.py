@@ -19,6 +19,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, assert_never, cast
 
+from broker.config.dynamic_update import (
+    BrokerDefaults,
+    apply_config_update,
+    entities_to_read,
+    open_log_configs,
+    plan_config_update,
+    with_dynamic_defaults,
+)
 from broker.core.acl_admin import Entries, adder, binding_of, dropper, filter_of
 from broker.core.authorizer import authorize
 from broker.core.cleaner_manager import CleanerManager
@@ -76,7 +84,14 @@ from controller.zk_acls import (
     watch_acl_changes,
 )
 from controller.zk_brokers import publish_log_dir_failure, set_offline_partitions, try_register
-from controller.zk_data import BrokerRegistration
+from controller.zk_configs import (
+    BROKERS,
+    TOPICS,
+    get_entity_config,
+    purge_expired_changes,
+    read_config_changes,
+)
+from controller.zk_data import CONFIG_CHANGES_PATH, DEFAULT_BROKER_ENTITY, BrokerRegistration
 from controller.zk_isr import publish_isr_changes, write_isr
 from controller.zk_script import ZkScript
 from controller.zk_topics import get_topic_config
@@ -181,6 +196,10 @@ class SimBroker(SimProcess):
         self.groups: SimGroupCoordinator | None = None
         # Every ACL, as last read from ZooKeeper (broker/acl_changes.py); with an authorizer.
         self.acls = Acls()
+        # The config change listener's (broker/config/change_listener.py): the defaults in
+        # force here, and the last notification handled.
+        self.config_defaults: BrokerDefaults = self.world.static_defaults
+        self._config_changes_seen = -1
         # The broker epoch of this process's first registration: its incarnation.
         self.first_broker_epoch: int | None = None
         # Partitions whose log went offline in this process, and when.
@@ -408,6 +427,8 @@ class SimBroker(SimProcess):
         self.session_id = self.world.zk.open_session(self.broker_id)
         if self.world.config.authorizer:  # a new session has no watches: read them all again
             self._reload_acls()
+        # Dynamic configs before registering: LeaderAndIsr must find them in place.
+        self._apply_config_changes(everything=True)
         self._register()
 
     def _register(self) -> None:
@@ -437,6 +458,8 @@ class SimBroker(SimProcess):
         the candidate's)."""
         if event.path in ACL_CHANGES_PATHS and self.world.config.authorizer:
             self._reload_acls()
+        elif event.path == CONFIG_CHANGES_PATH:
+            self._apply_config_changes(everything=False)
         elif self.controller is not None:
             self.controller.enqueue(event)
         elif event.path == "/controller":
@@ -969,6 +992,47 @@ class SimBroker(SimProcess):
                 fetcher.wake(0)
             if update.woken is not None:
                 self.fetchers[update.woken.leader.node_id].wake(0)
+
+    # -- dynamic configs (broker/config/change_listener.py) -------------------------------
+
+    def _apply_config_changes(self, *, everything: bool) -> None:
+        """One round of the config change listener: the notifications since the last one
+        (re-arming the watch), the entities they name (every one: `everything`), and the
+        change to the open logs the core plans. A round that loses the session stops; the
+        next session reads everything."""
+        assert self.state is not None
+        zk = self.world.zk
+        try:
+            changes = zk.run(
+                self.session_id,
+                read_config_changes(self._config_changes_seen, entities=not everything),
+            )
+            hosted = {tp.topic for tp in self.logs}
+            to_read = entities_to_read(changes.entities, hosted, everything=everything)
+            if to_read.defaults:
+                stored = zk.run(self.session_id, get_entity_config(BROKERS, DEFAULT_BROKER_ENTITY))
+                self.config_defaults, skipped = with_dynamic_defaults(
+                    self.world.static_defaults, stored.config
+                )
+                assert not skipped, f"the operator stored dynamic defaults refused: {skipped}"
+            topic_configs = {
+                topic: zk.run(self.session_id, get_entity_config(TOPICS, topic)).config
+                for topic in sorted(to_read.topics)
+            }
+        except ZkError:
+            return
+        current = open_log_configs(self.state, to_read.topics)
+        update = plan_config_update(self.config_defaults, topic_configs, current)
+        assert not update.problems, f"stored topic configs refused: {update.problems}"
+        deleted = apply_config_update(self.state, update, self.wall_ms)
+        self._config_changes_seen = changes.last
+        if changes.entities or update.changed:
+            self.world.trace(
+                f"b{self.broker_id} applied config changes "
+                f"{['/'.join(e) for e in changes.entities]}: {len(update.changed)} logs changed, "
+                f"{deleted} segments deleted"
+            )
+        self._zk_run(purge_expired_changes(changes.children, self.wall_ms))
 
     # -- ZooKeeper -------------------------------------------------------------------------
 

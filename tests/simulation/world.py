@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.config.dynamic_update import BrokerDefaults
 from broker.config.log_config import LogConfig
 from protocol.topic_partition import TopicPartition
 from tests.simulation.config import SimConfig
@@ -75,6 +76,14 @@ class World:
     @property
     def now_ms(self) -> int:
         return self.scheduler.now_ms
+
+    @property
+    def static_defaults(self) -> BrokerDefaults:
+        """What every broker's server.properties sets (config_admin.static_defaults)."""
+        config = self.config
+        return BrokerDefaults(
+            self.log_config, config.min_insync_replicas, config.unclean_leader_election_enable
+        )
 
     @property
     def net(self) -> Network:
