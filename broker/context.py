@@ -8,17 +8,18 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import structlog
 import trio
 
+from broker.assembly import BrokerCores, broker_state, housekeeping_intervals
 from broker.client_quotas import ClientQuotas
 from broker.config.broker_config import BrokerConfig
 from broker.core.authorizer import AuthorizerSettings, authorize, authorize_any
 from broker.core.controller_requests import FollowerChange
-from broker.core.fetch_session import FetchSessionCache
-from broker.core.isr import IsrCore, IsrSettings, IsrWrite
+from broker.core.housekeeping import HousekeepingTask
+from broker.core.isr import IsrWrite
 from broker.core.metadata_cache import MetadataCache
 from broker.core.principal import ANONYMOUS, Principal, parse_principal
 from broker.core.replica_manager import ReplicaManager
@@ -120,10 +121,14 @@ class BrokerContext:
     _authorizer: AuthorizerSettings | None = field(init=False, default=None)
     # Client quotas as stored in /config/users and /config/clients (config/change_listener.py).
     client_quotas: ClientQuotas = field(init=False)
+    housekeeping_intervals_ms: dict[HousekeepingTask, int] = field(init=False)
     # Held while topic configs are read from ZooKeeper and applied (LeaderAndIsr, config
     # changes): whichever reads later applies later, so no stale read wins.
     config_lock: trio.Lock = field(default_factory=trio.Lock)
     _registered: trio.Event = field(default_factory=trio.Event)
+    # What broker.assembly.assemble built (broker/main.py); without it (in-process brokers)
+    # the same functions build them here.
+    cores: InitVar[BrokerCores | None] = None
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:
@@ -155,18 +160,15 @@ class BrokerContext:
             host=session.client_host,
         )
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, cores: BrokerCores | None) -> None:
         config = self.config
-        settings = IsrSettings(
-            config.replica_lag_time_max_ms,
-            config.isr_change_propagation_blackout_ms,
-            config.isr_change_propagation_max_delay_ms,
-        )
-        isr = IsrCore(self.replica_manager.broker_id, settings, monotonic_ms())
-        self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
-        self.state.fetch_sessions = FetchSessionCache(
-            config.max_incremental_fetch_session_cache_slots
-        )
+        if cores is None:
+            self.state = broker_state(config, self.replica_manager, monotonic_ms())
+            self.housekeeping_intervals_ms = housekeeping_intervals(config)
+        else:
+            assert cores.replica_manager is self.replica_manager
+            self.state = cores.state
+            self.housekeeping_intervals_ms = cores.housekeeping_intervals_ms
         self.isr_writes = _FailAtOnce(self)
         self.client_quotas = ClientQuotas(
             config.quota_window_size_seconds * 1000, config.quota_window_num

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
+from broker.assembly import fetcher_settings
 from broker.core.controller_requests import FollowerChange
-from broker.core.follower import FetcherSettings, FetchState, Follower, FollowerSet
+from broker.core.follower import FetchState, Follower, FollowerSet
 from broker.core.replication_quota import ReplicationQuota
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.errors import HighwaterError
@@ -28,15 +29,7 @@ class ReplicaFetcherManager:
 
     def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
-        config = ctx.config
-        settings = FetcherSettings(
-            config.replica_fetch_max_bytes,
-            config.replica_fetch_min_bytes,
-            config.replica_fetch_wait_max_ms,
-            config.replica_fetch_backoff_ms,
-            config.request_timeout_ms,
-        )
-        self.followers = FollowerSet(ctx.state, settings)
+        self.followers = FollowerSet(ctx.state, fetcher_settings(ctx.config))
         self._nursery: trio.Nursery | None = None
         self._fetchers: dict[BrokerEndpoint, _ReplicaFetcher] = {}
 

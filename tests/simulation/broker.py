@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, assert_never, cast
 
+from broker.assembly import assemble
 from broker.config.dynamic_update import (
     BrokerDefaults,
     apply_config_update,
@@ -41,13 +42,13 @@ from broker.core.controller_requests import (
 )
 from broker.core.fetch import FetchRead, fetch_keys, max_wait_ms, read_fetch
 from broker.core.fetch_session import FetchSessionCache, answer_fetch, open_fetch
-from broker.core.follower import FetcherSettings, FetchState, FollowerSet
+from broker.core.follower import FetchState, FollowerSet
 from broker.core.group.find_coordinator import (
     answer_find_coordinator,
     find_coordinator_refusals,
 )
-from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
-from broker.core.isr import IsrCore, IsrSettings, IsrWrite
+from broker.core.housekeeping import HousekeepingSchedule
+from broker.core.isr import IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from broker.core.partition import Partition
 from broker.core.principal import Principal
@@ -58,7 +59,6 @@ from broker.core.produce import (
     time_out,
     timeout_ms,
 )
-from broker.core.replica_manager import ReplicaManager
 from broker.core.request_acls import (
     Allowed,
     describable_offsets,
@@ -243,32 +243,20 @@ class SimBroker(SimProcess):
         self.incarnation += 1
         self._reset()
         world, config = self.world, self.world.config
-        self.log_manager = LogManager([self.data_dir], world.log_config, log_class=MirroredLog)
-        self.log_manager.startup(self.wall_ms)
-        replicas = ReplicaManager(self.broker_id, self.log_manager)
-        replicas.on_offline = self._offline_soon
-        isr_settings = IsrSettings(
-            config.replica_lag_time_max_ms,
-            config.isr_change_propagation_blackout_ms,
-            config.isr_change_propagation_max_delay_ms,
+        broker_config = world.broker_config(self.broker_id, self.data_dir)
+        self.log_manager = LogManager(
+            [self.data_dir], broker_config.log_config(), log_class=MirroredLog
         )
-        isr = IsrCore(self.broker_id, isr_settings, self.now_ms)
-        self.state = BrokerState(replicas, isr, config.min_insync_replicas)
+        self.log_manager.startup(self.wall_ms)
         # Few slots now and then, so sessions are evicted and clients start over. A random of
         # its own: the world's stream (network delays, faults) stays what the seed made it.
         sessions_rng = random.Random(world.seed * 1009 + self.broker_id * 31 + self.incarnation)
         slots = sessions_rng.choice((1, 2, 1000))  # Kafka's default is 1000
-        self.state.fetch_sessions = FetchSessionCache(
-            slots, lambda: sessions_rng.randrange(1, 2**31 - 1)
-        )
-        fetcher_settings = FetcherSettings(
-            world.replica_fetch_max_bytes,
-            config.replica_fetch_min_bytes,
-            config.replica_fetch_wait_max_ms,
-            config.replica_fetch_backoff_ms,
-            config.request_timeout_ms,
-        )
-        self.followers = FollowerSet(self.state, fetcher_settings)
+        sessions = FetchSessionCache(slots, lambda: sessions_rng.randrange(1, 2**31 - 1))
+        cores = assemble(broker_config, self.log_manager, self.now_ms, fetch_sessions=sessions)
+        cores.replica_manager.on_offline = self._offline_soon
+        self.state = cores.state
+        self.followers = FollowerSet(self.state, cores.fetcher_settings)
         world.trace(
             f"b{self.broker_id} started (incarnation {self.incarnation}); logs "
             + ", ".join(f"{tp}: LEO {log.log_end_offset}" for tp, log in sorted(self.logs.items()))
@@ -277,14 +265,7 @@ class SimBroker(SimProcess):
         self.every(config.replica_lag_time_max_ms // 2, "isr-expiration", self._shrink_isrs)
         self.every(config.isr_change_propagation_interval_ms, "isr-propagation", self._propagate)
         self._housekeeping = HousekeepingSchedule.start(
-            {
-                HousekeepingTask.RETENTION: config.retention_check_interval_ms,
-                HousekeepingTask.FLUSH: config.flush_scheduler_interval_ms,
-                HousekeepingTask.HIGH_WATERMARKS: config.high_watermark_checkpoint_interval_ms,
-                HousekeepingTask.RECOVERY_POINTS: config.recovery_point_checkpoint_interval_ms,
-                HousekeepingTask.PRODUCER_EXPIRY: config.producer_expiration_check_interval_ms,
-            },
-            self.now_ms,
+            cores.housekeeping_intervals_ms, self.now_ms
         )
         self._schedule_housekeeping()
         self.after(world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
