@@ -287,6 +287,8 @@ class SimCluster:
             replay += " --idempotent"
         if self.config.authorizer:
             replay += " --authorizer"
+        if self.config.dynamic_configs:
+            replay += " --dynamic-configs"
         raise SimulationFailure(
             f"simulation seed {self.seed} failed at step {self.steps} (t={self.now_ms} ms): "
             f"{what}\nreplay: {replay}\nlast steps:\n" + "\n".join(self._recent)
