@@ -408,8 +408,11 @@ class SimBroker(SimProcess):
         self.session_id = self.world.zk.open_session(self.broker_id)
         if self.world.config.authorizer:  # a new session has no watches: read them all again
             self._reload_acls()
-        # Dynamic configs before registering: LeaderAndIsr must find them in place.
-        self._apply_config_changes(everything=True)
+        # Dynamic configs before registering: LeaderAndIsr must find them in place. Only
+        # with `dynamic_configs`: the listener's watch deliveries draw from the world's
+        # random stream, and the other seed sets keep the runs their seeds always made.
+        if self.world.config.dynamic_configs:
+            self._apply_config_changes(everything=True)
         self._register()
 
     def _register(self) -> None:
@@ -439,7 +442,7 @@ class SimBroker(SimProcess):
         the candidate's)."""
         if event.path in ACL_CHANGES_PATHS and self.world.config.authorizer:
             self._reload_acls()
-        elif event.path == CONFIG_CHANGES_PATH:
+        elif event.path == CONFIG_CHANGES_PATH and self.world.config.dynamic_configs:
             self._apply_config_changes(everything=False)
         elif self.controller is not None:
             self.controller.enqueue(event)
