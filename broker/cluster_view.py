@@ -26,6 +26,7 @@ import trio
 from broker.core.metadata_cache import NO_LEADER, PartitionInfo
 from broker.core.partition import DEBUG_REPLICA_ID
 from broker.metrics import GroupLag
+from broker.services import NotController
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import CONSUMER_REPLICA_ID
@@ -135,7 +136,9 @@ class ClusterView:
             "generated_ms": int(time.time() * 1000),
             "controller_id": metadata.controller_id,
             "controller_epoch": (
-                controller.controller_epoch if controller is not None else metadata.controller_epoch
+                metadata.controller_epoch
+                if isinstance(controller, NotController)
+                else controller.controller_epoch
             ),
             "brokers": brokers,
             "topics": topics,

@@ -1,23 +1,26 @@
 """Everything a request handler may touch, in one object handed to each handler: the broker's
 state (`broker.core.state.BrokerState`, what the decisions read and change) and its shells
-(purgatory, ZooKeeper, controller, fetchers, ISR upkeep)."""
+(purgatory, and through the narrow interfaces of broker/services.py: ZooKeeper, the controller
+candidate, fetchers, ISR writes, producer ids, the group coordinator)."""
 
 from __future__ import annotations
 
 import contextvars
 import time
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import InitVar, dataclass, field
 
 import structlog
 import trio
 
+from broker.assembly import BrokerCores, broker_state, housekeeping_intervals
 from broker.client_quotas import ClientQuotas
+from broker.config.broker_config import BrokerConfig
 from broker.core.actions import Actions
 from broker.core.authorizer import AuthorizerSettings, authorize, authorize_any
-from broker.core.fetch_session import FetchSessionCache
-from broker.core.isr import IsrCore, IsrSettings, IsrWrite
+from broker.core.controller_requests import FollowerChange
+from broker.core.housekeeping import HousekeepingTask
+from broker.core.isr import IsrWrite
 from broker.core.metadata_cache import MetadataCache
 from broker.core.principal import ANONYMOUS, Principal, parse_principal
 from broker.core.replica_manager import ReplicaManager
@@ -25,22 +28,23 @@ from broker.core.scram import ScramCredential
 from broker.core.state import METADATA_KEY, BrokerState, ElectedController
 from broker.inter_broker import control_plane_security, inter_broker_security
 from broker.purgatory import Purgatory
+from broker.services import (
+    NOT_FETCHING,
+    ControllerView,
+    Fetchers,
+    Groups,
+    IsrWrites,
+    NotController,
+    ProducerIds,
+    ZkAccess,
+    no_producer_ids,
+)
 from client.security import ClientSecurity
 from controller.zk_controller_election import read_elected_controller
 from controller.zk_data import ZkDataError
 from controller.zk_types import ZkError
 from protocol.acl import CLUSTER_NAME, AclOperation, Acls, ResourceType
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from broker.config.broker_config import BrokerConfig
-    from broker.core.controller_requests import FollowerChange
-    from broker.group_coordinator import GroupCoordinator
-    from broker.isr_manager import IsrManager
-    from broker.producer_id_manager import ProducerIdManager
-    from broker.replica_fetcher import ReplicaFetcherManager
-    from controller.controller import Controller
-    from controller.zk_client import ZkClient
 
 __all__ = [
     "CLIENT_HOST",
@@ -100,12 +104,14 @@ class BrokerContext:
     replica_manager: ReplicaManager
     state: BrokerState = field(init=False)
     purgatory: Purgatory = field(default_factory=Purgatory)
-    zk: ZkClient | None = None
-    controller: Controller | None = None  # this broker's controller candidate
-    fetchers: ReplicaFetcherManager | None = None  # followers' fetching (None: not started)
-    isr_manager: IsrManager | None = None  # runs the ISR writes (None: not started)
-    producer_ids: ProducerIdManager | None = None  # InitProducerId (None: no ZooKeeper yet)
-    group_coordinator: GroupCoordinator | None = None  # consumer groups (None: not started)
+    # The shells, through the narrow interfaces of broker/services.py. Until main.py starts
+    # each, a stand-in answers as a broker that has not started it yet does.
+    zk: ZkAccess | None = None  # None: an in-process broker, no ZooKeeper (nothing to ask)
+    controller: ControllerView = field(default_factory=NotController)  # its candidate
+    fetchers: Fetchers = NOT_FETCHING  # followers' fetching
+    isr_writes: IsrWrites = field(init=False)  # without ZooKeeper: they fail at once
+    producer_ids: ProducerIds = field(default_factory=no_producer_ids)  # InitProducerId
+    group_coordinator: Groups | None = None  # consumer groups (None: not started)
     cluster_id: str | None = None
     # SCRAM credentials by (user, mechanism), as stored in /config/users
     # (config/change_listener.py).
@@ -116,10 +122,14 @@ class BrokerContext:
     _authorizer: AuthorizerSettings | None = field(init=False, default=None)
     # Client quotas as stored in /config/users and /config/clients (config/change_listener.py).
     client_quotas: ClientQuotas = field(init=False)
+    housekeeping_intervals_ms: dict[HousekeepingTask, int] = field(init=False)
     # Held while topic configs are read from ZooKeeper and applied (LeaderAndIsr, config
     # changes): whichever reads later applies later, so no stale read wins.
     config_lock: trio.Lock = field(default_factory=trio.Lock)
     _registered: trio.Event = field(default_factory=trio.Event)
+    # What broker.assembly.assemble built (broker/main.py); without it (in-process brokers)
+    # the same functions build them here.
+    cores: InitVar[BrokerCores | None] = None
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:
@@ -151,18 +161,16 @@ class BrokerContext:
             host=session.client_host,
         )
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, cores: BrokerCores | None) -> None:
         config = self.config
-        settings = IsrSettings(
-            config.replica_lag_time_max_ms,
-            config.isr_change_propagation_blackout_ms,
-            config.isr_change_propagation_max_delay_ms,
-        )
-        isr = IsrCore(self.replica_manager.broker_id, settings, monotonic_ms())
-        self.state = BrokerState(self.replica_manager, isr, config.min_insync_replicas)
-        self.state.fetch_sessions = FetchSessionCache(
-            config.max_incremental_fetch_session_cache_slots
-        )
+        if cores is None:
+            self.state = broker_state(config, self.replica_manager, monotonic_ms())
+            self.housekeeping_intervals_ms = housekeeping_intervals(config)
+        else:
+            assert cores.replica_manager is self.replica_manager
+            self.state = cores.state
+            self.housekeeping_intervals_ms = cores.housekeeping_intervals_ms
+        self.isr_writes = _FailAtOnce(self)
         self.client_quotas = ClientQuotas(
             config.quota_window_size_seconds * 1000, config.quota_window_num
         )
@@ -319,10 +327,9 @@ class BrokerContext:
         if self.zk is None:
             return None
         candidate = self.controller
-        if candidate is not None:
-            seen = ElectedController(candidate.controller_id, candidate.controller_epoch)
-            if seen.sent(controller_id, controller_epoch):
-                return seen
+        seen = ElectedController(candidate.controller_id, candidate.controller_epoch)
+        if seen.sent(controller_id, controller_epoch):
+            return seen
         elected = ElectedController(-1, -1)
         for attempt in range(_ELECTION_READS):
             if attempt:
@@ -343,14 +350,9 @@ class BrokerContext:
             self.purgatory.notify(key)
 
     def write_isr(self, writes: Iterable[IsrWrite]) -> None:
-        """Start the ISR writes the core decided; without ZooKeeper they fail at once."""
+        """Start the ISR writes the core decided."""
         for write in writes:
-            if self.isr_manager is not None:
-                self.isr_manager.start_write(write)
-            else:
-                partition = self.replica_manager.partitions.get(write.tp)
-                if self.state.isr.written(write, partition, None, self.now_ms()):
-                    self.purgatory.notify(write.tp)
+            self.isr_writes.start_write(write)
 
     def apply(self, actions: Actions) -> None:
         """What a core step asked for: a controller request's outcome, a delayed
@@ -368,6 +370,19 @@ class BrokerContext:
             self.group_coordinator.sync_partitions()
 
     def change_followers(self, changes: Iterable[FollowerChange]) -> None:
-        if self.fetchers is not None:
-            for change in changes:
-                self.fetchers.apply(change)
+        for change in changes:
+            self.fetchers.apply(change)
+
+
+@dataclass(frozen=True, slots=True)
+class _FailAtOnce:
+    """The ISR writes of a broker without ZooKeeper (in-process, or before broker/main.py
+    starts its IsrManager): each fails at once, as a write ZooKeeper refused."""
+
+    ctx: BrokerContext
+
+    def start_write(self, write: IsrWrite) -> None:
+        ctx = self.ctx
+        partition = ctx.replica_manager.partitions.get(write.tp)
+        if ctx.state.isr.written(write, partition, None, ctx.now_ms()):
+            ctx.purgatory.notify(write.tp)

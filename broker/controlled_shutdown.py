@@ -18,6 +18,7 @@ import structlog
 import trio
 
 from broker.core.controlled_shutdown import Ask, ShutdownAttempts, Stop, Wait
+from broker.services import NotController
 from client.clock import now_ms
 from client.network import BrokerConnectionError, connect
 from controller.zk_controller_election import controller_registration
@@ -37,9 +38,10 @@ if TYPE_CHECKING:
 __all__ = ["controlled_shutdown"]
 
 
-async def controlled_shutdown(ctx: BrokerContext) -> bool:
-    """True once the controller accepted; False when the broker stops without that."""
-    config, zk = ctx.config, ctx.zk
+async def controlled_shutdown(ctx: BrokerContext, zk: ZkClient | None) -> bool:
+    """True once the controller accepted; False when the broker stops without that (or
+    has no ZooKeeper session to find the controller through)."""
+    config = ctx.config
     log = structlog.get_logger("highwater.broker")
     if zk is None:
         return False
@@ -162,7 +164,7 @@ async def _ask(ctx: BrokerContext, zk: ZkClient, step: Ask) -> _Answer:
     if found is None:
         raise _NoAnswer("no controller elected")
     controller_id, registration = found
-    if controller_id == ctx.broker_id and ctx.controller is not None:
+    if controller_id == ctx.broker_id and not isinstance(ctx.controller, NotController):
         code, remaining = await ctx.controller.controlled_shutdown(ctx.broker_id, ctx.broker_epoch)
         return _Answer(controller_id, code, list(remaining))
     if registration is None:

@@ -25,6 +25,7 @@ import structlog
 import trio
 
 from broker.acl_changes import AclChangeListener
+from broker.assembly import assemble
 from broker.config.broker_config import BrokerConfig, describe
 from broker.config.change_listener import ConfigChangeListener
 from broker.config.config_def import (
@@ -32,11 +33,10 @@ from broker.config.config_def import (
     parse_metrics_listener,
     parse_per_ip_overrides,
 )
-from broker.context import BrokerContext, wall_clock_ms
+from broker.context import BrokerContext, monotonic_ms, wall_clock_ms
 from broker.controlled_shutdown import controlled_shutdown
 from broker.core.connection_quotas import ConnectionLimits
 from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
-from broker.core.replica_manager import ReplicaManager
 from broker.core.scram import SCRAM_MECHANISMS, ScramCredential, make_credential, password_matches
 from broker.group_coordinator import GroupCoordinator
 from broker.housekeeping import perform
@@ -111,7 +111,8 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
             log_manager.startup(wall_clock_ms())
         except (OSError, LogStorageError) as exc:
             raise StartupError(f"cannot open the log dirs: {exc}") from exc
-        ctx = BrokerContext(config, ReplicaManager(config.broker_id, log_manager))
+        cores = assemble(config, log_manager, monotonic_ms())
+        ctx = BrokerContext(config, cores.replica_manager, cores=cores)
         server = BrokerServer(
             ctx,
             config.listener_host,
@@ -154,7 +155,7 @@ async def _run(config: BrokerConfig, log: structlog.typing.FilteringBoundLogger)
                     tune_garbage_collector()  # docs/performance.md, "What mattered", item 2
                 await stopping.wait()
                 if config.controlled_shutdown_enable and not starting.cancelled_caught:
-                    await controlled_shutdown(ctx)
+                    await controlled_shutdown(ctx, zk)
                 # The controller (if we are it) resigns before requests drain: those waiting
                 # for it (other brokers' controlled shutdowns) are answered NOT_CONTROLLER now.
                 candidacy.cancel()
@@ -201,10 +202,10 @@ async def _start(
         raise StartupError(f"cannot listen on {wanted}: {exc.strerror or exc}") from exc
     # Fetchers and ISR tasks first: the controller's LeaderAndIsr may come as soon as we
     # have registered.
-    ctx.fetchers = ReplicaFetcherManager(ctx)
-    await nursery.start(ctx.fetchers.run)
-    ctx.isr_manager = IsrManager(ctx, zk)
-    await nursery.start(ctx.isr_manager.run)
+    ctx.fetchers = fetchers = ReplicaFetcherManager(ctx)
+    await nursery.start(fetchers.run)
+    ctx.isr_writes = isr_manager = IsrManager(ctx, zk)
+    await nursery.start(isr_manager.run)
     await nursery.start(LogDirFailureHandler(ctx, zk).run)
     ctx.group_coordinator = GroupCoordinator(ctx)
     await nursery.start(ctx.group_coordinator.run)
@@ -446,17 +447,7 @@ async def _housekeeping(ctx: BrokerContext, log_manager: LogManager) -> None:
     Intervals run on trio's (monotonic) clock: a wall clock stepped back must not stall
     the checkpoints for as long as the step. The tasks get the wall clock, which they
     compare with stored times (segments, record timestamps), except the flush.ms timer."""
-    config = ctx.config
-    schedule = HousekeepingSchedule.start(
-        {
-            HousekeepingTask.RETENTION: config.log_retention_check_interval_ms,
-            HousekeepingTask.FLUSH: config.log_flush_scheduler_interval_ms,
-            HousekeepingTask.HIGH_WATERMARKS: config.replica_high_watermark_checkpoint_interval_ms,
-            HousekeepingTask.RECOVERY_POINTS: config.log_flush_offset_checkpoint_interval_ms,
-            HousekeepingTask.PRODUCER_EXPIRY: config.producer_id_expiration_check_interval_ms,
-        },
-        round(clock.now_ms()),
-    )
+    schedule = HousekeepingSchedule.start(ctx.housekeeping_intervals_ms, round(clock.now_ms()))
     log = structlog.get_logger("highwater.housekeeping")
     while True:
         await trio.sleep_until(schedule.next_due_ms() / 1000)

@@ -273,15 +273,12 @@ class BrokerCollector(Collector):
 
     def _controller(self) -> Iterator[Metric]:
         controller = self.ctx.controller
-        active = controller is not None and controller.is_active
+        active = controller.is_active
         offline = imbalance = topics = partitions = epoch = 0
-        unclean = elections = 0
-        election_time = Timings()
-        if controller is not None:
-            stats = controller.stats
-            unclean, elections = stats.unclean_leader_elections, stats.leader_elections
-            election_time = stats.leader_election_time
-        if controller is not None and active:
+        stats = controller.stats
+        unclean, elections = stats.unclean_leader_elections, stats.leader_elections
+        election_time = stats.leader_election_time
+        if active:
             context = controller.context
             epoch = context.controller_epoch
             topics = len(context.assignments)
@@ -464,17 +461,14 @@ class BrokerCollector(Collector):
             labels=["topic", "partition"],
         )
         max_lag = 0
-        fetchers = self.ctx.fetchers
         partitions = self.ctx.replica_manager.partitions
-        if fetchers is not None:
-            for follower in fetchers.followers.by_leader.values():
-                for tp, fetch_state in sorted(follower.partitions.items()):
-                    partition = partitions.get(tp)
-                    if partition is None or fetch_state.leader_high_watermark < 0:
-                        continue
-                    behind = max(0, fetch_state.leader_high_watermark - partition.log_end_offset)
-                    max_lag = max(max_lag, behind)
-                    lag.add_metric([tp[0], str(tp[1])], behind)
+        for tp, fetch_state in self.ctx.fetchers.followed():
+            partition = partitions.get(tp)
+            if partition is None or fetch_state.leader_high_watermark < 0:
+                continue
+            behind = max(0, fetch_state.leader_high_watermark - partition.log_end_offset)
+            max_lag = max(max_lag, behind)
+            lag.add_metric([tp[0], str(tp[1])], behind)
         yield GaugeMetricFamily(
             PREFIX + "replica_fetcher_max_lag",
             "The largest lag, in records, of any partition this broker follows.",

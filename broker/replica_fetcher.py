@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 
+from broker.assembly import fetcher_settings
 from broker.core.controller_requests import FollowerChange
-from broker.core.follower import FetcherSettings, Follower, FollowerSet
+from broker.core.follower import FetchState, Follower, FollowerSet
 from broker.core.replication_quota import ReplicationQuota
 from client.network import BrokerConnection, BrokerConnectionError, connect
 from protocol.errors import HighwaterError
@@ -27,15 +29,7 @@ class ReplicaFetcherManager:
 
     def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
-        config = ctx.config
-        settings = FetcherSettings(
-            config.replica_fetch_max_bytes,
-            config.replica_fetch_min_bytes,
-            config.replica_fetch_wait_max_ms,
-            config.replica_fetch_backoff_ms,
-            config.request_timeout_ms,
-        )
-        self.followers = FollowerSet(ctx.state, settings)
+        self.followers = FollowerSet(ctx.state, fetcher_settings(ctx.config))
         self._nursery: trio.Nursery | None = None
         self._fetchers: dict[BrokerEndpoint, _ReplicaFetcher] = {}
 
@@ -62,6 +56,11 @@ class ReplicaFetcherManager:
             self._nursery.start_soon(fetcher.run)
         if update.woken is not None:
             self._fetchers[update.woken.leader].changed()
+
+    def followed(self) -> Iterator[tuple[TopicPartition, FetchState]]:
+        """Every partition followed, with its fetch state, by leader then partition."""
+        for follower in self.followers.by_leader.values():
+            yield from sorted(follower.partitions.items())
 
     def fetching_from(self) -> dict[TopicPartition, int]:
         """tp -> the leader's broker id, for every partition being followed (for tests/logs)."""

@@ -26,6 +26,7 @@ from broker.config.config_admin import static_defaults
 from broker.config.dynamic_update import (
     BrokerDefaults,
     apply_config_update,
+    entities_to_read,
     open_log_configs,
     plan_config_update,
     with_dynamic_defaults,
@@ -127,9 +128,9 @@ class ConfigChangeListener:
         changes = await zk.run(read_config_changes(self._last, entities=not everything))
         for child in changes.malformed:
             self._log.warning("malformed config change notification ignored", node=child)
-        entities = set(changes.entities)
-        defaults_changed = everything or (BROKERS, zk_data.DEFAULT_BROKER_ENTITY) in entities
-        if defaults_changed:
+        hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
+        to_read = entities_to_read(changes.entities, hosted, everything=everything)
+        if to_read.defaults:
             try:
                 stored = await zk.run(get_entity_config(BROKERS, zk_data.DEFAULT_BROKER_ENTITY))
             except zk_data.ZkDataError as exc:  # written by hand? keep what is in force
@@ -139,9 +140,7 @@ class ConfigChangeListener:
                 self.dynamic_defaults = dict(stored.config)
                 for key, why in skipped.items():
                     self._log.warning("dynamic broker default ignored", key=key, reason=why)
-        hosted = {tp.topic for tp in state.replica_manager.log_manager.logs}
-        named = {name for kind, name in entities if kind == TOPICS}
-        topics = hosted if defaults_changed else hosted & named
+        topics = set(to_read.topics)
         found, unreadable = await run_each(
             zk,
             {topic: get_entity_config(TOPICS, topic) for topic in topics},
@@ -154,7 +153,11 @@ class ConfigChangeListener:
         users = (
             await zk.run(list_users())
             if everything
-            else [name for kind, name in entities if kind == USERS and CLIENTS_OF_USER not in name]
+            else [
+                name
+                for kind, name in changes.entities
+                if kind == USERS and CLIENTS_OF_USER not in name
+            ]
         )
         await self._read_credentials(users, everything)
         await self._read_quotas(

@@ -1,20 +1,21 @@
 """Config changes on a running broker (Kafka's DynamicLogConfig and TopicConfigHandler): what a
 change of the cluster-wide broker defaults or of a topic's configs changes, and where.
 
-`with_dynamic_defaults` lays the dynamic defaults (`/config/brokers/<default>`) over the
-broker's static ones; `plan_config_update` compares every open log's config, and its
-partition's min.insync.replicas, with what the defaults and the topic's overrides now say;
-`apply_config_update` carries out the difference: the new config applies to the open
-segments at once (retention, max.message.bytes, segment size and time, flushes), and logs
-whose retention limits were lowered are checked at once rather than at the next
-log.retention.check.interval.ms. The shell (broker/config/change_listener.py) reads ZooKeeper and
-calls these.
+`entities_to_read` decides, from the notifications since the last round, what to read again:
+the defaults, and which topics' configs. `with_dynamic_defaults` lays the dynamic defaults
+(`/config/brokers/<default>`) over the broker's static ones; `plan_config_update` compares
+every open log's config, and its partition's min.insync.replicas, with what the defaults and
+the topic's overrides now say; `apply_config_update` carries out the difference: the new config
+applies to the open segments at once (retention, max.message.bytes, segment size and time,
+flushes), and logs whose retention limits were lowered are checked at once rather than at the
+next log.retention.check.interval.ms. The shells (broker/config/change_listener.py, and the
+simulated broker in tests/simulation) read ZooKeeper and call these.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ from broker.config.config_def import InvalidValue, Value
 from broker.config.log_config import LogConfig
 from broker.config.settings import KNOWN_KEYS, setting
 from broker.config.topic_config import TopicConfigError, log_config_for
+from controller.zk_configs import BROKERS, TOPICS
+from controller.zk_data import DEFAULT_BROKER_ENTITY
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -30,8 +33,10 @@ if TYPE_CHECKING:
 __all__ = [
     "BrokerDefaults",
     "ConfigUpdate",
+    "EntitiesToRead",
     "PartitionConfig",
     "apply_config_update",
+    "entities_to_read",
     "open_log_configs",
     "partition_config",
     "plan_config_update",
@@ -67,6 +72,28 @@ class ConfigUpdate:
     changed: Mapping[TopicPartition, PartitionConfig]  # the logs whose config changes
     retention_now: tuple[TopicPartition, ...]  # retention lowered: check these logs now
     problems: Mapping[str, str]  # topic -> why its stored configs were left unapplied
+
+
+@dataclass(frozen=True, slots=True)
+class EntitiesToRead:
+    defaults: bool  # the cluster-wide dynamic defaults (/config/brokers/<default>)
+    topics: frozenset[str]  # the topics whose configs to read (each with a log here)
+
+
+def entities_to_read(
+    changed: Iterable[tuple[str, str]], hosted: Collection[str], *, everything: bool
+) -> EntitiesToRead:
+    """What a round reads, given the entities (type, name) the notifications since the last
+    round name and the topics with a log here. `everything` (at start, after a reconnection
+    or a failed round: notifications may have been missed) reads the defaults and every hosted
+    topic; so does a change of the defaults, which every log may inherit. Otherwise only the
+    hosted topics named (Kafka's TopicConfigHandler ignores topics it has no log of)."""
+    named = set(changed)
+    defaults = everything or (BROKERS, DEFAULT_BROKER_ENTITY) in named
+    topics = set(hosted)
+    if not defaults:
+        topics &= {name for kind, name in named if kind == TOPICS}
+    return EntitiesToRead(defaults, frozenset(topics))
 
 
 def with_dynamic_defaults(

@@ -36,7 +36,7 @@ from protocol.kafka.consumer_protocol import (
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 
 if TYPE_CHECKING:
-    from broker.group_coordinator import GroupCoordinator
+    from broker.services import Groups
 
 __all__ = [
     "handle_describe_groups",
@@ -127,7 +127,7 @@ _CLASSIC_STATES = {
 }
 
 
-def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[GroupCoordinator | None, int]:
+def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[Groups | None, int]:
     """The coordinator if this broker coordinates `group_id` and the caller may READ it."""
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return None, ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -138,13 +138,13 @@ def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[GroupCoordinator | 
     return (coordinator, ErrorCode.NONE) if code == ErrorCode.NONE else (None, code)
 
 
-def _member(coordinator: GroupCoordinator, group_id: str, member_id: str) -> Member | None:
+def _member(coordinator: Groups, group_id: str, member_id: str) -> Member | None:
     return classic_member(coordinator.core.groups.get(group_id), member_id)
 
 
 async def _heartbeat(
     ctx: BrokerContext,
-    coordinator: GroupCoordinator,
+    coordinator: Groups,
     request: ConsumerGroupHeartbeatRequest,
     *,
     classic: bool = False,

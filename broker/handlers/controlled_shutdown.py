@@ -27,7 +27,7 @@ async def handle_controlled_shutdown(
     if not ctx.on_control_plane() or not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return ControlledShutdownResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = ctx.controller
-    if controller is None or not controller.is_active:
+    if not controller.is_active:
         return ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER)
     error_code, remaining = await controller.controlled_shutdown(
         request.broker_id, request.broker_epoch

@@ -38,7 +38,7 @@ async def handle_elect_leaders(
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return ElectLeadersResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = ctx.controller
-    if controller is None or not controller.is_active:
+    if not controller.is_active:
         return ElectLeadersResponse(ErrorCode.NOT_CONTROLLER)
     try:
         election_type = ElectionType(request.election_type)

@@ -35,11 +35,8 @@ async def handle_init_producer_id(
         AclOperation.IDEMPOTENT_WRITE
     ):
         return InitProducerIdResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    manager = ctx.producer_ids
-    if manager is None:
-        return InitProducerIdResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     try:
-        producer_id = await manager.generate_producer_id()
+        producer_id = await ctx.producer_ids.generate_producer_id()
     except (ZkError, ZkDataError) as exc:
         _log.warning("could not claim a producer id block", error=str(exc))
         return InitProducerIdResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)

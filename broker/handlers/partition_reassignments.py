@@ -46,7 +46,7 @@ async def handle_alter_partition_reassignments(
         denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
         return AlterPartitionReassignmentsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     controller = ctx.controller
-    if controller is None or not controller.is_active:
+    if not controller.is_active:
         return AlterPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
     throttle = request.replication_throttle_bytes_per_sec
     if throttle != -1 and throttle <= 0:
@@ -83,8 +83,7 @@ async def handle_list_partition_reassignments(
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.CLUSTER)
         return ListPartitionReassignmentsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
-    controller = ctx.controller
-    ongoing = None if controller is None else controller.list_reassignments()
+    ongoing = ctx.controller.list_reassignments()
     if ongoing is None:
         return ListPartitionReassignmentsResponse(ErrorCode.NOT_CONTROLLER)
     wanted = (

@@ -37,8 +37,11 @@ def validate_batches(
     records: bytes, config: LogConfig, *, from_producer: bool
 ) -> list[tuple[int, BatchHeader]]:
     """(position, header) of every batch, or an error for the first bad one. Followers'
-    batches (`from_producer` False) are the leader's, taken as they are."""
-    if not records or len(records) > config.segment_bytes:
+    batches (`from_producer` False) are the leader's, taken as they are, however many bytes
+    (KAFKA-17375): the leader may have accepted them under a larger segment.bytes, lowered
+    since, and a follower that refused them would never catch up; the log rolls and takes
+    them into a segment of their own."""
+    if not records or (from_producer and len(records) > config.segment_bytes):
         raise_bad_request_size(records, config)
     headers = check_batches(records)
     check_headers(headers, config, from_producer=from_producer)

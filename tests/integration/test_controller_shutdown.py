@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from broker.handlers.controlled_shutdown import handle_controlled_shutdown
+from broker.services import NotController
 from client.cli.zookeeper_server import ZooKeeperServer
 from controller import zk_data
 from controller.controller import Controller
@@ -48,7 +49,7 @@ def handler_context(controller: Controller | None) -> BrokerContext:
     return cast(
         "BrokerContext",
         SimpleNamespace(
-            controller=controller,
+            controller=NotController() if controller is None else controller,
             authorize_cluster=authorize_cluster,
             on_control_plane=on_control_plane,
         ),

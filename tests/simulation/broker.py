@@ -20,6 +20,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, TypeVar, assert_never, cast
 
+from broker.assembly import assemble
+from broker.config.dynamic_update import (
+    BrokerDefaults,
+    apply_config_update,
+    entities_to_read,
+    open_log_configs,
+    plan_config_update,
+    with_dynamic_defaults,
+)
 from broker.core.acl_admin import (
     ACL_CHANGE_ATTEMPTS,
     KEPT_CHANGING,
@@ -46,18 +55,20 @@ from broker.core.controller_requests import (
 from broker.core.delayed import DelayedFetch, DelayedProduce
 from broker.core.fetch import max_wait_ms
 from broker.core.fetch_session import FetchContext, FetchSessionCache, answer_fetch, open_fetch
-from broker.core.follower import FetcherSettings, FetchState, FollowerSet
+from broker.core.follower import FetchState, FollowerSet
 from broker.core.group.find_coordinator import (
     answer_find_coordinator,
     find_coordinator_refusals,
 )
-from broker.core.housekeeping import HousekeepingSchedule, HousekeepingTask
-from broker.core.isr import IsrCore, IsrSettings, IsrWrite
+from broker.core.housekeeping import HousekeepingSchedule
+from broker.core.isr import IsrWrite
 from broker.core.offset_for_leader_epoch import answer_offset_for_leader_epoch
 from broker.core.partition import Partition
 from broker.core.principal import Principal
-from broker.core.produce import append_produce, timeout_ms
-from broker.core.replica_manager import ReplicaManager
+from broker.core.produce import (
+    append_produce,
+    timeout_ms,
+)
 from broker.core.request_acls import (
     Allowed,
     describable_offsets,
@@ -83,7 +94,14 @@ from controller.zk_acls import (
     watch_acl_changes,
 )
 from controller.zk_brokers import publish_log_dir_failure, set_offline_partitions, try_register
-from controller.zk_data import BrokerRegistration
+from controller.zk_configs import (
+    BROKERS,
+    TOPICS,
+    get_entity_config,
+    purge_expired_changes,
+    read_config_changes,
+)
+from controller.zk_data import CONFIG_CHANGES_PATH, DEFAULT_BROKER_ENTITY, BrokerRegistration
 from controller.zk_isr import publish_isr_changes, write_isr
 from controller.zk_script import ZkScript
 from controller.zk_topics import get_topic_config
@@ -188,6 +206,10 @@ class SimBroker(SimProcess):
         self.groups: SimGroupCoordinator | None = None
         # Every ACL, as last read from ZooKeeper (broker/acl_changes.py); with an authorizer.
         self.acls = Acls()
+        # The config change listener's (broker/config/change_listener.py): the defaults in
+        # force here, and the last notification handled.
+        self.config_defaults: BrokerDefaults = self.world.static_defaults
+        self._config_changes_seen = -1
         # The broker epoch of this process's first registration: its incarnation.
         self.first_broker_epoch: int | None = None
         # Partitions whose log went offline in this process, and when.
@@ -231,32 +253,20 @@ class SimBroker(SimProcess):
         self.incarnation += 1
         self._reset()
         world, config = self.world, self.world.config
-        self.log_manager = LogManager([self.data_dir], world.log_config, log_class=MirroredLog)
-        self.log_manager.startup(self.wall_ms)
-        replicas = ReplicaManager(self.broker_id, self.log_manager)
-        replicas.on_offline = self._offline_soon
-        isr_settings = IsrSettings(
-            config.replica_lag_time_max_ms,
-            config.isr_change_propagation_blackout_ms,
-            config.isr_change_propagation_max_delay_ms,
+        broker_config = world.broker_config(self.broker_id, self.data_dir)
+        self.log_manager = LogManager(
+            [self.data_dir], broker_config.log_config(), log_class=MirroredLog
         )
-        isr = IsrCore(self.broker_id, isr_settings, self.now_ms)
-        self.state = BrokerState(replicas, isr, config.min_insync_replicas)
+        self.log_manager.startup(self.wall_ms)
         # Few slots now and then, so sessions are evicted and clients start over. A random of
         # its own: the world's stream (network delays, faults) stays what the seed made it.
         sessions_rng = random.Random(world.seed * 1009 + self.broker_id * 31 + self.incarnation)
         slots = sessions_rng.choice((1, 2, 1000))  # Kafka's default is 1000
-        self.state.fetch_sessions = FetchSessionCache(
-            slots, lambda: sessions_rng.randrange(1, 2**31 - 1)
-        )
-        fetcher_settings = FetcherSettings(
-            world.replica_fetch_max_bytes,
-            config.replica_fetch_min_bytes,
-            config.replica_fetch_wait_max_ms,
-            config.replica_fetch_backoff_ms,
-            config.request_timeout_ms,
-        )
-        self.followers = FollowerSet(self.state, fetcher_settings)
+        sessions = FetchSessionCache(slots, lambda: sessions_rng.randrange(1, 2**31 - 1))
+        cores = assemble(broker_config, self.log_manager, self.now_ms, fetch_sessions=sessions)
+        cores.replica_manager.on_offline = self._offline_soon
+        self.state = cores.state
+        self.followers = FollowerSet(self.state, cores.fetcher_settings)
         world.trace(
             f"b{self.broker_id} started (incarnation {self.incarnation}); logs "
             + ", ".join(f"{tp}: LEO {log.log_end_offset}" for tp, log in sorted(self.logs.items()))
@@ -265,14 +275,7 @@ class SimBroker(SimProcess):
         self.every(config.replica_lag_time_max_ms // 2, "isr-expiration", self._shrink_isrs)
         self.every(config.isr_change_propagation_interval_ms, "isr-propagation", self._propagate)
         self._housekeeping = HousekeepingSchedule.start(
-            {
-                HousekeepingTask.RETENTION: config.retention_check_interval_ms,
-                HousekeepingTask.FLUSH: config.flush_scheduler_interval_ms,
-                HousekeepingTask.HIGH_WATERMARKS: config.high_watermark_checkpoint_interval_ms,
-                HousekeepingTask.RECOVERY_POINTS: config.recovery_point_checkpoint_interval_ms,
-                HousekeepingTask.PRODUCER_EXPIRY: config.producer_expiration_check_interval_ms,
-            },
-            self.now_ms,
+            cores.housekeeping_intervals_ms, self.now_ms
         )
         self._schedule_housekeeping()
         self.after(world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
@@ -415,6 +418,11 @@ class SimBroker(SimProcess):
         self.session_id = self.world.zk.open_session(self.broker_id)
         if self.world.config.authorizer:  # a new session has no watches: read them all again
             self._reload_acls()
+        # Dynamic configs before registering: LeaderAndIsr must find them in place. Only
+        # with `dynamic_configs`: the listener's watch deliveries draw from the world's
+        # random stream, and the other seed sets keep the runs their seeds always made.
+        if self.world.config.dynamic_configs:
+            self._apply_config_changes(everything=True)
         self._register()
 
     def _register(self) -> None:
@@ -444,6 +452,8 @@ class SimBroker(SimProcess):
         the candidate's)."""
         if event.path in ACL_CHANGES_PATHS and self.world.config.authorizer:
             self._reload_acls()
+        elif event.path == CONFIG_CHANGES_PATH and self.world.config.dynamic_configs:
+            self._apply_config_changes(everything=False)
         elif self.controller is not None:
             self.controller.enqueue(event)
         elif event.path == "/controller":
@@ -954,6 +964,47 @@ class SimBroker(SimProcess):
                 fetcher.wake(0)
             if update.woken is not None:
                 self.fetchers[update.woken.leader.node_id].wake(0)
+
+    # -- dynamic configs (broker/config/change_listener.py) -------------------------------
+
+    def _apply_config_changes(self, *, everything: bool) -> None:
+        """One round of the config change listener: the notifications since the last one
+        (re-arming the watch), the entities they name (every one: `everything`), and the
+        change to the open logs the core plans. A round that loses the session stops; the
+        next session reads everything."""
+        assert self.state is not None
+        zk = self.world.zk
+        try:
+            changes = zk.run(
+                self.session_id,
+                read_config_changes(self._config_changes_seen, entities=not everything),
+            )
+            hosted = {tp.topic for tp in self.logs}
+            to_read = entities_to_read(changes.entities, hosted, everything=everything)
+            if to_read.defaults:
+                stored = zk.run(self.session_id, get_entity_config(BROKERS, DEFAULT_BROKER_ENTITY))
+                self.config_defaults, skipped = with_dynamic_defaults(
+                    self.world.static_defaults, stored.config
+                )
+                assert not skipped, f"the operator stored dynamic defaults refused: {skipped}"
+            topic_configs = {
+                topic: zk.run(self.session_id, get_entity_config(TOPICS, topic)).config
+                for topic in sorted(to_read.topics)
+            }
+        except ZkError:
+            return
+        current = open_log_configs(self.state, to_read.topics)
+        update = plan_config_update(self.config_defaults, topic_configs, current)
+        assert not update.problems, f"stored topic configs refused: {update.problems}"
+        deleted = apply_config_update(self.state, update, self.wall_ms)
+        self._config_changes_seen = changes.last
+        if changes.entities or update.changed:
+            self.world.trace(
+                f"b{self.broker_id} applied config changes "
+                f"{['/'.join(e) for e in changes.entities]}: {len(update.changed)} logs changed, "
+                f"{deleted} segments deleted"
+            )
+        self._zk_run(purge_expired_changes(changes.children, self.wall_ms))
 
     # -- ZooKeeper -------------------------------------------------------------------------
 

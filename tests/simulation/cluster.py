@@ -32,6 +32,7 @@ from tests.simulation.acl_workload import AclWorkload
 from tests.simulation.auth_invariants import AuthInvariants
 from tests.simulation.broker import SimBroker
 from tests.simulation.config import SimConfig
+from tests.simulation.config_invariants import ConfigInvariants
 from tests.simulation.disk import BatchInfo, MirroredLog
 from tests.simulation.groups import GROUP, GroupWorkload
 from tests.simulation.idempotence import ProducerStateInvariants
@@ -85,6 +86,7 @@ class SimReport:
     fetch_sessions: dict[str, int] = field(default_factory=dict)  # KIP-227, exercised
     idempotence: dict[str, int] = field(default_factory=dict)  # the idempotent producer's
     authorization: dict[str, int] = field(default_factory=dict)  # decisions, refusals, ACLs
+    configs: dict[str, int] = field(default_factory=dict)  # dynamic config changes applied
 
 
 class SimCluster:
@@ -145,6 +147,8 @@ class SimCluster:
             replica_fetch_max_bytes=rng.choice(self.config.replica_fetch_max_bytes_choices),
             trace=self.trace,
         )
+        scheduler = self.world.scheduler
+        zk.clock = lambda: scheduler.now_ms
         for broker_id in range(1, n + 1):
             self.world.brokers[broker_id] = SimBroker(
                 self.world, broker_id, directory / f"broker-{broker_id}"
@@ -167,6 +171,11 @@ class SimCluster:
         self.group = (
             GroupWorkload(self.world, TOPIC, self.invariants)
             if self.config.consumer_groups
+            else None
+        )
+        self.config_invariants = (
+            ConfigInvariants(self.world, self.admin_session)
+            if self.config.dynamic_configs
             else None
         )
         self.acl_workload: AclWorkload | None = None
@@ -247,6 +256,8 @@ class SimCluster:
                 self.group.check()
             if self.auth_invariants is not None:
                 self.auth_invariants.check()
+            if self.config_invariants is not None:
+                self.config_invariants.check()
         except InvariantViolation as exc:
             self.fail(str(exc))
         return True
@@ -278,6 +289,8 @@ class SimCluster:
             replay += " --idempotent"
         if self.config.authorizer:
             replay += " --authorizer"
+        if self.config.dynamic_configs:
+            replay += " --dynamic-configs"
         raise SimulationFailure(
             f"simulation seed {self.seed} failed at step {self.steps} (t={self.now_ms} ms): "
             f"{what}\nreplay: {replay}\nlast steps:\n" + "\n".join(self._recent)
@@ -494,7 +507,14 @@ class SimCluster:
             fetch_sessions=self._session_counts(),
             idempotence=self._idempotence_counts(),
             authorization=self._authorization_counts(),
+            configs=self._config_counts(),
         )
+
+    def _config_counts(self) -> dict[str, int]:
+        if self.config_invariants is None:
+            return {}
+        altered = sum(a.startswith("alter configs") for a in self.nemesis.actions)
+        return {**self.config_invariants.counts, "alterations": altered}
 
     def _idempotence_counts(self) -> dict[str, int]:
         idempotent = self.producer.idempotent

@@ -86,6 +86,10 @@ class SimConfig:
     # An operator at work among the faults: reassignments, preferred and unclean elections,
     # topics created and deleted, controlled shutdowns (see operator.py).
     enable_operator: bool = False
+    # Dynamic config changes among the faults (nemesis "alter configs"): a topic's configs
+    # or the cluster-wide broker defaults altered as IncrementalAlterConfigs does, applied by
+    # every broker through its config change listener (config_invariants.py).
+    dynamic_configs: bool = False
     # A second topic, "c", compacted: keyed writes (a few keys, some tombstones) and a log
     # cleaner on some brokers, cleaning now and then and swapping in a while later.
     compacted_topic: bool = False

@@ -9,7 +9,9 @@
   `power_loss_restart_waits_for_controller` off: with no broker left there is no controller
   to wait for);
 - fill a broker's disk (its writes fail with ENOSPC, part of the batch written: the broker
-  takes the log dir offline), and later free it and restart the broker (`free_disk`).
+  takes the log dir offline), and later free it and restart the broker (`free_disk`);
+- with `dynamic_configs`: alter a topic's configs or the cluster-wide broker defaults
+  (dynamic_configs.py).
 Time itself is the other fault: the clock runs on while followers are cut off, so ISRs
 shrink (replica.lag.time.max.ms) and changes are propagated (the damping intervals).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Literal
 
 from protocol.messages.elect_leaders import ElectionType
+from tests.simulation.dynamic_configs import alter_some_configs
 from tests.simulation.operator import Operator
 from tests.simulation.world import World
 
@@ -136,10 +139,14 @@ class Nemesis:
             options += [("reassign", 3), ("elect", 2), ("create topic", 1), ("delete topic", 1)]
             if up and len(down) < world.config.max_crashed_brokers:
                 options.append(("controlled shutdown", 2))
+        if world.config.dynamic_configs:
+            options.append(("alter configs", 4))
         kinds, weights = zip(*options, strict=True)
         kind = rng.choices(kinds, weights)[0]
         if kind in ("reassign", "elect", "create topic", "delete topic", "controlled shutdown"):
             return self._operate(kind, up)
+        if kind == "alter configs":
+            return alter_some_configs(world, self.operator)
         if kind == "restart":
             return restart_broker(world, rng.choice(restartable))
         if kind == "crash":

@@ -2,12 +2,21 @@
 
 Reassignments and leader elections are requests to the controller (the broker handlers turn
 AlterPartitionReassignments and ElectLeaders into these core events); topics are created and
-deleted with the same ZooKeeper scripts as CreateTopics and DeleteTopics. Every answer is
-recorded for the invariants (`World.on_reply`).
+deleted with the same ZooKeeper scripts as CreateTopics and DeleteTopics, and configs altered
+as IncrementalAlterConfigs alters them (broker/config/config_admin.py, then the entity's znode
+and its /config/changes notification in one transaction). Every answer is recorded for the
+invariants (`World.on_reply`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from broker.config.config_admin import (
+    AlterConfigError,
+    altered_broker_defaults,
+    altered_topic_config,
+)
 from controller.core import (
     AlterReassignmentsReply,
     ControllerEvent,
@@ -16,6 +25,12 @@ from controller.core import (
     ReassignmentsRequested,
 )
 from controller.leading import Reply
+from controller.zk_configs import (
+    TOPICS,
+    ConfigChangedError,
+    get_entity_config,
+    set_entity_config,
+)
 from controller.zk_topics import (
     TopicExistsError,
     UnknownTopicError,
@@ -24,12 +39,15 @@ from controller.zk_topics import (
 )
 from controller.zk_types import ZkError
 from protocol.messages.elect_leaders import ElectionType
+from protocol.messages.incremental_alter_configs import AlterableConfig
 from protocol.topic_partition import TopicPartition
 from tests.simulation.controller_shell import ControllerAsk
 from tests.simulation.network import CLIENT_NODE
 from tests.simulation.world import World
 
 __all__ = ["Operator"]
+
+_WRITE_ATTEMPTS = 5  # as broker/handlers/incremental_alter_configs.py
 
 
 class Operator:
@@ -49,6 +67,30 @@ class Operator:
 
     def delete_topic(self, topic: str) -> bool:
         return self._zk(mark_topic_for_deletion(topic))
+
+    def alter_configs(
+        self, entity_type: str, name: str, ops: Sequence[AlterableConfig]
+    ) -> dict[str, str] | None:
+        """IncrementalAlterConfigs of a topic's configs (TOPICS) or the cluster-wide broker
+        defaults (BROKERS, "<default>"): the stored configs after `ops`, None if refused."""
+        world = self.world
+        for _attempt in range(_WRITE_ATTEMPTS):
+            try:
+                stored = world.zk.run(self.session, get_entity_config(entity_type, name))
+                if entity_type == TOPICS:
+                    config = altered_topic_config(stored.config, ops)
+                else:
+                    config = altered_broker_defaults(stored.config, ops, world.static_defaults)
+                world.zk.run(
+                    self.session, set_entity_config(entity_type, name, config, stored.version)
+                )
+            except ConfigChangedError:
+                continue
+            except (AlterConfigError, ZkError) as exc:
+                world.trace(f"OPERATOR: refused: {exc}")
+                return None
+            return config
+        return None
 
     def _zk(self, script: object) -> bool:
         try:

@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="an authorizer, ACL changes and principals' requests (auth_invariants.py)",
     )
+    parser.add_argument(
+        "--dynamic-configs",
+        action="store_true",
+        help="topic configs and broker defaults altered among the faults (config_invariants.py)",
+    )
     args = parser.parse_args(argv)
     base = SimConfig(brokers=4, enable_operator=True) if args.operator else SimConfig()
     if args.compacted:
@@ -59,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         base = dataclasses.replace(base, idempotent_producer=True)
     if args.authorizer:
         base = dataclasses.replace(base, authorizer=True)
+    if args.dynamic_configs:
+        base = dataclasses.replace(base, dynamic_configs=True)
     config = dataclasses.replace(base, chaos_steps=args.steps)
     with tempfile.TemporaryDirectory(prefix=f"hw-sim-{args.seed}-") as directory:
         try:
@@ -76,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; the operator got done: {report.operator}" if config.enable_operator else "")
         + (f"; idempotence: {report.idempotence}" if args.idempotent else "")
         + (f"; authorization: {report.authorization}" if args.authorizer else "")
+        + (f"; configs: {report.configs}" if args.dynamic_configs else "")
     )
     return 0
 

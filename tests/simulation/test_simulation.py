@@ -56,6 +56,15 @@ AUTHORIZER_SEEDS = range(5_020, 5_060)
 # (GROUP_AUTHORIZATION_FAILED without the grant, and no refused commit committed).
 AUTHORIZER_GROUPS = SimConfig(authorizer=True, consumer_groups=True, partitions=4)
 AUTHORIZER_GROUP_SEEDS = range(5_120, 5_140)
+# Dynamic config changes among the faults (dynamic_configs.py, config_invariants.py): a
+# topic's configs and the cluster-wide broker defaults altered as IncrementalAlterConfigs
+# alters them; every live broker's open logs converge to what is stored, and the data
+# invariants hold while segments, flushes and min.insync.replicas change under them.
+DYNAMIC_CONFIGS = SimConfig(dynamic_configs=True)
+DYNAMIC_CONFIG_SEEDS = range(6_020, 6_060)
+# ... and an operator at work meanwhile (topics created and deleted, reassignments).
+OPERATOR_DYNAMIC_CONFIGS = dataclasses.replace(OPERATOR, dynamic_configs=True)
+OPERATOR_DYNAMIC_CONFIG_SEEDS = range(6_120, 6_140)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -138,6 +147,27 @@ def test_the_idempotent_producer_is_exercised(tmp_path: Path) -> None:
 def test_seed_with_an_authorizer(seed: int, tmp_path: Path) -> None:
     report = run_seed(seed, tmp_path, AUTHORIZER)
     assert report.steps > 0
+
+
+@pytest.mark.parametrize("seed", DYNAMIC_CONFIG_SEEDS)
+def test_seed_with_dynamic_config_changes(seed: int, tmp_path: Path) -> None:
+    report = run_seed(seed, tmp_path, DYNAMIC_CONFIGS)
+    assert report.steps > 0
+
+
+@pytest.mark.parametrize("seed", OPERATOR_DYNAMIC_CONFIG_SEEDS)
+def test_seed_with_an_operator_and_dynamic_config_changes(seed: int, tmp_path: Path) -> None:
+    report = run_seed(seed, tmp_path, OPERATOR_DYNAMIC_CONFIGS)
+    assert report.steps > 0
+
+
+def test_config_changes_are_exercised(tmp_path: Path) -> None:
+    """The dynamic config seeds are not vacuous: configs are altered, and brokers are seen
+    differing from what is stored and then converging to it."""
+    seen: Counter[str] = Counter()
+    for seed in range(6_000, 6_010):
+        seen.update(run_seed(seed, tmp_path / str(seed), DYNAMIC_CONFIGS).configs)
+    assert seen["alterations"] >= 10 and seen["converged after a change"] >= 10, seen
 
 
 @pytest.mark.parametrize("seed", AUTHORIZER_GROUP_SEEDS)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.config.broker_config import BrokerConfig
+from broker.config.dynamic_update import BrokerDefaults
 from broker.config.log_config import LogConfig
 from protocol.topic_partition import TopicPartition
 from tests.simulation.config import SimConfig
@@ -75,6 +78,40 @@ class World:
     @property
     def now_ms(self) -> int:
         return self.scheduler.now_ms
+
+    def broker_config(self, broker_id: int, data_dir: Path) -> BrokerConfig:
+        """A simulated broker's server.properties: Kafka's settings, scaled down."""
+        config = self.config
+        return BrokerConfig(
+            broker_id=broker_id,
+            zookeeper_connect="simulated:2181",
+            log_dirs=(str(data_dir),),
+            log_segment_bytes=self.log_config.segment_bytes,
+            min_insync_replicas=config.min_insync_replicas,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            isr_change_propagation_interval_ms=config.isr_change_propagation_interval_ms,
+            isr_change_propagation_blackout_ms=config.isr_change_propagation_blackout_ms,
+            isr_change_propagation_max_delay_ms=config.isr_change_propagation_max_delay_ms,
+            replica_fetch_max_bytes=self.replica_fetch_max_bytes,
+            replica_fetch_min_bytes=config.replica_fetch_min_bytes,
+            replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+            replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            log_retention_check_interval_ms=config.retention_check_interval_ms,
+            log_flush_scheduler_interval_ms=config.flush_scheduler_interval_ms,
+            replica_high_watermark_checkpoint_interval_ms=config.high_watermark_checkpoint_interval_ms,
+            log_flush_offset_checkpoint_interval_ms=config.recovery_point_checkpoint_interval_ms,
+            producer_id_expiration_check_interval_ms=config.producer_expiration_check_interval_ms,
+        )
+
+    @property
+    def static_defaults(self) -> BrokerDefaults:
+        """What every broker's server.properties sets (config_admin.static_defaults)."""
+        config = self.config
+        return BrokerDefaults(
+            self.log_config, config.min_insync_replicas, config.unclean_leader_election_enable
+        )
 
     @property
     def net(self) -> Network:

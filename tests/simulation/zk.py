@@ -81,7 +81,9 @@ class SimZk:
         self._pending: list[tuple[int, zt.WatchEvent]] = []
         self._written: list[StateWrite] = []
         self._assignments: tuple[int, dict[str, dict[int, tuple[int, ...]]]] = (-1, {})
-        self.now_ms = 0  # the server's clock: new znodes' ctime
+        # The server's clock (new znodes' ctime, which notification purges compare with the
+        # brokers' wall clock): the simulation's once it is set.
+        self.clock: Callable[[], int] = lambda: 0
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class SimZk:
         if path in self._nodes:
             raise zt.NodeExistsError(f"{path} exists", path=path)
         self._zxid += 1
-        self._nodes[path] = _Node(data, self._zxid, self._zxid, owner=owner, ctime=self.now_ms)
+        self._nodes[path] = _Node(data, self._zxid, self._zxid, owner=owner, ctime=self.clock())
         parent.children.add(name)
         parent.cversion += 1
         self._trigger("data", path, zt.WatchKind.CREATED)

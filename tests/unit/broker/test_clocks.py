@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 import broker.main
+from broker.assembly import housekeeping_intervals
 from broker.config.broker_config import BrokerConfig
 from broker.context import BrokerContext
 from broker.core.replica_manager import ReplicaManager
@@ -63,7 +64,10 @@ async def test_housekeeping_keeps_its_intervals_when_the_wall_clock_steps_back(
         log_flush_offset_checkpoint_interval_ms=1000,
         producer_id_expiration_check_interval_ms=1000,
     )
-    ctx: Any = SimpleNamespace(config=config, replica_manager=recorder)
+    intervals = housekeeping_intervals(config)  # type: ignore[arg-type]
+    ctx: Any = SimpleNamespace(
+        config=config, replica_manager=recorder, housekeeping_intervals_ms=intervals
+    )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(broker.main._housekeeping, ctx, recorder)
         await trio.sleep(3.5)

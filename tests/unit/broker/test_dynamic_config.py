@@ -10,8 +10,10 @@ import pytest
 
 from broker.config.dynamic_update import (
     BrokerDefaults,
+    EntitiesToRead,
     PartitionConfig,
     apply_config_update,
+    entities_to_read,
     open_log_configs,
     partition_config,
     plan_config_update,
@@ -251,3 +253,27 @@ def test_open_logs_without_a_partition_are_planned_too(state: BrokerState) -> No
     apply_config_update(state, update, NOW)  # no partition to tell: no error
     with pytest.raises(HighwaterError):
         state.replica_manager.leader_partition(T0)
+
+
+# -- what a round reads (the listener's decision, shared with the simulated brokers) ----------
+
+
+def test_a_topic_notification_reads_only_that_topic_if_hosted() -> None:
+    hosted = {"a", "b"}
+    assert entities_to_read([("topics", "a")], hosted, everything=False) == EntitiesToRead(
+        False, frozenset({"a"})
+    )
+    assert entities_to_read([("topics", "z")], hosted, everything=False) == EntitiesToRead(
+        False, frozenset()
+    )
+    assert entities_to_read([("users", "a")], hosted, everything=False).topics == frozenset()
+
+
+def test_a_change_of_the_defaults_reads_every_hosted_topic() -> None:
+    read = entities_to_read([("brokers", "<default>")], {"a", "b"}, everything=False)
+    assert read == EntitiesToRead(True, frozenset({"a", "b"}))
+    assert entities_to_read([("brokers", "1")], {"a"}, everything=False).defaults is False
+
+
+def test_everything_reads_the_defaults_and_every_hosted_topic() -> None:
+    assert entities_to_read([], {"a"}, everything=True) == EntitiesToRead(True, frozenset({"a"}))

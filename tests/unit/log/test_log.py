@@ -229,6 +229,25 @@ def test_follower_appends_the_leaders_batches_byte_for_byte(tmp_path: Path) -> N
     leader.close()
 
 
+def test_follower_takes_batches_written_before_segment_bytes_was_lowered(
+    tmp_path: Path,
+) -> None:
+    leader = leader_with_epochs(tmp_path / "leader" / "t-0")
+    data = leader.read(0, 1 << 20).read()
+    follower = open_log(tmp_path / "follower" / "t-0", LogConfig(segment_bytes=600))
+    follower.append_as_follower(data[: read_header(data, 0).size], T0)
+    follower.config = LogConfig(segment_bytes=128)  # lowered: the rest is larger than that
+    rest = data[read_header(data, 0).size :]
+    assert len(rest) > 128
+    info = follower.append_as_follower(rest, T0)
+    assert info.last_offset + 1 == follower.log_end_offset == leader.log_end_offset
+    assert stored_batches(follower) == stored_batches(leader)
+    with pytest.raises(HighwaterError):  # a producer's request is still held to the limit
+        follower.append_as_leader(make_batch(9, tag=5), leader_epoch=4, now_ms=T0)
+    follower.close()
+    leader.close()
+
+
 def stored_prefix(data: bytes) -> bytes:
     """The whole batches at the start of `data`."""
     pos = 0
