@@ -9,15 +9,21 @@ permissions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
-from protocol.messages.offset_commit import OffsetCommitRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopic,
+    OffsetCommitTopicResponse,
+)
 from protocol.messages.offset_fetch import (
     OffsetFetchPartition,
     OffsetFetchRequest,
@@ -27,6 +33,7 @@ from protocol.messages.produce import ProduceRequest
 
 __all__ = [
     "Allowed",
+    "CommitSplit",
     "describable_offsets",
     "fetch_denied",
     "find_coordinator_denied",
@@ -36,7 +43,9 @@ __all__ = [
     "may_fetch_offsets",
     "may_follow",
     "offset_commit_denied",
+    "offset_commit_refused",
     "produce_denied",
+    "split_offset_commit",
 ]
 
 # May the request's principal do this operation on this resource?
@@ -87,6 +96,53 @@ def offset_commit_denied(request: OffsetCommitRequest, allowed: Allowed) -> froz
         return None
     topics = sorted({t.name for t in request.topics})
     return frozenset(t for t in topics if not allowed(AclOperation.READ, ResourceType.TOPIC, t))
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSplit:
+    """An OffsetCommit after its ACL checks: what goes to the coordinator (None: nothing) and
+    what is answered apart (merged into the coordinator's answer)."""
+
+    request: OffsetCommitRequest | None
+    refused: OffsetCommitResponse
+
+    def merged(self, response: OffsetCommitResponse) -> OffsetCommitResponse:
+        if not self.refused.topics:
+            return response
+        return replace(response, topics=response.topics + self.refused.topics)
+
+
+def split_offset_commit(
+    request: OffsetCommitRequest, not_read: frozenset[str] | None
+) -> CommitSplit:
+    """As KafkaApis.handleOffsetCommitRequest: without READ on the group every partition is
+    GROUP_AUTHORIZATION_FAILED; topics without READ are TOPIC_AUTHORIZATION_FAILED and the
+    rest committed; when nothing is left the coordinator is not asked."""
+    if not_read is None:
+        return CommitSplit(
+            None, offset_commit_refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        )
+    denied = [t for t in request.topics if t.name in not_read]
+    if not denied:
+        return CommitSplit(request, OffsetCommitResponse(()))
+    kept = tuple(t for t in request.topics if t.name not in not_read)
+    refused = offset_commit_refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return CommitSplit(replace(request, topics=kept) if kept else None, refused)
+
+
+def offset_commit_refused(
+    topics: Sequence[OffsetCommitTopic], code: ErrorCode
+) -> OffsetCommitResponse:
+    """Every partition of these topics answered with `code`."""
+    return OffsetCommitResponse(
+        tuple(
+            OffsetCommitTopicResponse(
+                t.name,
+                tuple(OffsetCommitPartitionResponse(p.partition_index, code) for p in t.partitions),
+            )
+            for t in topics
+        )
+    )
 
 
 def may_fetch_offsets(request: OffsetFetchRequest, allowed: Allowed) -> bool:

@@ -12,7 +12,6 @@ runs (KIP-112), and this glue does what broker/log_dir_failure.py does.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import random
 from collections import Counter
@@ -80,6 +79,7 @@ from broker.core.request_acls import (
     may_follow,
     offset_commit_denied,
     produce_denied,
+    split_offset_commit,
 )
 from broker.core.state import BrokerState
 from broker.housekeeping import perform
@@ -128,10 +128,7 @@ from protocol.messages.fetch import INITIAL_EPOCH, FetchRequest, FetchResponse
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.offset_commit import (
-    OffsetCommitPartitionResponse,
     OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetCommitTopicResponse,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
@@ -621,23 +618,11 @@ class SimBroker(SimProcess):
                     hook(request, ack)
 
             not_read = offset_commit_denied(request, allowed) if allowed else frozenset()
-            if not not_read and not_read is not None:
-                decision_ = core.commit(request, groups.topics(), self.wall_ms)
-                return groups.write(decision_, respond, committed)
-            # As the handler: refused topics are answered apart, the others committed.
-            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
-            if not_read is not None:
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            refusals = _commit_refused(request, code, not_read)
-            kept = tuple(t for t in request.topics if not_read and t.name not in not_read)
-            if not kept:
-                return respond(refusals)
-
-            def merged(response: OffsetCommitResponse) -> None:
-                respond(dataclasses.replace(response, topics=response.topics + refusals.topics))
-
-            partly = dataclasses.replace(request, topics=kept)
-            groups.write(core.commit(partly, groups.topics(), self.wall_ms), merged, committed)
+            split = split_offset_commit(request, not_read)
+            if split.request is None:
+                return respond(split.refused)
+            decision_ = core.commit(split.request, groups.topics(), self.wall_ms)
+            groups.write(decision_, lambda r: respond(split.merged(r)), committed)
         elif isinstance(request, CLASSIC_REQUESTS):
             # The members connect as a super user (groups.py): no ACL decision to make.
             serve_classic(groups, request, self.now_ms, self.wall_ms, respond)
@@ -1016,19 +1001,3 @@ class SimBroker(SimProcess):
             if raising:
                 raise
             return None
-
-
-def _commit_refused(
-    request: OffsetCommitRequest, code: ErrorCode, only: frozenset[str] | None
-) -> OffsetCommitResponse:
-    """Every partition of the request's topics (or of those in `only`) refused with `code`."""
-    return OffsetCommitResponse(
-        tuple(
-            OffsetCommitTopicResponse(
-                t.name,
-                tuple(OffsetCommitPartitionResponse(p.partition_index, code) for p in t.partitions),
-            )
-            for t in request.topics
-            if only is None or t.name in only
-        )
-    )

@@ -15,6 +15,7 @@ from broker.core.request_acls import (
     may_follow,
     offset_commit_denied,
     produce_denied,
+    split_offset_commit,
 )
 from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -23,8 +24,11 @@ from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.offset_commit import (
     OffsetCommitPartition,
+    OffsetCommitPartitionResponse,
     OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetCommitTopic,
+    OffsetCommitTopicResponse,
 )
 from protocol.messages.offset_fetch import (
     OffsetFetchPartition,
@@ -110,6 +114,33 @@ def test_offset_commit_needs_read_on_the_group_then_on_each_topic() -> None:
     assert asked == [(AclOperation.READ, G, "g")]  # topics not asked without the group
     _, group_and_a = grants((AclOperation.READ, G, "g"), (AclOperation.READ, T, "a"))
     assert offset_commit_denied(commit, group_and_a) == frozenset({"b"})
+
+
+def test_an_offset_commit_is_split_into_what_is_committed_and_what_is_refused() -> None:
+    commit = OffsetCommitRequest(
+        "g", tuple(OffsetCommitTopic(t, (OffsetCommitPartition(0, 5),)) for t in ("a", "b"))
+    )
+
+    def codes(response: OffsetCommitResponse) -> dict[str, int]:
+        return {t.name: p.error_code for t in response.topics for p in t.partitions}
+
+    no_group = split_offset_commit(commit, None)
+    assert no_group.request is None
+    assert codes(no_group.refused) == {"a": ErrorCode.GROUP_AUTHORIZATION_FAILED} | {
+        "b": ErrorCode.GROUP_AUTHORIZATION_FAILED
+    }
+    everything = split_offset_commit(commit, frozenset())
+    assert everything.request == commit and everything.refused.topics == ()
+    partly = split_offset_commit(commit, frozenset({"b"}))
+    assert partly.request is not None and [t.name for t in partly.request.topics] == ["a"]
+    assert codes(partly.refused) == {"b": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    committed = OffsetCommitResponse(
+        (OffsetCommitTopicResponse("a", (OffsetCommitPartitionResponse(0, ErrorCode.NONE),)),)
+    )
+    assert codes(partly.merged(committed)) == {"a": 0, "b": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    nothing_left = split_offset_commit(commit, frozenset({"a", "b"}))
+    assert nothing_left.request is None  # the coordinator is not asked, as Kafka
+    assert set(codes(nothing_left.refused).values()) == {ErrorCode.TOPIC_AUTHORIZATION_FAILED}
 
 
 def test_a_heartbeat_needs_read_on_the_group_and_describe_on_what_it_subscribes() -> None:
