@@ -163,10 +163,14 @@ class ReplicaManager:
         """Check the LeaderAndIsr's topic id against the log's (KIP-516). A hosted partition
         whose log holds another id refuses the state (Kafka's ReplicaManager
         .becomeLeaderOrFollower answers INCONSISTENT_TOPIC_ID). A log no LeaderAndIsr has
-        claimed since it was loaded (or since StopReplica) with another id is a deleted
-        topic's, recreated under its name while this broker was down: it is deleted, and the
-        state applies to a new, empty log, as Kafka's LogManager deletes a stray log whose
-        topic id is not the topic's. Never keep the old records as the new topic's."""
+        claimed since it was loaded (or since StopReplica) with another id is most likely a
+        deleted topic's, recreated under its name while this broker was down: it is moved
+        aside (`-stray`, as Kafka's LogManager moves a stray log, KIP-858), never deleted,
+        and the state applies to a new, empty log. Kafka in ZooKeeper mode refuses instead,
+        but Highwater's controller finishes a deletion while a replica is down, so that
+        replica would refuse forever; and one LeaderAndIsr (a controller that gave the
+        topic a new id during an upgrade, say) must not be able to destroy data. Never
+        serve the old records as the new topic's."""
         hosted = self.partitions.get(tp)
         log = hosted.log if hosted is not None else self.log_manager.get_log(tp)
         if log is None or has_consistent_topic_id(topic_id, log.topic_id):
@@ -180,18 +184,20 @@ class ReplicaManager:
                 log_topic_id=log.topic_id,
             )
             return False
-        self._logger.warning(
-            "deleting the log of a deleted topic: its topic id is not the topic's",
-            topic=tp[0],
-            partition=tp[1],
-            topic_id=topic_id,
-            log_topic_id=log.topic_id,
-        )
         try:
-            self.stop_replica(tp, delete=True)
+            stray = self.log_manager.move_log_aside(tp)
         except OSError as exc:
             self.storage_failed(tp, exc, write=True)
             return False
+        self._high_watermarks.pop(tp, None)  # the old log's, not the new one's
+        self._logger.warning(
+            "moved aside a log whose topic id is not the topic's; restore it by hand if wanted",
+            topic=tp[0],
+            partition=tp[1],
+            directory=str(stray),
+            topic_id=topic_id,
+            log_topic_id=log.topic_id,
+        )
         return True
 
     def _get_or_create(self, tp: TopicPartition, wall_ms: int, config: LogConfig) -> Partition:
