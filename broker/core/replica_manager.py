@@ -141,7 +141,10 @@ class ReplicaManager:
             overrides = (topic_configs or {}).get(tp[0], {})
             try:
                 config = partition_config(self.log_manager.default_config, overrides)
-                partition = self._get_or_create(tp, wall_ms, config.log_config)
+                partition = self._get_or_create(tp, wall_ms, config.log_config, state.topic_id)
+                if partition is None:  # the dir opened holds another topic's log
+                    results.append((*tp, ErrorCode.INCONSISTENT_TOPIC_ID.value))
+                    continue
                 partition.min_insync_replicas = config.min_insync_replicas
                 if state.topic_id and not partition.log.topic_id:
                     partition.log.assign_topic_id(state.topic_id)  # new, or from before ids
@@ -200,12 +203,27 @@ class ReplicaManager:
         )
         return True
 
-    def _get_or_create(self, tp: TopicPartition, wall_ms: int, config: LogConfig) -> Partition:
+    def _get_or_create(
+        self, tp: TopicPartition, wall_ms: int, config: LogConfig, topic_id: str
+    ) -> Partition | None:
+        """The partition, its log opened or created; None when the log opened holds another
+        topic id than `topic_id` (a dir a failed deletion left, say): checked again after
+        opening, as Kafka's LogManager.getOrCreateLog raises InconsistentTopicIdException."""
         partition = self.partitions.get(tp)
         if partition is not None:
             partition.log.config = config
         else:
             log = self.log_manager.get_or_create_log(tp, wall_ms, config)
+            if not has_consistent_topic_id(topic_id, log.topic_id):
+                self._logger.error(
+                    "topic id of the request differs from the opened log's",
+                    topic=tp[0],
+                    partition=tp[1],
+                    directory=str(log.directory),
+                    topic_id=topic_id,
+                    log_topic_id=log.topic_id,
+                )
+                return None
             log.config = config
             partition = Partition(
                 tp[0], tp[1], self.broker_id, log, high_watermark=self._high_watermarks.get(tp, 0)

@@ -228,16 +228,19 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove a partition's data. The dir is renamed first so that a crash mid-way still
         finishes the deletion at the next start. An offline log stays where it is (its
-        dir may not be writable); the next start deletes it as a stray."""
-        log = self.logs.pop(tp, None)
+        dir may not be writable); the next start deletes it as a stray. A rename that fails
+        raises OSError with the log still in the maps, so that the caller takes the right
+        log dir offline (`dir_of`)."""
+        log = self.logs.get(tp)
         if log is None:
             if tp not in self.offline_logs:
                 self._dir_of.pop(tp, None)
             return False
-        self._dir_of.pop(tp, None)
         log.close()
         doomed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         os.replace(log.directory, doomed)
+        del self.logs[tp]
+        self._dir_of.pop(tp, None)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 

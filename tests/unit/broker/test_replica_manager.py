@@ -425,3 +425,26 @@ def test_a_loaded_log_of_a_deleted_topic_is_moved_aside_not_adopted_nor_deleted(
         assert stray.is_dir()
     finally:
         manager.shutdown(NOW)
+
+
+def test_a_log_opened_with_another_id_is_refused_after_opening(tmp_path: Path) -> None:
+    # A dir the manager did not load (a deletion that failed half-way, say) holds the old
+    # topic's log: the check before opening sees no log, the one after must see its id.
+    elsewhere = tmp_path / "elsewhere"
+    manager = open_manager(elsewhere)
+    rm = ReplicaManager(ME, manager)
+    rm.become_leader_or_follower((dataclasses.replace(state(), topic_id=OLD_ID),), NOW, wall_ms=NOW)
+    rm.append(TP, batch(b"old"), NOW)
+    manager.shutdown(NOW)
+    here = tmp_path / "here"
+    manager = open_manager(here)
+    try:
+        rm = ReplicaManager(ME, manager)
+        (elsewhere / "t-0").rename(here / "t-0")  # appears after the start
+        recreated = dataclasses.replace(state(), topic_id=NEW_ID)
+        (answer,) = rm.become_leader_or_follower((recreated,), NOW, wall_ms=NOW)
+        assert answer == ("t", 0, ErrorCode.INCONSISTENT_TOPIC_ID)
+        assert TP not in rm.partitions, "the old records are not served as the new topic's"
+        assert read_topic_id(here / "t-0") == OLD_ID
+    finally:
+        manager.shutdown(NOW)

@@ -436,6 +436,27 @@ def test_leftover_delete_dir_is_removed_at_startup(tmp_path: Path) -> None:
     m.shutdown(T0)
 
 
+def test_a_failed_delete_leaves_the_log_in_its_dir_so_the_right_dir_goes_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d0, d1 = tmp_path / "d0", tmp_path / "d1"
+    m = started(d0, d1)
+    fill(m, ("t", 0), 1)
+    where = m.dir_of(("t", 0))
+    assert where is not None
+
+    def eio(src: object, dst: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("broker.log.manager.os.replace", eio)
+    with pytest.raises(OSError):
+        m.delete_log(("t", 0))
+    assert m.dir_of(("t", 0)) == where  # what the caller's storage_failed looks up
+    monkeypatch.undo()
+    assert m.fail_dir(where, "EIO") == [("t", 0)]
+    assert where in m.offline_dirs
+
+
 def test_a_log_moved_aside_keeps_its_files_and_is_not_loaded_again(tmp_path: Path) -> None:
     d0 = tmp_path / "d0"
     m = started(d0)
