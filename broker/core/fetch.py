@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from broker.core.isr import IsrWrite
 from broker.core.partition import Partition
 from broker.core.state import BrokerState
+from broker.core.topic_id_check import has_consistent_topic_id
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.messages.fetch import (
     FetchPartition,
@@ -70,6 +71,7 @@ def read_fetch(
     topics = []
     for topic in request.topics:
         partitions_read: list[FetchPartitionData] = []
+        topic_id = topic.topic_id  # named by id (KIP-516): set on every read of a session too
         for wanted in topic.partitions:
             tp = TopicPartition(topic.topic, wanted.partition)
             if topic.topic in denied:
@@ -81,6 +83,18 @@ def read_fetch(
                 )
                 continue
             partition = partitions.get(tp)
+            if (
+                topic_id
+                and partition is not None
+                and not has_consistent_topic_id(topic_id, partition.log.topic_id)
+            ):  # Kafka's readFromLog: the session's id is not the log's (topic recreated)
+                read.has_error = True
+                partitions_read.append(
+                    FetchPartitionData(
+                        wanted.partition, ErrorCode.INCONSISTENT_TOPIC_ID, -1, -1, b""
+                    )
+                )
+                continue
             if partition is not None and _at_readable_end(partition, wanted, request.replica_id):
                 # Nothing to read (an idle partition of a session, say): the answer the read
                 # below would give, without its objects; the follower's fetch still counts.

@@ -29,6 +29,7 @@ from protocol.messages.fetch import (
     FetchTopicResponse,
 )
 from protocol.schema import MAX_ITEMS_DEFAULT
+from protocol.topic_id import NO_TOPIC_ID
 from protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -74,6 +75,9 @@ class CachedPartition:
     """One partition of a session: what the client last asked, what it was last told."""
 
     fetch: FetchPartition
+    # The topic's id when the client names topics by id (Fetch v13+, KIP-516): every read
+    # checks it against the log's (Kafka keys its sessions by TopicIdPartition).
+    topic_id: str = NO_TOPIC_ID
     high_watermark: int = -1
     log_start_offset: int = -1
     answered: bool = False  # a partition is named in the first answer after it joins
@@ -190,8 +194,9 @@ def open_fetch(
             return FetchContext(request)
         session = cache.create(request.replica_id, len(wanted), now_ms, owner)
         if session is not None:
+            ids = _topic_ids(request.topics)
             for tp, fetch in wanted:
-                session.partitions[tp] = CachedPartition(fetch)
+                session.partitions[tp] = CachedPartition(fetch, ids.get(tp.topic, NO_TOPIC_ID))
         return FetchContext(request, session=session)
     session = cache.get(session_id, owner)
     if session is None or session.replica_id != request.replica_id:  # no one else's session
@@ -200,13 +205,15 @@ def open_fetch(
         return FetchContext(request, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
     partitions = session.partitions
     named: set[TopicPartition] = set()
+    ids = _topic_ids(request.topics)
     for tp, fetch in _partitions(request.topics):
         named.add(tp)
         cached = partitions.get(tp)
         if cached is None:
-            partitions[tp] = CachedPartition(fetch)
+            partitions[tp] = CachedPartition(fetch, ids.get(tp.topic, NO_TOPIC_ID))
         else:
             cached.fetch = fetch
+            cached.topic_id = ids.get(tp.topic, NO_TOPIC_ID)
     for forgotten in request.forgotten_topics_data:
         for index in forgotten.partitions:
             partitions.pop(TopicPartition(forgotten.topic, index), None)
@@ -221,7 +228,7 @@ def open_fetch(
         if not request.forgotten_topics_data
         and len(named) == len(partitions)
         and _distinct(request)
-        else replace(request, topics=fetch_topics((tp, c.fetch) for tp, c in partitions.items()))
+        else replace(request, topics=_session_topics(partitions))
     )
     return FetchContext(whole, session=session, incremental=True)
 
@@ -275,6 +282,25 @@ def _partitions(topics: Iterable[FetchTopic]) -> Iterable[tuple[TopicPartition, 
     for topic in topics:
         for fetch in topic.partitions:
             yield TopicPartition(topic.topic, fetch.partition), fetch
+
+
+def _topic_ids(topics: Iterable[FetchTopic]) -> dict[str, str]:
+    """The id of each topic named by id (resolve_topic_ids keeps it beside the name)."""
+    return {t.topic: t.topic_id for t in topics if t.topic_id}
+
+
+def _session_topics(partitions: dict[TopicPartition, CachedPartition]) -> tuple[FetchTopic, ...]:
+    """Every partition of the session, grouped as a Fetch names them, each topic with the id
+    its partitions were asked by (read_fetch checks it against the log's)."""
+    if not any(c.topic_id for c in partitions.values()):
+        return fetch_topics((tp, c.fetch) for tp, c in partitions.items())
+    by_topic: dict[tuple[str, str], list[FetchPartition]] = {}
+    for tp, cached in partitions.items():
+        by_topic.setdefault((tp.topic, cached.topic_id), []).append(cached.fetch)
+    return tuple(
+        FetchTopic(topic, tuple(fetches), topic_id)
+        for (topic, topic_id), fetches in sorted(by_topic.items())
+    )
 
 
 def _distinct(request: FetchRequest) -> bool:

@@ -141,7 +141,10 @@ class ReplicaManager:
             overrides = (topic_configs or {}).get(tp[0], {})
             try:
                 config = partition_config(self.log_manager.default_config, overrides)
-                partition = self._get_or_create(tp, wall_ms, config.log_config)
+                partition = self._get_or_create(tp, wall_ms, config.log_config, state.topic_id)
+                if partition is None:  # the dir opened holds another topic's log
+                    results.append((*tp, ErrorCode.INCONSISTENT_TOPIC_ID.value))
+                    continue
                 partition.min_insync_replicas = config.min_insync_replicas
                 if state.topic_id and not partition.log.topic_id:
                     partition.log.assign_topic_id(state.topic_id)  # new, or from before ids
@@ -163,10 +166,14 @@ class ReplicaManager:
         """Check the LeaderAndIsr's topic id against the log's (KIP-516). A hosted partition
         whose log holds another id refuses the state (Kafka's ReplicaManager
         .becomeLeaderOrFollower answers INCONSISTENT_TOPIC_ID). A log no LeaderAndIsr has
-        claimed since it was loaded (or since StopReplica) with another id is a deleted
-        topic's, recreated under its name while this broker was down: it is deleted, and the
-        state applies to a new, empty log, as Kafka's LogManager deletes a stray log whose
-        topic id is not the topic's. Never keep the old records as the new topic's."""
+        claimed since it was loaded (or since StopReplica) with another id is most likely a
+        deleted topic's, recreated under its name while this broker was down: it is moved
+        aside (`-stray`, as Kafka's LogManager moves a stray log, KIP-858), never deleted,
+        and the state applies to a new, empty log. Kafka in ZooKeeper mode refuses instead,
+        but Highwater's controller finishes a deletion while a replica is down, so that
+        replica would refuse forever; and one LeaderAndIsr (a controller that gave the
+        topic a new id during an upgrade, say) must not be able to destroy data. Never
+        serve the old records as the new topic's."""
         hosted = self.partitions.get(tp)
         log = hosted.log if hosted is not None else self.log_manager.get_log(tp)
         if log is None or has_consistent_topic_id(topic_id, log.topic_id):
@@ -180,26 +187,43 @@ class ReplicaManager:
                 log_topic_id=log.topic_id,
             )
             return False
-        self._logger.warning(
-            "deleting the log of a deleted topic: its topic id is not the topic's",
-            topic=tp[0],
-            partition=tp[1],
-            topic_id=topic_id,
-            log_topic_id=log.topic_id,
-        )
         try:
-            self.stop_replica(tp, delete=True)
+            stray = self.log_manager.move_log_aside(tp)
         except OSError as exc:
             self.storage_failed(tp, exc, write=True)
             return False
+        self._high_watermarks.pop(tp, None)  # the old log's, not the new one's
+        self._logger.warning(
+            "moved aside a log whose topic id is not the topic's; restore it by hand if wanted",
+            topic=tp[0],
+            partition=tp[1],
+            directory=str(stray),
+            topic_id=topic_id,
+            log_topic_id=log.topic_id,
+        )
         return True
 
-    def _get_or_create(self, tp: TopicPartition, wall_ms: int, config: LogConfig) -> Partition:
+    def _get_or_create(
+        self, tp: TopicPartition, wall_ms: int, config: LogConfig, topic_id: str
+    ) -> Partition | None:
+        """The partition, its log opened or created; None when the log opened holds another
+        topic id than `topic_id` (a dir a failed deletion left, say): checked again after
+        opening, as Kafka's LogManager.getOrCreateLog raises InconsistentTopicIdException."""
         partition = self.partitions.get(tp)
         if partition is not None:
             partition.log.config = config
         else:
             log = self.log_manager.get_or_create_log(tp, wall_ms, config)
+            if not has_consistent_topic_id(topic_id, log.topic_id):
+                self._logger.error(
+                    "topic id of the request differs from the opened log's",
+                    topic=tp[0],
+                    partition=tp[1],
+                    directory=str(log.directory),
+                    topic_id=topic_id,
+                    log_topic_id=log.topic_id,
+                )
+                return None
             log.config = config
             partition = Partition(
                 tp[0], tp[1], self.broker_id, log, high_watermark=self._high_watermarks.get(tp, 0)

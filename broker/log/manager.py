@@ -35,6 +35,7 @@ __all__ = [
     "HIGH_WATERMARK_CHECKPOINT_FILE",
     "LOG_START_OFFSET_CHECKPOINT_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
+    "STRAY_SUFFIX",
     "LogManager",
     "TopicPartition",
     "parse_log_dir_name",
@@ -47,6 +48,9 @@ CLEANER_CHECKPOINT_FILE: Final = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE: Final = ".highwater_cleanshutdown"
 LOCK_FILE: Final = ".lock"
 DELETE_SUFFIX: Final = "-delete"
+# A log moved aside, not deleted, for the operator (Kafka's UnifiedLog.StrayDirSuffix,
+# KIP-858): `<topic>-<partition>.<unique id>-stray`. Never loaded, never deleted here.
+STRAY_SUFFIX: Final = "-stray"
 _TOPIC_RE: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 T = TypeVar("T")
 
@@ -123,6 +127,9 @@ class LogManager:
         for child in sorted(log_dir.iterdir()):
             if child.is_dir() and child.name.endswith(DELETE_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)  # a deletion a crash interrupted
+                continue
+            if child.name.endswith(STRAY_SUFFIX):  # moved aside: the operator's to restore
+                self._logger.warning("stray log dir left in place", directory=str(child))
                 continue
             tp = parse_log_dir_name(child.name) if child.is_dir() else None
             if tp is None:
@@ -221,18 +228,35 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove a partition's data. The dir is renamed first so that a crash mid-way still
         finishes the deletion at the next start. An offline log stays where it is (its
-        dir may not be writable); the next start deletes it as a stray."""
-        log = self.logs.pop(tp, None)
+        dir may not be writable); the next start deletes it as a stray. A rename that fails
+        raises OSError with the log still in the maps, so that the caller takes the right
+        log dir offline (`dir_of`)."""
+        log = self.logs.get(tp)
         if log is None:
             if tp not in self.offline_logs:
                 self._dir_of.pop(tp, None)
             return False
-        self._dir_of.pop(tp, None)
         log.close()
         doomed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         os.replace(log.directory, doomed)
+        del self.logs[tp]
+        self._dir_of.pop(tp, None)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    def move_log_aside(self, tp: TopicPartition) -> Path:
+        """Close a partition's log and rename its dir `<name>.<unique id>-stray` with every
+        file in it (Kafka's LogManager renames a stray log so, KIP-858): it is no longer this
+        partition's log, and the next start does not load it. Returns the new directory.
+        OSError leaves the log in the maps, as `delete_log`."""
+        log = self.logs[tp]
+        log.close()
+        stray = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{STRAY_SUFFIX}")
+        os.replace(log.directory, stray)
+        fsync_path(stray.parent)
+        del self.logs[tp]
+        self._dir_of.pop(tp, None)
+        return stray
 
     # -- periodic work (the broker's scheduler calls these with the time) -----------------
 

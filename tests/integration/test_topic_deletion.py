@@ -150,10 +150,14 @@ async def test_a_topic_recreated_while_a_replica_was_down_drops_the_old_log(
         assert leader.stop() == 0
         await wait_led(cluster, zk, topic, 0, down.broker_id)
     assert await read_committed(cluster, topic, 0) == new
-    assert "deleting the log of a deleted topic" in down.log_text()
+    assert "moved aside a log whose topic id is not the topic's" in down.log_text()
     metadata = "partition.metadata"
     stored = (down.partition_dir(topic, 0) / metadata).read_text()
     assert stored == (leader.partition_dir(topic, 0) / metadata).read_text(), "the new id"
+    # The old log is not deleted: it is moved aside, with its id, for the operator.
+    (stray,) = down.data_dir.glob(f"{topic}-0.*-stray")
+    assert (stray / metadata).read_text() != stored
+    assert any(path.stat().st_size for path in stray.glob("*.log")), "its records are kept"
 
 
 async def _topic_gone(zk: ZkView, topic: str) -> bool:

@@ -391,7 +391,9 @@ def test_a_hosted_log_with_another_id_refuses_the_state(tmp_path: Path) -> None:
     manager.shutdown(NOW)
 
 
-def test_a_loaded_log_of_a_deleted_topic_is_deleted_not_adopted(tmp_path: Path) -> None:
+def test_a_loaded_log_of_a_deleted_topic_is_moved_aside_not_adopted_nor_deleted(
+    tmp_path: Path,
+) -> None:
     manager = open_manager(tmp_path)
     rm = ReplicaManager(ME, manager)
     rm.become_leader_or_follower((dataclasses.replace(state(), topic_id=OLD_ID),), NOW, wall_ms=NOW)
@@ -399,6 +401,7 @@ def test_a_loaded_log_of_a_deleted_topic_is_deleted_not_adopted(tmp_path: Path) 
     rm.append(TP, batch(b"old-1"), NOW)
     rm.checkpoint_high_watermarks()
     manager.shutdown(NOW)
+    old_files = {p.name: p.read_bytes() for p in (tmp_path / "t-0").iterdir()}
 
     manager = open_manager(tmp_path)  # the broker restarts; the topic was created again
     rm = ReplicaManager(ME, manager)
@@ -407,6 +410,41 @@ def test_a_loaded_log_of_a_deleted_topic_is_deleted_not_adopted(tmp_path: Path) 
     assert rm.become_leader_or_follower((recreated,), NOW, wall_ms=NOW) == [("t", 0, 0)]
     partition = rm.partitions[TP]
     assert partition.log.topic_id == NEW_ID
-    assert (partition.log_end_offset, partition.high_watermark) == (0, 0), "the old data went"
+    assert (partition.log_end_offset, partition.high_watermark) == (0, 0), "old data not served"
     assert read_topic_id(tmp_path / "t-0") == NEW_ID
+    (stray,) = (p for p in tmp_path.iterdir() if p.name.endswith("-stray"))
+    assert stray.name.startswith("t-0.")
+    assert {name: (stray / name).read_bytes() for name in old_files} == old_files, "kept intact"
+    assert read_topic_id(stray) == OLD_ID
     manager.shutdown(NOW)
+
+    manager = open_manager(tmp_path)  # the next start loads the new log, not the stray one
+    try:
+        assert set(manager.logs) == {TP}
+        assert manager.logs[TP].topic_id == NEW_ID
+        assert stray.is_dir()
+    finally:
+        manager.shutdown(NOW)
+
+
+def test_a_log_opened_with_another_id_is_refused_after_opening(tmp_path: Path) -> None:
+    # A dir the manager did not load (a deletion that failed half-way, say) holds the old
+    # topic's log: the check before opening sees no log, the one after must see its id.
+    elsewhere = tmp_path / "elsewhere"
+    manager = open_manager(elsewhere)
+    rm = ReplicaManager(ME, manager)
+    rm.become_leader_or_follower((dataclasses.replace(state(), topic_id=OLD_ID),), NOW, wall_ms=NOW)
+    rm.append(TP, batch(b"old"), NOW)
+    manager.shutdown(NOW)
+    here = tmp_path / "here"
+    manager = open_manager(here)
+    try:
+        rm = ReplicaManager(ME, manager)
+        (elsewhere / "t-0").rename(here / "t-0")  # appears after the start
+        recreated = dataclasses.replace(state(), topic_id=NEW_ID)
+        (answer,) = rm.become_leader_or_follower((recreated,), NOW, wall_ms=NOW)
+        assert answer == ("t", 0, ErrorCode.INCONSISTENT_TOPIC_ID)
+        assert TP not in rm.partitions, "the old records are not served as the new topic's"
+        assert read_topic_id(here / "t-0") == OLD_ID
+    finally:
+        manager.shutdown(NOW)

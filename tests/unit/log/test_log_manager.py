@@ -14,6 +14,7 @@ from broker.log.manager import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
+    STRAY_SUFFIX,
     LogManager,
     parse_log_dir_name,
 )
@@ -432,6 +433,48 @@ def test_leftover_delete_dir_is_removed_at_startup(tmp_path: Path) -> None:
     assert not doomed.exists()
     assert m.logs == {}
     assert (d0 / RECOVERY_POINT_CHECKPOINT_FILE).read_text() == "0\n0\n"
+    m.shutdown(T0)
+
+
+def test_a_failed_delete_leaves_the_log_in_its_dir_so_the_right_dir_goes_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d0, d1 = tmp_path / "d0", tmp_path / "d1"
+    m = started(d0, d1)
+    fill(m, ("t", 0), 1)
+    where = m.dir_of(("t", 0))
+    assert where is not None
+
+    def eio(src: object, dst: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("broker.log.manager.os.replace", eio)
+    with pytest.raises(OSError):
+        m.delete_log(("t", 0))
+    assert m.dir_of(("t", 0)) == where  # what the caller's storage_failed looks up
+    monkeypatch.undo()
+    assert m.fail_dir(where, "EIO") == [("t", 0)]
+    assert where in m.offline_dirs
+
+
+def test_a_log_moved_aside_keeps_its_files_and_is_not_loaded_again(tmp_path: Path) -> None:
+    d0 = tmp_path / "d0"
+    m = started(d0)
+    fill(m, ("t", 0), 3)
+    m.get_or_create_log(("t", 0), T0).flush(indexes=True)
+    before = {p.name: p.read_bytes() for p in (d0 / "t-0").iterdir()}
+    stray = m.move_log_aside(("t", 0))
+    assert stray.parent == d0
+    assert stray.name.startswith("t-0.") and stray.name.endswith(STRAY_SUFFIX)
+    assert not (d0 / "t-0").exists()
+    assert {name: (stray / name).read_bytes() for name in before} == before  # close adds a snapshot
+    assert m.get_log(("t", 0)) is None and m.dir_of(("t", 0)) is None
+    assert m.get_or_create_log(("t", 0), T0).log_end_offset == 0  # a new, empty log
+    m.shutdown(T0)
+    m = started(d0)
+    assert stray.is_dir(), "left for the operator, never deleted"
+    assert set(m.logs) == {("t", 0)}
+    assert m.logs[("t", 0)].log_end_offset == 0, "the stray dir is not loaded"
     m.shutdown(T0)
 
 
