@@ -106,8 +106,12 @@ class Purgatory:
             return False
         waiter = _Waiter(trio.lowlevel.current_task())
         keys = list(keys)
-        for key in keys:
-            self._watchers.setdefault(key, set()).add(waiter)
+        by_key = self._watchers
+        for key in keys:  # an idle follower's fetch watches every partition of its session
+            watching = by_key.get(key)
+            if watching is None:
+                by_key[key] = watching = set()
+            watching.add(waiter)
         timed = deadline < math.inf
         if timed:
             self._deadlines.add(deadline, waiter)

@@ -66,22 +66,21 @@ def read_fetch(
     nothing about them changed)."""
     replicas = state.replica_manager
     partitions = replicas.partitions
+    replica_id = request.replica_id
+    follower = replica_id >= 0
     remaining = max(request.max_bytes, 0)
     read = FetchRead(FetchResponse(ErrorCode.NONE, ()), 0, False)
     topics = []
     for topic in request.topics:
+        name = topic.topic
+        if name in denied:
+            read.has_error = True
+            topics.append(FetchTopicResponse(name, tuple(_denied(w) for w in topic.partitions)))
+            continue
         partitions_read: list[FetchPartitionData] = []
         topic_id = topic.topic_id  # named by id (KIP-516): set on every read of a session too
         for wanted in topic.partitions:
-            tp = TopicPartition(topic.topic, wanted.partition)
-            if topic.topic in denied:
-                read.has_error = True
-                partitions_read.append(
-                    FetchPartitionData(
-                        wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, b""
-                    )
-                )
-                continue
+            tp = TopicPartition(name, wanted.partition)
             partition = partitions.get(tp)
             if (
                 topic_id
@@ -95,13 +94,13 @@ def read_fetch(
                     )
                 )
                 continue
-            if partition is not None and _at_readable_end(partition, wanted, request.replica_id):
+            if partition is not None and _at_readable_end(partition, wanted, replica_id):
                 # Nothing to read (an idle partition of a session, say): the answer the read
                 # below would give, without its objects; the follower's fetch still counts.
                 partitions_read.append(_empty_answer(partition))
-                if request.replica_id >= 0:
+                if follower:
                     _follower_fetched(
-                        state, read, tp, request.replica_id, wanted.fetch_offset, now_ms
+                        state, read, partition, replica_id, wanted.fetch_offset, now_ms
                     )
                 continue
             try:
@@ -109,7 +108,7 @@ def read_fetch(
                     tp,
                     wanted.fetch_offset,
                     min(max(wanted.partition_max_bytes, 0), remaining),
-                    replica_id=request.replica_id,
+                    replica_id=replica_id,
                     current_leader_epoch=wanted.current_leader_epoch,
                     min_one_batch=read.total_bytes == 0,
                 )
@@ -124,8 +123,10 @@ def read_fetch(
                     _error(state, tp, replicas.storage_failed(tp, exc, write=False).code)
                 )
                 continue
-            if request.replica_id >= 0:
-                _follower_fetched(state, read, tp, request.replica_id, wanted.fetch_offset, now_ms)
+            if follower:
+                _follower_fetched(
+                    state, read, partitions[tp], replica_id, wanted.fetch_offset, now_ms
+                )
             read.total_bytes += len(records)
             remaining = max(0, remaining - len(records))
             partitions_read.append(
@@ -138,7 +139,7 @@ def read_fetch(
                     current_leader_epoch=replicas.partitions[tp].leader_epoch,
                 )
             )
-        topics.append(FetchTopicResponse(topic.topic, tuple(partitions_read)))
+        topics.append(FetchTopicResponse(name, tuple(partitions_read)))
     read.response = FetchResponse(ErrorCode.NONE, tuple(topics))
     return read
 
@@ -160,18 +161,16 @@ def _at_readable_end(partition: Partition, wanted: FetchPartition, replica_id: i
     """True when a read would answer no records and no error: this broker leads in the
     epoch asked for (KIP-320: -1 asks for none) and the fetch offset is where the requester's
     reads end (the LEO for followers, the HW for consumers), inside the log."""
+    if partition.leader_id != partition.broker_id:  # Partition.is_leader, inlined: per call
+        return False
+    epoch = wanted.current_leader_epoch
+    if epoch >= 0 and epoch != partition.leader_epoch:  # Partition.in_leader_epoch
+        return False
     offset = wanted.fetch_offset
-    return (
-        partition.is_leader
-        and partition.in_leader_epoch(wanted.current_leader_epoch)
-        and offset
-        == (
-            partition.log_end_offset
-            if partition.reads_to_log_end(replica_id)
-            else partition.high_watermark
-        )
-        and partition.log.log_start_offset <= offset <= partition.log_end_offset
-    )
+    log = partition.log
+    log_end_offset = log.log_end_offset
+    end = log_end_offset if partition.reads_to_log_end(replica_id) else partition.high_watermark
+    return offset == end and log.log_start_offset <= offset <= log_end_offset
 
 
 def _empty_answer(partition: Partition) -> FetchPartitionData:
@@ -197,19 +196,24 @@ def _empty_answer(partition: Partition) -> FetchPartitionData:
 def _follower_fetched(
     state: BrokerState,
     read: FetchRead,
-    tp: TopicPartition,
+    partition: Partition,
     replica_id: int,
     fetch_offset: int,
     now_ms: int,
 ) -> None:
     """A follower's fetch offset is its LEO: it may move the HW or let it back into the ISR.
     Read after the partition was read, as Kafka's updateFollowerFetchState."""
-    partition = state.replica_manager.partitions[tp]
     if partition.update_follower_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms):
-        read.wake.append(tp)
+        read.wake.append(TopicPartition(partition.topic, partition.index))
+    if replica_id in partition.isr:
+        return  # a member already: Partition.isr_to_expand would answer None
     write = state.isr.maybe_expand(partition, replica_id)
     if write is not None:
         read.isr_writes.append(write)
+
+
+def _denied(wanted: FetchPartition) -> FetchPartitionData:
+    return FetchPartitionData(wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, b"")
 
 
 def count_sent(state: BrokerState, request: FetchRequest, response: FetchResponse) -> None:

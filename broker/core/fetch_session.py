@@ -81,6 +81,9 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
     answered: bool = False  # a partition is named in the first answer after it joins
+    # The last answer named that said nothing but the HW and log start (Partition's reused
+    # empty_fetch_answer, while those stay the same): the very same object again is no news.
+    quiet_answer: FetchPartitionData | None = None
 
 
 @dataclass(slots=True)
@@ -91,6 +94,9 @@ class FetchSession:
     last_used_ms: int
     partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
     owner: SessionOwner = IN_PROCESS
+    # Every partition as the request to read (open_fetch), built again only when a request
+    # names or forgets partitions: an idle follower's fetch names none.
+    read_topics: tuple[FetchTopic, ...] | None = None
 
     @property
     def privileged(self) -> bool:
@@ -204,6 +210,8 @@ def open_fetch(
     if session.epoch != epoch:
         return FetchContext(request, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
     partitions = session.partitions
+    if request.topics or request.forgotten_topics_data:
+        session.read_topics = None
     named: set[TopicPartition] = set()
     ids = _topic_ids(request.topics)
     for tp, fetch in _partitions(request.topics):
@@ -223,13 +231,12 @@ def open_fetch(
     session.epoch = next_epoch(epoch)
     cache.touch(session, now_ms)
     # A request naming the whole session (one busy partition, say) is read as it came.
-    whole = (
-        request
-        if not request.forgotten_topics_data
-        and len(named) == len(partitions)
-        and _distinct(request)
-        else replace(request, topics=_session_topics(partitions))
-    )
+    if not request.forgotten_topics_data and len(named) == len(partitions) and _distinct(request):
+        whole = request
+    else:
+        if session.read_topics is None:
+            session.read_topics = _session_topics(partitions)
+        whole = replace(request, topics=session.read_topics)
     return FetchContext(whole, session=session, incremental=True)
 
 
@@ -250,11 +257,12 @@ def answer_fetch(context: FetchContext, response: FetchResponse) -> FetchRespons
             cached = session.partitions.get(TopicPartition(topic.topic, data.partition_index))
             if cached is None:  # forgotten while the fetch waited: the client no longer asks
                 continue
-            if context.incremental and not _news(cached, data):
+            if context.incremental and (data is cached.quiet_answer or not _news(cached, data)):
                 continue
             cached.high_watermark = data.high_watermark
             cached.log_start_offset = data.log_start_offset
             cached.answered = True
+            cached.quiet_answer = None if _loud(data) else data
             named.append(data)
         if named:
             topics.append(FetchTopicResponse(topic.topic, tuple(named)))
@@ -275,6 +283,13 @@ def _news(cached: CachedPartition, data: FetchPartitionData) -> bool:
         or data.high_watermark != cached.high_watermark
         or data.log_start_offset != cached.log_start_offset
         or data.diverging_epoch is not None
+    )
+
+
+def _loud(data: FetchPartitionData) -> bool:
+    """Says more than the HW and log start: the client must hear it each time it comes."""
+    return (
+        bool(data.records) or data.error_code != ErrorCode.NONE or data.diverging_epoch is not None
     )
 
 
