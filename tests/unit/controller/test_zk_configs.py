@@ -122,7 +122,7 @@ def test_notifications_older_than_fifteen_minutes_are_purged_oldest_first(
     zk: SimZk, session: int
 ) -> None:
     for i in range(4):
-        zk.now_ms = i * 60_000
+        zk.clock = lambda at_ms=i * 60_000: at_ms  # the server's clock: the notification's ctime
         zk.run(session, set_entity_config(TOPICS, f"t{i}", {}, -1))
     children = zk.run(session, read_config_changes(-1)).children
     now = 2 * 60_000 + CHANGE_EXPIRATION_MS + 1  # the first three are older than 15 minutes
