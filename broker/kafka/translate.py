@@ -275,8 +275,9 @@ def _consumer_group_heartbeat(kafka: KafkaRequest) -> Translated:
 def _consumer_group_describe_response(translated: Translated, response: Any) -> Any:
     """Kafka's shape (members' partitions by topic id and name, each assignment a struct) and
     Kafka 4.0's answers for what is not a consumer group (GroupMetadataManager.consumerGroup):
-    no group at all is "not found"; one of classic members only, or of committed offsets
-    only (a memberless commit makes a classic group in Kafka), is "not a consumer group"."""
+    no group at all is "not found"; one of classic members only, an emptied classic group, or
+    one of committed offsets only (a memberless commit makes a classic group in Kafka), is
+    "not a consumer group" (the native describe gives the last two no epochs)."""
     return _DescribeResponse(
         response.throttle_time_ms, tuple(map(_described_for_kafka, response.groups))
     )

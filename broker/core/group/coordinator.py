@@ -424,8 +424,10 @@ class GroupCoordinatorCore:
         if code != ErrorCode.NONE:
             return DescribedGroup(group_id, code)
         group = self.groups.get(group_id)
-        if group is None:
-            if group_id in self.offsets:
+        if group is None or (group.classic and not group.members):
+            # No epochs: a group of committed offsets only, or an emptied classic group (Kafka
+            # 4.0 holds both as classic groups; the Kafka listener answers them so).
+            if group is not None or group_id in self.offsets:
                 return DescribedGroup(group_id, ErrorCode.NONE, None, GroupState.EMPTY.value)
             return DescribedGroup(
                 group_id, ErrorCode.GROUP_ID_NOT_FOUND, "no such group", GroupState.DEAD.value

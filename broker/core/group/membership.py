@@ -125,6 +125,7 @@ def remove(group: Group, member_id: str, wall_ms: int) -> Group:
         target=target,
         group_epoch=group.group_epoch + 1,
         empty_since_ms=wall_ms if not members else -1,
+        classic=all(m.classic for m in members.values()) if members else group.classic,
     )
 
 
@@ -358,4 +359,5 @@ def _reported(request: ConsumerGroupHeartbeatRequest) -> Assignment | None:
 def _put(group: Group, member: Member) -> Group:
     members = dict(group.members)
     members[member.member_id] = member
-    return replace(group, members=members, empty_since_ms=-1)
+    classic = all(m.classic for m in members.values())
+    return replace(group, members=members, empty_since_ms=-1, classic=classic)

@@ -76,6 +76,9 @@ class Group:
     # topic -> partition count, as the subscriptions saw them at group_epoch
     subscription_metadata: Mapping[str, int] = field(default_factory=dict)
     empty_since_ms: int = -1  # when the last member left (offsets expire from then on)
+    # Kafka 4.0's group type: classic while every member joined by JoinGroup (a consumer-
+    # protocol member upgrades it, its last one leaving downgrades it); kept once empty.
+    classic: bool = False
 
     @property
     def state(self) -> GroupState:

@@ -54,6 +54,7 @@ def group_record(group: Group) -> CoordinatorRecord:
         "assignment_epoch": group.assignment_epoch,
         "subscription_metadata": dict(group.subscription_metadata),
         "empty_since_ms": group.empty_since_ms,
+        "classic": group.classic,
         "members": [_member(m) for m in group.members.values()],
         "target": {m: _partitions(a) for m, a in group.target.items()},
     }
@@ -182,6 +183,7 @@ def _group(group_id: str, body: Any) -> Group:
             target=target,
             subscription_metadata=dict(body["subscription_metadata"]),
             empty_since_ms=body["empty_since_ms"],
+            classic=body.get("classic", False),  # absent from older records
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"malformed group record for {group_id!r}: {exc!r}") from exc

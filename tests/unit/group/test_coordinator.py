@@ -297,3 +297,50 @@ def test_a_load_that_failed_answers_not_coordinator_unless_leadership_moved_on()
     shell.core.load_failed(p, 4)
     assert p not in shell.core.leader_epochs
     assert shell.heartbeat("g", "", 0).error_code == ErrorCode.NOT_COORDINATOR
+
+
+def _join(shell: Shell, group: str, *, classic: bool) -> str:
+    request = ConsumerGroupHeartbeatRequest(
+        group,
+        "",
+        0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=("t",),
+        topic_partitions=(),
+    )
+    return (
+        shell.run(
+            shell.core.heartbeat(request, shell.topics, 0, wall_ms=0, classic=classic)
+        ).member_id
+        or ""
+    )
+
+
+def _leave(shell: Shell, group: str, member_id: str) -> None:
+    shell.run(
+        shell.core.heartbeat(ConsumerGroupHeartbeatRequest(group, member_id, -1), {}, 0, wall_ms=0)
+    )
+
+
+def test_a_group_is_classic_while_every_member_joined_by_join_group_and_stays_so_once_empty() -> (
+    None
+):
+    """Kafka 4.0's group types: a group of JoinGroup members is a classic group, even once
+    empty (described with no epochs, so the Kafka listener calls it no consumer group); a
+    consumer-protocol member makes it a consumer group, which it stays once empty."""
+    shell = Shell()
+    classic = _join(shell, "c", classic=True)
+    assert shell.core.groups["c"].classic
+    _leave(shell, "c", classic)
+    assert shell.core.describe("c").group_epoch == -1  # emptied classic: no epochs
+    assert shell.rebuilt().groups["c"].classic  # in the group record too
+    consumer = _join(shell, "k", classic=False)
+    joined = _join(shell, "k", classic=True)
+    assert not shell.core.groups["k"].classic
+    _leave(shell, "k", consumer)
+    assert shell.core.groups["k"].classic  # the last consumer-protocol member left
+    _leave(shell, "k", joined)
+    only_consumer = _join(shell, "u", classic=False)
+    _leave(shell, "u", only_consumer)
+    described = shell.core.describe("u")
+    assert (described.group_state, described.group_epoch > 0) == ("Empty", True)
