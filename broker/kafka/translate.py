@@ -3,23 +3,29 @@ broker's handler takes, and back for the response. Pure.
 
 Most APIs need nothing but protocol.kafka.mapping's field-by-name conversion. What is
 written out here is where the two differ: record batches (Produce, Fetch), the ApiVersions
-table, Metadata's topic list, FindCoordinator's single key before v4, OffsetCommit's
-generation, DescribeUserScramCredentials' user structs, ConsumerGroupDescribe's members and
-what Kafka does not call a consumer group, and two safety rules of this
-listener: every request is a client's (replica_id is forced to -1, so no follower
-privileges: Kafka's own listeners refuse those without CLUSTER_ACTION) and Fetch's last
-stable offset is the high watermark (no transactions).
+table, Metadata's topic list, DescribeUserScramCredentials' user structs, and two safety
+rules of this listener: every request is a client's (replica_id is forced to -1, so no
+follower privileges: Kafka's own listeners refuse those without CLUSTER_ACTION) and Fetch's
+last stable offset is the high watermark (no transactions). The group APIs' differences are
+in broker.kafka.translate_groups.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from broker.core.group.classic import heartbeat_error
+from broker.kafka.translate_groups import (
+    consumer_group_describe_response,
+    consumer_group_heartbeat,
+    find_coordinator,
+    find_coordinator_response,
+    offset_commit,
+    offset_commit_response,
+)
+from broker.kafka.translated import Translated, topic_id_of
 from protocol.apis import ApiKey, api_spec
 from protocol.errors import ErrorCode, HighwaterError
 from protocol.kafka.frames import KafkaRequest, response_class
@@ -27,18 +33,13 @@ from protocol.kafka.mapping import ZERO_UUID, convert
 from protocol.kafka.records import from_kafka_batches, to_kafka_batches
 from protocol.kafka.versions import ADVERTISED, KAFKA_ONLY_KEYS
 from protocol.messages.api_versions import ApiVersionRange, ApiVersionsResponse
-from protocol.messages.consumer_group_describe import CLASSIC_MEMBER, DescribedGroup
-from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
-from protocol.messages.consumer_group_heartbeat import TopicPartitions as HeartbeatPartitions
 from protocol.messages.delete_acls import DeleteAclsRequest
 from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_acls import AclFilterSpec, DescribeAclsRequest
 from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from protocol.messages.elect_leaders import ElectLeadersRequest, TopicPartitions
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
-from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.metadata import MetadataRequest
-from protocol.messages.offset_commit import OffsetCommitRequest
 from protocol.messages.produce import (
     ProducePartitionData,
     ProducePartitionResponse,
@@ -47,20 +48,9 @@ from protocol.messages.produce import (
     ProduceTopicData,
     ProduceTopicResponse,
 )
-from protocol.topic_id import NO_TOPIC_ID, from_uuid
+from protocol.topic_id import from_uuid
 
 __all__ = ["Translated", "advertised_versions", "request_to_highwater", "response_to_kafka"]
-
-
-@dataclass(frozen=True, slots=True)
-class Translated:
-    """A Kafka request as its Highwater twin, with what the response needs to go back."""
-
-    api_key: int
-    body: Any  # the Highwater request
-    kafka: KafkaRequest
-    # Produce: partitions refused before the handler (batches that did not convert).
-    refused: tuple[tuple[str, ProducePartitionResponse], ...] = ()
 
 
 def advertised_versions() -> ApiVersionsResponse:
@@ -87,21 +77,6 @@ def response_to_kafka(translated: Translated, response: Any) -> Any:
     if special is not None:
         response = special(translated, response)
     return convert(response, target)
-
-
-def _offset_commit_response(translated: Translated, response: Any) -> Any:
-    """A classic member's stale generation is ILLEGAL_GENERATION (broker.core.group.classic)."""
-    topics = tuple(
-        dataclasses.replace(
-            t,
-            partitions=tuple(
-                dataclasses.replace(p, error_code=heartbeat_error(p.error_code))
-                for p in t.partitions
-            ),
-        )
-        for t in response.topics
-    )
-    return dataclasses.replace(response, topics=topics)
 
 
 def _metadata(kafka: KafkaRequest) -> Translated:
@@ -152,43 +127,6 @@ class _Unnamed:
     topic_id: str
 
 
-def _find_coordinator(kafka: KafkaRequest) -> Translated:
-    body = kafka.body
-    request = FindCoordinatorRequest((body.key,), getattr(body, "key_type", 0))
-    return Translated(ApiKey.FIND_COORDINATOR, request, kafka)
-
-
-def _find_coordinator_response(translated: Translated, response: Any) -> Any:
-    (coordinator,) = response.coordinators
-    return _Flat(
-        throttle_time_ms=response.throttle_time_ms,
-        error_code=coordinator.error_code,
-        error_message=coordinator.error_message,
-        node_id=coordinator.node_id,
-        host=coordinator.host,
-        port=coordinator.port,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Flat:
-    """FindCoordinator's response before v4 (one coordinator, its fields at the top)."""
-
-    throttle_time_ms: int
-    error_code: int
-    error_message: str | None
-    node_id: int
-    host: str
-    port: int
-
-
-def _offset_commit(kafka: KafkaRequest) -> Translated:
-    request = convert(kafka.body, OffsetCommitRequest)
-    epoch = kafka.body.generation_id_or_member_epoch
-    request = dataclasses.replace(request, member_epoch=epoch)
-    return Translated(ApiKey.OFFSET_COMMIT, request, kafka)
-
-
 def _fetch(kafka: KafkaRequest) -> Translated:
     if kafka.header.api_version < _FETCH_TOPIC_IDS:
         request = dataclasses.replace(convert(kafka.body, FetchRequest), replica_id=-1)
@@ -197,11 +135,14 @@ def _fetch(kafka: KafkaRequest) -> Translated:
     # broker's handler resolves ids to names (broker.core.fetch_topic_ids).
     body = kafka.body
     topics = tuple(
-        FetchTopic("", tuple(convert(p, FetchPartition) for p in t.partitions), _id(t.topic_id))
+        FetchTopic(
+            "", tuple(convert(p, FetchPartition) for p in t.partitions), topic_id_of(t.topic_id)
+        )
         for t in body.topics
     )
     forgotten = tuple(
-        ForgottenTopic("", tuple(t.partitions), _id(t.topic_id)) for t in body.forgotten_topics_data
+        ForgottenTopic("", tuple(t.partitions), topic_id_of(t.topic_id))
+        for t in body.forgotten_topics_data
     )
     request = FetchRequest(
         replica_id=-1,
@@ -220,17 +161,6 @@ def _fetch(kafka: KafkaRequest) -> Translated:
 _FETCH_TOPIC_IDS: Final = 13
 
 
-def _id(value: uuid.UUID | None) -> str:
-    """A Kafka topic id as Highwater's; the zero UUID (or null) as one no topic has."""
-    text = from_uuid(value) if value is not None else NO_TOPIC_ID
-    return text or _NO_SUCH_TOPIC_ID
-
-
-# The zero UUID asked for on Fetch v13+: never a topic's (protocol.topic_id), so the handler
-# answers UNKNOWN_TOPIC_ID for it rather than reading it as a name.
-_NO_SUCH_TOPIC_ID: Final = "A" * 22
-
-
 def _fetch_response(translated: Translated, response: Any) -> Any:
     topics = []
     for topic in response.responses:
@@ -247,130 +177,6 @@ def _fetch_response(translated: Translated, response: Any) -> Any:
     return dataclasses.replace(response, responses=tuple(topics))
 
 
-def _consumer_group_heartbeat(kafka: KafkaRequest) -> Translated:
-    """KIP-848's member heartbeat: owned partitions name their topic by id, which the
-    handler resolves (broker.core.group.topic_ids)."""
-    body = kafka.body
-    owned = None
-    if body.topic_partitions is not None:
-        owned = tuple(
-            HeartbeatPartitions("", tuple(t.partitions), _id(t.topic_id))
-            for t in body.topic_partitions
-        )
-    request = ConsumerGroupHeartbeatRequest(
-        group_id=body.group_id,
-        member_id=body.member_id,
-        member_epoch=body.member_epoch,
-        instance_id=body.instance_id,
-        rack_id=body.rack_id,
-        rebalance_timeout_ms=int(body.rebalance_timeout.total_seconds() * 1000),
-        subscribed_topic_names=body.subscribed_topic_names,
-        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),  # v1
-        server_assignor=body.server_assignor,
-        topic_partitions=owned,
-    )
-    return Translated(ApiKey.CONSUMER_GROUP_HEARTBEAT, request, kafka)
-
-
-def _consumer_group_describe_response(translated: Translated, response: Any) -> Any:
-    """Kafka's shape (members' partitions by topic id and name, each assignment a struct) and
-    Kafka 4.0's answers for what is not a consumer group (GroupMetadataManager.consumerGroup):
-    no group at all is "not found"; one of classic members only, an emptied classic group, or
-    one of committed offsets only (a memberless commit makes a classic group in Kafka), is
-    "not a consumer group" (the native describe gives the last two no epochs)."""
-    return _DescribeResponse(
-        response.throttle_time_ms, tuple(map(_described_for_kafka, response.groups))
-    )
-
-
-def _described_for_kafka(group: DescribedGroup) -> Any:
-    gid = group.group_id
-    if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-        return _not_found(gid, "not found")
-    if group.error_code != ErrorCode.NONE:
-        return group
-    offsets_only = group.group_epoch < 0
-    classic_only = bool(group.members) and all(
-        m.member_type == CLASSIC_MEMBER for m in group.members
-    )
-    if offsets_only or classic_only:
-        return _not_found(gid, "is not a consumer group")
-    members = tuple(
-        _DescribeMember(
-            **{
-                f.name: getattr(m, f.name)
-                for f in dataclasses.fields(m)
-                if f.name not in ("assignment", "target_assignment")
-            },
-            assignment=_DescribeAssignment(_kafka_partitions(m.assignment)),
-            target_assignment=_DescribeAssignment(_kafka_partitions(m.target_assignment)),
-        )
-        for m in group.members
-    )
-    return _DescribeGroup(
-        group.group_id,
-        group.error_code,
-        group.error_message,
-        group.group_state,
-        group.group_epoch,
-        group.assignment_epoch,
-        group.assignor_name,
-        members,
-    )
-
-
-def _not_found(group_id: str, why: str) -> DescribedGroup:
-    return DescribedGroup(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} {why}.")
-
-
-def _kafka_partitions(partitions: tuple[Any, ...]) -> tuple[_DescribePartitions, ...]:
-    return tuple(_DescribePartitions(p.topic_id, p.topic, p.partitions) for p in partitions)
-
-
-@dataclass(frozen=True, slots=True)
-class _DescribePartitions:
-    topic_id: str
-    topic_name: str
-    partitions: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _DescribeAssignment:
-    topic_partitions: tuple[_DescribePartitions, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _DescribeMember:
-    member_id: str
-    instance_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-    subscribed_topic_regex: str | None
-    assignment: _DescribeAssignment
-    target_assignment: _DescribeAssignment
-    member_type: int
-
-
-@dataclass(frozen=True, slots=True)
-class _DescribeGroup:
-    group_id: str
-    error_code: int
-    error_message: str | None
-    group_state: str
-    group_epoch: int
-    assignment_epoch: int
-    assignor_name: str
-    members: tuple[_DescribeMember, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _DescribeResponse:
-    throttle_time_ms: int
-    groups: tuple[Any, ...]
-
-
 def _delete_topics(kafka: KafkaRequest) -> Translated:
     """v6 names each topic by name or by id (KIP-516)."""
     if kafka.header.api_version < _DELETE_TOPICS_BY_ID:
@@ -379,7 +185,7 @@ def _delete_topics(kafka: KafkaRequest) -> Translated:
     request = DeleteTopicsRequest(
         topic_names=tuple(t.name for t in body.topics if t.name is not None),
         timeout_ms=int(body.timeout.total_seconds() * 1000),
-        topic_ids=tuple(_id(t.topic_id) for t in body.topics if t.name is None),
+        topic_ids=tuple(topic_id_of(t.topic_id) for t in body.topics if t.name is None),
     )
     return Translated(ApiKey.DELETE_TOPICS, request, kafka)
 
@@ -504,9 +310,9 @@ _REQUESTS: Final[dict[int, Callable[[KafkaRequest], Translated]]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.METADATA: _metadata,
-    ApiKey.FIND_COORDINATOR: _find_coordinator,
-    ApiKey.OFFSET_COMMIT: _offset_commit,
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.FIND_COORDINATOR: find_coordinator,
+    ApiKey.OFFSET_COMMIT: offset_commit,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
@@ -521,8 +327,8 @@ _RESPONSES: Final[dict[int, Callable[[Translated, Any], Any]]] = {
     ApiKey.FETCH: _fetch_response,
     ApiKey.METADATA: _metadata_response,
     ApiKey.DELETE_TOPICS: _delete_topics_response,
-    ApiKey.FIND_COORDINATOR: _find_coordinator_response,
+    ApiKey.FIND_COORDINATOR: find_coordinator_response,
     ApiKey.API_VERSIONS: _api_versions_response,
-    ApiKey.OFFSET_COMMIT: _offset_commit_response,
-    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe_response,
+    ApiKey.OFFSET_COMMIT: offset_commit_response,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe_response,
 }
