@@ -439,6 +439,7 @@ def _not_ready(layout: ClusterLayout, specs: list[ProcessSpec]) -> str:
             raise ClusterError(
                 f"{spec.label} exited while starting"
                 + (f"; last lines of {spec.log_path}:\n{tail}" if tail else "")
+                + "\nwhat did start is left running for a look; `highwater dev down` stops it"
             )
         if spec.name == "zookeeper":
             if not spec.answers():

@@ -63,8 +63,8 @@ def one_run(tree: Path, scratch: Path, args: argparse.Namespace) -> dict[str, fl
     cluster = scratch / "cluster"
     bootstrap = f"127.0.0.1:{args.base_port}"
     up = ("--dir", str(cluster), "--base-port", str(args.base_port), "--zk-port", str(args.zk_port))
-    highwater("dev", "up", *up, tree=tree)
     try:
+        highwater("dev", "up", *up, tree=tree)  # a failed start leaves what did start
         for topic in ("throughput", "latency"):
             highwater(
                 "topics", "create", topic, "--partitions", "1", "--replication-factor", "3",
