@@ -37,6 +37,9 @@ class HighwaterCurves:
         self.zookeeper = zookeeper
         self.cluster = cluster
         self.partitions = 0
+        # With a path prefix: py-spy samples each surviving broker through each failover.
+        self.profile_failover: str | None = None
+        self._failovers = 0
 
     def broker_pids(self) -> list[int]:
         return [b.process.pid for b in self.cluster.running_brokers() if b.process is not None]
@@ -119,6 +122,8 @@ class HighwaterCurves:
         leader for every partition. Then the broker is back and leaders preferred again."""
         victim = self.cluster.brokers[self.controller_id()]
         assert victim.process is not None
+        self._failovers += 1
+        spies = self._spy_on_survivors(victim) if self.profile_failover else []
         started = time.monotonic()
         victim.process.send_signal(signal.SIGKILL)
         victim.process.wait(10)
@@ -129,8 +134,27 @@ class HighwaterCurves:
             every_s=0.05,
         )
         took = time.monotonic() - started
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
+            spy.wait(30)
         self.restore(victim)
         return took
+
+    def _spy_on_survivors(self, victim: BrokerProcess) -> list[subprocess.Popen[bytes]]:
+        """py-spy (the venv's; `pip install py-spy`) on each other broker, collapsed stacks
+        into PREFIX-<partitions>p-failover<n>-b<id>.txt; such a failover's time is not clean."""
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        spies = []
+        for broker_id, broker in self.cluster.brokers.items():
+            if broker is victim or broker.process is None:
+                continue
+            name = f"{self.partitions}p-failover{self._failovers}-b{broker_id}"
+            path = f"{self.profile_failover}-{name}.txt"
+            command = [spy, "record", "--pid", str(broker.process.pid), "--nonblocking"]
+            command += ["--rate", "50", "--format", "raw", "--output", path]
+            spies.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
+        time.sleep(1.0)  # py-spy's time to attach: starting late would only lose samples
+        return spies
 
     def controlled_shutdown_s(self) -> tuple[float, int, float | None]:
         """SIGTERM a broker that is not the controller (it leads a third of the partitions);

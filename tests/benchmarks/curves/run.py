@@ -33,12 +33,17 @@ def idle(
 
 
 def highwater_partition_curves(
-    counts: Sequence[int], window_s: float, runs: int, curves: dict[str, Series]
+    counts: Sequence[int],
+    window_s: float,
+    runs: int,
+    curves: dict[str, Series],
+    profile_failover: str | None = None,
 ) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="hw-curves-") as root,
         highwater_side.running(Path(root)) as hw,
     ):
+        hw.profile_failover = profile_failover
         for count in counts:
             hw.grow(count)
             cpu = idle(hw, window_s, runs)
@@ -167,6 +172,12 @@ def main() -> None:
     parser.add_argument(
         "--skip", nargs="*", default=[], choices=["highwater", "kafka", "throughput", "restart"]
     )
+    parser.add_argument(
+        "--profile-failover",
+        metavar="PREFIX",
+        help="py-spy samples the surviving brokers through each of Highwater's failovers into "
+        "PREFIX-<partitions>p-failover<n>-b<id>.txt (collapsed stacks; not a clean run)",
+    )
     args = parser.parse_args()
     kafka_counts = args.partitions if args.kafka_partitions is None else args.kafka_partitions
     curves: dict[str, Series] = {
@@ -179,7 +190,9 @@ def main() -> None:
     print(load_average(), flush=True)
     # Tables and PNGs after each cluster: what is measured survives a later failure.
     if "highwater" not in args.skip:
-        highwater_partition_curves(args.partitions, args.window_s, args.runs, curves)
+        highwater_partition_curves(
+            args.partitions, args.window_s, args.runs, curves, args.profile_failover
+        )
         report(curves, args.out)
     if "kafka" not in args.skip and kafka_counts:
         kafka_partition_curves(kafka_counts, args.window_s, args.runs, curves)
