@@ -39,6 +39,8 @@ _TIMER_MAX_S: Final = 1.0
 
 
 class GroupCoordinator:
+    active = True  # broker.services.Groups (NoGroups, the stand-in until this one, is not)
+
     def __init__(self, ctx: BrokerContext) -> None:
         config = ctx.config
         self._ctx = ctx
@@ -170,7 +172,7 @@ class GroupCoordinator:
         """Create `__consumer_offsets` if this broker's metadata does not have it (Kafka's
         first FindCoordinator does this); the answer comes later through the metadata."""
         ctx = self._ctx
-        if OFFSETS_TOPIC in ctx.state.metadata.topics or self._creating or ctx.zk is None:
+        if OFFSETS_TOPIC in ctx.state.metadata.topics or self._creating or ctx.zk.absent:
             return
         live = ctx.state.metadata.live_broker_ids()
         config = ctx.config

@@ -65,7 +65,7 @@ async def handle_delete_topics(
             results[name] = DeletableTopicResult(
                 name, ErrorCode.INVALID_REQUEST, "delete.topic.enable is false"
             )
-        elif ctx.zk is None:
+        elif ctx.zk.absent:
             results[name] = DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, "no ZooKeeper")
         else:
             try:
