@@ -106,7 +106,7 @@ class ClusterView:
                     # Only the serving broker knows its own session; a live broker's
                     # registration is an ephemeral znode, so it has one.
                     "zookeeper": (
-                        (zk.session_state.value if zk is not None else "none")
+                        ("none" if zk.absent else zk.session_state.value)
                         if broker_id == ctx.broker_id
                         else ("registered" if endpoint is not None else "no session")
                     ),
@@ -150,8 +150,6 @@ class ClusterView:
     def _local_committed(self) -> Committed:
         """The committed offsets of the groups this broker coordinates."""
         coordinator = self._ctx.group_coordinator
-        if coordinator is None:
-            return {}
         return {
             group: {tp: value.offset for tp, value in offsets.items()}
             for group, offsets in coordinator.core.committed_offsets.items()

@@ -29,11 +29,13 @@ from broker.core.state import METADATA_KEY, BrokerState, ElectedController
 from broker.inter_broker import control_plane_security, inter_broker_security
 from broker.purgatory import Purgatory
 from broker.services import (
+    NO_ZOOKEEPER,
     NOT_FETCHING,
     ControllerView,
     Fetchers,
     Groups,
     IsrWrites,
+    NoGroups,
     NotController,
     ProducerIds,
     ZkAccess,
@@ -106,12 +108,12 @@ class BrokerContext:
     purgatory: Purgatory = field(default_factory=Purgatory)
     # The shells, through the narrow interfaces of broker/services.py. Until main.py starts
     # each, a stand-in answers as a broker that has not started it yet does.
-    zk: ZkAccess | None = None  # None: an in-process broker, no ZooKeeper (nothing to ask)
+    zk: ZkAccess = NO_ZOOKEEPER  # an in-process broker has none (nothing to ask)
     controller: ControllerView = field(default_factory=NotController)  # its candidate
     fetchers: Fetchers = NOT_FETCHING  # followers' fetching
     isr_writes: IsrWrites = field(init=False)  # without ZooKeeper: they fail at once
     producer_ids: ProducerIds = field(default_factory=no_producer_ids)  # InitProducerId
-    group_coordinator: Groups | None = None  # consumer groups (None: not started)
+    group_coordinator: Groups = field(default_factory=NoGroups)  # consumer groups
     cluster_id: str | None = None
     # SCRAM credentials by (user, mechanism), as stored in /config/users
     # (config/change_listener.py).
@@ -324,7 +326,7 @@ class BrokerContext:
         (it watches /controller), else read afresh when that does not match the request (a
         new controller's first requests may come before the watch fires). None without
         ZooKeeper (in-process brokers): nothing to check against."""
-        if self.zk is None:
+        if self.zk.absent:
             return None
         candidate = self.controller
         seen = ElectedController(candidate.controller_id, candidate.controller_epoch)
@@ -366,8 +368,7 @@ class BrokerContext:
     def partitions_changed(self) -> None:
         """After a controller request: the group coordinator follows the offsets partitions
         this broker leads."""
-        if self.group_coordinator is not None:
-            self.group_coordinator.sync_partitions()
+        self.group_coordinator.sync_partitions()
 
     def change_followers(self, changes: Iterable[FollowerChange]) -> None:
         for change in changes:

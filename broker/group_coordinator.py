@@ -6,6 +6,7 @@ session, revocation and retention timers; creates `__consumer_offsets` on first 
 
 from __future__ import annotations
 
+import math
 import random
 import uuid
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from broker.core.group.coordinator import (
     GroupCoordinatorCore,
     GroupSettings,
 )
-from broker.core.group.runtime import start_write
+from broker.core.group.runtime import DelayedLoad, start_write
 from broker.core.group.writes import follow_leadership, replay_batches
 from controller.assignment import assign_replicas
 from controller.zk_client import ZkError
@@ -38,6 +39,8 @@ _TIMER_MAX_S: Final = 1.0
 
 
 class GroupCoordinator:
+    active = True  # broker.services.Groups (NoGroups, the stand-in until this one, is not)
+
     def __init__(self, ctx: BrokerContext) -> None:
         config = ctx.config
         self._ctx = ctx
@@ -105,16 +108,14 @@ class GroupCoordinator:
             self._log.warning("loading failed", partition=p, error=repr(exc))
             self.core.load_failed(p, epoch)
             return
-        # Serve only once the HW covers what was loaded: the log may end with commits the
-        # previous leader appended but never saw replicated (a next leader may lack them), and
-        # this broker's HW may lag commits that were acknowledged. Until then, clients are
-        # told COORDINATOR_LOAD_IN_PROGRESS and retry, so no OffsetFetch shows an offset
-        # that may vanish or one older than an acknowledged commit.
-        while self.core.leader_epochs.get(p) == epoch and partition.high_watermark < end:
-            await self._ctx.purgatory.wait([tp], trio.current_time() + 1.0)
-        if self.core.leader_epochs.get(p) != epoch:
+        # Served once the HW covers what was loaded (DelayedLoad says why); no deadline: a
+        # leadership change wakes it, and so does shutting down.
+        ctx = self._ctx
+        load = DelayedLoad(self.core, p, epoch, partition, end)
+        if not await ctx.purgatory.complete(
+            load, ctx.state, ctx.now_ms, math.inf, "topic", ctx.apply
+        ):
             return
-        self.core.finish_load(p, self._ctx.now_ms())
         self._timers_changed.set()
         self._log.info(
             "coordinating",
@@ -171,7 +172,7 @@ class GroupCoordinator:
         """Create `__consumer_offsets` if this broker's metadata does not have it (Kafka's
         first FindCoordinator does this); the answer comes later through the metadata."""
         ctx = self._ctx
-        if OFFSETS_TOPIC in ctx.state.metadata.topics or self._creating or ctx.zk is None:
+        if OFFSETS_TOPIC in ctx.state.metadata.topics or self._creating or ctx.zk.absent:
             return
         live = ctx.state.metadata.live_broker_ids()
         config = ctx.config

@@ -207,8 +207,8 @@ async def _start(
     ctx.isr_writes = isr_manager = IsrManager(ctx, zk)
     await nursery.start(isr_manager.run)
     await nursery.start(LogDirFailureHandler(ctx, zk).run)
-    ctx.group_coordinator = GroupCoordinator(ctx)
-    await nursery.start(ctx.group_coordinator.run)
+    ctx.group_coordinator = coordinator = GroupCoordinator(ctx)
+    await nursery.start(coordinator.run)
     # listeners=...:0 binds any free port; advertise the one actually bound.
     endpoints = tuple(
         ListenerEndpoint(

@@ -482,18 +482,14 @@ class BrokerCollector(Collector):
         state = GaugeMetricFamily(
             z + "session_state", "1 for the session's current state.", labels=["state"]
         )
-        current = zk.session_state if zk is not None else SessionState.LOST
+        current = zk.session_state  # NoZooKeeper's: LOST
         for s in SessionState:
             state.add_metric([s.value], int(s is current))
         yield state
+        yield CounterMetricFamily(z + "disconnects", "Connection losses.", value=zk.disconnects)
+        yield CounterMetricFamily(z + "expires", "Sessions expired.", value=zk.expirations)
         yield CounterMetricFamily(
-            z + "disconnects", "Connection losses.", value=zk.disconnects if zk else 0
-        )
-        yield CounterMetricFamily(
-            z + "expires", "Sessions expired.", value=zk.expirations if zk else 0
-        )
-        yield CounterMetricFamily(
-            z + "reconnects", "Reconnections after a loss.", value=zk.reconnects if zk else 0
+            z + "reconnects", "Reconnections after a loss.", value=zk.reconnects
         )
 
     def _log(self) -> Iterator[Metric]:

@@ -3,8 +3,9 @@ narrow interfaces: `BrokerContext` holds these, not the shell classes, so the co
 import the shells that import it (the shells satisfy them structurally).
 
 A shell that is started after the listeners are (the fetchers, the ISR writer, the controller
-candidate) stands in as an explicit not-ready value until then, which answers what a handler
-answers a request that comes too early (Kafka's NOT_CONTROLLER, COORDINATOR_NOT_AVAILABLE).
+candidate, the group coordinator) stands in as an explicit not-ready value until then, which
+answers what a handler answers a request that comes too early (Kafka's NOT_CONTROLLER,
+COORDINATOR_NOT_AVAILABLE); so does ZooKeeper, which an in-process broker never has.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Protocol, TypeVar
 
 from broker.core.controller_requests import FollowerChange
 from broker.core.follower import FetchState
-from broker.core.group.coordinator import Decision, GroupCoordinatorCore
+from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupSettings
 from broker.core.isr import IsrWrite
 from controller.core import ControllerContext, Reassignment
 from controller.leading import ControllerStats
@@ -26,10 +27,13 @@ from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "NOT_FETCHING",
+    "NO_ZOOKEEPER",
     "ControllerView",
     "Fetchers",
     "Groups",
     "IsrWrites",
+    "NoGroups",
+    "NoZooKeeper",
     "NotController",
     "NotFetching",
     "ProducerIds",
@@ -59,9 +63,30 @@ class ZkSessionView(Protocol):
 
 
 class ZkAccess(ZkSessionView, Protocol):
-    """This broker's ZooKeeper session: scripts (controller.zk_*) run on it."""
+    """This broker's ZooKeeper session: scripts (controller.zk_*) run on it. `absent`: the
+    broker has none at all (`NoZooKeeper`), not one that is only disconnected for now."""
+
+    @property
+    def absent(self) -> bool: ...
 
     async def run(self, script: ZkScript[_T]) -> _T: ...
+
+
+class NoZooKeeper:
+    """The ZooKeeper of an in-process broker (and of one before broker/main.py connects):
+    none. The requests that need it answer NOT_CONTROLLER, as a ZooKeeper-mode broker that
+    cannot reach the controller does; its session shows as LOST; a script run anyway fails as
+    one ZooKeeper refused."""
+
+    absent = True
+    session_state = SessionState.LOST
+    disconnects = expirations = reconnects = 0
+
+    async def run(self, script: ZkScript[_T]) -> _T:
+        raise ZkError("broker has no ZooKeeper session")
+
+
+NO_ZOOKEEPER = NoZooKeeper()
 
 
 class ControllerView(Protocol):
@@ -176,8 +201,11 @@ def no_producer_ids() -> ProducerIds:
 
 class Groups(Protocol):
     """The group coordinator's shell (broker/group_coordinator.py): its core, and the writes
-    of the core's decisions to __consumer_offsets."""
+    of the core's decisions to __consumer_offsets. Not `active` (Kafka's
+    GroupCoordinator.isActive): the group requests answer COORDINATOR_NOT_AVAILABLE."""
 
+    @property
+    def active(self) -> bool: ...
     @property
     def core(self) -> GroupCoordinatorCore: ...
     @property
@@ -187,3 +215,26 @@ class Groups(Protocol):
     def sync_partitions(self) -> None: ...
     async def write(self, decision: Decision[_T]) -> _T: ...
     async def ensure_offsets_topic(self) -> None: ...
+
+
+class NoGroups:
+    """The group coordinator before broker/main.py starts it (and in-process brokers): not
+    active, coordinating no partition, creating no offsets topic."""
+
+    active = False
+
+    def __init__(self) -> None:
+        self.core = GroupCoordinatorCore(GroupSettings(), lambda: "")
+        self.classic_synced: dict[tuple[str, str], frozenset[TopicPartition]] = {}
+
+    def topics(self) -> Mapping[str, int]:
+        return {}
+
+    def sync_partitions(self) -> None:
+        pass
+
+    async def write(self, decision: Decision[_T]) -> _T:
+        return decision.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    async def ensure_offsets_topic(self) -> None:
+        pass

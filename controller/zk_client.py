@@ -133,6 +133,8 @@ _WATCH_KINDS = {
 class ZkClient:
     """One ZooKeeper session (kazoo re-creates it after expiry: watch for `new_session`)."""
 
+    absent = False  # broker.services.ZkAccess: a session, though it may be disconnected now
+
     def __init__(
         self,
         kazoo: KazooClient,

@@ -6,7 +6,6 @@ python -m broker.config.settings_doc --check    # exit 1 if it is out of date (a
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Final
@@ -14,6 +13,7 @@ from typing import Final
 from broker.config.config_def import LONG_MAX, Setting, Type, Value, format_value
 from broker.config.settings import SETTINGS, default_of
 from broker.config.topic_config import TOPIC_CONFIG_KEYS, TOPIC_SETTINGS
+from protocol.doc_section import DocSection
 
 __all__ = ["DOC", "END", "START", "main", "render", "update"]
 
@@ -74,11 +74,7 @@ def render() -> str:
 
 def update(text: str) -> str:
     """`text` (docs/operations.md) with the generated tables between the markers."""
-    before, start, rest = text.partition(START)
-    _, end, after = rest.partition(END)
-    if not start or not end:
-        raise ValueError(f"the markers {START} and {END} are missing")
-    return f"{before}{START}\n{render()}{END}{after}"
+    return _SECTION.update(text)
 
 
 def _default(s: Setting) -> str:
@@ -113,21 +109,10 @@ def _row(cells: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=_COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the doc is out of date")
-    parser.add_argument("--file", type=Path, default=DOC, help=f"default: {DOC}")
-    args = parser.parse_args(argv)
-    text = args.file.read_text(encoding="utf-8")
-    updated = update(text)
-    if args.check:
-        if updated != text:
-            print(f"{args.file} is out of date: run `{_COMMAND}`", file=sys.stderr)
-            return 1
-        return 0
-    if updated != text:
-        args.file.write_text(updated, encoding="utf-8")
-        print(f"updated {args.file}")
-    return 0
+    return _SECTION.main(argv)
+
+
+_SECTION: Final = DocSection(DOC, START, END, render, _COMMAND, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ async def handle_describe_acls(
         wanted = filter_of(request.filter)
     except ValueError as exc:
         return DescribeAclsResponse(ErrorCode.INVALID_REQUEST, str(exc))
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return DescribeAclsResponse(ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     acls, _ = await ctx.zk.run(read_all_acls())  # as stored now, not as cached
     grouped: dict[ResourcePattern, list[AclDescription]] = {}
@@ -116,7 +116,7 @@ async def handle_delete_acls(
         denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
         failed = DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
-    if ctx.zk is None:
+    if ctx.zk.absent:
         failed = DeleteAclsFilterResult(ErrorCode.NOT_CONTROLLER, "no ZooKeeper session")
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
     results = []
@@ -139,7 +139,7 @@ async def handle_delete_acls(
 async def _change(
     ctx: BrokerContext, pattern: ResourcePattern, change: Callable[[Entries], Entries]
 ) -> tuple[ErrorCode, str | None]:
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session"
     for _ in range(ACL_CHANGE_ATTEMPTS):
         try:

@@ -35,7 +35,7 @@ async def handle_alter_client_quotas(
     if not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
         denied = ctx.denied(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return _all(request, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     results = []
     for entry in request.entries:
@@ -55,7 +55,6 @@ async def _alter(
         return ErrorCode.INVALID_REQUEST, problem
     if validate_only:
         return ErrorCode.NONE, None
-    assert ctx.zk is not None
     entity_type, name = stored
     for _ in range(_ATTEMPTS):
         try:

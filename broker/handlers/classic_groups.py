@@ -132,7 +132,7 @@ def _coordinator(ctx: BrokerContext, group_id: str) -> tuple[Groups | None, int]
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return None, ErrorCode.GROUP_AUTHORIZATION_FAILED
     coordinator = ctx.group_coordinator
-    if coordinator is None:
+    if not coordinator.active:
         return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
     code = coordinator.core.check(group_id)
     return (coordinator, ErrorCode.NONE) if code == ErrorCode.NONE else (None, code)
@@ -294,7 +294,7 @@ def _describe(ctx: BrokerContext, group_id: str) -> DescribedClassicGroup:
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return DescribedClassicGroup(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id)
     coordinator = ctx.group_coordinator
-    if coordinator is None:
+    if not coordinator.active:
         return DescribedClassicGroup(ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id)
     code = coordinator.core.check(group_id)
     if code != ErrorCode.NONE:

@@ -34,7 +34,7 @@ async def handle_consumer_group_describe(
         )
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g)
         else _visible(ctx, coordinator.core.describe(g))
-        if coordinator is not None
+        if coordinator.active
         else DescribedGroup(g, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         for g in dict.fromkeys(request.group_ids)
     )

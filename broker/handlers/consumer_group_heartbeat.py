@@ -35,7 +35,7 @@ async def handle_consumer_group_heartbeat(
         denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, *names)
         return ConsumerGroupHeartbeatResponse(refused, denied)
     coordinator = ctx.group_coordinator
-    if coordinator is None:
+    if not coordinator.active:
         return ConsumerGroupHeartbeatResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if header.api_version >= _TOPIC_IDS_VERSION and request.topic_partitions:
         request = replace(

@@ -87,7 +87,7 @@ async def _create_one(
 async def _try_create(
     ctx: BrokerContext, topic: CreatePartitionsTopic, validate_only: bool
 ) -> CreatePartitionsTopicResult:
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return _failed(topic, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     bad_name = validate_topic_name(topic.name)
     if bad_name is not None:  # no such topic can exist; never a ZooKeeper path built from it

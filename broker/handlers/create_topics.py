@@ -143,7 +143,7 @@ async def _create_one(
         )
     if validate_only:
         return _ok(topic.name, assignment)
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return _failed(topic, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     try:
         await ctx.zk.run(create_topic(topic.name, assignment, config))

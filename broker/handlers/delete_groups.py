@@ -19,7 +19,7 @@ async def handle_delete_groups(
     for group_id in dict.fromkeys(request.groups_names):
         if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, group_id):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif coordinator is None:
+        elif not coordinator.active:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
             code = await coordinator.write(coordinator.core.delete_group(group_id))

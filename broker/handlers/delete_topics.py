@@ -1,4 +1,5 @@
-"""DeleteTopics: ask the controller (through ZooKeeper) to delete, then wait until it has.
+"""DeleteTopics: ask the controller (through ZooKeeper) to delete, then wait until it has (a
+DelayedDeleteTopics, broker.core.delayed_topics, parked in the purgatory).
 
 As in Kafka's ZooKeeper mode: `/admin/delete_topics/<t>` is the request; the controller stops
 and deletes the replicas, removes the topic's znodes, and tells every broker.
@@ -10,7 +11,8 @@ from dataclasses import replace
 
 import trio
 
-from broker.context import METADATA_KEY, BrokerContext
+from broker.context import BrokerContext
+from broker.core.delayed_topics import DelayedDeleteTopics
 from controller.zk_topics import UnknownTopicError, mark_topic_for_deletion
 from protocol.acl import AclOperation, ResourceType
 from protocol.codec import RequestHeader
@@ -63,7 +65,7 @@ async def handle_delete_topics(
             results[name] = DeletableTopicResult(
                 name, ErrorCode.INVALID_REQUEST, "delete.topic.enable is false"
             )
-        elif ctx.zk is None:
+        elif ctx.zk.absent:
             results[name] = DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, "no ZooKeeper")
         else:
             try:
@@ -74,17 +76,10 @@ async def handle_delete_topics(
                 )
             else:
                 results[name] = DeletableTopicResult(name, ErrorCode.NONE)
-    waiting = {n for n, r in results.items() if r.error_code == ErrorCode.NONE}
-    gave_up = False  # the deadline passed, or the broker is shutting down
-    while True:
-        waiting = {n for n in waiting if n in ctx.metadata.topics}
-        if not waiting or gave_up or trio.current_time() >= deadline:
-            break
-        gave_up = not await ctx.purgatory.wait([METADATA_KEY], deadline)
-    for name in waiting:
-        results[name] = DeletableTopicResult(
-            name, ErrorCode.REQUEST_TIMED_OUT, "deletion requested, not yet complete"
-        )
+    deletion = DelayedDeleteTopics(results)
+    results = await ctx.purgatory.complete(
+        deletion, ctx.state, ctx.now_ms, deadline, "topic", ctx.apply
+    )
     answers = []
     for name in dict.fromkeys(names):
         result = replace(results[name], topic_id=topic_ids[name])

@@ -31,7 +31,7 @@ async def handle_describe_client_quotas(
     problem = _check_filter(request)
     if problem is not None:
         return DescribeClientQuotasResponse(ErrorCode.INVALID_REQUEST, problem, None)
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return DescribeClientQuotasResponse(ErrorCode.NOT_CONTROLLER, "no ZooKeeper", None)
     entries = []
     for (entity_type, name), config in sorted((await ctx.zk.run(read_quota_entities())).items()):

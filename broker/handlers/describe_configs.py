@@ -73,7 +73,7 @@ async def _describe_one(
     ):
         denied = ctx.denied(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied, []
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session", []
     if resource.resource_type == ConfigResourceType.TOPIC:
         bad_name = validate_topic_name(name)

@@ -39,6 +39,6 @@ async def handle_find_coordinator(
     )
     metadata = ctx.state.metadata
     coordinator = ctx.group_coordinator
-    if coordinator is not None and wants_offsets_topic(request, refused, metadata):
+    if wants_offsets_topic(request, refused, metadata):
         await coordinator.ensure_offsets_topic()
     return answer_find_coordinator(request, refused, metadata, SESSION.get().listener)

@@ -72,7 +72,7 @@ async def _alter_one(
     ):
         denied = ctx.denied(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
         return _result(resource, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return _result(resource, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     if resource.resource_type == ConfigResourceType.TOPIC:
         entity_type, name = TOPICS, resource.resource_name

@@ -28,7 +28,7 @@ async def handle_leader_and_isr(
         return LeaderAndIsrResponse(refused)
     topic_configs: dict[str, dict[str, str]] = {}
     async with ctx.config_lock:  # see broker/config/change_listener.py
-        if ctx.zk is not None:
+        if not ctx.zk.absent:
             topics = {s.topic_name for s in request.partition_states}
             topic_configs, _ = await run_each(ctx.zk, {t: get_topic_config(t) for t in topics})
         outcome = apply_leader_and_isr(

@@ -1,4 +1,5 @@
-"""Admin requests that change topics answer once every partition has a leader (or time out)."""
+"""Admin requests that change topics answer once every partition has a leader (or time out):
+a DelayedCreatePartitions (broker.core.delayed_topics) parked in the purgatory."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections.abc import Mapping
 
 import trio
 
-from broker.context import METADATA_KEY, BrokerContext
+from broker.context import BrokerContext
+from broker.core.delayed_topics import DelayedCreatePartitions
 
 __all__ = ["MAX_ADMIN_TIMEOUT_MS", "admin_deadline", "wait_for_leaders"]
 
@@ -24,19 +26,7 @@ async def wait_for_leaders(
     """Wait until this broker's metadata shows each topic with at least its count of
     partitions (0: any), every one with a leader; the topics still waiting at the deadline
     (or at shutdown)."""
-    waiting = dict(partition_counts)
-    gave_up = False  # the deadline passed, or the broker is shutting down
-    while True:
-        waiting = {t: n for t, n in waiting.items() if not _all_led(ctx, t, n)}
-        if not waiting or gave_up or trio.current_time() >= deadline:
-            return set(waiting)
-        gave_up = not await ctx.purgatory.wait([METADATA_KEY], deadline)
-
-
-def _all_led(ctx: BrokerContext, topic: str, partition_count: int) -> bool:
-    partitions = ctx.metadata.topics.get(topic)
-    return (
-        partitions is not None
-        and len(partitions) >= partition_count
-        and all(p.leader >= 0 for p in partitions.values())
+    waiting = DelayedCreatePartitions(partition_counts)
+    return await ctx.purgatory.complete(
+        waiting, ctx.state, ctx.now_ms, deadline, "topic", ctx.apply
     )

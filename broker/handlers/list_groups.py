@@ -14,7 +14,7 @@ __all__ = ["handle_list_groups"]
 async def handle_list_groups(
     ctx: BrokerContext, header: RequestHeader, request: ListGroupsRequest
 ) -> ListGroupsResponse:
-    if ctx.group_coordinator is None:
+    if not ctx.group_coordinator.active:
         return ListGroupsResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     groups = ctx.group_coordinator.core.list_groups(request.states_filter)
     # Kafka: DESCRIBE on the cluster lists every group, else those the principal may describe.

@@ -26,7 +26,7 @@ async def handle_offset_commit(
     if split.request is None:
         return split.refused
     coordinator = ctx.group_coordinator
-    if coordinator is None:
+    if not coordinator.active:
         return offset_commit_refused(request.topics, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     decision = coordinator.core.commit(split.request, coordinator.topics(), ctx.wall_ms())
     response: OffsetCommitResponse = await coordinator.write(decision)

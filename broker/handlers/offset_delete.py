@@ -24,7 +24,7 @@ async def handle_offset_delete(
     if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return OffsetDeleteResponse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = ctx.group_coordinator
-    if coordinator is None:
+    if not coordinator.active:
         return OffsetDeleteResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     denied = [
         t

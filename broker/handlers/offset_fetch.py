@@ -16,7 +16,7 @@ async def handle_offset_fetch(
 ) -> OffsetFetchResponse:
     if not may_fetch_offsets(request, ctx.authorize):
         return OffsetFetchResponse((), ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if ctx.group_coordinator is None:
+    if not ctx.group_coordinator.active:
         return OffsetFetchResponse((), ErrorCode.COORDINATOR_NOT_AVAILABLE)
     response = ctx.group_coordinator.core.fetch(request)
     if not ctx.authorizing:

@@ -50,7 +50,7 @@ async def handle_describe_user_scram_credentials(
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.CLUSTER)
         return DescribeUserScramCredentialsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return DescribeUserScramCredentialsResponse(ErrorCode.NOT_CONTROLLER, "no ZooKeeper")
     names = request.users if request.users is not None else await ctx.zk.run(list_users())
     results = []
@@ -90,7 +90,7 @@ async def handle_alter_user_scram_credentials(
         if not ctx.authorizing:  # no ACL would help: say what does
             denied += ": without an authorizer, only super.users may change credentials"
         return _all(users, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
-    if ctx.zk is None:
+    if ctx.zk.absent:
         return _all(users, ErrorCode.NOT_CONTROLLER, "broker has no ZooKeeper session")
     results = []
     for user in users:
@@ -166,7 +166,6 @@ def _upsertion(mechanism: str, encoded: str) -> Change:
 async def _apply(
     ctx: BrokerContext, user: str, changes: list[Change]
 ) -> tuple[ErrorCode, str | None]:
-    assert ctx.zk is not None
     for _ in range(_ATTEMPTS):
         try:
             stored = await ctx.zk.run(get_entity_config(USERS, user))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from broker.core.actions import Actions
 from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupSettings
-from broker.core.group.runtime import start_write
+from broker.core.group.runtime import DelayedLoad, start_write
 from broker.core.group.writes import follow_leadership, replay_batches
 from broker.core.partition import Partition
 from protocol.records import read_header
@@ -74,16 +74,17 @@ class SimGroupCoordinator:
         self._finish_load(p, epoch, partition, end)
 
     def _finish_load(self, p: int, epoch: int, partition: Partition, end: int) -> None:
-        """As GroupCoordinator._load: serve once the HW covers what was loaded."""
-        if self.core.leader_epochs.get(p) != epoch:
-            return
-        if partition.high_watermark < end:
-            self.broker.after(
-                10, f"loads offsets-{p}", lambda: self._finish_load(p, epoch, partition, end)
-            )
-            return
-        self.core.finish_load(p, self.broker.now_ms)
-        self.broker.world.trace(f"b{self.broker.broker_id} coordinates offsets-{p} (epoch {epoch})")
+        """As GroupCoordinator._load: serve once the HW covers what was loaded (DelayedLoad,
+        parked with no deadline)."""
+        assert self.broker.state is not None
+        load = DelayedLoad(self.core, p, epoch, partition, end)
+
+        def loaded(done: bool) -> None:
+            if done:
+                world = self.broker.world
+                world.trace(f"b{self.broker.broker_id} coordinates offsets-{p} (epoch {epoch})")
+
+        self.broker.purgatory.complete(load, self.broker.state, None, self.broker.apply, loaded)
 
     def write(
         self,

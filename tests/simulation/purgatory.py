@@ -34,20 +34,22 @@ class SimPurgatory:
         self._parked: list[_Parked] = []
 
     def answer_or_park(
-        self, keys: Iterable[Hashable], wait_ms: int, check: Callable[[bool], bool]
+        self, keys: Iterable[Hashable], wait_ms: int | None, check: Callable[[bool], bool]
     ) -> None:
-        """Answer now if `check` can (or may wait no longer), else park."""
-        if check(wait_ms <= 0):
+        """Answer now if `check` can (or may wait no longer), else park (`wait_ms` None: with
+        no deadline, as Purgatory.wait's infinite one)."""
+        if check(wait_ms is not None and wait_ms <= 0):
             return
         parked = _Parked(frozenset(keys), check)
         self._parked.append(parked)
-        self._process.after(wait_ms, "deadline", functools.partial(self._settle, parked, True))
+        if wait_ms is not None:
+            self._process.after(wait_ms, "deadline", functools.partial(self._settle, parked, True))
 
     def complete(
         self,
         operation: DelayedOperation[R],
         state: BrokerState,
-        wait_ms: int,
+        wait_ms: int | None,
         apply: Callable[[Actions], None],
         answer: Callable[[R], None],
     ) -> None:

@@ -4,7 +4,8 @@ own write), replayed into the core as uncommitted, and the decision is answered 
 covers them (then they are committed in the core) or with its failure answer.
 
 `start_write` appends and replays now; the `DelayedWrite` it returns is a delayed operation
-(broker.core.delayed) that the shell parks as any acks=all produce.
+(broker.core.delayed) that the shell parks as any acks=all produce. A partition replayed on
+becoming its leader is served once its HW covers what was replayed: a `DelayedLoad`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from broker.core.actions import NO_ACTIONS, Actions
 from broker.core.delayed import DelayedProduce
 from broker.core.group.coordinator import Decision, GroupCoordinatorCore, PartitionLoad
 from broker.core.group.writes import coordinator_batches, write_error
+from broker.core.partition import Partition
 from broker.core.produce import append_produce
 from broker.core.state import BrokerState
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
 
-__all__ = ["DelayedWrite", "start_write"]
+__all__ = ["DelayedLoad", "DelayedWrite", "start_write"]
 
 R = TypeVar("R")
 
@@ -123,3 +125,53 @@ def start_write(
     for key, value in decision.records:
         core.replay(key, value, committed=False)
     return DelayedWrite(core, decision, produce=DelayedProduce(request, append), batches=batches)
+
+
+class DelayedLoad:
+    """An offsets partition replayed up to `end` at `leader_epoch`, waiting until its HW
+    covers `end` to finish the load (`GroupCoordinatorCore.finish_load`). The log may end with
+    commits the previous leader appended but never saw replicated (a next leader may lack
+    them), and this broker's HW may lag commits that were acknowledged: until the HW covers
+    them, clients are told COORDINATOR_LOAD_IN_PROGRESS and retry, so no OffsetFetch shows an
+    offset that may vanish or one older than an acknowledged commit (Kafka's
+    CoordinatorRuntime, too, serves a partition once its HW covers what it loaded).
+
+    It completes without loading once leadership moved on (a leadership change wakes the
+    partition's key before the coordinator follows it). It has no deadline of its own; it
+    expires only when the broker shuts down. `response()`: whether it loaded."""
+
+    __slots__ = ("_core", "_partition", "end", "leader_epoch", "loaded", "p", "watch_keys")
+
+    def __init__(
+        self,
+        core: GroupCoordinatorCore,
+        p: int,
+        leader_epoch: int,
+        partition: Partition,
+        end: int,
+    ) -> None:
+        self._core = core
+        self.p = p
+        self.leader_epoch = leader_epoch
+        self._partition = partition
+        self.end = end
+        self.loaded = False
+        self.watch_keys = (TopicPartition(OFFSETS_TOPIC, p),)
+
+    def try_complete(self, state: BrokerState, now_ms: int) -> bool:
+        if self._core.leader_epochs.get(self.p) != self.leader_epoch:
+            return True
+        if self._partition.high_watermark < self.end:
+            return False
+        self._core.finish_load(self.p, now_ms)
+        self.loaded = True
+        return True
+
+    def expire(self, now_ms: int) -> None:
+        pass  # not loaded
+
+    def take_actions(self) -> Actions:
+        return NO_ACTIONS
+
+    def response(self) -> bool:
+        return self.loaded

@@ -1,6 +1,7 @@
-"""broker.core.delayed and broker.core.group.runtime: the delayed operations a purgatory parks
-(DelayedProduce, DelayedFetch, the coordinator's DelayedWrite), tried and expired by hand on
-real logs, as either shell would."""
+"""broker.core.delayed, broker.core.delayed_topics and broker.core.group.runtime: the delayed
+operations a purgatory parks (DelayedProduce, DelayedFetch, DelayedCreatePartitions,
+DelayedDeleteTopics, the coordinator's DelayedWrite and DelayedLoad), tried and expired by hand
+on real logs, as either shell would."""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ import pytest
 
 from broker.config.log_config import LogConfig
 from broker.core.delayed import DelayedFetch, DelayedProduce
+from broker.core.delayed_topics import DelayedCreatePartitions, DelayedDeleteTopics
 from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupSettings
 from broker.core.group.model import OffsetValue
 from broker.core.group.records import offset_record
-from broker.core.group.runtime import start_write
+from broker.core.group.runtime import DelayedLoad, start_write
 from broker.core.isr import IsrCore, IsrSettings
+from broker.core.metadata_cache import PartitionInfo
 from broker.core.produce import append_produce
 from broker.core.replica_manager import ReplicaManager
-from broker.core.state import BrokerState
+from broker.core.state import METADATA_KEY, BrokerState
 from broker.log.manager import LogManager
 from protocol.errors import ErrorCode
+from protocol.messages.delete_topics import DeletableTopicResult
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
@@ -230,3 +234,116 @@ def test_an_expired_write_answers_its_failure_and_commits_nothing(state: BrokerS
     write.expire(T0)
     assert write.response() == "COORDINATOR_NOT_AVAILABLE"  # REQUEST_TIMED_OUT, for a client
     assert _committed(core) is None
+
+
+# -- the coordinator's DelayedLoad (broker.core.group.runtime) ----------------------------
+
+
+def _loading(state: BrokerState, leader_epoch: int = 0) -> tuple[GroupCoordinatorCore, int]:
+    """A core loading offsets-0 at `leader_epoch`, whose log ends past its HW: the end."""
+    core = GroupCoordinatorCore(GroupSettings(1, 45_000, 5_000), lambda: "m")
+    core.leader_epochs[0] = leader_epoch
+    core.begin_load(0)
+    start_write(_core(), state, _decision(), T0, 1000)  # the previous leader's last write
+    return core, state.replica_manager.partitions[OFFSETS_0].log_end_offset
+
+
+def test_a_load_finishes_once_the_hw_covers_what_was_replayed(state: BrokerState) -> None:
+    core, end = _loading(state)
+    load = DelayedLoad(core, 0, 0, state.replica_manager.partitions[OFFSETS_0], end)
+    assert load.watch_keys == (OFFSETS_0,)
+    assert not load.try_complete(state, T0)
+    assert core.check("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    _follower_caught_up(state, OFFSETS_0)
+    assert load.try_complete(state, T0)
+    assert load.response() and core.check("g") == ErrorCode.NONE
+    assert list(load.take_actions().complete_keys) == []
+
+
+def test_a_load_completes_unloaded_once_leadership_moved_on(state: BrokerState) -> None:
+    core, end = _loading(state)
+    load = DelayedLoad(core, 0, 0, state.replica_manager.partitions[OFFSETS_0], end)
+    assert not load.try_complete(state, T0)
+    core.leader_epochs[0] = 1  # the coordinator followed a later leadership
+    _follower_caught_up(state, OFFSETS_0)
+    assert load.try_complete(state, T0)
+    assert not load.response()
+    assert core.check("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # the next load's to finish
+
+
+def test_an_expired_load_did_not_load(state: BrokerState) -> None:
+    core, end = _loading(state)
+    load = DelayedLoad(core, 0, 0, state.replica_manager.partitions[OFFSETS_0], end)
+    assert not load.try_complete(state, T0)
+    load.expire(T0)  # only at shutdown: it has no deadline
+    assert not load.response()
+    assert core.check("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+# -- DelayedCreatePartitions and DelayedDeleteTopics (broker.core.delayed_topics) ---------
+
+
+def _topic(state: BrokerState, name: str, *leaders: int) -> None:
+    state.metadata.topics[name] = {
+        index: PartitionInfo(leader, 0, (1,), (1,), 0) for index, leader in enumerate(leaders)
+    }
+
+
+def test_created_topics_wait_until_every_partition_has_a_leader(state: BrokerState) -> None:
+    waiting = DelayedCreatePartitions({"a": 0, "b": 0})
+    assert list(waiting.watch_keys) == [METADATA_KEY]
+    assert not waiting.try_complete(state, T0)
+    _topic(state, "a", 1, -1)  # one partition without a leader yet
+    _topic(state, "b", 2)
+    assert not waiting.try_complete(state, T0)
+    assert waiting.response() == {"a"}
+    _topic(state, "a", 1, 2)
+    assert waiting.try_complete(state, T0)
+    assert waiting.response() == set()
+
+
+def test_added_partitions_wait_for_their_count_and_expire_with_the_topics_still_waiting(
+    state: BrokerState,
+) -> None:
+    _topic(state, "a", 1)
+    _topic(state, "b", 1)
+    waiting = DelayedCreatePartitions({"a": 2, "b": 1})
+    assert not waiting.try_complete(state, T0)
+    waiting.expire(T0)
+    assert waiting.response() == {"a"}
+    assert list(waiting.take_actions().complete_keys) == []
+
+
+def test_deleted_topics_wait_until_gone_and_only_accepted_ones_time_out(
+    state: BrokerState,
+) -> None:
+    for name in ("a", "b", "refused"):
+        _topic(state, name, 1)
+    refused = DeletableTopicResult("refused", ErrorCode.TOPIC_AUTHORIZATION_FAILED, "no")
+    results = {
+        "a": DeletableTopicResult("a", ErrorCode.NONE),
+        "b": DeletableTopicResult("b", ErrorCode.NONE),
+        "refused": refused,
+    }
+    deletion = DelayedDeleteTopics(results)
+    assert list(deletion.watch_keys) == [METADATA_KEY]
+    assert not deletion.try_complete(state, T0)
+    del state.metadata.topics["a"]
+    assert not deletion.try_complete(state, T0)
+    deletion.expire(T0)
+    assert deletion.response() == {
+        "a": DeletableTopicResult("a", ErrorCode.NONE),
+        "b": DeletableTopicResult(
+            "b", ErrorCode.REQUEST_TIMED_OUT, "deletion requested, not yet complete"
+        ),
+        "refused": refused,
+    }
+
+
+def test_deleted_topics_complete_once_all_are_gone(state: BrokerState) -> None:
+    _topic(state, "a", 1)
+    deletion = DelayedDeleteTopics({"a": DeletableTopicResult("a", ErrorCode.NONE)})
+    assert not deletion.try_complete(state, T0)
+    del state.metadata.topics["a"]
+    assert deletion.try_complete(state, T0)
+    assert deletion.response() == {"a": DeletableTopicResult("a", ErrorCode.NONE)}
