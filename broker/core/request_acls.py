@@ -34,6 +34,7 @@ from protocol.messages.produce import ProduceRequest
 __all__ = [
     "Allowed",
     "CommitSplit",
+    "authorized_offset_fetch",
     "describable_offsets",
     "fetch_denied",
     "find_coordinator_denied",
@@ -148,6 +149,20 @@ def offset_commit_refused(
 def may_fetch_offsets(request: OffsetFetchRequest, allowed: Allowed) -> bool:
     """OffsetFetch: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED)."""
     return allowed(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id)
+
+
+def authorized_offset_fetch(
+    request: OffsetFetchRequest,
+    fetch: Callable[[OffsetFetchRequest], OffsetFetchResponse],
+    allowed: Allowed | None,
+) -> OffsetFetchResponse:
+    """OffsetFetch as KafkaApis answers it: GROUP_AUTHORIZATION_FAILED without DESCRIBE on the
+    group, else what `fetch` reads less what the principal may not see (`describable_offsets`).
+    `allowed` None: no authorizer, nothing to check."""
+    if allowed is not None and not may_fetch_offsets(request, allowed):
+        return OffsetFetchResponse((), ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    fetched = fetch(request)
+    return fetched if allowed is None else describable_offsets(request, fetched, allowed)
 
 
 def describable_offsets(
