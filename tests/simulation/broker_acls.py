@@ -21,6 +21,7 @@ from broker.core.authorizer import authorize
 from broker.core.principal import Principal
 from broker.core.request_acls import (
     Allowed,
+    denied_message,
     may_change_acls,
 )
 from controller.zk_acls import (
@@ -102,7 +103,7 @@ class SimBrokerAcls(SimBrokerBase):
         allowed = self._allowed(principal, host)
         acls = self.acls  # as judged on arrival: the answer reports these
         may_alter = allowed is not None and may_change_acls(allowed)
-        denied = f"{principal} may not ALTER cluster kafka-cluster"
+        denied = denied_message(principal, AclOperation.ALTER, ResourceType.CLUSTER)
         response: CreateAclsResponse | DeleteAclsResponse
         if isinstance(request, CreateAclsRequest):
             planned = plan_creations(request, may_alter=may_alter, denied=denied)

@@ -29,9 +29,10 @@ from broker.core.produce import (
 )
 from broker.core.request_acls import (
     authorized_offset_fetch,
+    denied_message,
     fetch_denied,
     find_coordinator_denied,
-    heartbeat_denied,
+    heartbeat_refusal,
     may_follow,
     offset_commit_denied,
     produce_denied,
@@ -39,10 +40,10 @@ from broker.core.request_acls import (
 )
 from controller.zk_topics import get_topic_config
 from controller.zk_types import ZkError
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
 )
 from protocol.messages.create_acls import (
     CreateAclsRequest,
@@ -176,26 +177,25 @@ class SimBrokerRequests(SimBrokerUpkeep):
             refused = find_coordinator_refusals(
                 request,
                 find_coordinator_denied(request, allowed) if allowed else frozenset(),
-                lambda key: f"{principal} may not DESCRIBE group {key}",
+                lambda key: denied_message(
+                    principal, AclOperation.DESCRIBE, ResourceType.GROUP, key
+                ),
             )
             respond(answer_find_coordinator(request, refused, self.state.metadata, None))
         elif isinstance(request, ConsumerGroupHeartbeatRequest):
-            if allowed is not None:
-                code, names = heartbeat_denied(request, allowed)
-                if code != ErrorCode.NONE:
-                    return respond(ConsumerGroupHeartbeatResponse(code, f"{principal}: {names}"))
-                decision = core.heartbeat(
-                    request,
-                    groups.topics(),
-                    self.now_ms,
-                    "sim",
-                    wall_ms=self.wall_ms,
-                    principal=str(principal),
-                )
-            else:
-                decision = core.heartbeat(
-                    request, groups.topics(), self.now_ms, "sim", wall_ms=self.wall_ms
-                )
+            refusal = heartbeat_refusal(request, allowed, principal) if allowed else None
+            if refusal is not None:
+                return respond(refusal)
+            # The principal goes on record only with an authorizer (the handler always
+            # records it): runs without one keep the group records their seeds always made.
+            decision = core.heartbeat(
+                request,
+                groups.topics(),
+                self.now_ms,
+                "sim",
+                wall_ms=self.wall_ms,
+                principal=str(principal) if allowed else "",
+            )
             groups.write(decision, respond)
         elif isinstance(request, OffsetCommitRequest):
 
@@ -258,7 +258,7 @@ class SimBrokerRequests(SimBrokerUpkeep):
         allowed = self._allowed(principal, host)
         acls = self.acls  # as judged on arrival: the answer reports these
         denied = {
-            t: f"{principal} may not WRITE topic {t}"
+            t: denied_message(principal, AclOperation.WRITE, ResourceType.TOPIC, t)
             for t in (produce_denied(request, allowed) if allowed is not None else ())
         }
         append = append_produce(state, request, self.wall_ms, denied=denied)
