@@ -200,6 +200,12 @@ class SimBroker(SimBrokerRequests):
             self.controller.die()
         self._reset()
 
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.close()
+        if self.log_manager is not None:
+            self.log_manager.abandon()
+
     def expire_session(self, reconnect_ms: int | None = None) -> None:
         """ZooKeeper expired our session (not a crash): re-register with a new one, after
         ZooKeeper's latency or `reconnect_ms` (ZooKeeper unreachable until then); a

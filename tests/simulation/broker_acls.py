@@ -54,6 +54,8 @@ __all__ = ["SimBrokerAcls"]
 
 
 class SimBrokerAcls(SimBrokerBase):
+    """The authorizer's answers, told to the invariants; the ACLs' admin requests."""
+
     def _allowed(self, principal: Principal, host: str) -> Allowed | None:
         """The authorizer core over this broker's ACLs, as `principal` from `host`, each
         answer told to the invariants; None without an authorizer."""

@@ -93,6 +93,8 @@ _REFUSALS: dict[type, type] = {
 
 
 class SimBrokerRequests(SimBrokerUpkeep):
+    """Each request delivered to the core its handler calls, authorized first."""
+
     def handle_request(self, envelope: Envelope) -> None:
         assert self.state is not None
         payload = envelope.payload
@@ -121,6 +123,8 @@ class SimBrokerRequests(SimBrokerUpkeep):
                 self._respond(envelope, SimController.refuse(self.broker_id, payload.event))
         else:
             raise TypeError(f"unexpected request {payload!r}")
+
+    # -- the controller's requests (broker/handlers/leader_and_isr.py and the others) -----
 
     def _controller_request(
         self, envelope: Envelope, request: ControllerRequest, deadline_ms: int

@@ -47,6 +47,8 @@ __all__ = ["SimBrokerUpkeep"]
 
 
 class SimBrokerUpkeep(SimBrokerAcls):
+    """What the broker's background tasks do, each on what a core decided."""
+
     def apply(self, actions: Actions) -> None:
         """As BrokerContext.apply, in the same order."""
         self._change_followers(actions.follower_changes)
@@ -218,12 +220,6 @@ class SimBrokerUpkeep(SimBrokerAcls):
         self.flush(hws=False)
         config = self.world.config
         self.after(self.world.draw(config.log_flush_interval_ms), "log-flush", self._flush_logs)
-
-    def close(self) -> None:
-        for log in self.logs.values():
-            log.close()
-        if self.log_manager is not None:
-            self.log_manager.abandon()
 
     # -- dynamic configs (broker/config/change_listener.py) -------------------------------
 
