@@ -24,6 +24,7 @@ from broker.core.isr import IsrWrite
 from broker.core.metadata_cache import MetadataCache
 from broker.core.principal import ANONYMOUS, Principal, parse_principal
 from broker.core.replica_manager import ReplicaManager
+from broker.core.request_acls import denied_message
 from broker.core.scram import ScramCredential
 from broker.core.state import METADATA_KEY, BrokerState, ElectedController
 from broker.inter_broker import control_plane_security, inter_broker_security
@@ -223,14 +224,8 @@ class BrokerContext:
         return allowed
 
     def denied(self, operation: AclOperation, resource_type: ResourceType, *names: str) -> str:
-        """A refusal's error_message: who may not do what on which resource (Kafka's only
-        says "Not authorized to access topics: [sec]"), so a client can tell which grant
-        is missing."""
-        kind = resource_type.name.lower()
-        what = f"{kind} {CLUSTER_NAME}" if resource_type is ResourceType.CLUSTER else kind
-        if resource_type is not ResourceType.CLUSTER:
-            what = f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}"
-        return f"{SESSION.get().principal} may not {operation.name} {what}"
+        """A refusal's error_message for the request being handled (`denied_message`)."""
+        return denied_message(SESSION.get().principal, operation, resource_type, *names)
 
     def authorize_cluster(self, operation: AclOperation, *, log_denied: bool = True) -> bool:
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied)

@@ -1,7 +1,8 @@
 """Offline partitions, trio shell (Kafka's ReplicaManager.LogDirFailureHandler, KIP-112): when a
-log or log dir fails, stop fetching its partitions, wake what waits on them, then tell the
-controller: the broker's registration lists its offline partitions and a log dir event
-notification makes the controller read it (controller/zk_brokers.py has the scripts)."""
+log or log dir fails, carry out what broker/core/log_dir_failure.py decides (stop fetching its
+partitions, wake what waits on them), then tell the controller: the broker's registration
+lists its offline partitions and a log dir event notification makes the controller read it
+(controller/zk_brokers.py has the scripts)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.core.controller_requests import FollowerChange
+from broker.core.log_dir_failure import take_offline
 from controller.zk_brokers import publish_log_dir_failure, set_offline_partitions
 from controller.zk_types import ZkError
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
@@ -40,23 +42,20 @@ class LogDirFailureHandler:
         ctx.replica_manager.on_offline = self.notify
         task_status.started()
         while True:
-            gone = ctx.replica_manager.take_offline()
-            if gone:
-                ctx.change_followers(FollowerChange(tp) for tp in gone)
-                ctx.wake(gone)
-                if ctx.group_coordinator is not None:  # offsets partitions it can no longer write
-                    ctx.group_coordinator.sync_partitions()
-                await self._tell_controller()
+            offline = take_offline(ctx.replica_manager)
+            if offline is not None:
+                ctx.apply(offline.actions)
+                await self._tell_controller(offline.registered)
             await self._changed.wait()
             self._changed = trio.Event()
 
-    async def _tell_controller(self) -> None:
+    async def _tell_controller(self, offline: list[TopicPartition]) -> None:
         """Rewrite the registration, then publish the event; retried until both are done (a
-        registration that has gone is rewritten with them when the broker re-registers)."""
+        registration that has gone is rewritten with them when the broker re-registers;
+        partitions going offline meanwhile are told in the next round)."""
         ctx = self._ctx
         backoff_s = _RETRY_BACKOFF_S[0]
         while True:
-            offline = sorted(ctx.replica_manager.offline)
             try:
                 with trio.fail_after(ZK_WRITE_TIMEOUT_S):
                     await self._zk.run(

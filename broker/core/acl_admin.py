@@ -1,7 +1,8 @@
-"""CreateAcls and DeleteAcls as Kafka's AclAuthorizer checks and applies them: which binding a
-creation names, which filter a deletion names, and each as a change of one pattern's entries
-(`controller.zk_acls.change_acls` writes it). The broker's handlers (broker/handlers/acls.py)
-and the simulator share these."""
+"""CreateAcls and DeleteAcls as Kafka's AclAuthorizer checks and applies them: the refusal
+without ALTER on the cluster, which binding a creation names, which filter a deletion names,
+and each as a change of one pattern's entries (`controller.zk_acls.change_acls` writes it).
+The broker's handlers (broker/handlers/acls.py) and the simulator plan with these, write each
+change, and build the answers with them."""
 
 from __future__ import annotations
 
@@ -22,8 +23,12 @@ from protocol.acl import (
     ResourceType,
 )
 from protocol.errors import ErrorCode
-from protocol.messages.create_acls import AclCreation
-from protocol.messages.delete_acls import DeleteAclsFilterResult, DeleteAclsMatchingAcl
+from protocol.messages.create_acls import AclCreation, AclCreationResult, CreateAclsRequest
+from protocol.messages.delete_acls import (
+    DeleteAclsFilterResult,
+    DeleteAclsMatchingAcl,
+    DeleteAclsRequest,
+)
 from protocol.messages.describe_acls import AclFilterSpec
 
 __all__ = [
@@ -32,10 +37,13 @@ __all__ = [
     "Entries",
     "FilterDeletion",
     "Outcome",
+    "PatternChange",
     "adder",
     "binding_of",
     "dropper",
     "filter_of",
+    "plan_creations",
+    "plan_deletions",
 ]
 
 # A pattern's compare-and-set is tried this often when another writer keeps coming first.
@@ -74,6 +82,14 @@ def dropper(
     return drop
 
 
+@dataclass(frozen=True, slots=True)
+class PatternChange:
+    """A creation's write: `change` applied to `pattern`'s entries."""
+
+    pattern: ResourcePattern
+    change: Callable[[Entries], Entries]
+
+
 @dataclass
 class FilterDeletion:
     """One DeleteAcls filter's answer, built pattern by pattern as each pattern's change is
@@ -82,14 +98,19 @@ class FilterDeletion:
     wanted: AclFilter
     matching: list[DeleteAclsMatchingAcl] = field(default_factory=list)
     error: Outcome = (ErrorCode.NONE, None)
+    _removed: set[AccessControlEntry] = field(default_factory=set)
 
     def patterns(self, bindings: Iterable[AclBinding]) -> list[ResourcePattern]:
         """The stored patterns holding an entry this filter matches, in a fixed order."""
         return sorted({b.pattern for b in bindings if self.wanted.matches(b)})
 
-    def written(
-        self, pattern: ResourcePattern, outcome: Outcome, removed: set[AccessControlEntry]
-    ) -> None:
+    def change(self, pattern: ResourcePattern) -> Callable[[Entries], Entries]:
+        """The change to write to `pattern`, then tell `written` its outcome."""
+        self._removed = set()
+        return dropper(self.wanted, pattern, self._removed)
+
+    def written(self, pattern: ResourcePattern, outcome: Outcome) -> None:
+        removed = self._removed
         if outcome[0] != ErrorCode.NONE:
             self.error = outcome
             return
@@ -110,6 +131,44 @@ class FilterDeletion:
 
     def result(self) -> DeleteAclsFilterResult:
         return DeleteAclsFilterResult(self.error[0], self.error[1], tuple(self.matching))
+
+
+def plan_creations(
+    request: CreateAclsRequest, *, may_alter: bool, denied: str
+) -> list[AclCreationResult | PatternChange]:
+    """Each creation's answer, or the change to write for it (the write's outcome is its
+    answer): CLUSTER_AUTHORIZATION_FAILED (`denied` says why) for every one without ALTER on
+    the cluster, INVALID_REQUEST for a binding Kafka would not store."""
+    if not may_alter:
+        failed = AclCreationResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
+        return [failed for _ in request.creations]
+    planned: list[AclCreationResult | PatternChange] = []
+    for creation in request.creations:
+        try:
+            binding = binding_of(creation)
+        except ValueError as exc:
+            planned.append(AclCreationResult(ErrorCode.INVALID_REQUEST, str(exc)))
+            continue
+        planned.append(PatternChange(binding.pattern, adder(binding.entry)))
+    return planned
+
+
+def plan_deletions(
+    request: DeleteAclsRequest, *, may_alter: bool, denied: str
+) -> list[DeleteAclsFilterResult | FilterDeletion]:
+    """Each filter's answer, or its deletion to carry out (read the stored ACLs, write a change
+    to each of its `patterns`): refused as `plan_creations` refuses, INVALID_REQUEST for a
+    filter that names an unknown type, pattern type, operation or permission."""
+    if not may_alter:
+        failed = DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
+        return [failed for _ in request.filters]
+    planned: list[DeleteAclsFilterResult | FilterDeletion] = []
+    for spec in request.filters:
+        try:
+            planned.append(FilterDeletion(filter_of(spec)))
+        except ValueError as exc:
+            planned.append(DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, str(exc)))
+    return planned
 
 
 def binding_of(creation: AclCreation) -> AclBinding:

@@ -1,6 +1,6 @@
 """What a core step asks its shell to do, as one value, so that each driver (the trio broker
-and the simulator) carries it out in one place (BrokerContext.apply, SimBroker.apply): the
-cores decide, the drivers only start and wake things."""
+and the simulator) carries it out in one place (BrokerContext.apply, SimBrokerUpkeep.apply in
+tests/simulation/broker_upkeep.py): the cores decide, the drivers only start and wake things."""
 
 from __future__ import annotations
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from broker.core.principal import Principal
 from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
-from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.offset_commit import (
@@ -34,10 +38,13 @@ from protocol.messages.produce import ProduceRequest
 __all__ = [
     "Allowed",
     "CommitSplit",
+    "authorized_offset_fetch",
+    "denied_message",
     "describable_offsets",
     "fetch_denied",
     "find_coordinator_denied",
     "heartbeat_denied",
+    "heartbeat_refusal",
     "may_change_acls",
     "may_describe_acls",
     "may_fetch_offsets",
@@ -50,6 +57,18 @@ __all__ = [
 
 # May the request's principal do this operation on this resource?
 Allowed = Callable[[AclOperation, ResourceType, str], bool]
+
+
+def denied_message(
+    principal: Principal, operation: AclOperation, resource_type: ResourceType, *names: str
+) -> str:
+    """A refusal's error_message: who may not do what on which resource (Kafka's only says
+    "Not authorized to access topics: [sec]"), so a client can tell which grant is missing."""
+    kind = resource_type.name.lower()
+    what = f"{kind} {CLUSTER_NAME}"
+    if resource_type is not ResourceType.CLUSTER:
+        what = f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}"
+    return f"{principal} may not {operation.name} {what}"
 
 
 def produce_denied(request: ProduceRequest, allowed: Allowed) -> frozenset[str]:
@@ -150,6 +169,20 @@ def may_fetch_offsets(request: OffsetFetchRequest, allowed: Allowed) -> bool:
     return allowed(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id)
 
 
+def authorized_offset_fetch(
+    request: OffsetFetchRequest,
+    fetch: Callable[[OffsetFetchRequest], OffsetFetchResponse],
+    allowed: Allowed | None,
+) -> OffsetFetchResponse:
+    """OffsetFetch as KafkaApis answers it: GROUP_AUTHORIZATION_FAILED without DESCRIBE on the
+    group, else what `fetch` reads less what the principal may not see (`describable_offsets`).
+    `allowed` None: no authorizer, nothing to check."""
+    if allowed is not None and not may_fetch_offsets(request, allowed):
+        return OffsetFetchResponse((), ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    fetched = fetch(request)
+    return fetched if allowed is None else describable_offsets(request, fetched, allowed)
+
+
 def describable_offsets(
     request: OffsetFetchRequest, response: OffsetFetchResponse, allowed: Allowed
 ) -> OffsetFetchResponse:
@@ -179,6 +212,20 @@ def describable_offsets(
             for t in response.topics
         ),
     )
+
+
+def heartbeat_refusal(
+    request: ConsumerGroupHeartbeatRequest, allowed: Allowed, principal: Principal
+) -> ConsumerGroupHeartbeatResponse | None:
+    """ConsumerGroupHeartbeat's answer when `heartbeat_denied` refuses it; None when not."""
+    refused, names = heartbeat_denied(request, allowed)
+    if refused == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+        message = denied_message(principal, AclOperation.READ, ResourceType.GROUP, *names)
+        return ConsumerGroupHeartbeatResponse(refused, message)
+    if refused == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+        message = denied_message(principal, AclOperation.DESCRIBE, ResourceType.TOPIC, *names)
+        return ConsumerGroupHeartbeatResponse(refused, message)
+    return None
 
 
 def heartbeat_denied(

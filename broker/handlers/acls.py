@@ -12,21 +12,15 @@ from broker.core.acl_admin import (
     ACL_CHANGE_ATTEMPTS,
     KEPT_CHANGING,
     Entries,
-    FilterDeletion,
-    adder,
-    binding_of,
-    dropper,
+    PatternChange,
     filter_of,
+    plan_creations,
+    plan_deletions,
 )
 from broker.core.request_acls import may_change_acls, may_describe_acls
 from controller.zk_acls import AclsChangedError, change_acls, read_all_acls
 from controller.zk_types import ZkError
-from protocol.acl import (
-    AccessControlEntry,
-    AclOperation,
-    ResourcePattern,
-    ResourceType,
-)
+from protocol.acl import AclOperation, ResourcePattern, ResourceType
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.create_acls import (
@@ -58,19 +52,12 @@ async def handle_create_acls(
     if not ctx.authorizing:
         failed = AclCreationResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
         return CreateAclsResponse(tuple(failed for _ in request.creations))
-    if not may_change_acls(ctx.authorize):
-        denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
-        failed = AclCreationResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
-        return CreateAclsResponse(tuple(failed for _ in request.creations))
     results = []
-    for creation in request.creations:
-        try:
-            binding = binding_of(creation)
-        except ValueError as exc:
-            results.append(AclCreationResult(ErrorCode.INVALID_REQUEST, str(exc)))
-            continue
-        code, message = await _change(ctx, binding.pattern, adder(binding.entry))
-        results.append(AclCreationResult(code, message))
+    denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
+    for planned in plan_creations(request, may_alter=may_change_acls(ctx.authorize), denied=denied):
+        if isinstance(planned, PatternChange):
+            planned = AclCreationResult(*await _change(ctx, planned.pattern, planned.change))
+        results.append(planned)
     return CreateAclsResponse(tuple(results))
 
 
@@ -112,27 +99,20 @@ async def handle_delete_acls(
     if not ctx.authorizing:
         failed = DeleteAclsFilterResult(ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
-    if not may_change_acls(ctx.authorize):
-        denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
-        failed = DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
-        return DeleteAclsResponse(tuple(failed for _ in request.filters))
-    if ctx.zk.absent:
+    may_alter = may_change_acls(ctx.authorize)
+    zk = ctx.zk
+    if may_alter and zk.absent:
         failed = DeleteAclsFilterResult(ErrorCode.NOT_CONTROLLER, "no ZooKeeper session")
         return DeleteAclsResponse(tuple(failed for _ in request.filters))
+    denied = ctx.denied(AclOperation.ALTER, ResourceType.CLUSTER)
     results = []
-    for spec in request.filters:
-        try:
-            wanted = filter_of(spec)
-        except ValueError as exc:
-            results.append(DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, str(exc)))
-            continue
-        acls, _ = await ctx.zk.run(read_all_acls())
-        deletion = FilterDeletion(wanted)
-        for pattern in deletion.patterns(acls.bindings()):
-            removed: set[AccessControlEntry] = set()
-            outcome = await _change(ctx, pattern, dropper(wanted, pattern, removed))
-            deletion.written(pattern, outcome, removed)
-        results.append(deletion.result())
+    for planned in plan_deletions(request, may_alter=may_alter, denied=denied):
+        if not isinstance(planned, DeleteAclsFilterResult):
+            acls, _ = await zk.run(read_all_acls())  # present: refused above otherwise
+            for pattern in planned.patterns(acls.bindings()):
+                planned.written(pattern, await _change(ctx, pattern, planned.change(pattern)))
+            planned = planned.result()
+        results.append(planned)
     return DeleteAclsResponse(tuple(results))
 
 

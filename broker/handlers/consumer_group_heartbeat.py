@@ -9,8 +9,7 @@ from broker.context import CLIENT_HOST, SESSION, BrokerContext
 from broker.core.group.membership import MayDescribe
 from broker.core.group.model import Member
 from broker.core.group.topic_ids import named_partitions, with_topic_ids
-from broker.core.request_acls import heartbeat_denied
-from protocol.acl import AclOperation, ResourceType
+from broker.core.request_acls import heartbeat_refusal
 from protocol.codec import RequestHeader
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
@@ -27,13 +26,9 @@ _TOPIC_IDS_VERSION = 1  # KIP-516 (protocol.messages.consumer_group_heartbeat)
 async def handle_consumer_group_heartbeat(
     ctx: BrokerContext, header: RequestHeader, request: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
-    refused, names = heartbeat_denied(request, ctx.authorize)
-    if refused == ErrorCode.GROUP_AUTHORIZATION_FAILED:
-        denied = ctx.denied(AclOperation.READ, ResourceType.GROUP, *names)
-        return ConsumerGroupHeartbeatResponse(refused, denied)
-    if refused == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
-        denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, *names)
-        return ConsumerGroupHeartbeatResponse(refused, denied)
+    refusal = heartbeat_refusal(request, ctx.authorize, SESSION.get().principal)
+    if refusal is not None:
+        return refusal
     coordinator = ctx.group_coordinator
     if not coordinator.active:
         return ConsumerGroupHeartbeatResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)

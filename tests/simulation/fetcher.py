@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from broker.core.follower import Follower
 
 if TYPE_CHECKING:
-    from tests.simulation.broker import SimBroker
+    from tests.simulation.broker_base import SimBrokerBase
 
 __all__ = ["SimFetcher"]
 
 
 class SimFetcher:
-    def __init__(self, broker: SimBroker, follower: Follower) -> None:
+    def __init__(self, broker: SimBrokerBase, follower: Follower) -> None:
         self.broker = broker
         self.follower = follower
         self.stopped = False

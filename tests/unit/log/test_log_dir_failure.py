@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from broker.config.log_config import LogConfig
+from broker.core.actions import Actions
+from broker.core.controller_requests import FollowerChange
 from broker.core.fetch import read_fetch
 from broker.core.isr import IsrCore, IsrSettings
+from broker.core.log_dir_failure import take_offline
 from broker.core.replica_manager import ReplicaManager
 from broker.core.state import BrokerState
 from broker.log.errors import LogStorageError
@@ -260,3 +263,27 @@ def test_a_dir_that_cannot_open_is_offline_unless_every_dir_failed(tmp_path: Pat
     manager.shutdown(T0)
     with pytest.raises(LogStorageError, match="Not a directory"):
         LogManager([bad / "data"], LogConfig()).startup(T0)
+
+
+def test_offline_partitions_are_stopped_woken_and_registered_in_one_decision(
+    tmp_path: Path, full_disk: list[int]
+) -> None:
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup(T0)
+    replicas = ReplicaManager(1, manager)
+    replicas.become_leader_or_follower((leader_state(), leader_state("t", 1)), T0, wall_ms=T0)
+    assert take_offline(replicas) is None
+    full_disk.append(1)
+    replicas.append(TP, make_batch(1), T0)
+    offline = take_offline(replicas)
+    assert offline is not None
+    both = [TP, TopicPartition("t", 1)]
+    assert sorted(offline.gone) == offline.registered == both
+    assert offline.actions == Actions(
+        complete_keys=offline.gone,
+        follower_changes=[FollowerChange(tp) for tp in offline.gone],
+        group_resync=True,
+    )
+    assert take_offline(replicas) is None  # taken once
+    full_disk.clear()
+    manager.shutdown(T0)

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from broker.core.principal import Principal
 from broker.core.request_acls import (
     Allowed,
+    authorized_offset_fetch,
+    denied_message,
     describable_offsets,
     fetch_denied,
     find_coordinator_denied,
     heartbeat_denied,
+    heartbeat_refusal,
     may_change_acls,
     may_describe_acls,
     may_fetch_offsets,
@@ -19,7 +23,10 @@ from broker.core.request_acls import (
 )
 from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
-from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.offset_commit import (
@@ -175,3 +182,40 @@ def test_offset_fetch_needs_describe_on_the_group_and_hides_or_refuses_other_top
     assert answered[1].partitions == (
         OffsetFetchPartition(0, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     )
+
+
+def test_offset_fetch_is_refused_before_it_reads_and_filtered_after() -> None:
+    found = OffsetFetchResponse(
+        tuple(OffsetFetchTopic(t, (OffsetFetchPartition(0, 7),)) for t in ("a", "b"))
+    )
+    reads: list[OffsetFetchRequest] = []
+
+    def read(request: OffsetFetchRequest) -> OffsetFetchResponse:
+        reads.append(request)
+        return found
+
+    every = OffsetFetchRequest("g")
+    _, nothing = grants()
+    refused = authorized_offset_fetch(every, read, nothing)
+    assert refused == OffsetFetchResponse((), ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    assert reads == []
+    _, group_and_a = grants((AclOperation.DESCRIBE, G, "g"), (AclOperation.DESCRIBE, T, "a"))
+    assert [t.name for t in authorized_offset_fetch(every, read, group_and_a).topics] == ["a"]
+    assert authorized_offset_fetch(every, read, None) == found  # no authorizer
+
+
+def test_a_refused_heartbeat_says_who_may_not_do_what() -> None:
+    alice = Principal("User", "alice")
+    join = ConsumerGroupHeartbeatRequest("g", "", 0, subscribed_topic_names=("b", "a", "c"))
+    _, nothing = grants()
+    assert heartbeat_refusal(join, nothing, alice) == ConsumerGroupHeartbeatResponse(
+        ErrorCode.GROUP_AUTHORIZATION_FAILED, "User:alice may not READ group g"
+    )
+    _, group_and_a = grants((AclOperation.READ, G, "g"), (AclOperation.DESCRIBE, T, "a"))
+    assert heartbeat_refusal(join, group_and_a, alice) == ConsumerGroupHeartbeatResponse(
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED, "User:alice may not DESCRIBE topics b, c"
+    )
+    _, group = grants((AclOperation.READ, G, "g"))
+    assert heartbeat_refusal(ConsumerGroupHeartbeatRequest("g", "", 0), group, alice) is None
+    cluster = denied_message(alice, AclOperation.ALTER, ResourceType.CLUSTER)
+    assert cluster == "User:alice may not ALTER cluster kafka-cluster"
