@@ -145,10 +145,12 @@ class Purgatory:
     ) -> R:
         """Try `operation` now and at each wake-up of its keys until it completes; once
         `deadline` (trio time) passed, or at shutdown, one last try and then it expires.
-        Each try's actions are applied as they come."""
+        That last try is told whether a key was woken since the previous one
+        (SimPurgatory.complete alike). Each try's actions are applied as they come."""
         gave_up = False  # the deadline passed, or the broker is shutting down
+        woken = True
         while True:
-            done = operation.try_complete(state, now_ms())
+            done = operation.try_complete(state, now_ms(), woken)
             apply(operation.take_actions())
             if done:
                 break
@@ -156,6 +158,7 @@ class Purgatory:
                 operation.expire(now_ms())
                 break
             gave_up = not await self.wait(operation.watch_keys, deadline, kind)
+            woken = not gave_up or self._closed  # at shutdown: as if woken, to be safe
         return operation.response()
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ class DelayedCreatePartitions:
     def __init__(self, partition_counts: Mapping[str, int]) -> None:
         self.waiting = dict(partition_counts)
 
-    def try_complete(self, state: BrokerState, now_ms: int) -> bool:
+    def try_complete(self, state: BrokerState, now_ms: int, woken: bool = True) -> bool:
         topics = state.metadata.topics
         self.waiting = {
             topic: count
@@ -71,7 +71,7 @@ class DelayedDeleteTopics:
         self.results = dict(results)
         self.waiting = {name for name, r in results.items() if r.error_code == ErrorCode.NONE}
 
-    def try_complete(self, state: BrokerState, now_ms: int) -> bool:
+    def try_complete(self, state: BrokerState, now_ms: int, woken: bool = True) -> bool:
         self.waiting = {name for name in self.waiting if name in state.metadata.topics}
         return not self.waiting
 

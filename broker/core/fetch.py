@@ -94,15 +94,15 @@ def read_fetch(
                     )
                 )
                 continue
-            if partition is not None and _at_readable_end(partition, wanted, replica_id):
-                # Nothing to read (an idle partition of a session, say): the answer the read
-                # below would give, without its objects; the follower's fetch still counts.
-                partitions_read.append(_empty_answer(partition))
-                if follower:
-                    _follower_fetched(
-                        state, read, partition, replica_id, wanted.fetch_offset, now_ms
-                    )
-                continue
+            if partition is not None:
+                end = _readable_end(partition, wanted, replica_id)
+                if end >= 0:
+                    # Nothing to read (an idle partition of a session, say): the answer the
+                    # read below would give, without its objects; the follower's fetch counts.
+                    partitions_read.append(_empty_answer(partition))
+                    if follower:
+                        _follower_fetched(state, read, partition, replica_id, end, end, now_ms)
+                    continue
             try:
                 result = replicas.read(
                     tp,
@@ -125,7 +125,13 @@ def read_fetch(
                 continue
             if follower:
                 _follower_fetched(
-                    state, read, partitions[tp], replica_id, wanted.fetch_offset, now_ms
+                    state,
+                    read,
+                    partitions[tp],
+                    replica_id,
+                    wanted.fetch_offset,
+                    result.log_end_offset,
+                    now_ms,
                 )
             read.total_bytes += len(records)
             remaining = max(0, remaining - len(records))
@@ -157,20 +163,21 @@ def _error(state: BrokerState, tp: TopicPartition, code: ErrorCode) -> FetchPart
     )
 
 
-def _at_readable_end(partition: Partition, wanted: FetchPartition, replica_id: int) -> bool:
-    """True when a read would answer no records and no error: this broker leads in the
-    epoch asked for (KIP-320: -1 asks for none) and the fetch offset is where the requester's
-    reads end (the LEO for followers, the HW for consumers), inside the log."""
+def _readable_end(partition: Partition, wanted: FetchPartition, replica_id: int) -> int:
+    """The fetch offset when a read would answer no records and no error, else -1: this
+    broker leads in the epoch asked for (KIP-320: -1 asks for none) and the fetch offset is
+    where the requester's reads end (the LEO for followers, the HW for consumers), inside
+    the log. For a follower that offset is the LEO (_follower_fetched takes it as such)."""
     if partition.leader_id != partition.broker_id:  # Partition.is_leader, inlined: per call
-        return False
+        return -1
     epoch = wanted.current_leader_epoch
     if epoch >= 0 and epoch != partition.leader_epoch:  # Partition.in_leader_epoch
-        return False
+        return -1
     offset = wanted.fetch_offset
     log = partition.log
     log_end_offset = log.log_end_offset
     end = log_end_offset if partition.reads_to_log_end(replica_id) else partition.high_watermark
-    return offset == end and log.log_start_offset <= offset <= log_end_offset
+    return offset if offset == end and log.log_start_offset <= offset <= log_end_offset else -1
 
 
 def _empty_answer(partition: Partition) -> FetchPartitionData:
@@ -199,11 +206,13 @@ def _follower_fetched(
     partition: Partition,
     replica_id: int,
     fetch_offset: int,
+    log_end_offset: int,
     now_ms: int,
 ) -> None:
     """A follower's fetch offset is its LEO: it may move the HW or let it back into the ISR.
-    Read after the partition was read, as Kafka's updateFollowerFetchState."""
-    if partition.update_follower_fetch(replica_id, fetch_offset, partition.log_end_offset, now_ms):
+    Read after the partition was read (our LEO then: `log_end_offset`), as Kafka's
+    updateFollowerFetchState."""
+    if partition.update_follower_fetch(replica_id, fetch_offset, log_end_offset, now_ms):
         read.wake.append(TopicPartition(partition.topic, partition.index))
     if replica_id in partition.isr:
         return  # a member already: Partition.isr_to_expand would answer None

@@ -95,8 +95,10 @@ class FetchSession:
     partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
     owner: SessionOwner = IN_PROCESS
     # Every partition as the request to read (open_fetch), built again only when a request
-    # names or forgets partitions: an idle follower's fetch names none.
+    # names or forgets partitions: an idle follower's fetch names none. `read_order`: their
+    # CachedPartitions in that order, as read_fetch answers them (answer_fetch).
     read_topics: tuple[FetchTopic, ...] | None = None
+    read_order: tuple[CachedPartition, ...] = ()
 
     @property
     def privileged(self) -> bool:
@@ -236,6 +238,11 @@ def open_fetch(
     else:
         if session.read_topics is None:
             session.read_topics = _session_topics(partitions)
+            session.read_order = tuple(
+                partitions[TopicPartition(t.topic, p.partition)]
+                for t in session.read_topics
+                for p in t.partitions
+            )
         whole = replace(request, topics=session.read_topics)
     return FetchContext(whole, session=session, incremental=True)
 
@@ -250,11 +257,20 @@ def answer_fetch(context: FetchContext, response: FetchResponse) -> FetchRespons
     session = context.session
     if session is None:
         return response  # read_fetch's answer: every partition, no session
+    # The session's read request, unchanged since it was read (no fetch named or forgot a
+    # partition meanwhile): its answers come in read_order, no lookup needed.
+    in_order = session.read_order if context.request.topics is session.read_topics else None
+    position = 0
     topics = []
     for topic in response.responses:
         named = []
         for data in topic.partitions:
-            cached = session.partitions.get(TopicPartition(topic.topic, data.partition_index))
+            cached: CachedPartition | None
+            if in_order is not None:
+                cached = in_order[position]
+                position += 1
+            else:
+                cached = session.partitions.get(TopicPartition(topic.topic, data.partition_index))
             if cached is None:  # forgotten while the fetch waited: the client no longer asks
                 continue
             if context.incremental and (data is cached.quiet_answer or not _news(cached, data)):

@@ -1,7 +1,8 @@
 """broker/purgatory.py in simulated time: requests parked under keys until one is woken
 (each re-checks as a later step, as its trio task would) or their deadline passes. `complete`
 is Purgatory.complete: a delayed operation (broker.core.delayed) tried at each wake-up,
-expired at its deadline, each try's actions applied."""
+expired at its deadline after a last try (told whether a key was woken since the previous
+one), each try's actions applied."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ R = TypeVar("R")
 @dataclass(eq=False, slots=True)
 class _Parked:
     keys: frozenset[Hashable]
-    check: Callable[[bool], bool]  # check(expired): answer if it can; True once answered
+    # check(expired, woken): answer if it can; True once answered. `woken`: a key was woken
+    # since the previous check.
+    check: Callable[[bool, bool], bool]
     done: bool = False
     wake_pending: bool = False
 
@@ -34,11 +37,11 @@ class SimPurgatory:
         self._parked: list[_Parked] = []
 
     def answer_or_park(
-        self, keys: Iterable[Hashable], wait_ms: int | None, check: Callable[[bool], bool]
+        self, keys: Iterable[Hashable], wait_ms: int | None, check: Callable[[bool, bool], bool]
     ) -> None:
         """Answer now if `check` can (or may wait no longer), else park (`wait_ms` None: with
         no deadline, as Purgatory.wait's infinite one)."""
-        if check(wait_ms is not None and wait_ms <= 0):
+        if check(wait_ms is not None and wait_ms <= 0, True):
             return
         parked = _Parked(frozenset(keys), check)
         self._parked.append(parked)
@@ -56,8 +59,8 @@ class SimPurgatory:
         """Try `operation` now and at each wake-up until it completes, or expire it after
         a last try once `wait_ms` passed; then `answer` its response."""
 
-        def check(expired: bool) -> bool:
-            done = operation.try_complete(state, self._process.now_ms)
+        def check(expired: bool, woken: bool) -> bool:
+            done = operation.try_complete(state, self._process.now_ms, woken)
             apply(operation.take_actions())
             if not done:
                 if not expired:
@@ -76,7 +79,9 @@ class SimPurgatory:
                 self._process.after(0, "wakes", functools.partial(self._settle, parked, False))
 
     def _settle(self, parked: _Parked, expired: bool) -> None:
+        # A deadline may come before a wake-up's settle: that wake still counts.
+        woken = not expired or parked.wake_pending
         parked.wake_pending = False
-        if not parked.done and parked.check(expired):
+        if not parked.done and parked.check(expired, woken):
             parked.done = True
             self._parked.remove(parked)

@@ -60,10 +60,10 @@ class DelayedWrite(Generic[R]):
     def timeout_ms(self) -> int:
         return 0 if self.produce is None else self.produce.request.timeout_ms
 
-    def try_complete(self, state: BrokerState, now_ms: int) -> bool:
+    def try_complete(self, state: BrokerState, now_ms: int, woken: bool = True) -> bool:
         if self.produce is None:
             return True
-        if not self.produce.try_complete(state, now_ms):
+        if not self.produce.try_complete(state, now_ms, woken):
             return False
         self._finish()
         return True
@@ -158,7 +158,7 @@ class DelayedLoad:
         self.loaded = False
         self.watch_keys = (TopicPartition(OFFSETS_TOPIC, p),)
 
-    def try_complete(self, state: BrokerState, now_ms: int) -> bool:
+    def try_complete(self, state: BrokerState, now_ms: int, woken: bool = True) -> bool:
         if self._core.leader_epochs.get(self.p) != self.leader_epoch:
             return True
         if self._partition.high_watermark < self.end:

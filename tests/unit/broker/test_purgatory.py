@@ -233,10 +233,12 @@ class _Countdown:
         self.tries_left = tries
         self.tried = 0
         self.expired = False
+        self.unwoken_tries = 0
         self.watch_keys = ["k"]
 
-    def try_complete(self, state: object, now_ms: int) -> bool:
+    def try_complete(self, state: object, now_ms: int, woken: bool = True) -> bool:
         self.tried += 1
+        self.unwoken_tries += not woken
         self.tries_left -= 1
         return self.tries_left <= 0
 
@@ -275,6 +277,7 @@ async def test_complete_tries_at_each_wake_up_until_done(autojump_clock: MockClo
             assert purgatory.waiting["produce"] == 1
             purgatory.notify("k")
     assert results == [(3, False)]
+    assert operation.unwoken_tries == 0
     assert [list(a.complete_keys) for a in applied] == [
         ["woken by try 1"],
         ["woken by try 2"],
@@ -297,5 +300,59 @@ async def test_complete_expires_after_a_last_try_at_the_deadline(
         lambda _: None,  # type: ignore[arg-type]
     )
     assert result == (2, True)  # tried on arrival and once more at the deadline
+    assert operation.unwoken_tries == 1  # the last try: no key was woken since the first
     assert trio.current_time() - start == pytest.approx(5)
     assert purgatory.watched_keys == 0
+
+
+async def test_the_last_try_after_a_wake_up_is_told_nothing_woke_since(
+    autojump_clock: MockClock,
+) -> None:
+    purgatory = Purgatory()
+    operation = _Countdown(tries=100)
+    start = trio.current_time()
+    results: list[tuple[int, bool]] = []
+
+    async def parked() -> None:
+        results.append(
+            await purgatory.complete(
+                operation,
+                None,
+                lambda: 0,
+                start + 5,
+                "fetch",
+                lambda _: None,  # type: ignore[arg-type]
+            )
+        )
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked)
+        await trio.sleep(1)
+        purgatory.notify("k")
+    assert results == [(3, True)]  # on arrival, at the wake-up, at the deadline
+    assert operation.unwoken_tries == 1
+
+
+async def test_the_last_try_at_shutdown_counts_as_woken(autojump_clock: MockClock) -> None:
+    purgatory = Purgatory()
+    operation = _Countdown(tries=100)
+    results: list[tuple[int, bool]] = []
+
+    async def parked() -> None:
+        results.append(
+            await purgatory.complete(
+                operation,
+                None,
+                lambda: 0,
+                trio.current_time() + 60,
+                "fetch",
+                lambda _: None,  # type: ignore[arg-type]
+            )
+        )
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked)
+        await trio.sleep(1)
+        purgatory.close()
+    assert results == [(2, True)]
+    assert operation.unwoken_tries == 0
