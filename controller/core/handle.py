@@ -15,6 +15,7 @@ from controller.core.brokers import (
     on_controlled_shutdown,
     restarted_logs,
     restarted_members,
+    shutdown_partitions,
 )
 from controller.core.effects import (
     AlterReassignmentsReply,
@@ -56,8 +57,9 @@ from controller.core.topics import (
     on_topics_changed,
 )
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 
-__all__ = ["handle", "on_elected"]
+__all__ = ["handle", "on_elected", "states_to_read"]
 
 
 def handle(
@@ -96,6 +98,24 @@ def handle(
             return on_leader_imbalance_check(context, event)
         case _:
             assert_never(event)
+
+
+def states_to_read(context: ControllerContext, event: ControllerEvent) -> list[TopicPartition]:
+    """The partitions whose state znodes the shell reads, and hands over as `IsrChanged`,
+    just before `event`. A leader writes its ISR changes to ZooKeeper itself and publishes
+    them later (damped: Kafka's ReplicaManager.maybePropagateIsrChanges), so the context may
+    hold an older ISR; a controlled shutdown deciding on it could keep the broker leading a
+    partition whose ISR has grown back. Kafka's controller reads them first too
+    (ZkPartitionStateMachine.doElectLeaderForPartitions, ZkReplicaStateMachine.
+    doRemoveReplicasFromIsr). Elections that write are safe without: a stale partition
+    epoch fails the write and the controller re-loads."""
+    if (
+        isinstance(event, ControlledShutdownRequested)
+        and context.active
+        and event.broker_id in context.live_brokers
+    ):
+        return shutdown_partitions(context, event.broker_id)
+    return []
 
 
 def _not_controller(event: ControllerEvent) -> list[Effect]:

@@ -22,6 +22,7 @@ from controller.core import (
     TopicsChanged,
     WritePartitionStates,
     handle,
+    states_to_read,
 )
 from controller.zk_data import PartitionStateZnode
 from protocol.errors import ErrorCode
@@ -166,6 +167,21 @@ def test_controlled_shutdown_moves_leaders_and_leaves_isrs() -> None:
     assert again.partition_states == ctx.partition_states
     assert of_type(effects, WritePartitionStates) == []
     assert reply(effects).remaining_partitions == (("b", 0), ("single", 0))
+
+
+def test_controlled_shutdown_first_reads_the_states_of_the_brokers_partitions() -> None:
+    """A leader's ISR written but not yet published would be missed (see
+    tests/unit/controller/test_leading.py): the shell reads the partitions the shutdown acts
+    on, those the broker replicates with others; nothing for other requests."""
+    ctx = three_brokers()
+    assert states_to_read(ctx, ControlledShutdownRequested(1, 101)) == [
+        ("a", 0),
+        ("b", 0),
+        ("c", 0),
+    ]  # not single (RF=1) nor other (not a replica)
+    assert states_to_read(ctx, ControlledShutdownRequested(7, 107)) == []  # not registered
+    assert states_to_read(ControllerContext(CONTROLLER_ID), ControlledShutdownRequested(1, 1)) == []
+    assert states_to_read(ctx, IsrChanged({})) == []
 
 
 @pytest.mark.parametrize(
