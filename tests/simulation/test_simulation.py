@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.simulation.cluster import SimulationFailure, run_seed
+from tests.simulation.cluster import run_seed
 from tests.simulation.config import SimConfig
 
 SEEDS = range(300)
@@ -22,10 +22,9 @@ SEEDS = range(300)
 OPERATOR = SimConfig(brokers=4, enable_operator=True)
 OPERATOR_SEEDS = range(1_020, 1_100)
 # A compacted topic beside the plain one: keyed writes, tombstones, a log cleaner on two of
-# three brokers (compaction.py: every replica serves the latest value of every key).
-# No disk faults here: adding them shifts the nemesis's draws, and under the shifted draws seed
-# 2067 breaks the agreement invariant; that run is pinned below as a named failing scenario.
-COMPACTED = SimConfig(compacted_topic=True, enable_disk_faults=False)
+# three brokers (compaction.py: every replica serves the latest value of every key, but for
+# what Kafka's cleaner removes before a lagging replica fetches it).
+COMPACTED = SimConfig(compacted_topic=True)
 COMPACTED_SEEDS = range(2_020, 2_080)
 # A consumer group on "t" (four partitions) with its coordinator on __consumer_offsets
 # (groups.py: no partition with two owners, member epochs only rise, acknowledged commits
@@ -85,27 +84,18 @@ def test_seed_with_a_compacted_topic(seed: int, tmp_path: Path) -> None:
     assert report.steps > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SimulationFailure,
-    reason="Kafka's delete.retention.ms limit: a replica behind for longer than it (here down "
-    "3.5 s, the topic's delete.retention.ms 300 ms) misses a tombstone the leader's cleaner "
-    "removed, and keeps the key's older value; the agreement invariant promises more",
-)
-def test_seed_2067_a_replica_behind_longer_than_delete_retention_keeps_a_deleted_key(
+def test_seed_2067_a_follower_of_a_cleaned_log_lacks_a_key_another_replica_still_has(
     tmp_path: Path,
 ) -> None:
-    """Seed 2067 with disk faults drawn (none happens). b3 crashes at t=3007 ms and loses its
-    unflushed records of c-1 from offset 2 (LEO 10 -> 2); it is down until t=6582 ms. Meanwhile
-    the leader b1 cleans c-1 (below 22 at t=3900 ms) and, k1's tombstone being older than
-    delete.retention.ms, drops it with k1's value. b3 fetches the cleaned log and keeps k1's
-    value at offset 0, which b2 (a replica of the cleaned log) does not have. Kafka's cleaner
-    does the same (delete.retention.ms bounds how long any reader, a follower too, may be
-    behind): not a cleaner bug. Should this pass, the draws changed: find such a run again or
-    drop the pin."""
-    with pytest.raises(SimulationFailure, match=r"c-1: .* disagree on the latest records"):
-        run_seed(2067, tmp_path, dataclasses.replace(COMPACTED, enable_disk_faults=True))
-    raise SimulationFailure("seed 2067: the agreement invariant broke as pinned")
+    """Seed 2067 as the compacted seeds drew it before dynamic configs (disk faults drawn,
+    none happens): b2 fetched c-1 again from a leader whose cleaner had removed k1's values
+    below its latest, and had no record of k1 at HW 9 while b3 held k1's first value below
+    its HW 2. The agreement invariant failed there (pinned as an xfail, its reason a removed
+    tombstone: k1 had none); both replicas were as Kafka's would be, and the invariant now
+    excuses what a cleaner's removals explain. Scripted: test_scenarios.py's
+    test_a_follower_of_a_cleaned_log_lacks_a_key_until_it_reaches_its_latest_record."""
+    config = dataclasses.replace(COMPACTED, dynamic_configs=False)
+    assert run_seed(2067, tmp_path, config).steps > 0
 
 
 def test_the_cleaner_cleans(tmp_path: Path) -> None:
