@@ -26,6 +26,7 @@ from controller.core import (
     DeleteTopicZnodes,
     Effect,
     ElectLeadersReply,
+    IsrChanged,
     LiveBroker,
     LogEvent,
     Resigned,
@@ -36,10 +37,17 @@ from controller.core import (
     WriteReassignmentPlan,
     WriteTopicAssignment,
     handle,
+    states_to_read,
 )
 from controller.zk_data import LOG_DIR_EVENT_NOTIFICATION_PATH
 from controller.zk_isr import ISR_CHANGE_NOTIFICATION_PATH
-from controller.zk_load import load, read_event, read_isr_changes, read_log_dir_events
+from controller.zk_load import (
+    load,
+    read_event,
+    read_isr_changes,
+    read_log_dir_events,
+    read_partition_states,
+)
 from controller.zk_script import ZkScript
 from controller.zk_types import WatchEvent
 from controller.zk_writes import delete_paths, write
@@ -120,7 +128,12 @@ class LeadingController:
             yield from delete_paths(handled, self.epoch_zk_version)
 
     def serve(self, event: ControllerEvent, now_ms: int) -> ZkScript[Reply | None]:
-        """A request from a broker or an operator: its answer (the core's last effect)."""
+        """A request from a broker or an operator: its answer (the core's last effect).
+        The states it decides on are read first, as the core asks (`states_to_read`)."""
+        partitions = states_to_read(self.context, event)
+        if partitions:
+            states = yield from read_partition_states(partitions)
+            yield from self.apply(IsrChanged(states), now_ms)
         effects = yield from self.apply(event, now_ms)
         replies = [
             e

@@ -37,6 +37,7 @@ from controller.core.events import (
 )
 from controller.core.handle import (
     handle,
+    states_to_read,
 )
 from controller.core.model import (
     DELETE_PARTITION_LEADER_EPOCH,
@@ -86,4 +87,5 @@ __all__ = [
     "WriteReassignmentPlan",
     "WriteTopicAssignment",
     "handle",
+    "states_to_read",
 ]

@@ -49,6 +49,7 @@ __all__ = [
     "on_controlled_shutdown",
     "restarted_logs",
     "restarted_members",
+    "shutdown_partitions",
 ]
 
 
@@ -212,11 +213,9 @@ def on_controlled_shutdown(
     moved: list[TopicPartition] = []
     left_isr: list[TopicPartition] = []
     followed: list[TopicPartition] = []
-    for tp in ctx.partitions():
-        current = states.get(tp)
+    for tp in shutdown_partitions(ctx, broker_id):
+        current = states[tp]
         assignment = replicas_of(ctx, tp)
-        if current is None or broker_id not in assignment or len(assignment) < 2:
-            continue  # RF=1 has nowhere to go: it stays, and is reported as remaining
         before = current.leader_and_isr()
         after: LeaderAndIsr | None
         if current.leader == broker_id:
@@ -257,3 +256,16 @@ def on_controlled_shutdown(
     )
     effects.append(ControlledShutdownReply(broker_id, ErrorCode.NONE, remaining))
     return ctx, effects
+
+
+def shutdown_partitions(context: ControllerContext, broker_id: int) -> list[TopicPartition]:
+    """What a controlled shutdown of `broker_id` acts on: the partitions with a state that it
+    replicates with others (RF=1 has nowhere to go: it stays, and is reported as remaining).
+    The shell reads their states from ZooKeeper first (`LeadingController.serve`)."""
+    return [
+        tp
+        for tp in context.partitions()
+        if tp in context.partition_states
+        and broker_id in (assignment := replicas_of(context, tp))
+        and len(assignment) >= 2
+    ]

@@ -15,6 +15,7 @@ from controller.core.brokers import (
     on_controlled_shutdown,
     restarted_logs,
     restarted_members,
+    shutdown_partitions,
 )
 from controller.core.effects import (
     AlterReassignmentsReply,
@@ -42,6 +43,7 @@ from controller.core.isr_and_elections import (
 )
 from controller.core.model import (
     ControllerContext,
+    replicas_of,
 )
 from controller.core.reassignment import (
     complete_reassignments,
@@ -56,8 +58,10 @@ from controller.core.topics import (
     on_topics_changed,
 )
 from protocol.errors import ErrorCode
+from protocol.messages.elect_leaders import ElectionType
+from protocol.topic_partition import TopicPartition
 
-__all__ = ["handle", "on_elected"]
+__all__ = ["handle", "on_elected", "states_to_read"]
 
 
 def handle(
@@ -96,6 +100,37 @@ def handle(
             return on_leader_imbalance_check(context, event)
         case _:
             assert_never(event)
+
+
+def states_to_read(context: ControllerContext, event: ControllerEvent) -> list[TopicPartition]:
+    """The partitions whose state znodes the shell reads, and hands over as `IsrChanged`,
+    just before `event`. A leader writes its ISR changes to ZooKeeper itself and publishes
+    them later (damped: Kafka's ReplicaManager.maybePropagateIsrChanges), so the context may
+    hold an older ISR; a controlled shutdown deciding on it could keep the broker leading a
+    partition whose ISR has grown back, an election refuse a preferred replica back in the
+    ISR. Kafka's controller reads them first too (ZkPartitionStateMachine.
+    doElectLeaderForPartitions, ZkReplicaStateMachine.doRemoveReplicasFromIsr), for the
+    partitions it will act on (KafkaController.processReplicaLeaderElection's electable
+    ones: a leader other than the preferred replica, or no live leader)."""
+    if not context.active:
+        return []
+    if isinstance(event, ControlledShutdownRequested):
+        if event.broker_id not in context.live_brokers:
+            return []
+        return shutdown_partitions(context, event.broker_id)
+    if isinstance(event, ElectLeadersRequested):
+        asked = context.partitions() if event.partitions is None else sorted(event.partitions)
+        return [tp for tp in asked if _electable(context, tp, event.election_type)]
+    return []
+
+
+def _electable(context: ControllerContext, tp: TopicPartition, election: ElectionType) -> bool:
+    state = context.partition_states.get(tp)
+    if state is None:
+        return False
+    if election == ElectionType.PREFERRED:
+        return state.leader not in replicas_of(context, tp)[:1]
+    return state.leader not in context.live_brokers
 
 
 def _not_controller(event: ControllerEvent) -> list[Effect]:

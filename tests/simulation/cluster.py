@@ -409,7 +409,10 @@ class SimCluster:
         log_a, log_b = self.world.brokers[a].logs[tp], self.world.brokers[b].logs[tp]
         end = max(log_a.log_end_offset, log_b.log_end_offset)
         return compaction.disagreement(
-            compaction.latest_records(log_a, end), compaction.latest_records(log_b, end), end
+            compaction.latest_records(log_a, end),
+            compaction.latest_records(log_b, end),
+            end,
+            self.invariants.compaction_excuse(tp, (log_a, end), (log_b, end)),
         )
 
     # -- final checks ----------------------------------------------------------------------

@@ -3,7 +3,10 @@ cluster-wide broker defaults, set or deleted through IncrementalAlterConfigs' pa
 (operator.py). The values stay where the data invariants still mean what they say:
 min.insync.replicas never below the simulation's (an ack with a smaller ISR is a violation
 there), retention never short enough to delete what was acknowledged (the invariants do not
-follow log start offsets), no cleanup.policy or unclean.leader.election.enable changes.
+follow log start offsets), no cleanup.policy or unclean.leader.election.enable changes, and
+internal topics (__consumer_offsets) left alone: a segment.bytes below the coordinator's batch
+refuses its writes (RECORD_LIST_TOO_LARGE, which the coordinator answers as Kafka's
+GroupCoordinatorService does: UNKNOWN_SERVER_ERROR), an operator's mistake, not a fault.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from controller import zk_data
 from controller.zk_configs import BROKERS, TOPICS
 from protocol.messages.incremental_alter_configs import AlterableConfig, AlterConfigOpType
+from protocol.topic_partition import INTERNAL_TOPICS
 from tests.simulation.operator import Operator
 from tests.simulation.world import World
 
@@ -32,7 +36,9 @@ def alter_some_configs(world: World, operator: Operator) -> str | None:
     done, or None if the operator was refused."""
     rng, config = world.rng, world.config
     topics = sorted(
-        t for t in world.zk.assignments if world.zk.data(zk_data.delete_topic_path(t)) is None
+        t
+        for t in world.zk.assignments
+        if t not in INTERNAL_TOPICS and world.zk.data(zk_data.delete_topic_path(t)) is None
     )
     min_isr = tuple(
         str(n) for n in range(config.min_insync_replicas, config.replication_factor + 1)

@@ -26,6 +26,7 @@ acknowledged value that was not legitimately lost is readable from the leader.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.core.partition import Partition
@@ -67,6 +68,7 @@ class Invariants:
         self._leader_hws: dict[tuple[int, int, TopicPartition, int], int] = {}
         self._acked_checked: dict[TopicPartition, tuple[int, ...]] = {}
         self._agreement_checked: dict[TopicPartition, tuple[tuple[int, ...], ...]] = {}
+        self.history = compaction.History()  # compacted partitions' committed records
         self.steps = 0
 
     # -- hooks -------------------------------------------------------------------------------
@@ -151,6 +153,8 @@ class Invariants:
             if broker.alive:
                 self._check_broker(broker_id, broker.incarnation, broker.controller_epoch)
         for tp in self._partitions():
+            if tp.topic in self.world.compacted:
+                self._observe_committed(tp)
             self._check_acked(tp)
             self._check_agreement(tp)
         if self.steps % MIRROR_CHECK_EVERY_STEPS == 0:
@@ -268,6 +272,24 @@ class Invariants:
                     f"{sorted(t.holders)}, which had it, have neither crashed nor left the ISR"
                 )
 
+    def _observe_committed(self, tp: TopicPartition) -> None:
+        found = self.current_leader(tp)
+        if found is not None:
+            self.history.observe(tp, _log(found[1]), found[1].high_watermark)
+
+    def compaction_excuse(
+        self, tp: TopicPartition, a: tuple[MirroredLog, int], b: tuple[MirroredLog, int]
+    ) -> Callable[[bytes], bool]:
+        """What a cleaner may have removed by now from two replicas (log, HW) of `tp`
+        (compaction.py): records superseded, tombstones older than delete.retention.ms."""
+        retention_ms = a[0].config.delete_retention_ms
+        return self.history.excuse(
+            tp,
+            self.world.now_ms - retention_ms,
+            (compaction.latest_records(a[0], a[0].log_end_offset), a[1]),
+            (compaction.latest_records(b[0], b[0].log_end_offset), b[1]),
+        )
+
     def settled_replicas(self, tp: TopicPartition) -> list[tuple[int, Partition]]:
         """Leaders, and followers done truncating in their current leader epoch."""
         out = []
@@ -302,6 +324,9 @@ class Invariants:
                         compaction.latest_records(_log(pa), _log(pa).log_end_offset),
                         compaction.latest_records(_log(pb), _log(pb).log_end_offset),
                         below,
+                        self.compaction_excuse(
+                            tp, (_log(pa), pa.high_watermark), (_log(pb), pb.high_watermark)
+                        ),
                     )
                     if problem is not None:
                         raise InvariantViolation(

@@ -1,9 +1,11 @@
 """Replay one simulation seed, printing every step.
 
     python -m tests.simulation.replay --seed 17 [--steps 1000] [--operator] [--compacted] [--groups]
-        [--classic] [--idempotent] [--authorizer] [--quiet]
+        [--classic] [--idempotent] [--authorizer] [--dynamic-configs] [--quiet] [--count 1]
 
 Exits 1 (after printing the failure) if an invariant breaks, 0 with a summary otherwise.
+With `--count N`, seeds 17 to 17 + N - 1 one after another, a line each (a sweep of new
+seeds); exits 1 if any failed.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="topic configs and broker defaults altered among the faults (config_invariants.py)",
     )
+    parser.add_argument(
+        "--count", type=int, default=1, help="run this many seeds from --seed on, quietly"
+    )
     args = parser.parse_args(argv)
     base = SimConfig(brokers=4, enable_operator=True) if args.operator else SimConfig()
     if args.compacted:
@@ -67,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dynamic_configs:
         base = dataclasses.replace(base, dynamic_configs=True)
     config = dataclasses.replace(base, chaos_steps=args.steps)
+    if args.count > 1:
+        return _sweep(range(args.seed, args.seed + args.count), config)
     with tempfile.TemporaryDirectory(prefix=f"hw-sim-{args.seed}-") as directory:
         try:
             report = run_seed(args.seed, Path(directory), config, out=None if args.quiet else print)
@@ -86,6 +93,21 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; configs: {report.configs}" if args.dynamic_configs else "")
     )
     return 0
+
+
+def _sweep(seeds: range, config: SimConfig) -> int:
+    failed = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory(prefix=f"hw-sim-{seed}-") as directory:
+            try:
+                report = run_seed(seed, Path(directory), config)
+            except SimulationFailure as exc:
+                failed.append(seed)
+                print(f"seed {seed}: FAILED: {str(exc).splitlines()[0]}", flush=True)
+                continue
+        print(f"seed {seed}: OK after {report.steps} steps", flush=True)
+    print(f"\n{len(seeds) - len(failed)} of {len(seeds)} seeds passed; failed: {failed}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol.records import Record
 from tests.simulation.cluster import SimCluster, quiet_logs
 from tests.simulation.config import SimConfig
 from tests.simulation.zk import TopicPartition
@@ -459,4 +460,100 @@ def test_session_expiry_without_restart_keeps_the_follower_in_the_isr(
     cluster.run_until(leads(cluster, follower, tp), 5_000, "the follower to lead")
     cluster.wait_settled()
     cluster.check_final()
+    assert cluster.lost_acks() == []
+
+
+# -- compaction: what a replica fetching a cleaned log holds ---------------------------------
+
+CTP = TopicPartition("c", 0)
+
+
+def keyed_offsets(cluster: SimCluster, broker_id: int, key: bytes) -> list[int]:
+    """The offsets of `key`'s records in a replica's log of CTP."""
+    from protocol.records import decode_batches
+
+    log = cluster.broker(broker_id).logs[CTP]
+    out: list[int] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        batches = list(decode_batches(log.read(offset, 1 << 20).read()))
+        if not batches:
+            break
+        for batch in batches:
+            out += [r.offset for r in batch.records if r.key == key]
+            offset = batch.header.next_offset
+    return out
+
+
+def test_a_follower_of_a_cleaned_log_lacks_a_key_until_it_reaches_its_latest_record(
+    make_cluster: MakeCluster,
+) -> None:
+    """Seed 2067 (compacted seeds, disk faults drawn): b2, its log of c-1 lost in a crash,
+    fetched again from a leader whose cleaner had removed k1's values at 0, 5 and 6 (k1's
+    latest record, at 25, supersedes them: Kafka's cleaner keeps a key's latest offset
+    only). At HW 9 it held no record of k1, while b3, back with offsets 0-1, held k1's first
+    value below its HW 2: both as Kafka's replicas would be, and both reach k1's record at
+    25 in the end. The agreement invariant compared them below 2 and failed; it now excuses
+    what the committed history and a cleaner's removals explain (compaction.py). (The pin it
+    replaces blamed a tombstone removed after delete.retention.ms: k1 had none then.)"""
+    cluster = make_cluster(
+        scripted(
+            compacted_topic=True,
+            min_insync_replicas=1,  # the leader alone takes writes while both are cut off
+            replica_lag_time_max_ms=300,  # and soon has the ISR to itself
+            replica_fetch_max_bytes_choices=(700,),  # a follower catches up in many fetches
+            cleaner_interval_ms=(50, 50),
+            cleaning_time_ms=(0, 0),
+        )
+    )
+    cluster.boot()
+    leader, behind, holder = 1, 2, 3  # b1 cleans; b3 never does (broker.py: id % 3)
+    assert cluster.leader_of(CTP) == leader
+    key = b"k"
+    cluster.isolate(behind)  # it will fetch c-0 from offset 0, after the cleaning
+    cluster.producer.produce_keyed(CTP, [Record(b"first", key=key)])
+    cluster.wait_acked(CTP, b"first")
+    cluster.run_until(
+        lambda: cluster.broker(holder).partitions[CTP].high_watermark >= 1,
+        5_000,
+        "b3 to hold the first value below its HW",
+    )
+    cluster.isolate(holder)  # it keeps the first value, in the same leader epoch
+    # Fillers of other keys between, and after: the latest in a rolled segment, and dirty
+    # enough for the cleaner to choose the log again (min.cleanable.dirty.ratio).
+    fillers = [Record(f"filler-{i}".encode(), key=f"f{i}".encode()) for i in range(120)]
+    records = [Record(b"second", key=key), *fillers[:40], Record(b"latest", key=key)]
+    for record in [*records, *fillers[40:]]:
+        assert record.value is not None
+        cluster.producer.produce_keyed(CTP, [record])
+        cluster.wait_acked(CTP, record.value)
+    latest = keyed_offsets(cluster, leader, key)[-1]
+    cluster.run_until(
+        lambda: keyed_offsets(cluster, leader, key) == [latest],
+        10_000,
+        "the leader's cleaner to remove the superseded values",
+    )
+
+    def lacking_while_the_other_holds_the_first_value() -> bool:
+        settled = dict(cluster.invariants.settled_replicas(CTP))
+        if behind not in settled or holder not in settled:
+            return False
+        below = min(settled[behind].high_watermark, settled[holder].high_watermark)
+        return (
+            below > 0
+            and settled[behind].log_end_offset <= latest  # not there yet
+            and keyed_offsets(cluster, behind, key) == []
+            and keyed_offsets(cluster, holder, key)[-1:] == [0]
+        )
+
+    epoch = cluster.broker(leader).partitions[CTP].leader_epoch
+    cluster.world.net.cut.discard(behind)  # b3, still cut off, holds the first value
+    cluster.trace(f"SCRIPT: b{behind} reaches its peers again")
+    cluster.run_until(lacking_while_the_other_holds_the_first_value, 5_000, "the moment")
+    assert cluster.broker(leader).partitions[CTP].leader_epoch == epoch
+    cluster.heal()
+    cluster.wait_settled()
+    cluster.check_final()
+    for broker_id in (leader, behind, holder):
+        assert keyed_offsets(cluster, broker_id, key)[-1] == latest
     assert cluster.lost_acks() == []

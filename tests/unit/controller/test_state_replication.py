@@ -13,6 +13,7 @@ from controller.core import (
     ControllerContext,
     Effect,
     Elected,
+    ElectLeadersRequested,
     IsrChanged,
     LogEvent,
     PartitionState,
@@ -22,9 +23,11 @@ from controller.core import (
     TopicsChanged,
     WritePartitionStates,
     handle,
+    states_to_read,
 )
 from controller.zk_data import PartitionStateZnode
 from protocol.errors import ErrorCode
+from protocol.messages.elect_leaders import ElectionType
 from tests.unit.controller.test_state import (
     CONTROLLER_EPOCH,
     CONTROLLER_ID,
@@ -166,6 +169,39 @@ def test_controlled_shutdown_moves_leaders_and_leaves_isrs() -> None:
     assert again.partition_states == ctx.partition_states
     assert of_type(effects, WritePartitionStates) == []
     assert reply(effects).remaining_partitions == (("b", 0), ("single", 0))
+
+
+def test_controlled_shutdown_first_reads_the_states_of_the_brokers_partitions() -> None:
+    """A leader's ISR written but not yet published would be missed (see
+    tests/unit/controller/test_leading.py): the shell reads the partitions the shutdown acts
+    on, those the broker replicates with others; nothing for other requests."""
+    ctx = three_brokers()
+    assert states_to_read(ctx, ControlledShutdownRequested(1, 101)) == [
+        ("a", 0),
+        ("b", 0),
+        ("c", 0),
+    ]  # not single (RF=1) nor other (not a replica)
+    assert states_to_read(ctx, ControlledShutdownRequested(7, 107)) == []  # not registered
+    assert states_to_read(ControllerContext(CONTROLLER_ID), ControlledShutdownRequested(1, 1)) == []
+    assert states_to_read(ctx, IsrChanged({})) == []
+
+
+def test_elections_first_read_the_states_of_the_partitions_they_may_change() -> None:
+    """Preferred: those led by another replica than the assignment's first; unclean: those
+    without a live leader (Kafka's processReplicaLeaderElection picks the same)."""
+    ctx = three_brokers()
+    every, preferred, unclean = None, ElectionType.PREFERRED, ElectionType.UNCLEAN
+    assert states_to_read(ctx, ElectLeadersRequested(preferred, every)) == []
+    assert states_to_read(ctx, ElectLeadersRequested(unclean, every)) == []
+    ctx, _ = handle(ctx, BrokersChanged(live(2, 3)), 0)  # b1 gone: b and single leaderless
+    assert ctx.partition_states[("a", 0)].leader == 2
+    assert states_to_read(ctx, ElectLeadersRequested(preferred, every)) == [
+        ("a", 0),
+        ("b", 0),
+        ("single", 0),
+    ]
+    assert states_to_read(ctx, ElectLeadersRequested(preferred, (("c", 0), ("a", 0)))) == [("a", 0)]
+    assert states_to_read(ctx, ElectLeadersRequested(unclean, every)) == [("b", 0), ("single", 0)]
 
 
 @pytest.mark.parametrize(
