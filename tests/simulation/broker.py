@@ -225,8 +225,8 @@ class SimBroker(SimBrokerRequests):
         if self.world.config.authorizer:  # a new session has no watches: read them all again
             self._reload_acls()
         # Dynamic configs before registering: LeaderAndIsr must find them in place. Only
-        # with `dynamic_configs`: the listener's watch deliveries draw from the world's
-        # random stream, and the other seed sets keep the runs their seeds always made.
+        # with `dynamic_configs` (every seed set has it; scripted scenarios do not): the
+        # listener's watch deliveries draw from the world's random stream.
         if self.world.config.dynamic_configs:
             self._apply_config_changes(everything=True)
         self._register()
