@@ -116,7 +116,7 @@ class GroupCoordinator:
         ctx = self._ctx
         delayed = DelayedLoad(self.core, p, load_id, partition, end)
         if not await ctx.purgatory.complete(
-            delayed, ctx.state, ctx.now_ms, math.inf, "topic", ctx.apply
+            delayed, ctx.state, ctx.now_ms, math.inf, "load", ctx.apply
         ):
             return
         self._timers_changed.set()
