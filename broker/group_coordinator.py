@@ -22,7 +22,7 @@ from broker.core.group.coordinator import (
     GroupSettings,
 )
 from broker.core.group.runtime import DelayedLoad, start_write
-from broker.core.group.writes import follow_leadership, replay_batches
+from broker.core.group.writes import Load, follow_leadership, replay_batches
 from controller.assignment import assign_replicas
 from controller.zk_client import ZkError
 from controller.zk_topics import TopicExistsError, create_topic
@@ -81,14 +81,17 @@ class GroupCoordinator:
         does (call after every LeaderAndIsr, StopReplica and UpdateMetadata)."""
         if self._nursery is None:
             return
-        for p, epoch in follow_leadership(self.core, self._ctx.state):
-            self._nursery.start_soon(self._load, p, epoch)
+        leadership = follow_leadership(self.core, self._ctx.state)
+        self._ctx.apply(leadership.actions)
+        for load in leadership.loads:
+            self._nursery.start_soon(self._load, load)
 
-    async def _load(self, p: int, epoch: int) -> None:
+    async def _load(self, load: Load) -> None:
+        p, load_id = load.partition, load.load_id
         tp = TopicPartition(OFFSETS_TOPIC, p)
         partition = self._ctx.replica_manager.partitions.get(tp)
         if partition is None:  # gone meanwhile (its log went offline)
-            self.core.load_failed(p, epoch)
+            self.core.load_failed(p, load_id)
             return
         log = partition.log
         offset, end = log.log_start_offset, log.log_end_offset
@@ -96,8 +99,8 @@ class GroupCoordinator:
         started = trio.current_time()
         try:
             while offset < end:
-                if self.core.leader_epochs.get(p) != epoch:
-                    return  # leadership moved on meanwhile
+                if not self.core.is_current_load(p, load_id):
+                    return  # leadership moved on meanwhile, or the partition count changed
                 data = log.read(offset, _LOAD_READ_BYTES, min_one_batch=True).read()
                 next_offset, replayed, bad = replay_batches(self.core, data)
                 if next_offset < 0:
@@ -106,21 +109,21 @@ class GroupCoordinator:
                 await trio.lowlevel.checkpoint()
         except Exception as exc:  # the log went away or is unreadable: not coordinating it
             self._log.warning("loading failed", partition=p, error=repr(exc))
-            self.core.load_failed(p, epoch)
+            self.core.load_failed(p, load_id)
             return
         # Served once the HW covers what was loaded (DelayedLoad says why); no deadline: a
-        # leadership change wakes it, and so does shutting down.
+        # superseding load wakes it, and so does shutting down.
         ctx = self._ctx
-        load = DelayedLoad(self.core, p, epoch, partition, end)
+        delayed = DelayedLoad(self.core, p, load_id, partition, end)
         if not await ctx.purgatory.complete(
-            load, ctx.state, ctx.now_ms, math.inf, "topic", ctx.apply
+            delayed, ctx.state, ctx.now_ms, math.inf, "load", ctx.apply
         ):
             return
         self._timers_changed.set()
         self._log.info(
             "coordinating",
             partition=p,
-            leader_epoch=epoch,
+            leader_epoch=load.leader_epoch,
             records=records,
             malformed_records=malformed,
             load_ms=round((trio.current_time() - started) * 1000),

@@ -370,7 +370,8 @@ class BrokerCollector(Collector):
         yield from (requests, request_bytes, response_bytes, errors, *times.values())
         purgatory = GaugeMetricFamily(
             PREFIX + "purgatory_size",
-            "Requests parked in the purgatory, by kind (produce: acks=all, fetch: long polls).",
+            "Requests parked in the purgatory, by kind (produce: acks=all, fetch: long polls, "
+            "topic: admin requests and group writes, load: offsets partitions being loaded).",
             labels=["delayed_operation"],
         )
         for kind in PURGATORY_KINDS:

@@ -35,9 +35,10 @@ __all__ = ["PURGATORY_KINDS", "Purgatory", "RequestClock", "current_request_cloc
 
 R = TypeVar("R")
 
-# What waits, as Kafka names its purgatories: acks=all produces, long-polling fetches, and
-# CreateTopics/DeleteTopics/CreatePartitions waiting for the metadata ("topic").
-PURGATORY_KINDS = ("produce", "fetch", "topic")
+# What waits, as Kafka names its purgatories: acks=all produces, long-polling fetches,
+# CreateTopics/DeleteTopics/CreatePartitions waiting for the metadata ("topic"), and a group
+# coordinator's loaded offsets partition waiting for its HW ("load": DelayedLoad).
+PURGATORY_KINDS = ("produce", "fetch", "topic", "load")
 
 
 class RequestClock:
@@ -146,7 +147,12 @@ class Purgatory:
         """Try `operation` now and at each wake-up of its keys until it completes; once
         `deadline` (trio time) passed, or at shutdown, one last try and then it expires.
         That last try is told whether a key was woken since the previous one
-        (SimPurgatory.complete alike). Each try's actions are applied as they come."""
+        (SimPurgatory.complete alike). Each try's actions are applied as they come.
+
+        An accepted difference from the simulator, whose last try runs at the deadline: a
+        notify that comes after the reaper expired the waiter but before its task runs is
+        not counted as woken. The answer then reflects the state at the deadline; the
+        client's next poll sees the change."""
         gave_up = False  # the deadline passed, or the broker is shutting down
         woken = True
         while True:

@@ -257,16 +257,19 @@ class Partition:
         """The ZooKeeper write of `new_isr` (made in `leader_epoch`) finished: None means it
         lost the compare-and-set, so keep the old ISR and wait for the controller. A write that
         succeeded is adopted even if a LeaderAndIsr of the same leader epoch arrived while it
-        was out: it is then the newest state in ZooKeeper. Returns True if the HW moved."""
+        was out: it is then the newest state in ZooKeeper. Returns True if the HW moved.
+
+        Whatever the outcome, the HW is computed again: the maximal ISR lost the pending
+        members, and a pending expansion whose joiner is behind held the HW at its LEO."""
         if self.pending_isr == new_isr:
             self.pending_isr = None
         if self.leader_epoch != leader_epoch or not self.is_leader:
-            return False  # a new leader epoch superseded this write
+            return self.maybe_increment_high_watermark()  # a new leader epoch superseded it
         if new_partition_epoch is None:
             self._logger().info("isr update lost a race; waiting for the controller")
-            return False
+            return self.maybe_increment_high_watermark()
         if new_partition_epoch <= self.partition_epoch:
-            return False  # something newer was applied meanwhile
+            return self.maybe_increment_high_watermark()  # something newer was applied
         old = self.isr
         self.isr = new_isr
         self.partition_epoch = new_partition_epoch

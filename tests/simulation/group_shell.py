@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 from broker.core.actions import Actions
 from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupSettings
 from broker.core.group.runtime import DelayedLoad, start_write
-from broker.core.group.writes import follow_leadership, replay_batches
+from broker.core.group.writes import Load, follow_leadership, replay_batches
 from broker.core.partition import Partition
 from protocol.records import read_header
 from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
@@ -50,16 +50,20 @@ class SimGroupCoordinator:
         """As GroupCoordinator.sync_partitions: follow the offsets partitions it leads."""
         assert self.broker.state is not None
         world = self.broker.world
-        for p, epoch in follow_leadership(self.core, self.broker.state):
+        leadership = follow_leadership(self.core, self.broker.state)
+        self.broker.apply(leadership.actions)
+        for load in leadership.loads:
             delay_ms = world.draw(world.config.group_load_ms)
-            self.broker.after(delay_ms, f"loads offsets-{p}", lambda p=p, e=epoch: self._load(p, e))
+            name = f"loads offsets-{load.partition}"
+            self.broker.after(delay_ms, name, lambda load=load: self._load(load))
 
-    def _load(self, p: int, epoch: int) -> None:
-        if self.core.leader_epochs.get(p) != epoch:
-            return
+    def _load(self, load: Load) -> None:
+        p = load.partition
+        if not self.core.is_current_load(p, load.load_id):
+            return  # superseded meanwhile: as GroupCoordinator._load
         partition = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
         if partition is None:  # gone meanwhile: as GroupCoordinator._load
-            self.core.load_failed(p, epoch)
+            self.core.load_failed(p, load.load_id)
             return
         log = partition.log
         offset, end = log.log_start_offset, log.log_end_offset
@@ -71,20 +75,22 @@ class SimGroupCoordinator:
             if next_offset < 0:
                 break
             offset = next_offset
-        self._finish_load(p, epoch, partition, end)
+        self._finish_load(load, partition, end)
 
-    def _finish_load(self, p: int, epoch: int, partition: Partition, end: int) -> None:
+    def _finish_load(self, load: Load, partition: Partition, end: int) -> None:
         """As GroupCoordinator._load: serve once the HW covers what was loaded (DelayedLoad,
         parked with no deadline)."""
         assert self.broker.state is not None
-        load = DelayedLoad(self.core, p, epoch, partition, end)
+        p, epoch = load.partition, load.leader_epoch
+        delayed = DelayedLoad(self.core, p, load.load_id, partition, end)
 
         def loaded(done: bool) -> None:
             if done:
                 world = self.broker.world
                 world.trace(f"b{self.broker.broker_id} coordinates offsets-{p} (epoch {epoch})")
 
-        self.broker.purgatory.complete(load, self.broker.state, None, self.broker.apply, loaded)
+        state = self.broker.state
+        self.broker.purgatory.complete(delayed, state, None, self.broker.apply, loaded)
 
     def write(
         self,

@@ -29,6 +29,9 @@ class _Parked:
     check: Callable[[bool, bool], bool]
     done: bool = False
     wake_pending: bool = False
+    # Inside its own check: a wake then (its try's actions) is not for it, as a trio task
+    # is off Purgatory's watchers while it tries and cannot be woken by its own notify.
+    checking: bool = False
 
 
 class SimPurgatory:
@@ -74,7 +77,9 @@ class SimPurgatory:
     def wake(self, keys: Iterable[Hashable]) -> None:
         woken = set(keys)
         for parked in self._parked:
-            if not parked.done and not parked.wake_pending and parked.keys & woken:
+            if parked.done or parked.wake_pending or parked.checking:
+                continue
+            if parked.keys & woken:
                 parked.wake_pending = True
                 self._process.after(0, "wakes", functools.partial(self._settle, parked, False))
 
@@ -82,6 +87,13 @@ class SimPurgatory:
         # A deadline may come before a wake-up's settle: that wake still counts.
         woken = not expired or parked.wake_pending
         parked.wake_pending = False
-        if not parked.done and parked.check(expired, woken):
+        if parked.done:
+            return
+        parked.checking = True
+        try:
+            done = parked.check(expired, woken)
+        finally:
+            parked.checking = False
+        if done:
             parked.done = True
             self._parked.remove(parked)

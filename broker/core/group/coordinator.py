@@ -136,6 +136,9 @@ class GroupCoordinatorCore:
         self.leader_epochs: dict[int, int] = {}  # offsets partition led -> its leader epoch
         self._new_member_id = new_member_id
         self.partitions: dict[int, PartitionLoad] = {}
+        # offsets partition loading or loaded -> the id of its load (`begin_load`)
+        self.load_ids: dict[int, int] = {}
+        self._last_load_id = 0
         self.groups: dict[str, Group] = {}
         # Every offset appended, committed or not (what decisions see), and the committed
         # ones: below the HW of the offsets topic, what OffsetFetch answers (Kafka's pending
@@ -171,9 +174,18 @@ class GroupCoordinatorCore:
 
     # -- loading -----------------------------------------------------------------------------
 
-    def begin_load(self, partition: int) -> None:
+    def begin_load(self, partition: int) -> int:
+        """Start loading `partition` afresh; returns the load's id, which each step of the
+        load checks (`is_current_load`): a later load supersedes it, even one at the same
+        leader epoch (the partition count changed meanwhile and every partition reloads)."""
         self.unload(partition)
         self.partitions[partition] = PartitionLoad.LOADING
+        self._last_load_id += 1
+        self.load_ids[partition] = self._last_load_id
+        return self._last_load_id
+
+    def is_current_load(self, partition: int, load_id: int) -> bool:
+        return self.load_ids.get(partition) == load_id
 
     def replay(self, key: bytes, value: bytes | None, *, committed: bool = True) -> None:
         """Apply one record of a partition this coordinator loads (committed) or has just
@@ -202,16 +214,17 @@ class GroupCoordinatorCore:
             for member in group.members.values():
                 self._touch(group, member.member_id, now_ms)
 
-    def load_failed(self, partition: int, leader_epoch: int) -> None:
-        """The partition's log went away or is unreadable while loading it at `leader_epoch`:
-        not coordinating it (until leadership comes back), unless leadership moved on already."""
-        if self.leader_epochs.get(partition) == leader_epoch:
-            del self.leader_epochs[partition]
+    def load_failed(self, partition: int, load_id: int) -> None:
+        """The partition's log went away or is unreadable during load `load_id`: not
+        coordinating it (until leadership comes back), unless a later load superseded it."""
+        if self.is_current_load(partition, load_id):
+            self.leader_epochs.pop(partition, None)
             self.unload(partition)
 
     def unload(self, partition: int) -> None:
         """Stop coordinating the partition's groups (leadership moved): forget them."""
         self.partitions.pop(partition, None)
+        self.load_ids.pop(partition, None)
         for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
             del self.groups[group_id]
         for group_id in [g for g in self.offsets if self.partition_of(g) == partition]:

@@ -128,7 +128,7 @@ def start_write(
 
 
 class DelayedLoad:
-    """An offsets partition replayed up to `end` at `leader_epoch`, waiting until its HW
+    """An offsets partition replayed up to `end` by load `load_id`, waiting until its HW
     covers `end` to finish the load (`GroupCoordinatorCore.finish_load`). The log may end with
     commits the previous leader appended but never saw replicated (a next leader may lack
     them), and this broker's HW may lag commits that were acknowledged: until the HW covers
@@ -136,30 +136,32 @@ class DelayedLoad:
     offset that may vanish or one older than an acknowledged commit (Kafka's
     CoordinatorRuntime, too, serves a partition once its HW covers what it loaded).
 
-    It completes without loading once leadership moved on (a leadership change wakes the
-    partition's key before the coordinator follows it). It has no deadline of its own; it
-    expires only when the broker shuts down. `response()`: whether it loaded."""
+    It completes without loading once it is no longer the partition's current load: leadership
+    moved on, or the partition count changed and a new load began, even at the same leader
+    epoch (writes.follow_leadership wakes the partition's key then, as a leadership change
+    does). It has no deadline of its own; it expires only when the broker shuts down.
+    `response()`: whether it loaded."""
 
-    __slots__ = ("_core", "_partition", "end", "leader_epoch", "loaded", "p", "watch_keys")
+    __slots__ = ("_core", "_partition", "end", "load_id", "loaded", "p", "watch_keys")
 
     def __init__(
         self,
         core: GroupCoordinatorCore,
         p: int,
-        leader_epoch: int,
+        load_id: int,
         partition: Partition,
         end: int,
     ) -> None:
         self._core = core
         self.p = p
-        self.leader_epoch = leader_epoch
+        self.load_id = load_id
         self._partition = partition
         self.end = end
         self.loaded = False
         self.watch_keys = (TopicPartition(OFFSETS_TOPIC, p),)
 
     def try_complete(self, state: BrokerState, now_ms: int, woken: bool = True) -> bool:
-        if self._core.leader_epochs.get(self.p) != self.leader_epoch:
+        if not self._core.is_current_load(self.p, self.load_id):
             return True
         if self._partition.high_watermark < self.end:
             return False

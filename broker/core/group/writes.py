@@ -6,18 +6,21 @@ which broker coordinates a group."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
-from broker.core.group.coordinator import GroupCoordinatorCore, partition_for
+from broker.core.actions import Actions
+from broker.core.group.coordinator import GroupCoordinatorCore, PartitionLoad, partition_for
 from broker.core.group.records import CoordinatorRecord
 from broker.core.metadata_cache import MetadataCache
 from broker.core.state import BrokerState
 from protocol.errors import ErrorCode
 from protocol.messages.common import BrokerEndpoint
 from protocol.records import Record, build_batch, decode_batches
-from protocol.topic_partition import OFFSETS_TOPIC
+from protocol.topic_partition import OFFSETS_TOPIC, TopicPartition
 
 __all__ = [
+    "Leadership",
+    "Load",
     "coordinator_batches",
     "coordinator_of",
     "follow_leadership",
@@ -85,11 +88,34 @@ def coordinator_of(metadata: MetadataCache, group_id: str) -> BrokerEndpoint | N
     return metadata.brokers.get(info.leader) if info is not None else None
 
 
-def follow_leadership(core: GroupCoordinatorCore, state: BrokerState) -> list[tuple[int, int]]:
+class Load(NamedTuple):
+    """A load for the shell to run: replay `partition`, led at `leader_epoch`, as long as
+    `load_id` is its current load (GroupCoordinatorCore.begin_load)."""
+
+    partition: int
+    leader_epoch: int
+    load_id: int
+
+
+class Leadership(NamedTuple):
+    """What following leadership asks of the shell: the `loads` to start, and `actions` to
+    apply first: waking the offsets partitions whose load was abandoned, so that a load
+    parked for its HW (runtime.DelayedLoad) completes, not loaded, at once."""
+
+    loads: list[Load]
+    actions: Actions
+
+
+def follow_leadership(core: GroupCoordinatorCore, state: BrokerState) -> Leadership:
     """After a controller request: forget the offsets partitions this broker no longer leads
-    (or leads in a new epoch), and begin loading the ones it now leads; returns those
-    (partition, leader epoch) for the shell to load. Groups map over the topic's actual
-    partition count once it exists."""
+    (or leads in a new epoch), and begin loading the ones it now leads. Groups map over the
+    topic's actual partition count once it exists; a new count reloads every partition, each
+    at the leader epoch it already had, as a new load."""
+    loading = {
+        p: load_id
+        for p, load_id in core.load_ids.items()
+        if core.partitions.get(p) is PartitionLoad.LOADING
+    }
     existing = state.metadata.topics.get(OFFSETS_TOPIC)
     if existing and len(existing) != core.num_partitions:
         core.leader_epochs.clear()
@@ -102,8 +128,14 @@ def follow_leadership(core: GroupCoordinatorCore, state: BrokerState) -> list[tu
     for p in [p for p, epoch in core.leader_epochs.items() if led.get(p) != epoch]:
         del core.leader_epochs[p]
         core.unload(p)
-    started = [(p, epoch) for p, epoch in sorted(led.items()) if p not in core.leader_epochs]
-    for p, epoch in started:
-        core.leader_epochs[p] = epoch
-        core.begin_load(p)
-    return started
+    loads: list[Load] = []
+    for p, epoch in sorted(led.items()):
+        if p not in core.leader_epochs:
+            core.leader_epochs[p] = epoch
+            loads.append(Load(p, epoch, core.begin_load(p)))
+    abandoned = [
+        TopicPartition(OFFSETS_TOPIC, p)
+        for p, load_id in sorted(loading.items())
+        if not core.is_current_load(p, load_id)
+    ]
+    return Leadership(loads, Actions(complete_keys=abandoned))

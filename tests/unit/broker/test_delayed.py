@@ -17,6 +17,7 @@ from broker.core.group.coordinator import Decision, GroupCoordinatorCore, GroupS
 from broker.core.group.model import OffsetValue
 from broker.core.group.records import offset_record
 from broker.core.group.runtime import DelayedLoad, start_write
+from broker.core.group.writes import Load, follow_leadership, replay_batches
 from broker.core.isr import IsrCore, IsrSettings
 from broker.core.metadata_cache import PartitionInfo
 from broker.core.produce import append_produce
@@ -239,18 +240,18 @@ def test_an_expired_write_answers_its_failure_and_commits_nothing(state: BrokerS
 # -- the coordinator's DelayedLoad (broker.core.group.runtime) ----------------------------
 
 
-def _loading(state: BrokerState, leader_epoch: int = 0) -> tuple[GroupCoordinatorCore, int]:
-    """A core loading offsets-0 at `leader_epoch`, whose log ends past its HW: the end."""
+def _loading(state: BrokerState) -> tuple[GroupCoordinatorCore, DelayedLoad]:
+    """A core loading offsets-0, whose log ends past its HW, and its load waiting for the HW."""
     core = GroupCoordinatorCore(GroupSettings(1, 45_000, 5_000), lambda: "m")
-    core.leader_epochs[0] = leader_epoch
-    core.begin_load(0)
+    core.leader_epochs[0] = 0
+    load_id = core.begin_load(0)
     start_write(_core(), state, _decision(), T0, 1000)  # the previous leader's last write
-    return core, state.replica_manager.partitions[OFFSETS_0].log_end_offset
+    partition = state.replica_manager.partitions[OFFSETS_0]
+    return core, DelayedLoad(core, 0, load_id, partition, partition.log_end_offset)
 
 
 def test_a_load_finishes_once_the_hw_covers_what_was_replayed(state: BrokerState) -> None:
-    core, end = _loading(state)
-    load = DelayedLoad(core, 0, 0, state.replica_manager.partitions[OFFSETS_0], end)
+    core, load = _loading(state)
     assert load.watch_keys == (OFFSETS_0,)
     assert not load.try_complete(state, T0)
     assert core.check("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -261,10 +262,10 @@ def test_a_load_finishes_once_the_hw_covers_what_was_replayed(state: BrokerState
 
 
 def test_a_load_completes_unloaded_once_leadership_moved_on(state: BrokerState) -> None:
-    core, end = _loading(state)
-    load = DelayedLoad(core, 0, 0, state.replica_manager.partitions[OFFSETS_0], end)
+    core, load = _loading(state)
     assert not load.try_complete(state, T0)
     core.leader_epochs[0] = 1  # the coordinator followed a later leadership
+    core.begin_load(0)
     _follower_caught_up(state, OFFSETS_0)
     assert load.try_complete(state, T0)
     assert not load.response()
@@ -272,12 +273,63 @@ def test_a_load_completes_unloaded_once_leadership_moved_on(state: BrokerState) 
 
 
 def test_an_expired_load_did_not_load(state: BrokerState) -> None:
-    core, end = _loading(state)
-    load = DelayedLoad(core, 0, 0, state.replica_manager.partitions[OFFSETS_0], end)
+    core, load = _loading(state)
     assert not load.try_complete(state, T0)
     load.expire(T0)  # only at shutdown: it has no deadline
     assert not load.response()
     assert core.check("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def _replay_one_batch(
+    core: GroupCoordinatorCore, load: Load, offset: int, state: BrokerState
+) -> int:
+    """One step of a shell's load (GroupCoordinator._load): the offset after one batch."""
+    assert core.is_current_load(load.partition, load.load_id), "a superseded load replays on"
+    log = state.replica_manager.partitions[OFFSETS_0].log
+    next_offset, replayed, _ = replay_batches(core, log.read(offset, 1, min_one_batch=True).read())
+    assert replayed == 1
+    return next_offset
+
+
+def test_a_reload_at_the_same_leader_epoch_supersedes_the_load_in_progress(
+    state: BrokerState,
+) -> None:
+    """A restarted broker configured with 3 offsets partitions leads offsets-0 of a topic that
+    has 1: LeaderAndIsr comes before UpdateMetadata, so load #1 starts under the configured
+    count, and the topic's count restarts it, at the same leader epoch. Load #1 must stop
+    replaying (else both replay into the core interleaved, an older commit last) and its
+    parked DelayedLoad must be woken and end not loaded (else it serves load #2 half
+    replayed)."""
+    for offset in (7, 8):  # the previous leader's commits, one batch each
+        record = offset_record("g", T0_, OffsetValue(offset))
+        start_write(_core(), state, Decision(0, "ok", lambda c: c.name, [record]), T0, 1000)
+    partition = state.replica_manager.partitions[OFFSETS_0]
+    end = partition.log_end_offset
+    core = GroupCoordinatorCore(GroupSettings(3, 45_000, 5_000), lambda: "m")
+    leadership = follow_leadership(core, state)
+    [first] = leadership.loads
+    assert first.leader_epoch == 0 and list(leadership.actions.complete_keys) == []
+    _replay_one_batch(core, first, 0, state)  # load #1 replays commit 7, then yields
+    parked = DelayedLoad(core, 0, first.load_id, partition, end)  # (or parks, all replayed)
+    assert not parked.try_complete(state, T0)
+
+    _topic(state, OFFSETS_TOPIC, 1)  # UpdateMetadata: the topic has 1 partition
+    leadership = follow_leadership(core, state)
+    [second] = leadership.loads
+    assert (second.partition, second.leader_epoch) == (0, 0) and second.load_id != first.load_id
+    assert list(leadership.actions.complete_keys) == [OFFSETS_0]  # wakes the parked load
+    assert not core.is_current_load(0, first.load_id)  # load #1's next step stops it
+    assert parked.try_complete(state, T0) and not parked.response()
+    assert core.check("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    _follower_caught_up(state, OFFSETS_0)  # the HW covers the log: a stale load must not serve
+    offset = _replay_one_batch(core, second, 0, state)
+    assert core.check("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # half replayed
+    assert _replay_one_batch(core, second, offset, state) == end
+    load = DelayedLoad(core, 0, second.load_id, partition, end)
+    assert load.try_complete(state, T0) and load.response()
+    assert core.check("g") == ErrorCode.NONE and _committed(core) == 8
+    assert list(follow_leadership(core, state).actions.complete_keys) == []  # nothing changed
 
 
 # -- DelayedCreatePartitions and DelayedDeleteTopics (broker.core.delayed_topics) ---------

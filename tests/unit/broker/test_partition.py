@@ -353,6 +353,20 @@ def test_pending_expansion_counts_the_joiner_for_the_hw(log: Log) -> None:
     assert partition.high_watermark == 2
 
 
+def test_a_failed_expansion_releases_the_hw_it_held(log: Log) -> None:
+    """The joiner's LEO held the HW while the expansion was pending (maximal ISR); once the
+    write fails the HW is the old ISR's again, at once, not at the next append or fetch."""
+    partition = Partition("t", 0, ME, log)
+    partition.apply_state(state(epoch=0, isr=(ME,), replicas=(ME, OTHER), partition_epoch=3), NOW)
+    partition.append_as_leader(batch(b"a"), NOW)
+    partition.update_follower_fetch(OTHER, 1, 1, NOW)
+    partition.begin_isr_update((ME, OTHER))
+    partition.append_as_leader(batch(b"b"), NOW)
+    assert partition.high_watermark == 1  # held at OTHER's LEO
+    assert partition.complete_isr_update((ME, OTHER), 0, None)  # the HW moved: wake its key
+    assert (partition.isr, partition.pending_isr, partition.high_watermark) == ((ME,), None, 2)
+
+
 def test_a_lost_isr_write_keeps_the_old_isr(log: Log) -> None:
     partition = Partition("t", 0, ME, log)
     partition.apply_state(state(epoch=0, isr=(ME, OTHER), partition_epoch=3), NOW)

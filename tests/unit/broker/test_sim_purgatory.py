@@ -10,7 +10,10 @@ from tests.simulation.scheduler import Scheduler
 from tests.unit.broker.test_purgatory import _Countdown
 
 
-def _run(wakes_at_ms: list[int], deadline_ms: int) -> tuple[_Countdown, list[tuple[int, bool]]]:
+def _run(
+    wakes_at_ms: list[int], deadline_ms: int, *, tries_wake: bool = False
+) -> tuple[_Countdown, list[tuple[int, bool]]]:
+    """`tries_wake`: each try's actions wake the operation's own key (as an append does)."""
     scheduler = Scheduler(0)
     process = SimProcess(scheduler, "broker")
     process.alive = True
@@ -23,7 +26,7 @@ def _run(wakes_at_ms: list[int], deadline_ms: int) -> tuple[_Countdown, list[tup
         operation,
         None,  # type: ignore[arg-type]
         deadline_ms,
-        lambda _: None,
+        (lambda _: purgatory.wake(["k"])) if tries_wake else (lambda _: None),
         answers.append,
     )
     while (event := scheduler.pop()) is not None:
@@ -47,3 +50,11 @@ def test_a_wake_up_at_the_deadline_counts() -> None:
     operation, answers = _run([500], 500)  # woken, its try not yet run when the deadline comes
     assert answers == [(2, True)]
     assert operation.unwoken_tries == 0
+
+
+def test_a_try_does_not_wake_itself() -> None:
+    """As a trio task, off the watchers while it tries: its own actions' wake is not for it
+    (else it would be tried again at once, and again, until done)."""
+    operation, answers = _run([100], 500, tries_wake=True)
+    assert answers == [(3, True)]  # on arrival, at the wake-up, at the deadline
+    assert operation.unwoken_tries == 1

@@ -291,10 +291,11 @@ def test_a_load_that_failed_answers_not_coordinator_unless_leadership_moved_on()
     shell = Shell()
     p = shell.core.partition_of("g")
     shell.core.leader_epochs[p] = 4
-    shell.core.begin_load(p)
-    shell.core.load_failed(p, 3)  # an older load's failure: the newer one goes on
+    older = shell.core.begin_load(p)
+    newer = shell.core.begin_load(p)
+    shell.core.load_failed(p, older)  # an older load's failure: the newer one goes on
     assert shell.heartbeat("g", "", 0).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    shell.core.load_failed(p, 4)
+    shell.core.load_failed(p, newer)
     assert p not in shell.core.leader_epochs
     assert shell.heartbeat("g", "", 0).error_code == ErrorCode.NOT_COORDINATOR
 
