@@ -236,13 +236,18 @@ def _from_end(bootstrap: str) -> list[tuple[Any, ...]]:
         }
     )
     try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        }
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(PARTITIONS)])
-        # The end is looked up (ListOffsets latest) before a partition's fetcher is active.
+        # The end is looked up (ListOffsets latest) before a partition's fetcher is active. Ready
+        # once every fetcher is active at the high watermark: librdkafka's statistics were once
+        # seen naming an active fetcher's next offset as 0 while it fetched from the end.
         deadline = time.monotonic() + DEADLINE_S
-        while len(fetching) < PARTITIONS:
-            assert time.monotonic() < deadline, f"fetchers active: {fetching}"
+        while fetching != ends:
+            assert time.monotonic() < deadline, f"fetchers active: {fetching}, ends: {ends}"
             assert consumer.consume(10, 0.1) == []
-        ends = dict(fetching)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
         for p in range(PARTITIONS):
             producer.produce(TOPIC, key=b"end", value=b"after the end", partition=p,
