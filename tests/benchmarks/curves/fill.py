@@ -1,0 +1,114 @@
+"""Filling a broker's disk for the restart curve, on either system: producer processes run
+until the broker holds the target (polled from its segment files), progress printed as they
+go; refused up front when the disk cannot take what RF=3 writes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tests.benchmarks.proc_cpu import load_average
+
+GIB = 1 << 30
+REPLICAS_ON_THIS_DISK = 3  # RF=3, all three brokers on one machine: every byte written 3 times
+# Left free beyond the fill: ZooKeeper, the brokers' own logs, indexes, the rest of the machine.
+DISK_MARGIN_BYTES = 4 * GIB
+POLL_S = 2.0
+PROGRESS_EVERY_S = 20.0
+STOP_TIMEOUT_S = 30.0
+
+
+def data_bytes(data_dir: Path, topic: str) -> int:
+    """Bytes of `topic`'s segment files (.log) under one broker's log dir."""
+    return sum(p.stat().st_size for p in data_dir.glob(f"{topic}-*/*.log"))
+
+
+def bytes_needed(target_bytes: int, held_bytes: int) -> int:
+    """Disk a fill from `held_bytes` to `target_bytes` per broker takes, margin included."""
+    return REPLICAS_ON_THIS_DISK * max(0, target_bytes - held_bytes) + DISK_MARGIN_BYTES
+
+
+def disk_refusal(free_bytes: int, target_bytes: int, held_bytes: int) -> str | None:
+    """Why a fill must not start (None: it may)."""
+    needed = bytes_needed(target_bytes, held_bytes)
+    if free_bytes >= needed:
+        return None
+    return (
+        f"not enough disk to fill to {target_bytes / GIB:.1f} GiB per broker: "
+        f"{REPLICAS_ON_THIS_DISK} replicas x {(target_bytes - held_bytes) / GIB:.1f} GiB more "
+        f"+ {DISK_MARGIN_BYTES / GIB:.0f} GiB margin = {needed / GIB:.1f} GiB, "
+        f"{free_bytes / GIB:.1f} GiB free"
+    )
+
+
+def check_disk(data_dir: Path, target_bytes: int, held_bytes: int) -> None:
+    refusal = disk_refusal(shutil.disk_usage(data_dir).free, target_bytes, held_bytes)
+    if refusal is not None:
+        raise SystemExit(refusal)
+
+
+def gib_per_min(filled_bytes: int, took_s: float) -> float:
+    return filled_bytes / GIB / (took_s / 60) if took_s > 0 else 0.0
+
+
+def start(command: Sequence[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def fill(
+    label: str, commands: Sequence[Sequence[str]], data_dir: Path, topic: str, target_bytes: int
+) -> int:
+    """Run `commands` (producer processes) at once until `data_dir` holds `target_bytes` of
+    `topic`, then stop them (SIGTERM); one that finishes first is run again, one that fails
+    fails the fill. Prints the GiB held and the rate as it
+    goes; returns the bytes held when they were stopped."""
+    started_bytes = data_bytes(data_dir, topic)
+    if started_bytes >= target_bytes:
+        return started_bytes
+    check_disk(data_dir, target_bytes, started_bytes)
+    started = time.monotonic()
+    running = [start(command) for command in commands]
+    try:
+        shown = started
+        while (held := data_bytes(data_dir, topic)) < target_bytes:
+            for i, process in enumerate(running):
+                if process.poll() is None:
+                    continue
+                _, err = process.communicate()
+                if process.returncode != 0:
+                    raise RuntimeError(
+                        f"{label}: a producer exited with {process.returncode} at "
+                        f"{held / GIB:.2f} GiB\n{err.decode(errors='replace')[-4000:]}"
+                    )
+                # Done while the followers still catch up: another round until they hold it.
+                running[i] = start(commands[i])
+            now = time.monotonic()
+            if now - shown >= PROGRESS_EVERY_S:
+                shown = now
+                print(
+                    f"{label} filling: {held / GIB:.2f} of {target_bytes / GIB:.0f} GiB, "
+                    f"{gib_per_min(held - started_bytes, now - started):.2f} GiB/min",
+                    flush=True,
+                )
+            time.sleep(POLL_S)  # a polling interval, not a synchronisation
+    finally:
+        for process in running:
+            if process.poll() is None:
+                process.terminate()
+        for process in running:
+            try:
+                process.communicate(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+    took_s = time.monotonic() - started
+    print(
+        f"{label} filled {(held - started_bytes) / GIB:.2f} GiB in {took_s:.0f} s: "
+        f"{gib_per_min(held - started_bytes, took_s):.2f} GiB/min with {len(commands)} "
+        f"producers; {load_average()}",
+        flush=True,
+    )
+    return held
