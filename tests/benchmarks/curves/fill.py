@@ -58,22 +58,32 @@ def start(command: Sequence[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def fullest_bytes(data_dirs: Sequence[Path], topic: str) -> int:
+    """What the fullest broker holds of `topic`: with RF=3 on 3 brokers each holds every
+    partition, the leaders ahead of their followers; once in sync, each holds this much."""
+    return max(data_bytes(d, topic) for d in data_dirs)
+
+
 def fill(
-    label: str, commands: Sequence[Sequence[str]], data_dir: Path, topic: str, target_bytes: int
+    label: str,
+    commands: Sequence[Sequence[str]],
+    data_dirs: Sequence[Path],
+    topic: str,
+    target_bytes: int,
 ) -> int:
-    """Run `commands` (producer processes) at once until `data_dir` holds `target_bytes` of
-    `topic`, then stop them (SIGTERM); one that finishes first is run again, one that fails
-    fails the fill. Prints the GiB held and the rate as it
-    goes; returns the bytes held when they were stopped."""
-    started_bytes = data_bytes(data_dir, topic)
+    """Run `commands` (producer processes) at once until a broker (of `data_dirs`, their log
+    dirs) holds `target_bytes` of `topic`, then stop them (SIGTERM); one that finishes first
+    is run again, one that fails fails the fill. Prints the GiB held and the rate as it goes;
+    returns the bytes held when they were stopped."""
+    started_bytes = fullest_bytes(data_dirs, topic)
     if started_bytes >= target_bytes:
         return started_bytes
-    check_disk(data_dir, target_bytes, started_bytes)
+    check_disk(data_dirs[0], target_bytes, started_bytes)
     started = time.monotonic()
     running = [start(command) for command in commands]
     try:
         shown = started
-        while (held := data_bytes(data_dir, topic)) < target_bytes:
+        while (held := fullest_bytes(data_dirs, topic)) < target_bytes:
             for i, process in enumerate(running):
                 if process.poll() is None:
                     continue
@@ -83,7 +93,8 @@ def fill(
                         f"{label}: a producer exited with {process.returncode} at "
                         f"{held / GIB:.2f} GiB\n{err.decode(errors='replace')[-4000:]}"
                     )
-                # Done while the followers still catch up: another round until they hold it.
+                # Done before a broker holds the target (each follows most partitions,
+                # behind their leaders): another round.
                 running[i] = start(commands[i])
             now = time.monotonic()
             if now - shown >= PROGRESS_EVERY_S:

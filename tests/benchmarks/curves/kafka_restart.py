@@ -126,7 +126,8 @@ class KafkaRestart:
         topic = NewTopic(
             TOPIC, PARTITIONS, REPLICATION_FACTOR, config={"segment.bytes": str(SEGMENT_BYTES)}
         )
-        for future in self._admin().create_topics([topic]).values():
+        admin = self._admin()  # held until the answer: a collected client drops its requests
+        for future in admin.create_topics([topic]).values():
             future.result(ADMIN_TIMEOUT_S)
         self.wait_in_sync()
 
@@ -166,7 +167,8 @@ class KafkaRestart:
             f"batch.size={BATCH_SIZE}",
         ]  # fmt: skip
         command = java_command(find_java(), self.cluster.jars, PRODUCER, args)
-        filling.fill("Kafka", [command] * PRODUCERS, data_dir, TOPIC, target_bytes)
+        data_dirs = [self.data_dir(b) for b in self.cluster.brokers]
+        filling.fill("Kafka", [command] * PRODUCERS, data_dirs, TOPIC, target_bytes)
         self.wait_in_sync()
         synced_s = time.time()
         wait_for(

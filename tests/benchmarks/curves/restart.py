@@ -103,7 +103,8 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
         "--acks",
         "1",
     ]
-    filling.fill("Highwater", [command] * PRODUCERS, data_dir, TOPIC, target_bytes)
+    data_dirs = [b.data_dir for b in hw.cluster.brokers.values()]
+    filling.fill("Highwater", [command] * PRODUCERS, data_dirs, TOPIC, target_bytes)
     hw.wait_in_sync(TOPIC, PARTITIONS)
     synced_s = time.time()
     wait_for(
