@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tests.benchmarks.proc_cpu import load_average
@@ -70,11 +70,14 @@ def fill(
     data_dirs: Sequence[Path],
     topic: str,
     target_bytes: int,
+    settle: Callable[[], object],
 ) -> int:
     """Run `commands` (producer processes) at once until a broker (of `data_dirs`, their log
     dirs) holds `target_bytes` of `topic`, then stop them (SIGTERM); one that finishes first
-    is run again, one that fails fails the fill. Prints the GiB held and the rate as it goes;
-    returns the bytes held when they were stopped."""
+    is run again, one that fails fails the fill. Then `settle()` (every replica in sync).
+    Prints the GiB held and the rate as it goes, and at the end the rate of what a broker
+    holds once in sync (the one that counts: a broker can take in more after the producers
+    stop); returns the fullest broker's bytes then."""
     started_bytes = fullest_bytes(data_dirs, topic)
     if started_bytes >= target_bytes:
         return started_bytes
@@ -115,11 +118,16 @@ def fill(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.communicate()
+    stopped_s = time.monotonic() - started
+    settle()
     took_s = time.monotonic() - started
+    synced = fullest_bytes(data_dirs, topic)
     print(
-        f"{label} filled {(held - started_bytes) / GIB:.2f} GiB in {took_s:.0f} s: "
-        f"{gib_per_min(held - started_bytes, took_s):.2f} GiB/min with {len(commands)} "
-        f"producers; {load_average()}",
+        f"{label} filled: {(held - started_bytes) / GIB:.2f} GiB in {stopped_s:.0f} s "
+        f"({gib_per_min(held - started_bytes, stopped_s):.2f} GiB/min) when {len(commands)} "
+        f"producers stopped; {(synced - started_bytes) / GIB:.2f} GiB in {took_s:.0f} s "
+        f"({gib_per_min(synced - started_bytes, took_s):.2f} GiB/min) once in sync; "
+        f"{load_average()}",
         flush=True,
     )
-    return held
+    return synced

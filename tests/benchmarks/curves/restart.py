@@ -104,8 +104,14 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
         "1",
     ]
     data_dirs = [b.data_dir for b in hw.cluster.brokers.values()]
-    filling.fill("Highwater", [command] * PRODUCERS, data_dirs, TOPIC, target_bytes)
-    hw.wait_in_sync(TOPIC, PARTITIONS)
+    filling.fill(
+        "Highwater",
+        [command] * PRODUCERS,
+        data_dirs,
+        TOPIC,
+        target_bytes,
+        lambda: hw.wait_in_sync(TOPIC, PARTITIONS),
+    )
     synced_s = time.time()
     wait_for(
         lambda: checkpointed_after(data_dir, synced_s),

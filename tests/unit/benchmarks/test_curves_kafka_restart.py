@@ -37,13 +37,15 @@ def kolkata(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-# As Kafka 3.9.2 wrote them in a real restart (PatternLayout "[%d] %p %m (%c)%n").
+# As Kafka 3.9.2 wrote them in a real restart (PatternLayout "[%d] %p %m (%c)%n"; the
+# segment line as LogLoader.recoverLog words it).
 LINES = [
     "[2026-12-02 14:30:02,100] INFO Registered kafka:type=kafka.Log4jController MBean "
     "(kafka.utils.Log4jControllerRegistration$)",
     "[2026-12-02 14:30:03,500] INFO [LogLoader partition=restart-3, dir=/tmp/d] Recovering "
     "unflushed segment 268435456. 1/2 recovered for restart-3. (kafka.log.LogLoader)",
-    "[2026-12-02 14:30:04,250] INFO Loaded 58 logs in 1234ms (kafka.log.LogManager)",
+    "[2026-12-02 14:30:04,250] INFO Loaded 8 logs in 1027ms (unclean log dirs = "
+    "ArrayBuffer(/tmp/d)) (kafka.log.LogManager)",
     "[2026-12-02 14:30:05,000] INFO Registered broker 3 at path /brokers/ids/3 with addresses: "
     "PLAINTEXT://127.0.0.1:40000, czxid (broker epoch): 99 (kafka.zk.KafkaZkClient)",
     "\tat kafka.server.KafkaServer.startup(KafkaServer.scala:1)",
