@@ -19,6 +19,13 @@ DISK_MARGIN_BYTES = 4 * GIB
 POLL_S = 2.0
 PROGRESS_EVERY_S = 20.0
 STOP_TIMEOUT_S = 30.0
+# Bytes a round of producer processes sends together: a Highwater broker takes in produce
+# requests well ahead of appending them (the bytes grew by a whole 1 GiB round after its
+# producers were killed at the target), so what the producers are asked for bounds the
+# overshoot.
+ROUND_BYTES = GIB
+STILL_POLLS = 3
+STILL_TIMEOUT_S = 600.0
 
 
 def data_bytes(data_dir: Path, topic: str) -> int:
@@ -58,10 +65,31 @@ def start(command: Sequence[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def records_each(target_bytes: int, held_bytes: int, producers: int, record_size: int) -> int:
+    """Records per producer process for a round: together what is still missing, at most
+    ROUND_BYTES."""
+    missing = min(max(0, target_bytes - held_bytes), ROUND_BYTES)
+    return max(1, missing // producers // record_size)
+
+
 def fullest_bytes(data_dirs: Sequence[Path], topic: str) -> int:
     """What the fullest broker holds of `topic`: with RF=3 on 3 brokers each holds every
     partition, the leaders ahead of their followers; once in sync, each holds this much."""
     return max(data_bytes(d, topic) for d in data_dirs)
+
+
+def wait_still(data_dirs: Sequence[Path], topic: str) -> None:
+    """Until no broker's bytes of `topic` grew for STILL_POLLS polls: a broker can still be
+    appending produce requests it took in before its producers stopped."""
+    last, still = [-1] * len(data_dirs), 0
+    deadline = time.monotonic() + STILL_TIMEOUT_S
+    while still < STILL_POLLS:
+        now = [data_bytes(d, topic) for d in data_dirs]
+        still = still + 1 if now == last else 0
+        last = now
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: still growing after {STILL_TIMEOUT_S:g} s")
+        time.sleep(POLL_S)  # a polling interval, not a synchronisation
 
 
 def fill(
@@ -74,7 +102,8 @@ def fill(
 ) -> int:
     """Run `commands` (producer processes) at once until a broker (of `data_dirs`, their log
     dirs) holds `target_bytes` of `topic`, then stop them (SIGTERM); one that finishes first
-    is run again, one that fails fails the fill. Then `settle()` (every replica in sync).
+    is run again, one that fails fails the fill. Then, once no broker's bytes grow any more,
+    `settle()` (every replica in sync).
     Prints the GiB held and the rate as it goes, and at the end the rate of what a broker
     holds once in sync (the one that counts: a broker can take in more after the producers
     stop); returns the fullest broker's bytes then."""
@@ -119,6 +148,7 @@ def fill(
                 process.kill()
                 process.communicate()
     stopped_s = time.monotonic() - started
+    wait_still(data_dirs, topic)
     settle()
     took_s = time.monotonic() - started
     synced = fullest_bytes(data_dirs, topic)

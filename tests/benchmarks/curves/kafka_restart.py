@@ -161,7 +161,9 @@ class KafkaRestart:
         """As restart.fill for Highwater, with kafka-producer-perf-test (acks=1, 256 KiB
         records, batch.size as Highwater's producers have it; the rest its defaults)."""
         data_dir = self.data_dir(broker_id)
-        records = max(1, target_bytes // RECORD_SIZE)
+        data_dirs = [self.data_dir(b) for b in self.cluster.brokers]
+        held = filling.fullest_bytes(data_dirs, TOPIC)
+        records = filling.records_each(target_bytes, held, PRODUCERS, RECORD_SIZE)
         args = [
             "--topic", TOPIC, "--num-records", str(records),
             "--record-size", str(RECORD_SIZE), "--throughput", "-1",
@@ -169,7 +171,6 @@ class KafkaRestart:
             f"batch.size={BATCH_SIZE}",
         ]  # fmt: skip
         command = java_command(find_java(), self.cluster.jars, PRODUCER, args)
-        data_dirs = [self.data_dir(b) for b in self.cluster.brokers]
         filling.fill(
             "Kafka", [command] * PRODUCERS, data_dirs, TOPIC, target_bytes, self.wait_in_sync
         )

@@ -82,8 +82,9 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
     checkpointed its recovery points since (as a broker that has been running a while has).
     Its bytes then."""
     data_dir = hw.cluster.brokers[broker_id].data_dir
-    # Each producer alone would send the whole target: they run until stopped.
-    records = max(1, target_bytes // RECORD_SIZE)
+    data_dirs = [b.data_dir for b in hw.cluster.brokers.values()]
+    held = filling.fullest_bytes(data_dirs, TOPIC)
+    records = filling.records_each(target_bytes, held, PRODUCERS, RECORD_SIZE)
     command = [
         sys.executable,
         "-m",
@@ -103,7 +104,6 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
         "--acks",
         "1",
     ]
-    data_dirs = [b.data_dir for b in hw.cluster.brokers.values()]
     filling.fill(
         "Highwater",
         [command] * PRODUCERS,

@@ -3,12 +3,14 @@ seconds to a step from them, and the refusal to fill a disk that cannot take the
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.curves import fill
 from tests.benchmarks.curves.fill import GIB, bytes_needed, disk_refusal, gib_per_min
 from tests.benchmarks.curves.kafka_restart import (
     LISTENING,
@@ -110,3 +112,27 @@ def test_the_restart_png_draws_two_steps_per_system() -> None:
         "Kafka: log recovery done",
     ]
     assert plotted("failover", series) == series
+
+
+def test_wait_still_returns_once_no_broker_grows_and_times_out_while_one_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segment = tmp_path / "restart-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(b"x")
+    monkeypatch.setattr(fill, "POLL_S", 0.0)
+    fill.wait_still([tmp_path], "restart")  # returns: nothing grows
+
+    monkeypatch.setattr(fill, "STILL_TIMEOUT_S", 0.0)
+
+    grown = itertools.count(1)
+    monkeypatch.setattr(fill, "data_bytes", lambda data_dir, topic: next(grown))
+    with pytest.raises(TimeoutError, match="still growing"):
+        fill.wait_still([tmp_path], "restart")
+
+
+def test_a_round_of_producers_sends_what_is_missing_at_most_a_round() -> None:
+    record = 256 * 1024
+    assert fill.records_each(GIB, 0, 2, record) == 2048  # 2 x 0.5 GiB: the target exactly
+    assert fill.records_each(20 * GIB, 0, 2, record) == 2048  # rounds of ROUND_BYTES
+    assert fill.records_each(GIB, 2 * GIB, 2, record) == 1
