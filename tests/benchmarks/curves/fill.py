@@ -18,12 +18,11 @@ REPLICAS_ON_THIS_DISK = 3  # RF=3, all three brokers on one machine: every byte 
 DISK_MARGIN_BYTES = 4 * GIB
 POLL_S = 2.0
 PROGRESS_EVERY_S = 20.0
-STOP_TIMEOUT_S = 30.0
-# Bytes a round of producer processes sends together: a Highwater broker takes in produce
-# requests well ahead of appending them (the bytes grew by a whole 1 GiB round after its
-# producers were killed at the target), so what the producers are asked for bounds the
-# overshoot.
-ROUND_BYTES = GIB
+# Bytes a round of producer processes sends together at most: the round ends, and the brokers'
+# files are watched until still, before the next is sized from what they hold. (Stopping
+# producers once the files showed the target overshot it by what was in flight: the files
+# went on growing for about a minute after the producers were killed.)
+ROUND_BYTES = 4 * GIB
 STILL_POLLS = 3
 STILL_TIMEOUT_S = 600.0
 
@@ -94,70 +93,61 @@ def wait_still(data_dirs: Sequence[Path], topic: str) -> None:
 
 def fill(
     label: str,
-    commands: Sequence[Sequence[str]],
+    command: Callable[[int], Sequence[str]],
+    producers: int,
+    record_size: int,
     data_dirs: Sequence[Path],
     topic: str,
     target_bytes: int,
     settle: Callable[[], object],
 ) -> int:
-    """Run `commands` (producer processes) at once until a broker (of `data_dirs`, their log
-    dirs) holds `target_bytes` of `topic`, then stop them (SIGTERM); one that finishes first
-    is run again, one that fails fails the fill. Then, once no broker's bytes grow any more,
-    `settle()` (every replica in sync).
-    Prints the GiB held and the rate as it goes, and at the end the rate of what a broker
-    holds once in sync (the one that counts: a broker can take in more after the producers
-    stop); returns the fullest broker's bytes then."""
-    started_bytes = fullest_bytes(data_dirs, topic)
-    if started_bytes >= target_bytes:
-        return started_bytes
-    check_disk(data_dirs[0], target_bytes, started_bytes)
-    started = time.monotonic()
-    running = [start(command) for command in commands]
-    try:
-        shown = started
-        while (held := fullest_bytes(data_dirs, topic)) < target_bytes:
-            for i, process in enumerate(running):
-                if process.poll() is None:
-                    continue
-                _, err = process.communicate()
-                if process.returncode != 0:
-                    raise RuntimeError(
-                        f"{label}: a producer exited with {process.returncode} at "
-                        f"{held / GIB:.2f} GiB\n{err.decode(errors='replace')[-4000:]}"
+    """Rounds of `producers` processes of `command(records each)` at once, each round asking
+    together for what the fullest broker (of `data_dirs`, their log dirs) still misses of
+    `target_bytes` of `topic` (at most ROUND_BYTES), run to their end; after each, until no
+    broker's bytes grow. Then `settle()` (every replica in sync). Prints the GiB held and the
+    rate as it goes, and at the end the rate of what a broker holds once in sync; returns the
+    fullest broker's bytes then."""
+    started_bytes = held = fullest_bytes(data_dirs, topic)
+    if held >= target_bytes:
+        return held
+    check_disk(data_dirs[0], target_bytes, held)
+    started = shown = time.monotonic()
+    while held < target_bytes:
+        records = records_each(target_bytes, held, producers, record_size)
+        running = [start(command(records)) for _ in range(producers)]
+        try:
+            while any(process.poll() is None for process in running):
+                now = time.monotonic()
+                if now - shown >= PROGRESS_EVERY_S:
+                    shown = now
+                    held = fullest_bytes(data_dirs, topic)
+                    print(
+                        f"{label} filling: {held / GIB:.2f} of {target_bytes / GIB:.0f} GiB, "
+                        f"{gib_per_min(held - started_bytes, now - started):.2f} GiB/min",
+                        flush=True,
                     )
-                # Done before a broker holds the target (each follows most partitions,
-                # behind their leaders): another round.
-                running[i] = start(commands[i])
-            now = time.monotonic()
-            if now - shown >= PROGRESS_EVERY_S:
-                shown = now
-                print(
-                    f"{label} filling: {held / GIB:.2f} of {target_bytes / GIB:.0f} GiB, "
-                    f"{gib_per_min(held - started_bytes, now - started):.2f} GiB/min",
-                    flush=True,
+                time.sleep(POLL_S)  # a polling interval, not a synchronisation
+        finally:
+            for process in running:
+                if process.poll() is None:
+                    process.kill()
+            errors = [process.communicate()[1] for process in running]
+        for process, error in zip(running, errors, strict=True):
+            if process.returncode != 0:
+                raise RuntimeError(
+                    f"{label}: a producer exited with {process.returncode}\n"
+                    f"{error.decode(errors='replace')[-4000:]}"
                 )
-            time.sleep(POLL_S)  # a polling interval, not a synchronisation
-    finally:
-        for process in running:
-            if process.poll() is None:
-                process.terminate()
-        for process in running:
-            try:
-                process.communicate(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.communicate()
-    stopped_s = time.monotonic() - started
-    wait_still(data_dirs, topic)
+        # The brokers' files go on growing after the producers end (followers catching up).
+        wait_still(data_dirs, topic)
+        held = fullest_bytes(data_dirs, topic)
     settle()
     took_s = time.monotonic() - started
     synced = fullest_bytes(data_dirs, topic)
     print(
-        f"{label} filled: {(held - started_bytes) / GIB:.2f} GiB in {stopped_s:.0f} s "
-        f"({gib_per_min(held - started_bytes, stopped_s):.2f} GiB/min) when {len(commands)} "
-        f"producers stopped; {(synced - started_bytes) / GIB:.2f} GiB in {took_s:.0f} s "
-        f"({gib_per_min(synced - started_bytes, took_s):.2f} GiB/min) once in sync; "
-        f"{load_average()}",
+        f"{label} filled: {(synced - started_bytes) / GIB:.2f} GiB in {took_s:.0f} s "
+        f"({gib_per_min(synced - started_bytes, took_s):.2f} GiB/min, once in sync) with "
+        f"{producers} producers; {load_average()}",
         flush=True,
     )
     return synced

@@ -162,17 +162,25 @@ class KafkaRestart:
         records, batch.size as Highwater's producers have it; the rest its defaults)."""
         data_dir = self.data_dir(broker_id)
         data_dirs = [self.data_dir(b) for b in self.cluster.brokers]
-        held = filling.fullest_bytes(data_dirs, TOPIC)
-        records = filling.records_each(target_bytes, held, PRODUCERS, RECORD_SIZE)
-        args = [
-            "--topic", TOPIC, "--num-records", str(records),
-            "--record-size", str(RECORD_SIZE), "--throughput", "-1",
-            "--producer-props", f"bootstrap.servers={self.cluster.bootstrap}", "acks=1",
-            f"batch.size={BATCH_SIZE}",
-        ]  # fmt: skip
-        command = java_command(find_java(), self.cluster.jars, PRODUCER, args)
+
+        def command(records: int) -> list[str]:
+            args = [
+                "--topic", TOPIC, "--num-records", str(records),
+                "--record-size", str(RECORD_SIZE), "--throughput", "-1",
+                "--producer-props", f"bootstrap.servers={self.cluster.bootstrap}", "acks=1",
+                f"batch.size={BATCH_SIZE}",
+            ]  # fmt: skip
+            return java_command(find_java(), self.cluster.jars, PRODUCER, args)
+
         filling.fill(
-            "Kafka", [command] * PRODUCERS, data_dirs, TOPIC, target_bytes, self.wait_in_sync
+            "Kafka",
+            command,
+            PRODUCERS,
+            RECORD_SIZE,
+            data_dirs,
+            TOPIC,
+            target_bytes,
+            self.wait_in_sync,
         )
         synced_s = time.time()
         wait_for(

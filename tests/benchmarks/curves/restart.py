@@ -83,30 +83,33 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
     Its bytes then."""
     data_dir = hw.cluster.brokers[broker_id].data_dir
     data_dirs = [b.data_dir for b in hw.cluster.brokers.values()]
-    held = filling.fullest_bytes(data_dirs, TOPIC)
-    records = filling.records_each(target_bytes, held, PRODUCERS, RECORD_SIZE)
-    command = [
-        sys.executable,
-        "-m",
-        "client.cli",
-        "perf",
-        "produce",
-        "-b",
-        hw.cluster.bootstrap,
-        "--topic",
-        TOPIC,
-        "--num-records",
-        str(records),
-        "--record-size",
-        str(RECORD_SIZE),
-        "--batch-size",
-        str(BATCH_SIZE),
-        "--acks",
-        "1",
-    ]
+
+    def command(records: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "client.cli",
+            "perf",
+            "produce",
+            "-b",
+            hw.cluster.bootstrap,
+            "--topic",
+            TOPIC,
+            "--num-records",
+            str(records),
+            "--record-size",
+            str(RECORD_SIZE),
+            "--batch-size",
+            str(BATCH_SIZE),
+            "--acks",
+            "1",
+        ]
+
     filling.fill(
         "Highwater",
-        [command] * PRODUCERS,
+        command,
+        PRODUCERS,
+        RECORD_SIZE,
         data_dirs,
         TOPIC,
         target_bytes,

@@ -134,5 +134,5 @@ def test_wait_still_returns_once_no_broker_grows_and_times_out_while_one_does(
 def test_a_round_of_producers_sends_what_is_missing_at_most_a_round() -> None:
     record = 256 * 1024
     assert fill.records_each(GIB, 0, 2, record) == 2048  # 2 x 0.5 GiB: the target exactly
-    assert fill.records_each(20 * GIB, 0, 2, record) == 2048  # rounds of ROUND_BYTES
+    assert fill.records_each(20 * GIB, 0, 2, record) == 8192  # rounds of ROUND_BYTES (4 GiB)
     assert fill.records_each(GIB, 2 * GIB, 2, record) == 1
