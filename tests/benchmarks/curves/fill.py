@@ -16,7 +16,7 @@ GIB = 1 << 30
 REPLICAS_ON_THIS_DISK = 3  # RF=3, all three brokers on one machine: every byte written 3 times
 # Left free beyond the fill: ZooKeeper, the brokers' own logs, indexes, the rest of the machine.
 DISK_MARGIN_BYTES = 4 * GIB
-POLL_S = 2.0
+POLL_S = 1.0
 PROGRESS_EVERY_S = 20.0
 # Bytes a round of producer processes sends together at most: the round ends, and the brokers'
 # files are watched until still, before the next is sized from what they hold. (Stopping
