@@ -77,10 +77,10 @@ def checkpointed_after(data_dir: Path, since_s: float) -> bool:
 
 
 def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
-    """Produce (acks=1, large records, PRODUCERS processes at once) until `broker_id` holds
-    `target_bytes` of TOPIC; then wait until every replica is in sync and the broker has
-    checkpointed its recovery points since (as a broker that has been running a while has).
-    Its bytes then."""
+    """Produce (acks=1, large records, rounds of PRODUCERS processes: fill.py) until
+    `broker_id` holds `target_bytes` of TOPIC; then wait until every replica is in sync and
+    the broker has checkpointed its recovery points since (as a broker that has been running
+    a while has). Its bytes then."""
     data_dir = hw.cluster.brokers[broker_id].data_dir
     data_dirs = [b.data_dir for b in hw.cluster.brokers.values()]
 
