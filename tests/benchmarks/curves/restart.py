@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -22,7 +21,9 @@ import trio
 
 from broker.log.manager import RECOVERY_POINT_CHECKPOINT_FILE
 from client.admin import Admin
+from tests.benchmarks.curves import fill as filling
 from tests.benchmarks.curves.broker_log import events_since, seconds_to
+from tests.benchmarks.curves.fill import data_bytes
 from tests.benchmarks.curves.highwater_side import (
     ADMIN_TIMEOUT_MS,
     REPLICATION_FACTOR,
@@ -33,10 +34,8 @@ from tests.benchmarks.curves.measure import wait_for
 
 TOPIC = "restart"
 PARTITIONS = 8
-GIB = 1 << 30
 RECORD_SIZE = 256 * 1024  # large records: the bytes, not the per-record work, are the load
 BATCH_SIZE = 1_000_000  # under message.max.bytes (1048588)
-CHUNK_BYTES = 256 << 20  # per producer process and round of filling
 PRODUCERS = 2
 # Segments roll (and are flushed, moving the recovery point) every 256 MiB: a restart then
 # re-validates only what lies past the checkpointed recovery point, whatever the total.
@@ -55,11 +54,6 @@ class RestartTimes:
     logs_loaded_s: float
     in_every_isr_s: float
     data_bytes: int
-
-
-def data_bytes(data_dir: Path, topic: str) -> int:
-    """Bytes of `topic`'s segment files (.log) under one broker's log dir."""
-    return sum(p.stat().st_size for p in data_dir.glob(f"{topic}-*/*.log"))
 
 
 def create_topic(hw: HighwaterCurves) -> None:
@@ -83,14 +77,15 @@ def checkpointed_after(data_dir: Path, since_s: float) -> bool:
 
 
 def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
-    """Produce (acks=1, large records, PRODUCERS processes at once) until `broker_id` holds
-    `target_bytes` of TOPIC; then wait until every replica is in sync and the broker has
-    checkpointed its recovery points since (as a broker that has been running a while has).
-    Its bytes then."""
+    """Produce (acks=1, large records, rounds of PRODUCERS processes: fill.py) until
+    `broker_id` holds `target_bytes` of TOPIC; then wait until every replica is in sync and
+    the broker has checkpointed its recovery points since (as a broker that has been running
+    a while has). Its bytes then."""
     data_dir = hw.cluster.brokers[broker_id].data_dir
-    records = max(1, CHUNK_BYTES // RECORD_SIZE)
-    while data_bytes(data_dir, TOPIC) < target_bytes:
-        command = [
+    data_dirs = [b.data_dir for b in hw.cluster.brokers.values()]
+
+    def command(records: int) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "client.cli",
@@ -109,14 +104,17 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
             "--acks",
             "1",
         ]
-        running = [
-            subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            for _ in range(PRODUCERS)
-        ]
-        for process in running:
-            _, err = process.communicate(timeout=SYNC_TIMEOUT_S)
-            assert process.returncode == 0, err.decode(errors="replace")
-    hw.wait_in_sync(TOPIC, PARTITIONS)
+
+    filling.fill(
+        "Highwater",
+        command,
+        PRODUCERS,
+        RECORD_SIZE,
+        data_dirs,
+        TOPIC,
+        target_bytes,
+        lambda: hw.wait_in_sync(TOPIC, PARTITIONS),
+    )
     synced_s = time.time()
     wait_for(
         lambda: checkpointed_after(data_dir, synced_s),
@@ -128,6 +126,8 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
 
 
 STEPS = ("log recovery done", "listening", "registered", "back in every ISR")
+# The steps drawn in the PNG (the table has all): the first and the last.
+PLOTTED_STEPS = ("log recovery done", "back in every ISR")
 
 
 def by_step(times: Sequence[RestartTimes]) -> tuple[tuple[float, ...], ...]:

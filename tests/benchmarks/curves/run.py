@@ -4,7 +4,8 @@ Highwater first, then Kafka (never two clusters at once). Per partition count, g
 cluster: the brokers' idle CPU and RSS over --window-s, then (Highwater) a controlled shutdown
 of a broker leading a third, then a SIGKILL of the controller; each measure --runs times.
 Then throughput: 1/10/100 partitions against 1/4/16 `highwater perf produce` processes.
-Then a broker's restart after SIGKILL against 1/5/20 GiB on its disk (restart.py).
+Then a broker's restart after SIGKILL against 1/5/20 GiB on its disk (restart.py), then
+Kafka's against 1/5 GiB (kafka_restart.py).
 Tables on stdout (markdown), a PNG per curve in --out."""
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.curves import highwater_side, kafka_side, plot, restart
+from tests.benchmarks.curves import (
+    fill,
+    highwater_side,
+    kafka_restart,
+    kafka_side,
+    plot,
+    restart,
+)
 from tests.benchmarks.curves.measure import Point, growth_exponent, idle_cpu_percent, rss_mib, table
 from tests.benchmarks.proc_cpu import load_average
 
@@ -115,11 +123,10 @@ def throughput_curves(
     return series
 
 
-def restart_curves(gibs: Sequence[int], runs: int) -> Series:
-    """Seconds from SIGKILL to each step of a restart (restart.py), a series per step, by the
-    GiB the broker holds; the data grows in one cluster, in the order given."""
-    steps = restart.STEPS
-    series: Series = {step: [] for step in steps}
+def restart_curves(gibs: Sequence[int], runs: int, series: Series) -> None:
+    """Seconds from SIGKILL to each step of Highwater's restart (restart.py), a series
+    "Highwater: <step>" per step, by the GiB the broker holds; the data grows in one cluster,
+    in the order given."""
     with (
         tempfile.TemporaryDirectory(prefix="hw-curves-restart-") as root,
         highwater_side.running(Path(root)) as hw,
@@ -127,22 +134,44 @@ def restart_curves(gibs: Sequence[int], runs: int) -> Series:
         restart.create_topic(hw)
         victim = max(b for b in hw.cluster.brokers if b != hw.controller_id())
         for gib in gibs:
-            held = restart.fill(hw, victim, gib * restart.GIB)
+            held = restart.fill(hw, victim, gib * fill.GIB)
             times = [restart.restart_s(hw, victim) for _ in range(runs)]
-            # x: what the broker holds (a round of filling can overshoot the target)
-            held_gib = max(1, round(held / restart.GIB))
-            for step, values in zip(steps, restart.by_step(times), strict=True):
-                series[step].append(Point(held_gib, values))
+            add_restart_point(series, "Highwater", held, times)
+
+
+def kafka_restart_curves(gibs: Sequence[int], runs: int, series: Series) -> None:
+    """The same for Kafka 3.9 (kafka_restart.py), series "Kafka: <step>"."""
+    with (
+        tempfile.TemporaryDirectory(prefix="kafka-curves-restart-") as root,
+        kafka_restart.running(Path(root)) as kafka,
+    ):
+        kafka.create_topic()
+        victim = max(b for b in kafka.cluster.brokers if b != kafka.controller_id())
+        for gib in gibs:
+            held = kafka.fill(victim, gib * fill.GIB)
+            measured = [kafka.restart_s(victim) for _ in range(runs)]
             print(
-                f"Highwater restart with {held / restart.GIB:.2f} GiB: "
-                + ", ".join(
-                    f"{step} {[round(v, 2) for v in values]} s"
-                    for step, values in zip(steps, restart.by_step(times), strict=True)
-                )
-                + f"; {load_average()}",
+                f"Kafka restart starts {[s for _, s, _ in measured]}, unflushed segments "
+                f"recovered {[n for _, _, n in measured]}",
                 flush=True,
             )
-    return series
+            add_restart_point(series, "Kafka", held, [t for t, _, _ in measured])
+
+
+def add_restart_point(
+    series: Series, system: str, held: int, times: Sequence[restart.RestartTimes]
+) -> None:
+    # x: what the broker holds (the fill stops a poll after the target)
+    held_gib = max(1, round(held / fill.GIB))
+    by_step = list(zip(restart.STEPS, restart.by_step(times), strict=True))
+    for step, values in by_step:
+        series.setdefault(f"{system}: {step}", []).append(Point(held_gib, values))
+    print(
+        f"{system} restart with {held / fill.GIB:.2f} GiB: "
+        + ", ".join(f"{step} {[round(v, 2) for v in values]} s" for step, values in by_step)
+        + f"; {load_average()}",
+        flush=True,
+    )
 
 
 def growth_note(series: Series, floor: dict[str, float] | None = None) -> str:
@@ -163,6 +192,7 @@ def main() -> None:
     parser.add_argument("--producers", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--records", type=int, default=48_000)
     parser.add_argument("--restart-gib", type=int, nargs="*", default=[1, 5, 20])
+    parser.add_argument("--kafka-restart-gib", type=int, nargs="*", default=[1, 5])
     parser.add_argument("--out", type=Path, default=Path("docs"))
     parser.add_argument(
         "--merge",
@@ -170,7 +200,10 @@ def main() -> None:
         help="JSON of points measured before ({curve: {series: [[x, [runs]]]}}), drawn beside",
     )
     parser.add_argument(
-        "--skip", nargs="*", default=[], choices=["highwater", "kafka", "throughput", "restart"]
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=["highwater", "kafka", "throughput", "restart", "kafka-restart"],
     )
     parser.add_argument(
         "--profile-failover",
@@ -186,7 +219,7 @@ def main() -> None:
     curves["shutdown"] = {"Highwater": []}
     if args.merge is not None:
         merge(curves, json.loads(args.merge.read_text()))
-        report(curves, args.out)  # also redraws saved points alone (with --skip of all four)
+        report(curves, args.out)  # also redraws saved points alone (with --skip of all five)
     print(load_average(), flush=True)
     # Tables and PNGs after each cluster: what is measured survives a later failure.
     if "highwater" not in args.skip:
@@ -203,8 +236,12 @@ def main() -> None:
         print()
         print(table(title, "partitions", series, "records/s"))
         plot.draw(args.out / "curve-throughput.png", title, "partitions", "records/s", series)
+    # One system at a time; each cluster's directory (and its data) removed before the next.
     if "restart" not in args.skip and args.restart_gib:
-        curves["restart"] = restart_curves(args.restart_gib, args.runs)
+        restart_curves(args.restart_gib, args.runs, curves.setdefault("restart", {}))
+        report(curves, args.out, only="restart")
+    if "kafka-restart" not in args.skip and args.kafka_restart_gib:
+        kafka_restart_curves(args.kafka_restart_gib, args.runs, curves.setdefault("restart", {}))
         report(curves, args.out, only="restart")
 
 
@@ -239,9 +276,17 @@ def report(curves: dict[str, Series], out: Path, only: str | None = None) -> Non
             title,
             "GiB on the broker's disk" if name == "restart" else "partitions",
             unit,
-            series,
+            plotted(name, series),
             log_x=name != "restart",
         )
+
+
+def plotted(name: str, series: Series) -> Series:
+    """What the PNG draws: every series, but of the restart curve only the first and the last
+    step of each system (the table has them all)."""
+    if name != "restart":
+        return series
+    return {k: v for k, v in series.items() if k.split(": ")[-1] in restart.PLOTTED_STEPS}
 
 
 def _floors(name: str, series: Series) -> dict[str, float]:

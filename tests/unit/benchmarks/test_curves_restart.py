@@ -8,13 +8,8 @@ import os
 from pathlib import Path
 
 from tests.benchmarks.curves.broker_log import events_since, seconds_to
-from tests.benchmarks.curves.restart import (
-    STEPS,
-    RestartTimes,
-    by_step,
-    checkpointed_after,
-    data_bytes,
-)
+from tests.benchmarks.curves.fill import data_bytes
+from tests.benchmarks.curves.restart import STEPS, RestartTimes, by_step, checkpointed_after
 
 
 def _line(event: str, timestamp: str) -> bytes:
