@@ -28,14 +28,13 @@ from tests.benchmarks.curves.kafka_side import OVERRIDES
 from tests.benchmarks.curves.measure import wait_for
 from tests.benchmarks.curves.restart import (
     BATCH_SIZE,
-    CHECKPOINT_TIMEOUT_S,
     PARTITIONS,
     PRODUCERS,
     RECORD_SIZE,
     SEGMENT_BYTES,
     TOPIC,
     RestartTimes,
-    checkpointed_after,
+    checkpointed_bytes,
 )
 from tests.benchmarks.kafka.cluster import QUIET, KafkaBroker, KafkaCluster
 from tests.benchmarks.peers.kafka_tools import PRODUCER, java_command
@@ -182,14 +181,7 @@ class KafkaRestart:
             target_bytes,
             self.wait_in_sync,
         )
-        synced_s = time.time()
-        wait_for(
-            lambda: checkpointed_after(data_dir, synced_s),
-            CHECKPOINT_TIMEOUT_S,
-            f"Kafka broker {broker_id} checkpoints its recovery points",
-            every_s=1.0,
-        )
-        return data_bytes(data_dir, TOPIC)
+        return checkpointed_bytes(data_dir, f"Kafka broker {broker_id}")
 
     def restart_s(self, broker_id: int) -> tuple[RestartTimes, int, int]:
         """SIGKILL `broker_id`, start it again (with the same log dir and port); the seconds

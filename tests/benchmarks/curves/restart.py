@@ -115,11 +115,17 @@ def fill(hw: HighwaterCurves, broker_id: int, target_bytes: int) -> int:
         target_bytes,
         lambda: hw.wait_in_sync(TOPIC, PARTITIONS),
     )
+    return checkpointed_bytes(data_dir, f"broker {broker_id}")
+
+
+def checkpointed_bytes(data_dir: Path, who: str) -> int:
+    """Once every replica is in sync: wait until the broker writes its recovery points (as a
+    broker that has been running a while has), then its bytes of TOPIC. Both systems' fills."""
     synced_s = time.time()
     wait_for(
         lambda: checkpointed_after(data_dir, synced_s),
         CHECKPOINT_TIMEOUT_S,
-        f"broker {broker_id} checkpoints its recovery points",
+        f"{who} checkpoints its recovery points",
         every_s=1.0,
     )
     return data_bytes(data_dir, TOPIC)
