@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from tests.benchmarks.curves import fill as filling
 from tests.benchmarks.curves import kafka_metadata
 from tests.benchmarks.curves.fill import data_bytes
 from tests.benchmarks.curves.highwater_side import REPLICATION_FACTOR, SYNC_TIMEOUT_S
+from tests.benchmarks.curves.kafka_log import count, lines_since, seconds_to
 from tests.benchmarks.curves.kafka_side import OVERRIDES
 from tests.benchmarks.curves.measure import wait_for
 from tests.benchmarks.curves.restart import (
@@ -60,37 +60,6 @@ LOGS_LOADED = re.compile(r"Loaded \d+ logs in \d+ms")
 LISTENING = re.compile(r"Enabling request processing")
 REGISTERED = re.compile(r"Registered broker \d+ at path /brokers/ids/\d+")
 RECOVERING_SEGMENT = re.compile(r"Recovering unflushed segment")
-# log4j's PatternLayout "[%d] %p %m (%c)%n" (tests/benchmarks/kafka/cluster.py): %d is ISO8601
-# in the JVM's time zone, the machine's local time.
-_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
-
-
-def line_time_s(line: str) -> float | None:
-    """The time.time() of a Kafka log line's stamp (local time), None for a line without one
-    (a stack trace's)."""
-    found = _LINE.match(line)
-    if found is None:
-        return None
-    return datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-
-
-def lines_since(path: Path, offset: int) -> list[str]:
-    with path.open("rb") as f:
-        f.seek(offset)
-        return f.read().decode(errors="replace").splitlines()
-
-
-def seconds_to(lines: Sequence[str], pattern: re.Pattern[str], since_s: float) -> float | None:
-    """Seconds from `since_s` (a time.time()) to the first stamped line matching `pattern`."""
-    for line in lines:
-        stamp = line_time_s(line)
-        if stamp is not None and pattern.search(line):
-            return stamp - since_s
-    return None
-
-
-def count(lines: Sequence[str], pattern: re.Pattern[str]) -> int:
-    return sum(1 for line in lines if pattern.search(line))
 
 
 class KafkaRestart:

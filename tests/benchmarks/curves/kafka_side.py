@@ -1,9 +1,10 @@
-"""Apache Kafka 3.9's side (ZooKeeper mode, tests/benchmarks/kafka/cluster.py) of the idle and
-failover curves: the same topic grown to the same partition counts, RF=3, each broker's own
-metadata read with kafka_metadata.py."""
+"""Apache Kafka 3.9's side (ZooKeeper mode, tests/benchmarks/kafka/cluster.py) of the idle,
+controlled shutdown and failover curves: the same topic grown to the same partition counts,
+RF=3, each broker's own metadata read with kafka_metadata.py."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.benchmarks.curves import kafka_metadata
 from tests.benchmarks.curves.highwater_side import REPLICATION_FACTOR, SYNC_TIMEOUT_S, TOPIC
+from tests.benchmarks.curves.kafka_log import lines_since, seconds_to
 from tests.benchmarks.curves.measure import wait_for
 from tests.benchmarks.kafka.cluster import QUIET, KafkaBroker, KafkaCluster
 
@@ -25,6 +27,9 @@ HEAP = ("-Xms256m", "-Xmx512m")
 OVERRIDES = {"zookeeper.session.timeout.ms": "6000"}
 ADMIN_TIMEOUT_S = 300.0
 PREFERRED_ATTEMPTS = 10
+# KafkaServer.controlledShutdown's line once the controller moved every leadership away (its
+# ControlledShutdown answer named no partition remaining).
+SHUTDOWN_ACCEPTED = re.compile(r"Controlled shutdown request returned successfully")
 
 
 class KafkaCurves:
@@ -105,6 +110,37 @@ class KafkaCurves:
         victim.process.wait(10)
         wait_for(lambda: self._everywhere(preferred=False), SYNC_TIMEOUT_S, "Kafka failover", 0.05)
         took = time.monotonic() - started
+        self._restore(victim)
+        return took
+
+    def controlled_shutdown_s(self) -> tuple[float, int, float | None]:
+        """SIGTERM a broker that is not the controller (it leads a third of the partitions);
+        seconds until it exited, how many it led, and seconds until the controller accepted
+        (KafkaServer's "Controlled shutdown request returned successfully"; None: no such
+        line). Then it is back, leaders preferred: highwater_side's measure, on Kafka."""
+        controller = self.controller_id()
+        victim = self.cluster.brokers[max(b for b in self.cluster.brokers if b != controller)]
+        led = self.leaders_of(victim.broker_id)
+        log = victim.directory / "server.log"
+        offset = log.stat().st_size
+        signalled_at = time.time()
+        started = time.monotonic()
+        code = victim.stop(SYNC_TIMEOUT_S)
+        took = time.monotonic() - started
+        # The JVM's exit on SIGTERM, once its shutdown hook (KafkaServer.shutdown) has run.
+        assert code in (0, 143), f"Kafka broker {victim.broker_id} exited with {code}"
+        accepted = seconds_to(lines_since(log, offset), SHUTDOWN_ACCEPTED, signalled_at)
+        self._restore(victim)
+        return took, led, accepted
+
+    def leaders_of(self, broker_id: int) -> int:
+        found = self._metadata(self.cluster.brokers[broker_id])
+        if found is None:
+            raise RuntimeError(f"Kafka broker {broker_id} gave no metadata")
+        return sum(1 for p in found.topics.get(TOPIC, ()) if p.leader == broker_id)
+
+    def _restore(self, victim: KafkaBroker) -> None:
+        """Start `victim` again, wait until it is in every ISR, then leaders preferred."""
         victim.start(self.cluster.jars, self.cluster.overrides, self.cluster.heap)
         wait_for(self._all_in_sync, SYNC_TIMEOUT_S, "Kafka broker back in sync", every_s=0.5)
         partitions = [TopicPartition(TOPIC, i) for i in range(self.partitions)]
@@ -120,7 +156,6 @@ class KafkaCurves:
             except TimeoutError:
                 continue
         self.wait_in_sync()
-        return took
 
     def _all_in_sync(self) -> bool:
         live = self._live()

@@ -1,8 +1,8 @@
 """Run: `.venv/bin/python -m tests.benchmarks.curves` (`make bench-curves`).
 
 Highwater first, then Kafka (never two clusters at once). Per partition count, grown in one
-cluster: the brokers' idle CPU and RSS over --window-s, then (Highwater) a controlled shutdown
-of a broker leading a third, then a SIGKILL of the controller; each measure --runs times.
+cluster: the brokers' idle CPU and RSS over --window-s, then a controlled shutdown of a broker
+leading a third, then a SIGKILL of the controller; each measure --runs times.
 Then throughput: 1/10/100 partitions against 1/4/16 `highwater perf produce` processes.
 Then a broker's restart after SIGKILL against 1/5/20 GiB on its disk (restart.py), then
 Kafka's against 1/5 GiB (kafka_restart.py).
@@ -64,9 +64,7 @@ def highwater_partition_curves(
             curves["failover"]["Highwater"].append(Point(count, failovers))
             print(
                 f"Highwater {count} partitions: idle CPU {cpu} %, RSS/broker {rss[0]:.0f} MiB, "
-                f"shutdown {[round(s, 2) for s, _, _ in shutdowns]} s leading "
-                f"{[n for _, n, _ in shutdowns]} (accepted after "
-                f"{[None if a is None else round(a, 2) for _, _, a in shutdowns]} s), "
+                f"{shutdown_summary(shutdowns)}, "
                 f"failover {[round(f, 2) for f in failovers]} s; "
                 f"{load_average()}",
                 flush=True,
@@ -87,13 +85,24 @@ def kafka_partition_curves(
             curves["idle_cpu"]["Kafka"].append(Point(count, cpu))
             curves["rss"]["Kafka"].append(Point(count, rss))
             print(f"Kafka {count} partitions: idle CPU {cpu} %, RSS {rss} MiB", flush=True)
+            shutdowns = [kafka.controlled_shutdown_s() for _ in range(runs)]
+            curves["shutdown"]["Kafka"].append(Point(count, tuple(s for s, _, _ in shutdowns)))
             failovers = tuple(kafka.failover_s() for _ in range(runs))
             curves["failover"]["Kafka"].append(Point(count, failovers))
             print(
                 f"Kafka {count} partitions: idle CPU {cpu} %, RSS/broker {rss[0]:.0f} MiB, "
+                f"{shutdown_summary(shutdowns)}, "
                 f"failover {[round(f, 2) for f in failovers]} s; {load_average()}",
                 flush=True,
             )
+
+
+def shutdown_summary(shutdowns: Sequence[tuple[float, int, float | None]]) -> str:
+    return (
+        f"shutdown {[round(s, 2) for s, _, _ in shutdowns]} s leading "
+        f"{[n for _, n, _ in shutdowns]} (accepted after "
+        f"{[None if a is None else round(a, 2) for _, _, a in shutdowns]} s)"
+    )
 
 
 def throughput_curves(
@@ -214,9 +223,8 @@ def main() -> None:
     args = parser.parse_args()
     kafka_counts = args.partitions if args.kafka_partitions is None else args.kafka_partitions
     curves: dict[str, Series] = {
-        name: {"Highwater": [], "Kafka": []} for name in ("idle_cpu", "rss", "failover")
+        name: {"Highwater": [], "Kafka": []} for name in ("idle_cpu", "rss", "failover", "shutdown")
     }
-    curves["shutdown"] = {"Highwater": []}
     if args.merge is not None:
         merge(curves, json.loads(args.merge.read_text()))
         report(curves, args.out)  # also redraws saved points alone (with --skip of all five)

@@ -1,5 +1,6 @@
 """The curves benchmark's own parts, untimed: growth exponents and tables, the Kafka Metadata
-v1 codec, and the set-up/teardown helpers (every process stopped, also when a measure fails)."""
+v1 codec, Kafka's controlled shutdown line and leaders, and the set-up/teardown helpers (every
+process stopped, also when a measure fails)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import struct
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.benchmarks.curves import highwater_side, kafka_metadata, kafka_side
+from tests.benchmarks.curves.kafka_log import seconds_to
 from tests.benchmarks.curves.measure import Point, growth_exponent, rss_mib, table, wait_for
 
 
@@ -189,3 +192,44 @@ def test_kafka_running_stops_the_cluster_when_a_measure_fails(
     assert cluster.events == ["start", "stop"]
     assert cluster.heap == kafka_side.HEAP
     assert cluster.overrides["zookeeper.session.timeout.ms"] == "6000"
+
+
+def test_kafkas_controlled_shutdown_is_read_off_its_success_line_only() -> None:
+    # As KafkaServer.controlledShutdown words its answers: a retry's, then the success.
+    signalled_at = 1_796_202_000.0
+    stamp = datetime.fromtimestamp(signalled_at + 0.25).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+    later = datetime.fromtimestamp(signalled_at + 1.5).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+    lines = [
+        f"[{stamp}] INFO [KafkaServer id=3] Controlled shutdown request returned after 212ms "
+        "with 4 partitions remaining to move (kafka.server.KafkaServer)",
+        f"[{later}] INFO [KafkaServer id=3] Controlled shutdown request returned successfully "
+        "after 431ms (kafka.server.KafkaServer)",
+    ]
+    accepted = seconds_to(lines, kafka_side.SHUTDOWN_ACCEPTED, signalled_at)
+    assert accepted == pytest.approx(1.5)
+    assert seconds_to(lines[:1], kafka_side.SHUTDOWN_ACCEPTED, signalled_at) is None
+
+
+def test_kafka_leaders_of_counts_the_partitions_a_broker_leads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def partition(index: int, leader: int) -> kafka_metadata.KafkaPartition:
+        return kafka_metadata.KafkaPartition(index, leader, (1, 2, 3), (1, 2, 3))
+
+    found = kafka_metadata.KafkaMetadata(
+        controller_id=1,
+        topics={
+            highwater_side.TOPIC: tuple(partition(i, 1 + i % 3) for i in range(9)),
+            "other": (partition(0, 3),),
+        },
+    )
+
+    class FakeCluster:
+        brokers = {1: object(), 2: object(), 3: object()}
+
+    curves = kafka_side.KafkaCurves(FakeCluster())  # type: ignore[arg-type]
+    monkeypatch.setattr(curves, "_metadata", lambda broker: found)
+    assert curves.leaders_of(3) == 3
+    monkeypatch.setattr(curves, "_metadata", lambda broker: None)
+    with pytest.raises(RuntimeError, match="no metadata"):
+        curves.leaders_of(3)

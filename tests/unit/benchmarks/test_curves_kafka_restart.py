@@ -12,15 +12,12 @@ import pytest
 
 from tests.benchmarks.curves import fill
 from tests.benchmarks.curves.fill import GIB, bytes_needed, disk_refusal, gib_per_min
+from tests.benchmarks.curves.kafka_log import count, line_time_s, lines_since, seconds_to
 from tests.benchmarks.curves.kafka_restart import (
     LISTENING,
     LOGS_LOADED,
     RECOVERING_SEGMENT,
     REGISTERED,
-    count,
-    line_time_s,
-    lines_since,
-    seconds_to,
 )
 from tests.benchmarks.curves.measure import Point
 from tests.benchmarks.curves.run import plotted
